@@ -1,0 +1,156 @@
+//! Typed errors of the library. Each variant says what went wrong and where;
+//! [`Error::is_user_error`] separates bad input from internal failures.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in edudb.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input is not valid UTF-8.
+    #[error(
+        "{source_name}: invalid UTF-8 at byte {offset} (line {line}, column {column}); pass --lossy to replace invalid bytes"
+    )]
+    InvalidUtf8 {
+        /// File name or document id.
+        source_name: String,
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+        /// 1-based line of the first invalid byte.
+        line: usize,
+        /// 1-based column (in bytes) of the first invalid byte.
+        column: usize,
+    },
+    /// The input looks like a binary file.
+    #[error("{source_name}: looks like a binary file (NUL byte at offset {offset}); not ingested")]
+    Binary {
+        /// File name or document id.
+        source_name: String,
+        /// Offset of the first NUL byte.
+        offset: usize,
+    },
+    /// The document has no text to index.
+    #[error("{source_name}: document has no text to index")]
+    EmptyDocument {
+        /// File name or document id.
+        source_name: String,
+    },
+    /// The document exceeds the size the coordinates can address.
+    #[error("{source_name}: document is {bytes} bytes; the limit is {limit} bytes")]
+    TooLarge {
+        /// File name or document id.
+        source_name: String,
+        /// Size of the input.
+        bytes: usize,
+        /// Largest accepted size.
+        limit: usize,
+    },
+    /// A document id is not acceptable.
+    #[error("invalid document id {id:?}: {reason}")]
+    InvalidId {
+        /// The rejected id.
+        id: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A format name given by the user is unknown.
+    #[error("unknown format {0:?}; expected text, markdown or html")]
+    UnknownFormat(String),
+    /// No document has this id.
+    #[error("no document with id {0:?}")]
+    NoSuchDocument(String),
+    /// An EDU range is outside the document.
+    #[error("EDU range {first}..{last} is outside document {doc:?}, which has EDUs 0..{count}")]
+    EduRange {
+        /// The document id.
+        doc: String,
+        /// Requested first EDU.
+        first: u32,
+        /// Requested last EDU (inclusive).
+        last: u32,
+        /// Number of EDUs in the document.
+        count: u32,
+    },
+    /// A full-text query could not be parsed.
+    #[error("search query {query:?}: {message}")]
+    BadSearch {
+        /// The query text.
+        query: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// Reading an input file or directory failed.
+    #[error("{path}: {source}")]
+    Input {
+        /// The path being read.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Another process holds the store.
+    #[error("store {0} is locked by another process")]
+    Locked(PathBuf),
+    /// The store was written by an incompatible version of edudb.
+    #[error("store {path} has format version {found}; this edudb reads version {expected}")]
+    FormatVersion {
+        /// The store directory.
+        path: PathBuf,
+        /// Version found in the store.
+        found: String,
+        /// Version this build understands.
+        expected: u32,
+    },
+    /// The path exists but is not an edudb store.
+    #[error("{0} exists but is not an edudb store")]
+    NotAStore(PathBuf),
+    /// A structural invariant does not hold.
+    #[error("invariant violated in {doc:?}: {message}")]
+    Invariant {
+        /// The document id.
+        doc: String,
+        /// Which invariant and where.
+        message: String,
+    },
+    /// The operation was cancelled through its [`crate::CancelToken`].
+    #[error("cancelled")]
+    Cancelled,
+    /// The storage engine failed.
+    #[error("storage: {0}")]
+    Storage(String),
+    /// A stored record failed validation.
+    #[error("corrupt record {key}: {message}")]
+    Corrupt {
+        /// Which record.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The full-text index failed.
+    #[error("full-text index: {0}")]
+    FullText(String),
+    /// Other I/O on the store directory failed.
+    #[error("I/O on {path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// True when the error is caused by the caller's input (exit code 1 in
+    /// the CLI); false for internal failures (exit code 2).
+    pub fn is_user_error(&self) -> bool {
+        !matches!(
+            self,
+            Error::Storage(_)
+                | Error::Corrupt { .. }
+                | Error::FullText(_)
+                | Error::Io { .. }
+                | Error::Invariant { .. }
+        )
+    }
+}

@@ -1,0 +1,350 @@
+//! The storage seam: the only module that calls sled. Everything the store
+//! persists goes through [`Store`], whose invariants are tested here:
+//!
+//! - a document is four records (meta, text, EDUs, tree) written with one
+//!   change-log entry in one atomic batch, so after a crash it is entirely
+//!   present or entirely absent;
+//! - every change gets a sequence number in the log, which derived indexes
+//!   replay to catch up;
+//! - records are rkyv archives, validated on access and read in place
+//!   (rkyv's `unaligned` layout, so sled's unaligned buffers need no copy).
+//!
+//! Swapping the engine means rewriting this module only.
+
+use std::path::Path;
+
+use rkyv::rancor::BoxedError;
+use rkyv::vec::ArchivedVec;
+
+use crate::document::{ArchivedDocMeta, ArchivedEdu, DocMeta, Document, Edu};
+use crate::error::{Error, Result};
+use crate::tree::{ArchivedTree, Tree};
+
+/// Version of the on-disk layout; bumped on any incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+const VERSION_KEY: &[u8] = b"\0version";
+const SEQ_KEY: &[u8] = b"\0seq";
+const TRIMMED_KEY: &[u8] = b"\0trimmed";
+const META: u8 = b'M';
+const TEXT: u8 = b'T';
+const EDUS: u8 = b'E';
+const TREE: u8 = b'N';
+const LOG: u8 = b'L';
+const RECORDS: [u8; 4] = [META, TEXT, EDUS, TREE];
+
+/// The persistent document store.
+#[derive(Debug)]
+pub struct Store {
+    db: sled::Db,
+}
+
+/// One stored document, read in place from the store's buffers.
+#[derive(Debug, Clone)]
+pub struct StoredDoc {
+    meta: sled::IVec,
+    text: sled::IVec,
+    edus: sled::IVec,
+    tree: sled::IVec,
+}
+
+fn storage(err: sled::Error) -> Error {
+    Error::Storage(err.to_string())
+}
+
+fn key(kind: u8, id: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(id.len() + 1);
+    key.push(kind);
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
+fn log_key(seq: u64) -> [u8; 9] {
+    let mut key = [LOG; 9];
+    key[1..].copy_from_slice(&seq.to_be_bytes());
+    key
+}
+
+fn read_u64(value: Option<sled::IVec>, name: &str) -> Result<u64> {
+    match value {
+        None => Ok(0),
+        Some(v) => <[u8; 8]>::try_from(v.as_ref())
+            .map(u64::from_be_bytes)
+            .map_err(|_| Error::Corrupt {
+                key: name.into(),
+                message: "expected 8 bytes".into(),
+            }),
+    }
+}
+
+fn archive<T>(value: &T) -> Result<rkyv::util::AlignedVec>
+where
+    T: for<'a> rkyv::Serialize<
+            rkyv::api::high::HighSerializer<
+                rkyv::util::AlignedVec,
+                rkyv::ser::allocator::ArenaHandle<'a>,
+                BoxedError,
+            >,
+        >,
+{
+    rkyv::to_bytes::<BoxedError>(value).map_err(|e| Error::Storage(format!("archiving: {e}")))
+}
+
+fn access<'a, T>(bytes: &'a [u8], what: &str) -> Result<&'a T>
+where
+    T: rkyv::Portable
+        + for<'b> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'b, BoxedError>>,
+{
+    rkyv::access::<T, BoxedError>(bytes).map_err(|e| Error::Corrupt {
+        key: what.into(),
+        message: e.to_string(),
+    })
+}
+
+impl Store {
+    /// Opens (creating if needed) the sled database in `dir` and checks its format version.
+    pub fn open(dir: &Path) -> Result<Store> {
+        let db = sled::Config::new().path(dir).open().map_err(storage)?;
+        match db.get(VERSION_KEY).map_err(storage)? {
+            Some(found) if found.as_ref() == FORMAT_VERSION.to_string().as_bytes() => {}
+            Some(found) => {
+                return Err(Error::FormatVersion {
+                    path: dir.to_owned(),
+                    found: String::from_utf8_lossy(&found).into_owned(),
+                    expected: FORMAT_VERSION,
+                });
+            }
+            None if db.is_empty() => {
+                db.insert(VERSION_KEY, FORMAT_VERSION.to_string().as_bytes())
+                    .map_err(storage)?;
+                db.flush().map_err(storage)?;
+            }
+            None => return Err(Error::NotAStore(dir.to_owned())),
+        }
+        Ok(Store { db })
+    }
+
+    /// The sequence number of the latest change (0 for a new store).
+    pub fn last_seq(&self) -> Result<u64> {
+        read_u64(self.db.get(SEQ_KEY).map_err(storage)?, "seq")
+    }
+
+    /// The highest sequence number already dropped from the change log.
+    pub fn trimmed_seq(&self) -> Result<u64> {
+        read_u64(self.db.get(TRIMMED_KEY).map_err(storage)?, "trimmed")
+    }
+
+    /// Writes `doc` (replacing any document with its id) in one atomic
+    /// batch; returns the change's sequence number.
+    pub fn put(&self, doc: &Document) -> Result<u64> {
+        let id = &doc.meta.id;
+        let seq = self.last_seq()? + 1;
+        let mut batch = sled::Batch::default();
+        batch.insert(key(META, id), archive(&doc.meta)?.as_slice());
+        batch.insert(key(TEXT, id), doc.text.as_bytes());
+        batch.insert(key(EDUS, id), archive(&doc.edus)?.as_slice());
+        batch.insert(key(TREE, id), archive(&doc.tree)?.as_slice());
+        batch.insert(&log_key(seq), id.as_bytes());
+        batch.insert(SEQ_KEY, &seq.to_be_bytes());
+        self.db.apply_batch(batch).map_err(storage)?;
+        Ok(seq)
+    }
+
+    /// Deletes a document entirely in one atomic batch; returns the change's
+    /// sequence number, or `None` when no such document exists.
+    pub fn remove(&self, id: &str) -> Result<Option<u64>> {
+        if !self.db.contains_key(key(META, id)).map_err(storage)? {
+            return Ok(None);
+        }
+        let seq = self.last_seq()? + 1;
+        let mut batch = sled::Batch::default();
+        for kind in RECORDS {
+            batch.remove(key(kind, id));
+        }
+        batch.insert(&log_key(seq), id.as_bytes());
+        batch.insert(SEQ_KEY, &seq.to_be_bytes());
+        self.db.apply_batch(batch).map_err(storage)?;
+        Ok(Some(seq))
+    }
+
+    /// The stored document with this id, if any.
+    pub fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
+        let mut records = Vec::with_capacity(4);
+        for kind in RECORDS {
+            match self.db.get(key(kind, id)).map_err(storage)? {
+                Some(value) => records.push(value),
+                None if kind == META => return Ok(None),
+                None => {
+                    return Err(Error::Corrupt {
+                        key: format!("{}{id}", kind as char),
+                        message: "record missing".into(),
+                    });
+                }
+            }
+        }
+        let [meta, text, edus, tree]: [sled::IVec; 4] = records
+            .try_into()
+            .map_err(|_| Error::Storage("record count".into()))?;
+        let doc = StoredDoc {
+            meta,
+            text,
+            edus,
+            tree,
+        };
+        doc.meta()?;
+        Ok(Some(doc))
+    }
+
+    /// Metadata of every document, in id order.
+    pub fn metas(&self) -> Result<Vec<DocMeta>> {
+        self.db
+            .scan_prefix([META])
+            .map(|entry| {
+                let (key, value) = entry.map_err(storage)?;
+                let name = String::from_utf8_lossy(&key).into_owned();
+                let archived = access::<ArchivedDocMeta>(&value, &name)?;
+                rkyv::deserialize::<DocMeta, BoxedError>(archived).map_err(|e| Error::Corrupt {
+                    key: name,
+                    message: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// Ids changed after `seq`, with the latest sequence number of each, in log order.
+    pub fn changes_after(&self, seq: u64) -> Result<Vec<(u64, String)>> {
+        let start = log_key(seq.saturating_add(1));
+        let end = log_key(u64::MAX);
+        self.db
+            .range(start..=end)
+            .map(|entry| {
+                let (key, value) = entry.map_err(storage)?;
+                let seq = u64::from_be_bytes(key[1..9].try_into().unwrap_or_default());
+                Ok((seq, String::from_utf8_lossy(&value).into_owned()))
+            })
+            .collect()
+    }
+
+    /// Drops change-log entries up to and including `seq`, once every
+    /// derived index has applied them.
+    pub fn trim_log(&self, seq: u64) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        for entry in self.db.range(log_key(0)..=log_key(seq)) {
+            let (key, _) = entry.map_err(storage)?;
+            batch.remove(key);
+        }
+        batch.insert(TRIMMED_KEY, &seq.max(self.trimmed_seq()?).to_be_bytes());
+        self.db.apply_batch(batch).map_err(storage)
+    }
+
+    /// Makes every applied change durable.
+    pub fn flush(&self) -> Result<()> {
+        self.db.flush().map(|_| ()).map_err(storage)
+    }
+
+    /// Bytes the engine occupies on disk.
+    pub fn size_on_disk(&self) -> Result<u64> {
+        self.db.size_on_disk().map_err(storage)
+    }
+
+    /// Checks the store's invariants: every document has all four records
+    /// and no record lacks its document; every document passes
+    /// [`StoredDoc::validate`]. Returns the number of documents checked.
+    pub fn check(&self) -> Result<usize> {
+        for kind in [TEXT, EDUS, TREE] {
+            for entry in self.db.scan_prefix([kind]) {
+                let (record, _) = entry.map_err(storage)?;
+                let id = String::from_utf8_lossy(&record[1..]).into_owned();
+                if !self.db.contains_key(key(META, &id)).map_err(storage)? {
+                    return Err(Error::Invariant {
+                        doc: id,
+                        message: format!("orphan {} record", kind as char),
+                    });
+                }
+            }
+        }
+        let metas = self.metas()?;
+        for meta in &metas {
+            let doc = self.get(&meta.id)?.ok_or_else(|| Error::Invariant {
+                doc: meta.id.clone(),
+                message: "listed but not readable".into(),
+            })?;
+            doc.validate()?;
+        }
+        Ok(metas.len())
+    }
+}
+
+impl StoredDoc {
+    /// The document's metadata, in place.
+    pub fn meta(&self) -> Result<&ArchivedDocMeta> {
+        access::<ArchivedDocMeta>(&self.meta, "meta")
+    }
+
+    /// The stored text every coordinate points into.
+    pub fn text(&self) -> Result<&str> {
+        std::str::from_utf8(&self.text).map_err(|e| Error::Corrupt {
+            key: "text".into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The EDUs, in place.
+    pub fn edus(&self) -> Result<&ArchivedVec<ArchivedEdu>> {
+        access::<ArchivedVec<ArchivedEdu>>(&self.edus, "edus")
+    }
+
+    /// The structural tree, in place.
+    pub fn tree(&self) -> Result<&ArchivedTree> {
+        access::<ArchivedTree>(&self.tree, "tree")
+    }
+
+    /// An owned copy of the whole document.
+    pub fn to_document(&self) -> Result<Document> {
+        let corrupt = |e: BoxedError| Error::Corrupt {
+            key: "document".into(),
+            message: e.to_string(),
+        };
+        Ok(Document {
+            meta: rkyv::deserialize::<DocMeta, BoxedError>(self.meta()?).map_err(corrupt)?,
+            text: self.text()?.to_owned(),
+            edus: rkyv::deserialize::<Vec<Edu>, BoxedError>(self.edus()?).map_err(corrupt)?,
+            tree: rkyv::deserialize::<Tree, BoxedError>(self.tree()?).map_err(corrupt)?,
+        })
+    }
+
+    /// Checks that the records agree: EDUs are dense, ordered, non-overlapping
+    /// and slice the text on char boundaries; the tree passes
+    /// [`Tree::validate`]; the counts in the metadata match.
+    pub fn validate(&self) -> Result<()> {
+        let doc = self.to_document()?;
+        let fail = |message: String| Error::Invariant {
+            doc: doc.meta.id.clone(),
+            message,
+        };
+        let mut previous_end = 0u32;
+        for (index, edu) in doc.edus.iter().enumerate() {
+            let ok = edu.id as usize == index
+                && edu.start < edu.end
+                && edu.start >= previous_end
+                && (edu.end as usize) <= doc.text.len()
+                && doc.text.is_char_boundary(edu.start as usize)
+                && doc.text.is_char_boundary(edu.end as usize);
+            if !ok {
+                return Err(fail(format!(
+                    "EDU {index} has bad coordinates {}..{}",
+                    edu.start, edu.end
+                )));
+            }
+            previous_end = edu.end;
+        }
+        doc.tree.validate(doc.edus.len() as u32).map_err(fail)?;
+        let counts_match = doc.meta.edus as usize == doc.edus.len()
+            && doc.meta.nodes as usize == doc.tree.nodes.len()
+            && doc.meta.bytes as usize == doc.text.len();
+        if !counts_match {
+            return Err(fail("metadata counts disagree with the records".into()));
+        }
+        Ok(())
+    }
+}

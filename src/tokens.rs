@@ -1,0 +1,29 @@
+//! Token counts in a real LLM tokenizer (o200k_base); every budget in edudb
+//! is in these tokens.
+
+use tiktoken_rs::CoreBPE;
+
+/// The shared o200k_base tokenizer, loaded once per process.
+fn tokenizer() -> &'static CoreBPE {
+    tiktoken_rs::o200k_base_singleton()
+}
+
+/// Number of o200k_base tokens in `text` (special tokens treated as text).
+pub fn count(text: &str) -> u32 {
+    u32::try_from(tokenizer().encode_ordinary(text).len()).unwrap_or(u32::MAX)
+}
+
+/// The name of the tokenizer, recorded in stores and reports.
+pub const TOKENIZER: &str = "o200k_base";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_real_tokens() {
+        assert_eq!(super::count(""), 0);
+        assert_eq!(super::count("hello"), 1);
+        let sentence = "The quick brown fox jumps over the lazy dog.";
+        let n = super::count(sentence);
+        assert!((8..=12).contains(&n), "{n}");
+    }
+}

@@ -1,0 +1,114 @@
+//! Extractive titles: a short span of a node's own text, never new words.
+
+use super::cohesion::TermVector;
+use crate::document::{Edu, EduKind, Span};
+
+/// Most words in an extractive title.
+const TITLE_WORDS: usize = 10;
+/// Most bytes in an extractive title.
+const TITLE_BYTES: usize = 80;
+/// How many EDUs of a node are considered when picking its representative.
+const CANDIDATES: usize = 48;
+
+/// The title of a node without a heading: the opening words of its most
+/// representative EDU (the one closest to the centroid of the node's words).
+pub(super) fn extractive_title(text: &str, edus: &[Edu], span: Span) -> String {
+    let last = (span.last as usize).min(span.first as usize + CANDIDATES - 1);
+    let candidates = &edus[span.first as usize..=last];
+    let prose: Vec<&Edu> = candidates
+        .iter()
+        .filter(|e| !matches!(e.kind, EduKind::Code | EduKind::Table))
+        .collect();
+    let pool: Vec<&Edu> = if prose.is_empty() {
+        candidates.iter().collect()
+    } else {
+        prose
+    };
+    let vectors: Vec<TermVector> = pool
+        .iter()
+        .map(|e| TermVector::from_text(&text[e.start as usize..e.end as usize]))
+        .collect();
+    let centroid = TermVector::sum(&vectors);
+    let best = vectors
+        .iter()
+        .enumerate()
+        .max_by(|a, b| {
+            a.1.cosine(&centroid)
+                .total_cmp(&b.1.cosine(&centroid))
+                .then(b.0.cmp(&a.0))
+        })
+        .map_or(0, |(i, _)| i);
+    let edu = pool[best];
+    opening_words(&text[edu.start as usize..edu.end as usize]).to_owned()
+}
+
+/// The first line of `text`, cut after at most [`TITLE_WORDS`] words and
+/// [`TITLE_BYTES`] bytes at a word (or, failing that, char) boundary.
+fn opening_words(text: &str) -> &str {
+    let line = text.lines().next().unwrap_or("").trim_end();
+    let mut end = line.len();
+    let mut words = 0;
+    let mut in_word = false;
+    for (i, c) in line.char_indices() {
+        if c.is_whitespace() {
+            if in_word {
+                words += 1;
+                if words == TITLE_WORDS {
+                    end = i;
+                    break;
+                }
+            }
+            in_word = false;
+        } else {
+            in_word = true;
+        }
+    }
+    let mut title = &line[..end];
+    if title.len() > TITLE_BYTES {
+        let mut cut = TITLE_BYTES;
+        while !title.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let at_word = title[..cut].rfind(char::is_whitespace).filter(|&w| w > 0);
+        title = title[..at_word.unwrap_or(cut)].trim_end();
+    }
+    title
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opening_words_is_a_prefix_of_the_first_line() {
+        assert_eq!(opening_words("one two three\nfour"), "one two three");
+        assert_eq!(
+            opening_words("a b c d e f g h i j k l m"),
+            "a b c d e f g h i j"
+        );
+        let long = "x".repeat(200);
+        assert_eq!(opening_words(&long).len(), TITLE_BYTES);
+        assert_eq!(opening_words("é".repeat(60).as_str()).len(), 80);
+    }
+
+    #[test]
+    fn picks_the_most_central_edu() {
+        let text =
+            "Unrelated opener here. Traits define shared behaviour. Traits and behaviour matter.";
+        let edus = [(0, 22), (23, 54), (55, 83)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, e))| Edu {
+                id: i as u32,
+                start: s,
+                end: e,
+                tokens: 1,
+                kind: EduKind::Text,
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(
+            extractive_title(text, &edus, Span::new(0, 2)),
+            "Traits define shared behaviour."
+        );
+    }
+}
