@@ -89,6 +89,12 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The command-line or API arguments do not make sense together.
+    #[error("{0}")]
+    Usage(String),
+    /// No store exists at the path.
+    #[error("no edudb store at {0}; create one with `edudb init` or by ingesting")]
+    NoStore(PathBuf),
     /// Another process holds the store.
     #[error("store {0} is locked by another process")]
     Locked(PathBuf),

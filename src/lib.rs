@@ -1,12 +1,37 @@
 //! edudb: an embedded document database that stores documents as
-//! addressable EDU coordinates with a structural tree over them.
+//! addressable EDU coordinates (elementary discourse units, each an exact
+//! byte range of the original text) with a structural tree over them, a
+//! full-text index, and crash-safe persistence.
+//!
+//! Start with [`Db`]:
+//!
+//! ```no_run
+//! # fn main() -> edudb::Result<()> {
+//! let db = edudb::Db::create("my.db")?;
+//! db.ingest_bytes("intro", b"# Intro\n\nEDUs are clauses. Trees nest.".to_vec(), Default::default())?;
+//! for hit in db.search("clauses", 5)? {
+//!     println!("{} {} {:?}", hit.doc, hit.edus, hit.text);
+//! }
+//! # Ok(()) }
+//! ```
 
+pub mod db;
 pub mod document;
 pub mod error;
 pub mod fulltext;
 pub mod ingest;
 pub mod layout;
+pub mod progress;
 pub mod segment;
+pub mod sources;
 pub mod store;
 pub mod tokens;
 pub mod tree;
+
+pub use db::{CheckReport, Db, EduText, IngestFailure, IngestReport, SearchHit, Stats};
+pub use document::{DocMeta, Document, Edu, EduKind, Format, Node, NodeKind, Span};
+pub use error::{Error, Result};
+pub use ingest::IngestOptions;
+pub use progress::{CancelToken, NoProgress, Progress};
+pub use sources::Source;
+pub use tree::{Tree, TreeBuilder};

@@ -1,1 +1,8 @@
-fn main() {}
+//! The `edudb` command-line tool. Exit codes: 0 success, 1 bad input or
+//! usage, 2 internal failure.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

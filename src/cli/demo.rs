@@ -1,0 +1,81 @@
+//! `edudb demo`: ingests the bundled corpus (five Rust RFCs, MIT/Apache-2.0,
+//! see `src/demo/README.md`) into a temporary store and shows a tree, some
+//! EDUs with coordinates, and a search. Needs nothing outside the binary.
+
+use edudb::sources::{Origin, Source};
+use edudb::{CancelToken, Db, Format, IngestOptions};
+
+use super::{bars, render};
+
+/// The bundled documents: id and Markdown text.
+const CORPUS: &[(&str, &str)] = &[
+    (
+        "0002-rfc-process",
+        include_str!("../demo/0002-rfc-process.md"),
+    ),
+    (
+        "0505-api-comment-conventions",
+        include_str!("../demo/0505-api-comment-conventions.md"),
+    ),
+    (
+        "1618-ergonomic-format-args",
+        include_str!("../demo/1618-ergonomic-format-args.md"),
+    ),
+    (
+        "2124-option-filter",
+        include_str!("../demo/2124-option-filter.md"),
+    ),
+    (
+        "2585-unsafe-block-in-unsafe-fn",
+        include_str!("../demo/2585-unsafe-block-in-unsafe-fn.md"),
+    ),
+];
+
+/// Runs the tour in a fresh temporary store, removed afterwards.
+pub fn run(quiet: bool) -> edudb::Result<()> {
+    let dir = std::env::temp_dir().join(format!("edudb-demo-{}", std::process::id()));
+    let result = tour(&dir, quiet);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn tour(dir: &std::path::Path, quiet: bool) -> edudb::Result<()> {
+    let db = Db::create(dir)?;
+    println!("== edudb demo: a temporary store at {}\n", dir.display());
+    let sources: Vec<Source> = CORPUS
+        .iter()
+        .map(|(id, text)| Source {
+            id: (*id).to_owned(),
+            origin: Origin::Bytes(text.as_bytes().to_vec()),
+        })
+        .collect();
+    let options = IngestOptions {
+        format: Some(Format::Markdown),
+        lossy: false,
+    };
+    let report = db.ingest(
+        &sources,
+        options,
+        &bars::Bars::new(quiet),
+        &CancelToken::new(),
+    )?;
+    println!("$ edudb ingest src/demo/*.md");
+    render::ingest_report(&report, false);
+
+    println!("\n$ edudb docs");
+    render::documents(&db.documents()?, false);
+
+    let doc = "0002-rfc-process";
+    println!("\n$ edudb tree {doc} --depth 2");
+    render::tree(&db.tree(doc)?, Some(2), false);
+
+    println!("\n$ edudb show {doc} 0..5");
+    render::edus(&db.edus(doc, Some((0, 5)))?, false);
+
+    let query = "unsafe operations inside unsafe fn";
+    println!("\n$ edudb search '{query}' --limit 5");
+    render::hits(&db.search(query, 5)?, false);
+
+    println!("\nEvery EDU is an exact byte range of its document; try `edudb --help`.");
+    Ok(())
+}

@@ -1,0 +1,232 @@
+//! Argument parsing and command dispatch for the `edudb` binary. All
+//! printing happens here and in the submodules, never in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use edudb::{CancelToken, Db, Error, Format, IngestOptions};
+use serde_json::json;
+
+mod bars;
+mod demo;
+mod render;
+
+/// Exit code for bad input or usage.
+const EXIT_USER: u8 = 1;
+/// Exit code for internal failures.
+const EXIT_INTERNAL: u8 = 2;
+
+/// edudb: an embedded document database with EDU coordinates and structural trees.
+#[derive(Debug, Parser)]
+#[command(name = "edudb", version, about)]
+struct Cli {
+    /// Store directory.
+    #[arg(long, global = true, env = "EDUDB_PATH", default_value = "./edudb.db")]
+    db: PathBuf,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Hide progress bars.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create an empty store.
+    Init,
+    /// Ingest files, directories (recursively) or `-` for standard input.
+    Ingest {
+        /// Inputs: files, directories, or `-`.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Document id (one input only); default: the file name without extension.
+        #[arg(long)]
+        id: Option<String>,
+        /// Input format: text, markdown or html; default: by extension, then sniffed.
+        #[arg(long, value_parser = parse_format)]
+        format: Option<Format>,
+        /// Replace invalid UTF-8 with U+FFFD instead of rejecting the file.
+        #[arg(long)]
+        lossy: bool,
+    },
+    /// List documents.
+    Docs,
+    /// Show a document's structural tree.
+    Tree {
+        /// Document id.
+        doc: String,
+        /// Show nodes down to this depth only (root = 0).
+        #[arg(long)]
+        depth: Option<u16>,
+    },
+    /// Show EDUs with their coordinates; RANGE is `A..B` (inclusive) or `A`.
+    Show {
+        /// Document id.
+        doc: String,
+        /// EDU range `A..B` (both ends included) or a single EDU `A`.
+        range: Option<String>,
+    },
+    /// Full-text (BM25) search over EDUs and section titles.
+    Search {
+        /// Query terms (tantivy query syntax: words, "phrases", +must, -not).
+        query: String,
+        /// Most hits to return.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        limit: u32,
+    },
+    /// Delete documents completely.
+    Rm {
+        /// Document ids.
+        #[arg(required = true)]
+        docs: Vec<String>,
+    },
+    /// Show store totals.
+    Stats,
+    /// Rebuild the full-text index from the store.
+    Reindex,
+    /// Validate every stored document and the index.
+    Check,
+    /// Ingest the bundled demo corpus into a temporary store and tour it.
+    Demo,
+}
+
+fn parse_format(name: &str) -> Result<Format, String> {
+    name.parse().map_err(|e: Error| e.to_string())
+}
+
+/// Runs the CLI and maps the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() { EXIT_USER } else { 0 };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(if err.is_user_error() {
+                EXIT_USER
+            } else {
+                EXIT_INTERNAL
+            })
+        }
+    }
+}
+
+/// Prints a JSON value on stdout.
+fn print_json(value: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+fn run(cli: &Cli) -> edudb::Result<ExitCode> {
+    match &cli.command {
+        Command::Init => {
+            let db = Db::create(&cli.db)?;
+            if cli.json {
+                print_json(&json!({ "path": db.path() }));
+            } else {
+                println!("store ready at {}", db.path().display());
+            }
+        }
+        Command::Ingest {
+            paths,
+            id,
+            format,
+            lossy,
+        } => {
+            let sources = edudb::sources::expand(paths, id.as_deref())?;
+            let db = Db::create(&cli.db)?;
+            let options = IngestOptions {
+                format: *format,
+                lossy: *lossy,
+            };
+            let progress = bars::Bars::new(cli.quiet || cli.json);
+            let report = db.ingest(&sources, options, &progress, &CancelToken::new())?;
+            render::ingest_report(&report, cli.json);
+            if !report.failures.is_empty() {
+                return Ok(ExitCode::from(EXIT_USER));
+            }
+        }
+        Command::Docs => render::documents(&Db::open(&cli.db)?.documents()?, cli.json),
+        Command::Tree { doc, depth } => {
+            render::tree(&Db::open(&cli.db)?.tree(doc)?, *depth, cli.json)
+        }
+        Command::Show { doc, range } => {
+            let range = range.as_deref().map(parse_range).transpose()?;
+            render::edus(&Db::open(&cli.db)?.edus(doc, range)?, cli.json);
+        }
+        Command::Search { query, limit } => {
+            render::hits(
+                &Db::open(&cli.db)?.search(query, *limit as usize)?,
+                cli.json,
+            );
+        }
+        Command::Rm { docs } => {
+            let db = Db::open(&cli.db)?;
+            for doc in docs {
+                db.remove(doc)?;
+                if !cli.json {
+                    println!("removed {doc}");
+                }
+            }
+            if cli.json {
+                print_json(&json!({ "removed": docs }));
+            }
+        }
+        Command::Stats => render::stats(&Db::open(&cli.db)?.stats()?, cli.json),
+        Command::Reindex => {
+            let db = Db::open(&cli.db)?;
+            db.reindex(&bars::Bars::new(cli.quiet || cli.json), &CancelToken::new())?;
+            let entries = db.stats()?.fulltext_entries;
+            if cli.json {
+                print_json(&json!({ "fulltext_entries": entries }));
+            } else {
+                println!("full-text index rebuilt: {entries} entries");
+            }
+        }
+        Command::Check => {
+            let report = Db::open(&cli.db)?.check()?;
+            if cli.json {
+                print_json(&serde_json::to_value(&report).unwrap_or_default());
+            } else {
+                println!(
+                    "ok: {} documents valid, {} full-text entries",
+                    report.documents, report.fulltext_entries
+                );
+            }
+        }
+        Command::Demo => demo::run(cli.quiet)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parses `A..B` (inclusive) or `A` into an EDU range.
+fn parse_range(text: &str) -> edudb::Result<(u32, u32)> {
+    let bad = || {
+        Error::Usage(format!(
+            "bad EDU range {text:?}; expected A..B (inclusive) or A, e.g. 3..7"
+        ))
+    };
+    let number = |s: &str| s.trim().parse::<u32>().map_err(|_| bad());
+    match text.split_once("..") {
+        Some((a, b)) => Ok((number(a)?, number(b.strip_prefix('=').unwrap_or(b))?)),
+        None => number(text).map(|a| (a, a)),
+    }
+}

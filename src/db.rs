@@ -1,0 +1,538 @@
+//! [`Db`]: one open store directory. It owns the process lock, the sled
+//! store (source of truth) and the full-text index (derived state), keeps
+//! the index caught up with the store, and is the library's entry point for
+//! ingesting, browsing, searching and maintenance.
+//!
+//! Directory layout: `LOCK` (held exclusively while open), `sled/` (the
+//! [`Store`]), `fulltext/` (the [`FullText`] index).
+
+use std::collections::HashMap;
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::document::{DocMeta, Document, EduKind, Span};
+use crate::error::{Error, Result};
+use crate::fulltext::FullText;
+use crate::ingest::{IngestOptions, analyze, decode, detect_format};
+use crate::progress::{CancelToken, Progress};
+use crate::sources::{Origin, Source};
+use crate::store::{FORMAT_VERSION, Store, StoredDoc};
+use crate::tree::Tree;
+
+const LOCK_FILE: &str = "LOCK";
+const STORE_DIR: &str = "sled";
+const FULLTEXT_DIR: &str = "fulltext";
+
+/// An open edudb store.
+#[derive(Debug)]
+pub struct Db {
+    dir: PathBuf,
+    store: Store,
+    fulltext: Mutex<FullText>,
+    /// Held for the lifetime of the `Db`; the OS releases it on exit or crash.
+    _lock: File,
+}
+
+/// One input that could not be ingested, and why.
+#[derive(Debug)]
+pub struct IngestFailure {
+    /// The file name, `<stdin>`, or the id.
+    pub source: String,
+    /// What was wrong with it.
+    pub error: Error,
+}
+
+/// What an ingest run did.
+#[derive(Debug, Default)]
+pub struct IngestReport {
+    /// Metadata of every document written, in the order written.
+    pub documents: Vec<DocMeta>,
+    /// Inputs rejected for bad content; the others were still ingested.
+    pub failures: Vec<IngestFailure>,
+    /// Wall-clock time of the whole run.
+    pub elapsed: Duration,
+}
+
+impl IngestReport {
+    /// Total EDUs written.
+    pub fn edus(&self) -> u64 {
+        self.documents.iter().map(|d| u64::from(d.edus)).sum()
+    }
+
+    /// Total tree nodes written.
+    pub fn nodes(&self) -> u64 {
+        self.documents.iter().map(|d| u64::from(d.nodes)).sum()
+    }
+
+    /// Total tokens written.
+    pub fn tokens(&self) -> u64 {
+        self.documents.iter().map(|d| d.tokens).sum()
+    }
+
+    /// Total bytes of stored text written.
+    pub fn bytes(&self) -> u64 {
+        self.documents.iter().map(|d| d.bytes).sum()
+    }
+}
+
+/// One EDU with its text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EduText {
+    /// EDU id.
+    pub id: u32,
+    /// Byte range `[start, end)` in the stored text.
+    pub bytes: [u32; 2],
+    /// o200k_base tokens.
+    pub tokens: u32,
+    /// The block kind it came from.
+    pub kind: EduKind,
+    /// Exactly `text[start..end]`.
+    pub text: String,
+}
+
+/// One full-text hit with its coordinates and text.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchHit {
+    /// Document id.
+    pub doc: String,
+    /// The section whose title matched, or `None` for an EDU hit.
+    pub node: Option<u32>,
+    /// EDUs covered: the EDU, or the section's span.
+    pub edus: Span,
+    /// Byte range `[start, end)` of those EDUs in the stored text.
+    pub bytes: [u32; 2],
+    /// BM25 score.
+    pub score: f32,
+    /// The EDU's text, or the section's title.
+    pub text: String,
+}
+
+/// Totals over the whole store.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Number of documents.
+    pub documents: u64,
+    /// Number of EDUs.
+    pub edus: u64,
+    /// Number of tree nodes.
+    pub nodes: u64,
+    /// Tokens over all EDUs.
+    pub tokens: u64,
+    /// Bytes of stored text.
+    pub text_bytes: u64,
+    /// Bytes the storage engine uses on disk.
+    pub store_bytes: u64,
+    /// Entries in the full-text index.
+    pub fulltext_entries: u64,
+    /// Store change sequence number.
+    pub last_change: u64,
+    /// On-disk format version.
+    pub format_version: u32,
+    /// Tokenizer all counts are in.
+    pub tokenizer: &'static str,
+}
+
+/// Result of [`Db::check`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CheckReport {
+    /// Documents whose records were validated.
+    pub documents: usize,
+    /// Full-text entries.
+    pub fulltext_entries: u64,
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+impl Db {
+    /// Opens an existing store; [`Error::NoStore`] when there is none.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Db> {
+        Db::open_dir(dir.as_ref(), false)
+    }
+
+    /// Opens the store at `dir`, creating it when absent.
+    pub fn create(dir: impl AsRef<Path>) -> Result<Db> {
+        Db::open_dir(dir.as_ref(), true)
+    }
+
+    fn open_dir(dir: &Path, create: bool) -> Result<Db> {
+        let is_store = dir.join(STORE_DIR).is_dir();
+        if dir.exists() && !dir.is_dir() {
+            return Err(Error::NotAStore(dir.to_owned()));
+        }
+        if !is_store {
+            let empty = !dir.exists()
+                || std::fs::read_dir(dir)
+                    .map_err(io_error(dir))?
+                    .next()
+                    .is_none();
+            if !create {
+                return Err(Error::NoStore(dir.to_owned()));
+            }
+            if !empty && !dir.join(LOCK_FILE).exists() {
+                return Err(Error::NotAStore(dir.to_owned()));
+            }
+            std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        }
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_error(&lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(Error::Locked(dir.to_owned())),
+            Err(TryLockError::Error(source)) => {
+                return Err(Error::Io {
+                    path: lock_path,
+                    source,
+                });
+            }
+        }
+        let store = Store::open(&dir.join(STORE_DIR)).map_err(|e| match e {
+            Error::FormatVersion {
+                found, expected, ..
+            } => Error::FormatVersion {
+                path: dir.to_owned(),
+                found,
+                expected,
+            },
+            other => other,
+        })?;
+        let fulltext_dir = dir.join(FULLTEXT_DIR);
+        let (fulltext, rebuild) = match FullText::open(&fulltext_dir) {
+            Ok(index) => (index, false),
+            Err(err) => {
+                tracing::warn!("full-text index unreadable ({err}); rebuilding it from the store");
+                std::fs::remove_dir_all(&fulltext_dir).map_err(io_error(&fulltext_dir))?;
+                (FullText::open(&fulltext_dir)?, true)
+            }
+        };
+        let db = Db {
+            dir: dir.to_owned(),
+            store,
+            fulltext: Mutex::new(fulltext),
+            _lock: lock,
+        };
+        db.catch_up(rebuild)?;
+        Ok(db)
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn fulltext(&self) -> std::sync::MutexGuard<'_, FullText> {
+        self.fulltext
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Brings the full-text index up to the store's latest change: replays
+    /// the change log past what the index applied, or rebuilds it when the
+    /// log no longer reaches back that far (or the index is ahead).
+    fn catch_up(&self, force_rebuild: bool) -> Result<()> {
+        let mut fulltext = self.fulltext();
+        let applied = fulltext.applied_seq()?;
+        let last = self.store.last_seq()?;
+        if applied == last && !force_rebuild {
+            return Ok(());
+        }
+        if force_rebuild || applied > last || applied < self.store.trimmed_seq()? {
+            tracing::info!("rebuilding the full-text index from the store");
+            drop(fulltext);
+            return self.reindex(&crate::progress::NoProgress, &CancelToken::new());
+        }
+        tracing::info!("full-text index catching up from change {applied} to {last}");
+        let mut latest: HashMap<String, u64> = HashMap::new();
+        for (seq, id) in self.store.changes_after(applied)? {
+            latest.insert(id, seq);
+        }
+        for id in latest.keys() {
+            match self.store.get(id)? {
+                Some(stored) => fulltext.replace(&stored.to_document()?)?,
+                None => fulltext.remove(id),
+            }
+        }
+        fulltext.commit(last)?;
+        self.store.trim_log(last)
+    }
+
+    /// Ingests `sources`: reads, decodes, analyses them on worker threads and
+    /// writes each document in one atomic batch (replacing any document with
+    /// its id). Inputs with bad content (invalid UTF-8, binary, empty) are
+    /// reported in [`IngestReport::failures`] while the rest go on; storage
+    /// failures stop the run. On cancellation, documents already written
+    /// stay, and [`Error::Cancelled`] is returned.
+    pub fn ingest(
+        &self,
+        sources: &[Source],
+        options: IngestOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<IngestReport> {
+        let started = Instant::now();
+        let mut report = IngestReport::default();
+        let mut fulltext = self.fulltext();
+        progress.start("ingest", sources.iter().map(Source::len_hint).sum());
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(sources.len())
+            .max(1);
+        let next = AtomicUsize::new(0);
+        let outcome = std::thread::scope(|scope| -> Result<()> {
+            let (sender, receiver) =
+                std::sync::mpsc::sync_channel::<(usize, Result<Document>)>(workers * 2);
+            for _ in 0..workers {
+                let sender = sender.clone();
+                let next = &next;
+                scope.spawn(move || {
+                    while !cancel.is_cancelled() {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(source) = sources.get(index) else {
+                            break;
+                        };
+                        if sender.send((index, prepare(source, options))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(sender);
+            for (index, prepared) in receiver {
+                cancel.check()?;
+                let source = &sources[index];
+                match prepared {
+                    Ok(doc) => {
+                        self.store.put(&doc)?;
+                        fulltext.replace(&doc)?;
+                        report.documents.push(doc.meta);
+                    }
+                    Err(error) if error.is_user_error() => {
+                        report.failures.push(IngestFailure {
+                            source: source.name(),
+                            error,
+                        });
+                    }
+                    Err(error) => return Err(error),
+                }
+                progress.advance(source.len_hint(), &source.id);
+            }
+            cancel.check()
+        });
+        progress.finish();
+        if !report.documents.is_empty() {
+            let last = self.store.last_seq()?;
+            fulltext.commit(last)?;
+            self.store.trim_log(last)?;
+            self.store.flush()?;
+        }
+        outcome?;
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// Ingests one document from bytes under `id`; its content error, if
+    /// any, is returned as the error.
+    pub fn ingest_bytes(
+        &self,
+        id: &str,
+        bytes: Vec<u8>,
+        options: IngestOptions,
+    ) -> Result<DocMeta> {
+        crate::ingest::validate_id(id)?;
+        let source = Source {
+            id: id.to_owned(),
+            origin: Origin::Bytes(bytes),
+        };
+        let mut report = self.ingest(
+            &[source],
+            options,
+            &crate::progress::NoProgress,
+            &CancelToken::new(),
+        )?;
+        match (report.documents.pop(), report.failures.pop()) {
+            (Some(meta), _) => Ok(meta),
+            (None, Some(failure)) => Err(failure.error),
+            (None, None) => Err(Error::Cancelled),
+        }
+    }
+
+    /// Metadata of every document, in id order.
+    pub fn documents(&self) -> Result<Vec<DocMeta>> {
+        self.store.metas()
+    }
+
+    /// The stored document `id`, read in place.
+    pub fn document(&self, id: &str) -> Result<StoredDoc> {
+        self.store
+            .get(id)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
+    }
+
+    /// The structural tree of document `id`.
+    pub fn tree(&self, id: &str) -> Result<Tree> {
+        Ok(self.document(id)?.to_document()?.tree)
+    }
+
+    /// EDUs `first..=last` of document `id` with their text (all when `range` is `None`).
+    pub fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Vec<EduText>> {
+        let stored = self.document(id)?;
+        let edus = stored.edus()?;
+        let text = stored.text()?;
+        let count = edus.len() as u32;
+        let (first, last) = range.unwrap_or((0, count.saturating_sub(1)));
+        if first > last || last >= count {
+            return Err(Error::EduRange {
+                doc: id.to_owned(),
+                first,
+                last,
+                count,
+            });
+        }
+        Ok(edus[first as usize..=last as usize]
+            .iter()
+            .map(|e| {
+                let (start, end) = (e.start.to_native(), e.end.to_native());
+                EduText {
+                    id: e.id.to_native(),
+                    bytes: [start, end],
+                    tokens: e.tokens.to_native(),
+                    kind: rkyv::deserialize::<EduKind, rkyv::rancor::Infallible>(&e.kind)
+                        .unwrap_or(EduKind::Text),
+                    text: text[start as usize..end as usize].to_owned(),
+                }
+            })
+            .collect())
+    }
+
+    /// BM25 search over EDU texts and section titles, best first.
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
+        let hits = self.fulltext().search(query, limit)?;
+        let mut docs: HashMap<String, StoredDoc> = HashMap::new();
+        let mut out = Vec::with_capacity(hits.len());
+        for hit in hits {
+            if !docs.contains_key(&hit.doc) {
+                let Some(stored) = self.store.get(&hit.doc)? else {
+                    continue;
+                };
+                docs.insert(hit.doc.clone(), stored);
+            }
+            let stored = &docs[&hit.doc];
+            let (edus, text) = (stored.edus()?, stored.text()?);
+            let (Some(first), Some(last)) = (
+                edus.get(hit.span.first as usize),
+                edus.get(hit.span.last as usize),
+            ) else {
+                continue;
+            };
+            let bytes = [first.start.to_native(), last.end.to_native()];
+            let text = match hit.node {
+                Some(node) => stored
+                    .tree()?
+                    .nodes
+                    .get(node as usize)
+                    .map_or_else(String::new, |n| n.title.to_string()),
+                None => text[bytes[0] as usize..bytes[1] as usize].to_owned(),
+            };
+            out.push(SearchHit {
+                doc: hit.doc,
+                node: hit.node,
+                edus: hit.span,
+                bytes,
+                score: hit.score,
+                text,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Deletes document `id` completely (records and index entries).
+    pub fn remove(&self, id: &str) -> Result<()> {
+        let mut fulltext = self.fulltext();
+        let seq = self
+            .store
+            .remove(id)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+        fulltext.remove(id);
+        fulltext.commit(seq)?;
+        self.store.trim_log(seq)?;
+        self.store.flush()
+    }
+
+    /// Totals over the store.
+    pub fn stats(&self) -> Result<Stats> {
+        let metas = self.store.metas()?;
+        Ok(Stats {
+            documents: metas.len() as u64,
+            edus: metas.iter().map(|m| u64::from(m.edus)).sum(),
+            nodes: metas.iter().map(|m| u64::from(m.nodes)).sum(),
+            tokens: metas.iter().map(|m| m.tokens).sum(),
+            text_bytes: metas.iter().map(|m| m.bytes).sum(),
+            store_bytes: self.store.size_on_disk()?,
+            fulltext_entries: self.fulltext().entries(),
+            last_change: self.store.last_seq()?,
+            format_version: FORMAT_VERSION,
+            tokenizer: crate::tokens::TOKENIZER,
+        })
+    }
+
+    /// Rebuilds the full-text index from the store.
+    pub fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<()> {
+        let mut fulltext = self.fulltext();
+        let metas = self.store.metas()?;
+        let last = self.store.last_seq()?;
+        progress.start("reindex", metas.len() as u64);
+        fulltext.clear()?;
+        let result = metas.iter().try_for_each(|meta| {
+            cancel.check()?;
+            if let Some(stored) = self.store.get(&meta.id)? {
+                fulltext.replace(&stored.to_document()?)?;
+            }
+            progress.advance(1, &meta.id);
+            Ok(())
+        });
+        progress.finish();
+        result?;
+        fulltext.commit(last)?;
+        self.store.trim_log(last)
+    }
+
+    /// Validates every stored document and that the full-text index is
+    /// caught up with the store.
+    pub fn check(&self) -> Result<CheckReport> {
+        let documents = self.store.check()?;
+        let fulltext = self.fulltext();
+        let (applied, last) = (fulltext.applied_seq()?, self.store.last_seq()?);
+        if applied != last {
+            return Err(Error::Invariant {
+                doc: String::new(),
+                message: format!("full-text index applied change {applied}, store is at {last}"),
+            });
+        }
+        Ok(CheckReport {
+            documents,
+            fulltext_entries: fulltext.entries(),
+        })
+    }
+}
+
+/// Reads, decodes and analyses one source.
+fn prepare(source: &Source, options: IngestOptions) -> Result<Document> {
+    let bytes = source.read()?;
+    let text = decode(&source.name(), bytes, options.lossy)?;
+    let format = options
+        .format
+        .unwrap_or_else(|| detect_format(source.path(), &text));
+    analyze(&source.id, text, format)
+}

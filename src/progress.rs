@@ -1,0 +1,56 @@
+//! Progress reporting and cancellation for long work (ingest, reindex).
+//!
+//! The library never prints: it reports through a [`Progress`] the caller
+//! supplies (the CLI draws bars) and stops early when a [`CancelToken`] is
+//! cancelled.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Receives progress of one long operation. All methods may be called from
+/// worker threads.
+pub trait Progress: Send + Sync {
+    /// The operation starts; `total` units (bytes or documents) are expected.
+    fn start(&self, _what: &str, _total: u64) {}
+    /// `units` more units are done; `item` names the one just finished.
+    fn advance(&self, _units: u64, _item: &str) {}
+    /// The operation is over (successfully or not).
+    fn finish(&self) {}
+}
+
+/// A [`Progress`] that ignores everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// A shared flag that asks long work to stop at the next safe point.
+/// Work already committed stays committed; nothing is half-written.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+
+    /// Asks the work holding this token (or a clone) to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// `Err(Cancelled)` once cancelled.
+    pub fn check(&self) -> crate::Result<()> {
+        if self.is_cancelled() {
+            Err(crate::Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
