@@ -348,3 +348,112 @@ impl StoredDoc {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Format;
+    use crate::ingest::analyze;
+
+    fn doc(id: &str, text: &str) -> Document {
+        analyze(id, text.to_owned(), Format::Markdown).unwrap()
+    }
+
+    fn keys_of(store: &Store, id: &str) -> usize {
+        RECORDS.iter().filter(|&&kind| store.db.contains_key(key(kind, id)).unwrap()).count()
+    }
+
+    #[test]
+    fn put_get_roundtrip_reads_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let original = doc("a", "# Title\n\nOne sentence here. Another one there.\n");
+        assert_eq!(store.put(&original).unwrap(), 1);
+        let stored = store.get("a").unwrap().unwrap();
+        assert_eq!(stored.to_document().unwrap(), original);
+        assert_eq!(stored.meta().unwrap().id.as_str(), "a");
+        let edu = &stored.edus().unwrap()[1];
+        let text = stored.text().unwrap();
+        assert_eq!(&text[edu.start.to_native() as usize..edu.end.to_native() as usize], "One sentence here.");
+        stored.validate().unwrap();
+        assert!(store.get("missing").unwrap().is_none());
+    }
+
+    #[test]
+    fn replace_and_remove_leave_no_stale_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.put(&doc("a", "First version of the text.")).unwrap();
+        store.put(&doc("a", "# New\n\nSecond version. It is longer.")).unwrap();
+        assert_eq!(store.get("a").unwrap().unwrap().to_document().unwrap().text, "# New\n\nSecond version. It is longer.");
+        assert_eq!(store.metas().unwrap().len(), 1);
+        assert_eq!(store.remove("a").unwrap(), Some(3));
+        assert_eq!(keys_of(&store, "a"), 0);
+        assert_eq!(store.remove("a").unwrap(), None);
+        assert_eq!(store.check().unwrap(), 0);
+    }
+
+    #[test]
+    fn change_log_replays_and_trims() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.put(&doc("a", "Alpha text.")).unwrap();
+        store.put(&doc("b", "Beta text.")).unwrap();
+        store.remove("a").unwrap();
+        assert_eq!(store.last_seq().unwrap(), 3);
+        assert_eq!(store.changes_after(1).unwrap(), [(2, "b".to_owned()), (3, "a".to_owned())]);
+        store.trim_log(2).unwrap();
+        assert_eq!(store.trimmed_seq().unwrap(), 2);
+        assert_eq!(store.changes_after(0).unwrap(), [(3, "a".to_owned())]);
+    }
+
+    #[test]
+    fn survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store.put(&doc("a", "Persisted text.")).unwrap();
+            store.flush().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.metas().unwrap()[0].id, "a");
+        assert_eq!(store.last_seq().unwrap(), 1);
+    }
+
+    #[test]
+    fn other_format_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = sled::open(dir.path()).unwrap();
+            db.insert(VERSION_KEY, b"99").unwrap();
+            db.flush().unwrap();
+        }
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(matches!(&err, Error::FormatVersion { found, expected: FORMAT_VERSION, .. } if found == "99"), "{err}");
+    }
+
+    #[test]
+    fn foreign_sled_database_is_not_a_store() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = sled::open(dir.path()).unwrap();
+            db.insert(b"someone else", b"data").unwrap();
+            db.flush().unwrap();
+        }
+        assert!(matches!(Store::open(dir.path()), Err(Error::NotAStore(_))));
+    }
+
+    #[test]
+    fn check_finds_orphans_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.put(&doc("a", "Some text.")).unwrap();
+        store.db.insert(key(TEXT, "ghost"), b"orphan".as_slice()).unwrap();
+        assert!(matches!(store.check(), Err(Error::Invariant { doc, .. }) if doc == "ghost"));
+        store.db.remove(key(TEXT, "ghost")).unwrap();
+        store.db.insert(key(TREE, "a"), b"not an archive".as_slice()).unwrap();
+        assert!(matches!(store.check(), Err(Error::Corrupt { .. })));
+        store.db.remove(key(EDUS, "a")).unwrap();
+        assert!(matches!(store.get("a"), Err(Error::Corrupt { .. })));
+    }
+}
