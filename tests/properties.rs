@@ -113,7 +113,8 @@ fn html() -> impl Strategy<Value = String> {
         Just("<script>var a = 'x. Y.';</script><nav>Home</nav>".to_owned()),
         paragraph().prop_map(|p| format!("<div>{p}<pre>{p}</pre></div>")),
     ];
-    prop::collection::vec(block, 1..40).prop_map(|b| format!("<html><body>{}</body></html>", b.concat()))
+    (paragraph(), prop::collection::vec(block, 0..40))
+        .prop_map(|(first, rest)| format!("<html><body><p>{first}</p>{}</body></html>", rest.concat()))
 }
 
 proptest! {
