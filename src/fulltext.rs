@@ -1,4 +1,5 @@
-//! The full-text index (tantivy, BM25) over EDU texts and section titles.
+//! The full-text index (tantivy, BM25 over English-stemmed terms) over EDU
+//! texts and section titles.
 //!
 //! It is derived state: sled is the source of truth. Each commit records, in
 //! tantivy's own commit payload, the store sequence number it has applied,
@@ -8,7 +9,9 @@ use std::path::Path;
 
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
-use tantivy::schema::{Field, INDEXED, STORED, STRING, Schema, TEXT, Value};
+use tantivy::schema::{
+    Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
+};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
 
 use crate::document::{Document, EduKind, NodeKind, Span};
@@ -60,7 +63,10 @@ fn schema() -> Schema {
     builder.add_u64_field("node", STORED);
     builder.add_u64_field("first", STORED | INDEXED);
     builder.add_u64_field("last", STORED);
-    builder.add_text_field("text", TEXT);
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer("en_stem")
+        .set_index_option(IndexRecordOption::WithFreqsAndPositions);
+    builder.add_text_field("text", TextOptions::default().set_indexing_options(indexing));
     builder.build()
 }
 
