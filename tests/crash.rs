@@ -1,0 +1,85 @@
+//! Crash safety: `edudb ingest` and `edudb rm` are killed with SIGKILL at
+//! random moments, many rounds over the same store. After every kill the
+//! store must open, pass `check` (every document whole, the full-text index
+//! caught up), and hold only documents that equal a complete analysis of
+//! their source file.
+
+#![cfg(unix)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use edudb::ingest::analyze;
+use edudb::{Db, Format};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const RFCS: &str = "../shared/data/rust_rfcs/text";
+const ROUNDS: usize = 24;
+
+fn spawn(db: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Checks the store after a kill and returns how many documents it holds.
+fn verify(db_path: &Path, rng: &mut StdRng) -> usize {
+    let db = Db::open(db_path).expect("store must open after a crash");
+    let report = db.check().expect("store must pass check after a crash");
+    let metas = db.documents().unwrap();
+    assert_eq!(report.documents, metas.len());
+    for _ in 0..metas.len().min(8) {
+        let meta = &metas[rng.random_range(0..metas.len())];
+        let source: PathBuf = Path::new(RFCS).join(format!("{}.md", meta.id));
+        let text = std::fs::read_to_string(&source).unwrap();
+        let stored = db.document(&meta.id).unwrap().to_document().unwrap();
+        let complete = [Format::Markdown, Format::Text]
+            .into_iter()
+            .any(|format| analyze(&meta.id, text.clone(), format).unwrap() == stored);
+        assert!(complete, "{} is not a complete analysis of its file", meta.id);
+    }
+    let hits = db.search("the", 200).unwrap();
+    assert!(hits.iter().all(|h| metas.iter().any(|m| m.id == h.doc)), "search returned a missing document");
+    metas.len()
+}
+
+#[test]
+fn sigkill_at_any_moment_leaves_whole_documents_only() {
+    let seed = std::env::var("EDUDB_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store");
+    let mut partial_rounds = 0;
+    for round in 0..ROUNDS {
+        let format = if round % 2 == 0 { "markdown" } else { "text" };
+        let mut child = if round % 4 == 3 {
+            let ids: Vec<String> = Db::open(&db).unwrap().documents().unwrap().into_iter().map(|m| m.id).take(200).collect();
+            let mut args = vec!["rm"];
+            args.extend(ids.iter().map(String::as_str));
+            spawn(&db, &args)
+        } else {
+            spawn(&db, &["ingest", "-q", RFCS, "--format", format])
+        };
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..2500)));
+        let finished = child.try_wait().unwrap().is_some();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let count = verify(&db, &mut rng);
+        if !finished {
+            partial_rounds += 1;
+        }
+        eprintln!("round {round} (seed {seed}): killed {} with {count} documents", if finished { "after exit" } else { "mid-run" });
+    }
+    assert!(partial_rounds >= ROUNDS / 2, "only {partial_rounds} rounds were killed mid-run");
+    let out = Command::new(env!("CARGO_BIN_EXE_edudb")).arg("--db").arg(&db).args(["ingest", "-q", RFCS]).output().unwrap();
+    assert!(out.status.success());
+    let total = edudb::sources::expand(&[PathBuf::from(RFCS)], None).unwrap().len();
+    assert_eq!(verify(&db, &mut rng), total);
+}
