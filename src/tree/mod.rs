@@ -190,23 +190,33 @@ mod tests {
         tree.validate(count).unwrap();
         let path = tree.path_to(count - 1);
         assert_eq!(path[0], 0);
-        assert!(path.windows(2).all(|w| tree.nodes[w[1] as usize].parent == Some(w[0])));
+        assert!(
+            path.windows(2)
+                .all(|w| tree.nodes[w[1] as usize].parent == Some(w[0]))
+        );
     }
 
     #[test]
     fn validate_rejects_each_broken_invariant() {
         let (tree, count) = sample();
-        let broken: Vec<(&str, Box<dyn Fn(&mut Tree)>)> = vec![
+        type Breaker = Box<dyn Fn(&mut Tree)>;
+        let broken: Vec<(&str, Breaker)> = vec![
             ("root span", Box::new(|t| t.nodes[0].span.last -= 1)),
             ("outside", Box::new(|t| t.nodes[1].span.last = 1000)),
             ("parent", Box::new(|t| t.nodes[4].span.first = 0)),
             ("level", Box::new(|t| t.nodes[1].level = 5)),
             ("id", Box::new(|t| t.nodes[1].id = 7)),
-            ("overlap", Box::new(|t| {
-                let second = t.nodes[1].children[1] as usize;
-                t.nodes[second].span.first = t.nodes[2].span.first;
-            })),
-            ("orphan child list", Box::new(|t| t.nodes[0].children.clear())),
+            (
+                "overlap",
+                Box::new(|t| {
+                    let second = t.nodes[1].children[1] as usize;
+                    t.nodes[second].span.first = t.nodes[2].span.first;
+                }),
+            ),
+            (
+                "orphan child list",
+                Box::new(|t| t.nodes[0].children.clear()),
+            ),
         ];
         for (what, breaker) in broken {
             let mut copy = tree.clone();

@@ -1,0 +1,65 @@
+//! Shared by the benchmark binaries: where the evaluation data lives, and the
+//! ratio report printed after criterion has measured every function of a
+//! group in the same run.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use criterion::Criterion;
+
+/// `../shared/data` beside the repository root.
+pub fn shared_data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
+}
+
+/// The directory criterion writes its estimates to; set explicitly so the
+/// ratio report can read them back.
+pub fn criterion_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .join("criterion")
+}
+
+/// A criterion configured to write where [`print_ratios`] reads, honouring
+/// the command-line arguments (filters, `--quick`, ...).
+pub fn criterion() -> Criterion {
+    Criterion::default()
+        .output_directory(&criterion_dir())
+        .configure_from_args()
+}
+
+/// Median time in nanoseconds of `group/function` from estimates written
+/// since `run_started`, or `None` when it was not measured in this run.
+fn median_ns(group: &str, function: &str, run_started: SystemTime) -> Option<f64> {
+    let path = criterion_dir()
+        .join(group)
+        .join(function)
+        .join("new/estimates.json");
+    if std::fs::metadata(&path).ok()?.modified().ok()? < run_started {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    let estimates: serde_json::Value = serde_json::from_str(&text).ok()?;
+    estimates["median"]["point_estimate"].as_f64()
+}
+
+/// Prints, for each function of `group`, its median and its ratio to the
+/// median of `baseline`, both measured since `run_started`.
+pub fn print_ratios(group: &str, baseline: &str, functions: &[&str], run_started: SystemTime) {
+    let Some(base) = median_ns(group, baseline, run_started) else {
+        println!("{group}: baseline {baseline} was not measured in this run; no ratios");
+        return;
+    };
+    println!("\n{group}: medians and ratios to {baseline} (same run)");
+    for function in functions {
+        match median_ns(group, function, run_started) {
+            Some(median) => println!(
+                "  {function:<28} {:>10.2} ms   {:>6.2}x",
+                median / 1e6,
+                median / base
+            ),
+            None => println!("  {function:<28} not measured in this run"),
+        }
+    }
+}
