@@ -10,7 +10,8 @@ use std::path::Path;
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
 use tantivy::schema::{
-    Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
+    Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    Value,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
 
@@ -66,7 +67,10 @@ fn schema() -> Schema {
     let indexing = TextFieldIndexing::default()
         .set_tokenizer("en_stem")
         .set_index_option(IndexRecordOption::WithFreqsAndPositions);
-    builder.add_text_field("text", TextOptions::default().set_indexing_options(indexing));
+    builder.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(indexing),
+    );
     builder.build()
 }
 

@@ -360,7 +360,10 @@ mod tests {
     }
 
     fn keys_of(store: &Store, id: &str) -> usize {
-        RECORDS.iter().filter(|&&kind| store.db.contains_key(key(kind, id)).unwrap()).count()
+        RECORDS
+            .iter()
+            .filter(|&&kind| store.db.contains_key(key(kind, id)).unwrap())
+            .count()
     }
 
     #[test]
@@ -374,7 +377,10 @@ mod tests {
         assert_eq!(stored.meta().unwrap().id.as_str(), "a");
         let edu = &stored.edus().unwrap()[1];
         let text = stored.text().unwrap();
-        assert_eq!(&text[edu.start.to_native() as usize..edu.end.to_native() as usize], "One sentence here.");
+        assert_eq!(
+            &text[edu.start.to_native() as usize..edu.end.to_native() as usize],
+            "One sentence here."
+        );
         stored.validate().unwrap();
         assert!(store.get("missing").unwrap().is_none());
     }
@@ -384,8 +390,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         store.put(&doc("a", "First version of the text.")).unwrap();
-        store.put(&doc("a", "# New\n\nSecond version. It is longer.")).unwrap();
-        assert_eq!(store.get("a").unwrap().unwrap().to_document().unwrap().text, "# New\n\nSecond version. It is longer.");
+        store
+            .put(&doc("a", "# New\n\nSecond version. It is longer."))
+            .unwrap();
+        assert_eq!(
+            store.get("a").unwrap().unwrap().to_document().unwrap().text,
+            "# New\n\nSecond version. It is longer."
+        );
         assert_eq!(store.metas().unwrap().len(), 1);
         assert_eq!(store.remove("a").unwrap(), Some(3));
         assert_eq!(keys_of(&store, "a"), 0);
@@ -401,7 +412,10 @@ mod tests {
         store.put(&doc("b", "Beta text.")).unwrap();
         store.remove("a").unwrap();
         assert_eq!(store.last_seq().unwrap(), 3);
-        assert_eq!(store.changes_after(1).unwrap(), [(2, "b".to_owned()), (3, "a".to_owned())]);
+        assert_eq!(
+            store.changes_after(1).unwrap(),
+            [(2, "b".to_owned()), (3, "a".to_owned())]
+        );
         store.trim_log(2).unwrap();
         assert_eq!(store.trimmed_seq().unwrap(), 2);
         assert_eq!(store.changes_after(0).unwrap(), [(3, "a".to_owned())]);
@@ -429,7 +443,10 @@ mod tests {
             db.flush().unwrap();
         }
         let err = Store::open(dir.path()).unwrap_err();
-        assert!(matches!(&err, Error::FormatVersion { found, expected: FORMAT_VERSION, .. } if found == "99"), "{err}");
+        assert!(
+            matches!(&err, Error::FormatVersion { found, expected: FORMAT_VERSION, .. } if found == "99"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -448,10 +465,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         store.put(&doc("a", "Some text.")).unwrap();
-        store.db.insert(key(TEXT, "ghost"), b"orphan".as_slice()).unwrap();
+        store
+            .db
+            .insert(key(TEXT, "ghost"), b"orphan".as_slice())
+            .unwrap();
         assert!(matches!(store.check(), Err(Error::Invariant { doc, .. }) if doc == "ghost"));
         store.db.remove(key(TEXT, "ghost")).unwrap();
-        store.db.insert(key(TREE, "a"), b"not an archive".as_slice()).unwrap();
+        store
+            .db
+            .insert(key(TREE, "a"), b"not an archive".as_slice())
+            .unwrap();
         assert!(matches!(store.check(), Err(Error::Corrupt { .. })));
         store.db.remove(key(EDUS, "a")).unwrap();
         assert!(matches!(store.get("a"), Err(Error::Corrupt { .. })));

@@ -8,14 +8,23 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 fn edudb(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_edudb")).arg("--db").arg(db).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn json(db: &Path, args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
     let out = edudb(db, &all);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -33,8 +42,11 @@ fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
         "# Guide\n\nEDUs are exact byte ranges. Trees nest inside each other.\n\n## Install\n\n- run cargo\n- run tests\n",
     )
     .unwrap();
-    std::fs::write(docs.join("sub/page.html"), "<h1>Page</h1><p>Hypertext about nests.</p><script>x()</script>")
-        .unwrap();
+    std::fs::write(
+        docs.join("sub/page.html"),
+        "<h1>Page</h1><p>Hypertext about nests.</p><script>x()</script>",
+    )
+    .unwrap();
     let db = dir.path().join("store");
     let report = json(&db, &["ingest", docs.to_str().unwrap()]);
     assert_eq!(report["documents"], 2);
@@ -49,33 +61,65 @@ fn listings_have_the_documented_json_shapes() {
     assert_eq!(docs[0]["id"], "guide");
     assert_eq!(docs[1]["id"], "sub/page");
     for doc in docs.as_array().unwrap() {
-        let mut keys: Vec<&str> = doc.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut keys: Vec<&str> = doc
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         keys.sort();
         assert_eq!(keys, ["bytes", "edus", "id", "nodes", "title", "tokens"]);
     }
 
     let tree = json(&db, &["tree", "guide"]);
-    assert_eq!((tree["kind"].as_str(), tree["level"].as_u64(), tree["title"].as_str()), (Some("document"), Some(0), Some("Guide")));
+    assert_eq!(
+        (
+            tree["kind"].as_str(),
+            tree["level"].as_u64(),
+            tree["title"].as_str()
+        ),
+        (Some("document"), Some(0), Some("Guide"))
+    );
     assert_eq!(tree["span"], serde_json::json!([0, 5]));
     let section = &tree["children"][0];
     assert_eq!(section["kind"], "section");
-    assert_eq!(section["children"].as_array().unwrap().iter().filter(|c| c["title"] == "Install").count(), 1);
+    assert_eq!(
+        section["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["title"] == "Install")
+            .count(),
+        1
+    );
     let shallow = json(&db, &["tree", "guide", "--depth", "1"]);
     assert_eq!(shallow["children"][0]["children"], Value::Array(vec![]));
 
     let edus = json(&db, &["show", "guide", "1..2"]);
     let text = std::fs::read_to_string(db.parent().unwrap().join("docs/guide.md")).unwrap();
     for edu in edus.as_array().unwrap() {
-        let (start, end) = (edu["bytes"][0].as_u64().unwrap() as usize, edu["bytes"][1].as_u64().unwrap() as usize);
+        let (start, end) = (
+            edu["bytes"][0].as_u64().unwrap() as usize,
+            edu["bytes"][1].as_u64().unwrap() as usize,
+        );
         assert_eq!(&text[start..end], edu["text"]);
         assert!(edu["tokens"].as_u64().unwrap() > 0);
     }
-    assert_eq!(edus.as_array().unwrap().iter().map(|e| e["id"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(
+        edus.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2]
+    );
 
     let hits = json(&db, &["search", "nest", "--limit", "5"]);
     let hits = hits.as_array().unwrap();
     assert_eq!(hits.len(), 2, "{hits:?}");
-    assert!(hits.iter().all(|h| h["edus"].is_array() && h["bytes"].is_array() && h["score"].as_f64().unwrap() > 0.0));
+    assert!(hits.iter().all(|h| h["edus"].is_array()
+        && h["bytes"].is_array()
+        && h["score"].as_f64().unwrap() > 0.0));
 
     let stats = json(&db, &["stats"]);
     assert_eq!(stats["documents"], 2);
@@ -89,9 +133,21 @@ fn text_output_draws_trees_and_summaries() {
     assert!(tree.contains("└── [0-5] section Guide"), "{tree}");
     assert!(tree.contains("[3-5] section Install"), "{tree}");
     let docs_dir = db.parent().unwrap().join("docs");
-    let out = edudb(&db, &["ingest", "-q", docs_dir.join("guide.md").to_str().unwrap(), "--id", "again"]);
+    let out = edudb(
+        &db,
+        &[
+            "ingest",
+            "-q",
+            docs_dir.join("guide.md").to_str().unwrap(),
+            "--id",
+            "again",
+        ],
+    );
     let summary = String::from_utf8(out.stdout).unwrap();
-    assert!(summary.starts_with("ingested 1 documents: 6 EDUs,") && summary.contains("MB/s"), "{summary}");
+    assert!(
+        summary.starts_with("ingested 1 documents: 6 EDUs,") && summary.contains("MB/s"),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -105,7 +161,12 @@ fn stdin_ingest_rm_and_reindex() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(b"Piped text arrives here. It is indexed.").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Piped text arrives here. It is indexed.")
+        .unwrap();
     assert!(child.wait_with_output().unwrap().status.success());
     assert_eq!(json(&db, &["search", "piped"])[0]["doc"], "piped");
     assert!(edudb(&db, &["rm", "piped"]).status.success());
@@ -119,7 +180,10 @@ fn user_errors_exit_1_with_clear_messages() {
     let (dir, db) = fixture();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["show", "missing"], "no document with id \"missing\""),
-        (vec!["show", "guide", "4..99"], "EDU range 4..99 is outside document \"guide\""),
+        (
+            vec!["show", "guide", "4..99"],
+            "EDU range 4..99 is outside document \"guide\"",
+        ),
         (vec!["show", "guide", "x..y"], "bad EDU range"),
         (vec!["rm", "missing"], "no document with id"),
         (vec!["search", "AND ("], "search query"),
@@ -136,7 +200,11 @@ fn user_errors_exit_1_with_clear_messages() {
     std::fs::write(&bad, b"fine\nbroken \xc3 here").unwrap();
     let out = edudb(&db, &["ingest", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("invalid UTF-8 at byte 12 (line 2, column 8)"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("invalid UTF-8 at byte 12 (line 2, column 8)"),
+        "{}",
+        stderr(&out)
+    );
     let out = edudb(&dir.path().join("nowhere"), &["docs"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("no edudb store"), "{}", stderr(&out));
@@ -148,7 +216,11 @@ fn a_second_process_gets_store_is_locked() {
     let held = edudb::Db::open(&db).unwrap();
     let out = edudb(&db, &["ingest", "-", "--id", "x"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("is locked by another process"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is locked by another process"),
+        "{}",
+        stderr(&out)
+    );
     drop(held);
     assert!(edudb(&db, &["docs"]).status.success());
 }
@@ -156,7 +228,11 @@ fn a_second_process_gets_store_is_locked() {
 #[test]
 fn environment_variable_selects_the_store() {
     let (_dir, db) = fixture();
-    let out = Command::new(env!("CARGO_BIN_EXE_edudb")).env("EDUDB_PATH", &db).args(["docs", "--json"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .env("EDUDB_PATH", &db)
+        .args(["docs", "--json"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let docs: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(docs.as_array().unwrap().len(), 2);
@@ -165,10 +241,17 @@ fn environment_variable_selects_the_store() {
 #[test]
 fn demo_runs_without_any_setup() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_edudb")).current_dir(dir.path()).args(["demo", "-q"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .current_dir(dir.path())
+        .args(["demo", "-q"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("ingested 5 documents"), "{text}");
     assert!(text.contains("2585-unsafe-block-in-unsafe-fn"), "{text}");
-    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "demo left files behind");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "demo left files behind"
+    );
 }

@@ -43,16 +43,26 @@ fn verify(db_path: &Path, rng: &mut StdRng) -> usize {
         let complete = [Format::Markdown, Format::Text]
             .into_iter()
             .any(|format| analyze(&meta.id, text.clone(), format).unwrap() == stored);
-        assert!(complete, "{} is not a complete analysis of its file", meta.id);
+        assert!(
+            complete,
+            "{} is not a complete analysis of its file",
+            meta.id
+        );
     }
     let hits = db.search("the", 200).unwrap();
-    assert!(hits.iter().all(|h| metas.iter().any(|m| m.id == h.doc)), "search returned a missing document");
+    assert!(
+        hits.iter().all(|h| metas.iter().any(|m| m.id == h.doc)),
+        "search returned a missing document"
+    );
     metas.len()
 }
 
 #[test]
 fn sigkill_at_any_moment_leaves_whole_documents_only() {
-    let seed = std::env::var("EDUDB_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed);
+    let seed = std::env::var("EDUDB_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("store");
@@ -60,7 +70,14 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
     for round in 0..ROUNDS {
         let format = if round % 2 == 0 { "markdown" } else { "text" };
         let mut child = if round % 4 == 3 {
-            let ids: Vec<String> = Db::open(&db).unwrap().documents().unwrap().into_iter().map(|m| m.id).take(200).collect();
+            let ids: Vec<String> = Db::open(&db)
+                .unwrap()
+                .documents()
+                .unwrap()
+                .into_iter()
+                .map(|m| m.id)
+                .take(200)
+                .collect();
             let mut args = vec!["rm"];
             args.extend(ids.iter().map(String::as_str));
             spawn(&db, &args)
@@ -75,11 +92,24 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
         if !finished {
             partial_rounds += 1;
         }
-        eprintln!("round {round} (seed {seed}): killed {} with {count} documents", if finished { "after exit" } else { "mid-run" });
+        eprintln!(
+            "round {round} (seed {seed}): killed {} with {count} documents",
+            if finished { "after exit" } else { "mid-run" }
+        );
     }
-    assert!(partial_rounds >= ROUNDS / 2, "only {partial_rounds} rounds were killed mid-run");
-    let out = Command::new(env!("CARGO_BIN_EXE_edudb")).arg("--db").arg(&db).args(["ingest", "-q", RFCS]).output().unwrap();
+    assert!(
+        partial_rounds >= ROUNDS / 2,
+        "only {partial_rounds} rounds were killed mid-run"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(&db)
+        .args(["ingest", "-q", RFCS])
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    let total = edudb::sources::expand(&[PathBuf::from(RFCS)], None).unwrap().len();
+    let total = edudb::sources::expand(&[PathBuf::from(RFCS)], None)
+        .unwrap()
+        .len();
     assert_eq!(verify(&db, &mut rng), total);
 }

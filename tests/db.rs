@@ -9,15 +9,22 @@ use edudb::{CancelToken, Db, Error, Format, IngestOptions, NoProgress, Progress}
 const RFCS: &str = "../shared/data/rust_rfcs/text";
 
 fn source(id: &str, text: &str) -> Source {
-    Source { id: id.to_owned(), origin: Origin::Bytes(text.as_bytes().to_vec()) }
+    Source {
+        id: id.to_owned(),
+        origin: Origin::Bytes(text.as_bytes().to_vec()),
+    }
 }
 
 fn markdown() -> IngestOptions {
-    IngestOptions { format: Some(Format::Markdown), lossy: false }
+    IngestOptions {
+        format: Some(Format::Markdown),
+        lossy: false,
+    }
 }
 
 fn ingest(db: &Db, id: &str, text: &str) -> edudb::DocMeta {
-    db.ingest_bytes(id, text.as_bytes().to_vec(), markdown()).unwrap()
+    db.ingest_bytes(id, text.as_bytes().to_vec(), markdown())
+        .unwrap()
 }
 
 fn rfc_sources(count: usize) -> Vec<Source> {
@@ -32,20 +39,45 @@ fn ingest_then_browse_with_exact_coordinates() {
     let db = Db::create(dir.path()).unwrap();
     let text = "# Guide\n\nSled stores the records. Tantivy indexes them.\n\n## Lists\n\n- first item\n- second item\n";
     let meta = ingest(&db, "guide", text);
-    assert_eq!((meta.id.as_str(), meta.title.as_str(), meta.bytes), ("guide", "Guide", text.len() as u64));
+    assert_eq!(
+        (meta.id.as_str(), meta.title.as_str(), meta.bytes),
+        ("guide", "Guide", text.len() as u64)
+    );
     let edus = db.edus("guide", None).unwrap();
     for edu in &edus {
-        assert_eq!(&text[edu.bytes[0] as usize..edu.bytes[1] as usize], edu.text);
+        assert_eq!(
+            &text[edu.bytes[0] as usize..edu.bytes[1] as usize],
+            edu.text
+        );
     }
     let texts: Vec<&str> = edus.iter().map(|e| e.text.as_str()).collect();
-    assert_eq!(texts, ["Guide", "Sled stores the records.", "Tantivy indexes them.", "Lists", "first item", "second item"]);
+    assert_eq!(
+        texts,
+        [
+            "Guide",
+            "Sled stores the records.",
+            "Tantivy indexes them.",
+            "Lists",
+            "first item",
+            "second item"
+        ]
+    );
     let tree = db.tree("guide").unwrap();
     let titles: Vec<&str> = tree.nodes.iter().map(|n| n.title.as_str()).collect();
     assert!(titles.contains(&"Lists"), "{titles:?}");
     assert_eq!(db.edus("guide", Some((1, 2))).unwrap().len(), 2);
-    assert!(matches!(db.edus("guide", Some((2, 6))), Err(Error::EduRange { count: 6, .. })));
-    assert!(matches!(db.edus("guide", Some((3, 2))), Err(Error::EduRange { .. })));
-    assert!(matches!(db.edus("nope", None), Err(Error::NoSuchDocument(_))));
+    assert!(matches!(
+        db.edus("guide", Some((2, 6))),
+        Err(Error::EduRange { count: 6, .. })
+    ));
+    assert!(matches!(
+        db.edus("guide", Some((3, 2))),
+        Err(Error::EduRange { .. })
+    ));
+    assert!(matches!(
+        db.edus("nope", None),
+        Err(Error::NoSuchDocument(_))
+    ));
     db.check().unwrap();
 }
 
@@ -53,15 +85,25 @@ fn ingest_then_browse_with_exact_coordinates() {
 fn search_finds_edus_and_section_titles_with_coordinates() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(dir.path()).unwrap();
-    ingest(&db, "a", "# Borrowing\n\nThe borrow checker rejects aliasing. Lifetimes are inferred.\n");
+    ingest(
+        &db,
+        "a",
+        "# Borrowing\n\nThe borrow checker rejects aliasing. Lifetimes are inferred.\n",
+    );
     ingest(&db, "b", "# Other\n\nNothing relevant lives here.\n");
     let hits = db.search("lifetimes", 10).unwrap();
     assert_eq!(hits.len(), 1);
-    assert_eq!((hits[0].doc.as_str(), hits[0].node, hits[0].text.as_str()), ("a", None, "Lifetimes are inferred."));
+    assert_eq!(
+        (hits[0].doc.as_str(), hits[0].node, hits[0].text.as_str()),
+        ("a", None, "Lifetimes are inferred.")
+    );
     let title_hit = db.search("borrowing", 10).unwrap();
     assert_eq!(title_hit[0].node, Some(1));
     assert_eq!(title_hit[0].edus, edudb::Span::new(0, 2));
-    assert!(matches!(db.search("AND (", 10), Err(Error::BadSearch { .. })));
+    assert!(matches!(
+        db.search("AND (", 10),
+        Err(Error::BadSearch { .. })
+    ));
 }
 
 #[test]
@@ -86,7 +128,13 @@ fn data_and_index_survive_reopen_and_a_lost_index_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = Db::create(dir.path()).unwrap();
-        db.ingest(&rfc_sources(5), IngestOptions::default(), &NoProgress, &CancelToken::new()).unwrap();
+        db.ingest(
+            &rfc_sources(5),
+            IngestOptions::default(),
+            &NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap();
     }
     let before = {
         let db = Db::open(dir.path()).unwrap();
@@ -114,10 +162,16 @@ fn a_second_open_is_refused_while_locked() {
 #[test]
 fn opening_requires_a_store() {
     let dir = tempfile::tempdir().unwrap();
-    assert!(matches!(Db::open(dir.path().join("missing")), Err(Error::NoStore(_))));
+    assert!(matches!(
+        Db::open(dir.path().join("missing")),
+        Err(Error::NoStore(_))
+    ));
     std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
     assert!(matches!(Db::create(dir.path()), Err(Error::NotAStore(_))));
-    assert!(matches!(Db::create(dir.path().join("notes.txt")), Err(Error::NotAStore(_))));
+    assert!(matches!(
+        Db::create(dir.path().join("notes.txt")),
+        Err(Error::NotAStore(_))
+    ));
 }
 
 /// Cancels its token once a given number of documents are done.
@@ -142,15 +196,25 @@ fn cancellation_keeps_whole_documents_only() {
     let sources = rfc_sources(30);
     let cancelled = CancelToken::new();
     cancelled.cancel();
-    assert!(matches!(db.ingest(&sources, IngestOptions::default(), &NoProgress, &cancelled), Err(Error::Cancelled)));
+    assert!(matches!(
+        db.ingest(&sources, IngestOptions::default(), &NoProgress, &cancelled),
+        Err(Error::Cancelled)
+    ));
     assert!(db.documents().unwrap().is_empty());
 
     let token = CancelToken::new();
-    let progress = CancelAfter { token: token.clone(), after: 3, done: Default::default() };
+    let progress = CancelAfter {
+        token: token.clone(),
+        after: 3,
+        done: Default::default(),
+    };
     let result = db.ingest(&sources, IngestOptions::default(), &progress, &token);
     assert!(matches!(result, Err(Error::Cancelled)));
     let stored = db.documents().unwrap().len();
-    assert!((3..sources.len()).contains(&stored), "{stored} documents stored");
+    assert!(
+        (3..sources.len()).contains(&stored),
+        "{stored} documents stored"
+    );
     assert_eq!(db.check().unwrap().documents, stored);
 }
 
@@ -161,28 +225,87 @@ fn bad_inputs_fail_alone_with_clear_errors() {
     let mut invalid = b"line one\nline two has \xff here".to_vec();
     invalid.extend_from_slice(b" and more");
     let sources = vec![
-        Source { id: "utf8".into(), origin: Origin::Bytes(invalid.clone()) },
-        Source { id: "binary".into(), origin: Origin::Bytes(b"\x7fELF\0\0\x01binary".to_vec()) },
+        Source {
+            id: "utf8".into(),
+            origin: Origin::Bytes(invalid.clone()),
+        },
+        Source {
+            id: "binary".into(),
+            origin: Origin::Bytes(b"\x7fELF\0\0\x01binary".to_vec()),
+        },
         source("empty", ""),
         source("blank", " \n\t\n  "),
         source("only-headings", "# \n\n## \n\n###\n"),
         source("good", "This one is fine."),
     ];
-    let report = db.ingest(&sources, IngestOptions::default(), &NoProgress, &CancelToken::new()).unwrap();
-    assert_eq!(report.documents.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["good"]);
-    let errors: Vec<String> = report.failures.iter().map(|f| f.error.to_string()).collect();
+    let report = db
+        .ingest(
+            &sources,
+            IngestOptions::default(),
+            &NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert_eq!(
+        report
+            .documents
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect::<Vec<_>>(),
+        ["good"]
+    );
+    let errors: Vec<String> = report
+        .failures
+        .iter()
+        .map(|f| f.error.to_string())
+        .collect();
     assert_eq!(errors.len(), 5, "{errors:?}");
     let utf8 = report.failures.iter().find(|f| f.source == "utf8").unwrap();
-    assert!(matches!(utf8.error, Error::InvalidUtf8 { offset: 22, line: 2, column: 14, .. }), "{}", utf8.error);
-    assert!(report.failures.iter().any(|f| matches!(f.error, Error::Binary { offset: 4, .. })));
-    assert_eq!(report.failures.iter().filter(|f| matches!(f.error, Error::EmptyDocument { .. })).count(), 3);
+    assert!(
+        matches!(
+            utf8.error,
+            Error::InvalidUtf8 {
+                offset: 22,
+                line: 2,
+                column: 14,
+                ..
+            }
+        ),
+        "{}",
+        utf8.error
+    );
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|f| matches!(f.error, Error::Binary { offset: 4, .. }))
+    );
+    assert_eq!(
+        report
+            .failures
+            .iter()
+            .filter(|f| matches!(f.error, Error::EmptyDocument { .. }))
+            .count(),
+        3
+    );
     assert_eq!(db.documents().unwrap().len(), 1);
 
-    let lossy = IngestOptions { format: None, lossy: true };
+    let lossy = IngestOptions {
+        format: None,
+        lossy: true,
+    };
     let meta = db.ingest_bytes("utf8", invalid, lossy).unwrap();
-    assert!(db.edus("utf8", None).unwrap().iter().any(|e| e.text.contains('\u{fffd}')));
+    assert!(
+        db.edus("utf8", None)
+            .unwrap()
+            .iter()
+            .any(|e| e.text.contains('\u{fffd}'))
+    );
     assert_eq!(meta.edus, 1);
-    assert!(matches!(db.ingest_bytes("bad\nid", b"text".to_vec(), lossy), Err(Error::InvalidId { .. })));
+    assert!(matches!(
+        db.ingest_bytes("bad\nid", b"text".to_vec(), lossy),
+        Err(Error::InvalidId { .. })
+    ));
     db.check().unwrap();
 }
 
@@ -192,8 +315,14 @@ fn ten_thousand_nested_lists_are_bounded() {
     let db = Db::create(dir.path()).unwrap();
     let markdown_lists = format!("{}deep\n", "- ".repeat(10_000));
     let html_lists = format!("{}deep", "<ul><li>x".repeat(10_000));
-    for (id, text, format) in [("md", markdown_lists, Format::Markdown), ("html", html_lists, Format::Html)] {
-        let options = IngestOptions { format: Some(format), lossy: false };
+    for (id, text, format) in [
+        ("md", markdown_lists, Format::Markdown),
+        ("html", html_lists, Format::Html),
+    ] {
+        let options = IngestOptions {
+            format: Some(format),
+            lossy: false,
+        };
         let meta = db.ingest_bytes(id, text.into_bytes(), options).unwrap();
         let tree = db.tree(id).unwrap();
         let depth = tree.nodes.iter().map(|n| n.level).max().unwrap();
@@ -216,11 +345,18 @@ fn a_fifty_megabyte_document_is_ingested_whole() {
     }
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(dir.path()).unwrap();
-    let meta = db.ingest_bytes("big", text.clone().into_bytes(), markdown()).unwrap();
+    let meta = db
+        .ingest_bytes("big", text.clone().into_bytes(), markdown())
+        .unwrap();
     assert_eq!(meta.bytes as usize, text.len());
     let stored = db.document("big").unwrap();
     assert_eq!(stored.text().unwrap(), text);
-    let last = db.edus("big", Some((meta.edus - 1, meta.edus - 1))).unwrap();
-    assert_eq!(&text[last[0].bytes[0] as usize..last[0].bytes[1] as usize], last[0].text);
+    let last = db
+        .edus("big", Some((meta.edus - 1, meta.edus - 1)))
+        .unwrap();
+    assert_eq!(
+        &text[last[0].bytes[0] as usize..last[0].bytes[1] as usize],
+        last[0].text
+    );
     stored.validate().unwrap();
 }

@@ -10,6 +10,7 @@ use proptest::prelude::*;
 
 /// Checks EDU coordinates and the tree against the document.
 fn check_document(doc: &Document) -> Result<(), TestCaseError> {
+    let words = collapse(&doc.text);
     let mut previous_end = 0usize;
     for (index, edu) in doc.edus.iter().enumerate() {
         let (start, end) = (edu.start as usize, edu.end as usize);
@@ -21,9 +22,15 @@ fn check_document(doc: &Document) -> Result<(), TestCaseError> {
         prop_assert_eq!(edu.tokens, edudb::tokens::count(slice));
         previous_end = end;
     }
-    doc.tree.validate(doc.edus.len() as u32).map_err(TestCaseError::fail)?;
+    doc.tree
+        .validate(doc.edus.len() as u32)
+        .map_err(TestCaseError::fail)?;
     for node in &doc.tree.nodes {
-        let covered_by_children: u32 = node.children.iter().map(|&c| doc.tree.nodes[c as usize].span.len()).sum();
+        let covered_by_children: u32 = node
+            .children
+            .iter()
+            .map(|&c| doc.tree.nodes[c as usize].span.len())
+            .sum();
         let direct_edus = node.span.len() - covered_by_children;
         prop_assert!(
             node.children.len() + direct_edus as usize <= MAX_FANOUT,
@@ -33,18 +40,35 @@ fn check_document(doc: &Document) -> Result<(), TestCaseError> {
             direct_edus
         );
         prop_assert!(!node.title.is_empty() || node.kind == edudb::NodeKind::Section);
+        prop_assert!(
+            words.contains(&collapse(&node.title)),
+            "title {:?} of node {} is not extractive",
+            node.title,
+            node.id
+        );
     }
     prop_assert_eq!(doc.meta.edus as usize, doc.edus.len());
-    prop_assert_eq!(doc.meta.tokens, doc.edus.iter().map(|e| u64::from(e.tokens)).sum::<u64>());
+    prop_assert_eq!(
+        doc.meta.tokens,
+        doc.edus.iter().map(|e| u64::from(e.tokens)).sum::<u64>()
+    );
     Ok(())
+}
+
+/// `text` with whitespace runs collapsed to one space.
+fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Every non-whitespace byte of `text[range]` lies inside some EDU.
 fn covers(text: &str, range: std::ops::Range<usize>, edus: &[std::ops::Range<usize>]) -> bool {
-    text[range.clone()].char_indices().filter(|(_, c)| !c.is_whitespace()).all(|(i, _)| {
-        let at = range.start + i;
-        edus.iter().any(|e| e.start <= at && at < e.end)
-    })
+    text[range.clone()]
+        .char_indices()
+        .filter(|(_, c)| !c.is_whitespace())
+        .all(|(i, _)| {
+            let at = range.start + i;
+            edus.iter().any(|e| e.start <= at && at < e.end)
+        })
 }
 
 fn word() -> impl Strategy<Value = String> {
@@ -62,7 +86,13 @@ fn word() -> impl Strategy<Value = String> {
 
 fn sentence() -> impl Strategy<Value = String> {
     (
-        prop::collection::vec((word(), prop::sample::select(vec!["", "", "", ",", ";", ":", " because", " but,"])), 1..20),
+        prop::collection::vec(
+            (
+                word(),
+                prop::sample::select(vec!["", "", "", ",", ";", ":", " because", " but,"]),
+            ),
+            1..20,
+        ),
         prop::sample::select(vec![".", "!", "?", "。", "", "..."]),
     )
         .prop_map(|(words, end)| {
@@ -108,13 +138,19 @@ fn html() -> impl Strategy<Value = String> {
     let block = prop_oneof![
         (1u8..7, sentence()).prop_map(|(l, t)| format!("<h{l}>{t}</h{l}>")),
         paragraph().prop_map(|p| format!("<p>{p}</p>")),
-        prop::collection::vec(sentence(), 1..5)
-            .prop_map(|items| format!("<ul>{}</ul>", items.iter().map(|i| format!("<li>{i}</li>")).collect::<String>())),
+        prop::collection::vec(sentence(), 1..5).prop_map(|items| format!(
+            "<ul>{}</ul>",
+            items
+                .iter()
+                .map(|i| format!("<li>{i}</li>"))
+                .collect::<String>()
+        )),
         Just("<script>var a = 'x. Y.';</script><nav>Home</nav>".to_owned()),
         paragraph().prop_map(|p| format!("<div>{p}<pre>{p}</pre></div>")),
     ];
-    (paragraph(), prop::collection::vec(block, 0..40))
-        .prop_map(|(first, rest)| format!("<html><body><p>{first}</p>{}</body></html>", rest.concat()))
+    (paragraph(), prop::collection::vec(block, 0..40)).prop_map(|(first, rest)| {
+        format!("<html><body><p>{first}</p>{}</body></html>", rest.concat())
+    })
 }
 
 proptest! {

@@ -52,7 +52,7 @@ pub fn print_ratios(group: &str, baseline: &str, functions: &[&str], run_started
         return;
     };
     println!("\n{group}: medians and ratios to {baseline} (same run)");
-    for function in functions {
+    for function in std::iter::once(&baseline).chain(functions) {
         match median_ns(group, function, run_started) {
             Some(median) => println!(
                 "  {function:<28} {:>10.2} ms   {:>6.2}x",

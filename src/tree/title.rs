@@ -39,38 +39,30 @@ pub(super) fn extractive_title(text: &str, edus: &[Edu], span: Span) -> String {
         })
         .map_or(0, |(i, _)| i);
     let edu = pool[best];
-    opening_words(&text[edu.start as usize..edu.end as usize]).to_owned()
+    opening_words(&text[edu.start as usize..edu.end as usize])
 }
 
-/// The first line of `text`, cut after at most [`TITLE_WORDS`] words and
+/// The opening words of `text`, whitespace runs (line breaks included)
+/// collapsed to one space, cut after at most [`TITLE_WORDS`] words and
 /// [`TITLE_BYTES`] bytes at a word (or, failing that, char) boundary.
-fn opening_words(text: &str) -> &str {
-    let line = text.lines().next().unwrap_or("").trim_end();
-    let mut end = line.len();
-    let mut words = 0;
-    let mut in_word = false;
-    for (i, c) in line.char_indices() {
-        if c.is_whitespace() {
-            if in_word {
-                words += 1;
-                if words == TITLE_WORDS {
-                    end = i;
-                    break;
+fn opening_words(text: &str) -> String {
+    let mut title = String::new();
+    for word in text.split_whitespace().take(TITLE_WORDS) {
+        let gap = usize::from(!title.is_empty());
+        if title.len() + gap + word.len() > TITLE_BYTES {
+            if title.is_empty() {
+                let mut cut = TITLE_BYTES;
+                while !word.is_char_boundary(cut) {
+                    cut -= 1;
                 }
+                title.push_str(&word[..cut]);
             }
-            in_word = false;
-        } else {
-            in_word = true;
+            break;
         }
-    }
-    let mut title = &line[..end];
-    if title.len() > TITLE_BYTES {
-        let mut cut = TITLE_BYTES;
-        while !title.is_char_boundary(cut) {
-            cut -= 1;
+        if gap == 1 {
+            title.push(' ');
         }
-        let at_word = title[..cut].rfind(char::is_whitespace).filter(|&w| w > 0);
-        title = title[..at_word.unwrap_or(cut)].trim_end();
+        title.push_str(word);
     }
     title
 }
@@ -80,8 +72,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn opening_words_is_a_prefix_of_the_first_line() {
-        assert_eq!(opening_words("one two three\nfour"), "one two three");
+    fn opening_words_collapses_whitespace_and_caps_words_and_bytes() {
+        assert_eq!(
+            opening_words("one two\n  three\tfour"),
+            "one two three four"
+        );
         assert_eq!(
             opening_words("a b c d e f g h i j k l m"),
             "a b c d e f g h i j"
@@ -89,6 +84,8 @@ mod tests {
         let long = "x".repeat(200);
         assert_eq!(opening_words(&long).len(), TITLE_BYTES);
         assert_eq!(opening_words("é".repeat(60).as_str()).len(), 80);
+        let words = format!("{} {}", "y".repeat(70), "z".repeat(20));
+        assert_eq!(opening_words(&words), "y".repeat(70));
     }
 
     #[test]
