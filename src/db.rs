@@ -152,7 +152,8 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 }
 
 impl Db {
-    /// Opens an existing store; [`Error::NoStore`] when there is none.
+    /// Opens an existing store; [`Error::NoStore`] when the directory is
+    /// absent or empty, [`Error::NotAStore`] when it holds something else.
     pub fn open(dir: impl AsRef<Path>) -> Result<Db> {
         Db::open_dir(dir.as_ref(), false)
     }
@@ -163,7 +164,11 @@ impl Db {
     }
 
     fn open_dir(dir: &Path, create: bool) -> Result<Db> {
-        let is_store = dir.join(STORE_DIR).is_dir();
+        // The lock file is written first when a store is created, so a
+        // directory holding it is a store, possibly one whose creation was
+        // interrupted; opening it completes the creation (it has no
+        // documents yet).
+        let is_store = dir.join(STORE_DIR).is_dir() || dir.join(LOCK_FILE).is_file();
         if dir.exists() && !dir.is_dir() {
             return Err(Error::NotAStore(dir.to_owned()));
         }
@@ -173,11 +178,11 @@ impl Db {
                     .map_err(io_error(dir))?
                     .next()
                     .is_none();
+            if !empty {
+                return Err(Error::NotAStore(dir.to_owned()));
+            }
             if !create {
                 return Err(Error::NoStore(dir.to_owned()));
-            }
-            if !empty && !dir.join(LOCK_FILE).exists() {
-                return Err(Error::NotAStore(dir.to_owned()));
             }
             std::fs::create_dir_all(dir).map_err(io_error(dir))?;
         }

@@ -166,12 +166,29 @@ fn opening_requires_a_store() {
         Db::open(dir.path().join("missing")),
         Err(Error::NoStore(_))
     ));
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    assert!(matches!(
+        Db::open(dir.path().join("empty")),
+        Err(Error::NoStore(_))
+    ));
     std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    assert!(matches!(Db::open(dir.path()), Err(Error::NotAStore(_))));
     assert!(matches!(Db::create(dir.path()), Err(Error::NotAStore(_))));
     assert!(matches!(
         Db::create(dir.path().join("notes.txt")),
         Err(Error::NotAStore(_))
     ));
+}
+
+#[test]
+fn an_interrupted_creation_opens_as_an_empty_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    std::fs::create_dir(&path).unwrap();
+    std::fs::write(path.join("LOCK"), "").unwrap();
+    let db = Db::open(&path).unwrap();
+    assert!(db.documents().unwrap().is_empty());
+    db.check().unwrap();
 }
 
 /// Cancels its token once a given number of documents are done.
