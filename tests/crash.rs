@@ -6,6 +6,8 @@
 
 #![cfg(unix)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -15,7 +17,6 @@ use edudb::{Db, Format};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-const RFCS: &str = "../shared/data/rust_rfcs/text";
 const ROUNDS: usize = 24;
 
 fn spawn(db: &Path, args: &[&str]) -> std::process::Child {
@@ -45,7 +46,7 @@ fn verify(db_path: &Path, rng: &mut StdRng) -> usize {
     assert_eq!(report.documents, metas.len());
     for _ in 0..metas.len().min(8) {
         let meta = &metas[rng.random_range(0..metas.len())];
-        let source: PathBuf = Path::new(RFCS).join(format!("{}.md", meta.id));
+        let source: PathBuf = common::rfcs().join(format!("{}.md", meta.id));
         let text = std::fs::read_to_string(&source).unwrap();
         let stored = db.document(&meta.id).unwrap().to_document().unwrap();
         let complete = [Format::Markdown, Format::Text]
@@ -72,6 +73,7 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed);
     let mut rng = StdRng::seed_from_u64(seed);
+    let rfcs = common::rfcs().to_string_lossy().into_owned();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("store");
     let mut partial_rounds = 0;
@@ -89,7 +91,7 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
             args.extend(ids.iter().map(String::as_str));
             spawn(&db, &args)
         } else {
-            spawn(&db, &["ingest", "-q", RFCS, "--format", format])
+            spawn(&db, &["ingest", "-q", rfcs.as_str(), "--format", format])
         };
         // The first kill lands while the store is being created.
         let longest_ms = if round == 0 { 30 } else { 2500 };
@@ -113,11 +115,11 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
     let out = Command::new(env!("CARGO_BIN_EXE_edudb"))
         .arg("--db")
         .arg(&db)
-        .args(["ingest", "-q", RFCS])
+        .args(["ingest", "-q", rfcs.as_str()])
         .output()
         .unwrap();
     assert!(out.status.success());
-    let total = edudb::sources::expand(&[PathBuf::from(RFCS)], None)
+    let total = edudb::sources::expand(&[common::rfcs()], None)
         .unwrap()
         .len();
     assert_eq!(verify(&db, &mut rng), total);
