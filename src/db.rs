@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::document::{DocMeta, Document, EduKind, Span};
 use crate::error::{Error, Result};
-use crate::fulltext::FullText;
+use crate::fulltext::{FullText, FullTextReader};
 use crate::ingest::{IngestOptions, analyze, decode, detect_format};
 use crate::progress::{CancelToken, Progress};
 use crate::sources::{Origin, Source};
@@ -32,6 +32,8 @@ pub struct Db {
     dir: PathBuf,
     store: Store,
     fulltext: Mutex<FullText>,
+    /// Searches run on this handle, never waiting for the writer.
+    reader: FullTextReader,
     /// Held for the lifetime of the `Db`; the OS releases it on exit or crash.
     _lock: File,
 }
@@ -225,6 +227,7 @@ impl Db {
         let db = Db {
             dir: dir.to_owned(),
             store,
+            reader: fulltext.reader(),
             fulltext: Mutex::new(fulltext),
             _lock: lock,
         };
@@ -235,6 +238,16 @@ impl Db {
     /// The store directory.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// The document store.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The full-text read handle.
+    pub(crate) fn full_text(&self) -> &FullTextReader {
+        &self.reader
     }
 
     fn fulltext(&self) -> std::sync::MutexGuard<'_, FullText> {
@@ -423,7 +436,7 @@ impl Db {
 
     /// BM25 search over EDU texts and section titles, best first.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
-        let hits = self.fulltext().search(query, limit)?;
+        let hits = self.reader.search(query, limit)?;
         let mut docs: HashMap<String, StoredDoc> = HashMap::new();
         let mut out = Vec::with_capacity(hits.len());
         for hit in hits {
@@ -485,7 +498,7 @@ impl Db {
             tokens: metas.iter().map(|m| m.tokens).sum(),
             text_bytes: metas.iter().map(|m| m.bytes).sum(),
             store_bytes: self.store.size_on_disk()?,
-            fulltext_entries: self.fulltext().entries(),
+            fulltext_entries: self.reader.entries(),
             last_change: self.store.last_seq()?,
             format_version: FORMAT_VERSION,
             tokenizer: crate::tokens::TOKENIZER,
@@ -499,7 +512,7 @@ impl Db {
         let last = self.store.last_seq()?;
         progress.start("reindex", metas.len() as u64);
         fulltext.clear()?;
-        let result = metas.iter().try_for_each(|meta| {
+        let result: Result<()> = metas.iter().try_for_each(|meta| {
             cancel.check()?;
             if let Some(stored) = self.store.get(&meta.id)? {
                 fulltext.replace(&stored.to_document()?)?;
@@ -527,7 +540,7 @@ impl Db {
         }
         Ok(CheckReport {
             documents,
-            fulltext_entries: fulltext.entries(),
+            fulltext_entries: self.reader.entries(),
         })
     }
 }

@@ -133,6 +133,18 @@ impl NodeKind {
     }
 }
 
+impl From<&ArchivedNodeKind> for NodeKind {
+    fn from(kind: &ArchivedNodeKind) -> NodeKind {
+        match kind {
+            ArchivedNodeKind::Document => NodeKind::Document,
+            ArchivedNodeKind::Section => NodeKind::Section,
+            ArchivedNodeKind::Segment => NodeKind::Segment,
+            ArchivedNodeKind::Paragraph => NodeKind::Paragraph,
+            ArchivedNodeKind::List => NodeKind::List,
+        }
+    }
+}
+
 /// One node of the structural tree.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[rkyv(compare(PartialEq), derive(Debug))]
@@ -172,6 +184,16 @@ pub struct DocMeta {
     pub nodes: u32,
     /// Total o200k_base tokens over all EDUs.
     pub tokens: u64,
+}
+
+impl DocMeta {
+    /// The listing form `{id, title, edus, nodes, tokens, bytes}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id, "title": self.title, "edus": self.edus,
+            "nodes": self.nodes, "tokens": self.tokens, "bytes": self.bytes,
+        })
+    }
 }
 
 /// A fully analysed document, ready to be written in one batch.

@@ -119,6 +119,9 @@ pub enum Error {
         /// Which invariant and where.
         message: String,
     },
+    /// A query statement is wrong; the error locates the fault.
+    #[error("{0}")]
+    Query(#[from] crate::query::QueryError),
     /// The operation was cancelled through its [`crate::CancelToken`].
     #[error("cancelled")]
     Cancelled,

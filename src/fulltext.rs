@@ -1,5 +1,10 @@
-//! The full-text index (tantivy, BM25 over English-stemmed terms) over EDU
-//! texts and section titles.
+//! The full-text index (tantivy, BM25 over English-stemmed terms).
+//!
+//! Three kinds of entry: one per EDU (its text), one per tree node (its
+//! *representation*: title, child titles and leading text, the unit that
+//! node-level ranking scores) and, for sections, the title alone in the EDU
+//! field so plain search finds headings. Coordinates live in fast fields, so
+//! ranking never decompresses stored documents.
 //!
 //! It is derived state: sled is the source of truth. Each commit records, in
 //! tantivy's own commit payload, the store sequence number it has applied,
@@ -8,27 +13,28 @@
 use std::path::Path;
 
 use tantivy::collector::TopDocs;
-use tantivy::query::QueryParser;
+use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{
-    Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
-    Value,
+    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Term, doc};
 
-use crate::document::{Document, EduKind, NodeKind, Span};
+use crate::document::{Document, EduKind, Node, NodeKind, Span};
 use crate::error::{Error, Result};
 
 /// Memory budget of the single indexing thread.
 const WRITER_MEMORY: usize = 64 * 1024 * 1024;
 /// Stored in the `node` field of EDU entries.
 const NO_NODE: u64 = u64::MAX;
+/// Tokens of leading text in a node's representation.
+const REPRESENTATIVE_TOKENS: u32 = 128;
 
 /// One ranked full-text hit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FullTextHit {
     /// Document id.
     pub doc: String,
-    /// The node whose title matched, or `None` for an EDU match.
+    /// The node matched, or `None` for an EDU match.
     pub node: Option<u32>,
     /// EDUs covered: the EDU itself, or the node's span.
     pub span: Span,
@@ -36,21 +42,50 @@ pub struct FullTextHit {
     pub score: f32,
 }
 
-/// The tantivy index and its single writer.
-pub struct FullText {
-    index: Index,
-    writer: IndexWriter,
-    reader: IndexReader,
+/// What [`FullTextReader::rank`] scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Tree nodes, by their representation.
+    Nodes,
+    /// EDUs, by their text.
+    Edus,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fields {
     doc: Field,
     node: Field,
     first: Field,
     last: Field,
+    /// EDU texts and section titles.
     text: Field,
+    /// Node representations.
+    node_text: Field,
+}
+
+/// The tantivy index and its single writer.
+pub struct FullText {
+    writer: IndexWriter,
+    reader: FullTextReader,
+}
+
+/// A cheap, clonable read handle: searches run without the writer's lock.
+#[derive(Clone)]
+pub struct FullTextReader {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
 }
 
 impl std::fmt::Debug for FullText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FullText").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for FullTextReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FullTextReader").finish_non_exhaustive()
     }
 }
 
@@ -60,22 +95,44 @@ fn fulltext<E: std::fmt::Display>(err: E) -> Error {
 
 fn schema() -> Schema {
     let mut builder = Schema::builder();
-    builder.add_text_field("doc", STRING | STORED);
-    builder.add_u64_field("node", STORED);
-    builder.add_u64_field("first", STORED | INDEXED);
-    builder.add_u64_field("last", STORED);
+    builder.add_text_field("doc", STRING | FAST);
+    builder.add_u64_field("node", INDEXED | FAST);
+    builder.add_u64_field("first", FAST);
+    builder.add_u64_field("last", FAST);
     let indexing = TextFieldIndexing::default()
         .set_tokenizer("en_stem")
         .set_index_option(IndexRecordOption::WithFreqsAndPositions);
-    builder.add_text_field(
-        "text",
-        TextOptions::default().set_indexing_options(indexing),
-    );
+    let text = TextOptions::default().set_indexing_options(indexing);
+    builder.add_text_field("text", text.clone());
+    builder.add_text_field("node_text", text);
     builder.build()
 }
 
+/// What node-level ranking scores for `node`: its title, its children's
+/// titles, and its leading non-heading EDUs up to [`REPRESENTATIVE_TOKENS`].
+pub fn representation(doc: &Document, node: &Node) -> String {
+    let mut text = node.title.clone();
+    for &child in &node.children {
+        text.push('\n');
+        text.push_str(&doc.tree.nodes[child as usize].title);
+    }
+    let mut tokens = 0;
+    for edu in &doc.edus[node.span.first as usize..=node.span.last as usize] {
+        if tokens >= REPRESENTATIVE_TOKENS {
+            break;
+        }
+        if edu.kind != EduKind::Heading {
+            text.push('\n');
+            text.push_str(&doc.text[edu.start as usize..edu.end as usize]);
+            tokens += edu.tokens;
+        }
+    }
+    text
+}
+
 impl FullText {
-    /// Opens the index in `dir`, creating it when absent.
+    /// Opens the index in `dir`, creating it when absent; an index with
+    /// another schema is an error (the caller rebuilds it).
     pub fn open(dir: &Path) -> Result<FullText> {
         std::fs::create_dir_all(dir).map_err(|source| Error::Io {
             path: dir.to_owned(),
@@ -92,60 +149,73 @@ impl FullText {
             .try_into()
             .map_err(fulltext)?;
         let field = |name: &str| index.schema().get_field(name).map_err(fulltext);
-        Ok(FullText {
+        let fields = Fields {
             doc: field("doc")?,
             node: field("node")?,
             first: field("first")?,
             last: field("last")?,
             text: field("text")?,
-            index,
+            node_text: field("node_text")?,
+        };
+        Ok(FullText {
             writer,
-            reader,
+            reader: FullTextReader {
+                index,
+                reader,
+                fields,
+            },
         })
+    }
+
+    /// A read handle that stays current across commits.
+    pub fn reader(&self) -> FullTextReader {
+        self.reader.clone()
     }
 
     /// The store sequence number the last commit applied (0 when none).
     pub fn applied_seq(&self) -> Result<u64> {
-        let metas = self.index.load_metas().map_err(fulltext)?;
+        let metas = self.reader.index.load_metas().map_err(fulltext)?;
         Ok(metas.payload.and_then(|p| p.parse().ok()).unwrap_or(0))
     }
 
     /// Removes every entry of document `id` (uncommitted until [`FullText::commit`]).
     pub fn remove(&mut self, id: &str) {
-        self.writer.delete_term(Term::from_field_text(self.doc, id));
+        self.writer
+            .delete_term(Term::from_field_text(self.reader.fields.doc, id));
     }
 
     /// Replaces the entries of `doc`: one per EDU (headings excepted, their
-    /// sections stand for them) and one per section title.
+    /// sections stand for them) and one per node.
     pub fn replace(&mut self, doc: &Document) -> Result<()> {
         let id = doc.meta.id.as_str();
+        let fields = self.reader.fields;
         self.remove(id);
         for edu in doc.edus.iter().filter(|e| e.kind != EduKind::Heading) {
             let text = &doc.text[edu.start as usize..edu.end as usize];
-            self.add(id, NO_NODE, Span::new(edu.id, edu.id), text)?;
+            self.writer
+                .add_document(doc!(
+                    fields.doc => id,
+                    fields.node => NO_NODE,
+                    fields.first => u64::from(edu.id),
+                    fields.last => u64::from(edu.id),
+                    fields.text => text,
+                ))
+                .map_err(fulltext)?;
         }
-        for node in doc
-            .tree
-            .nodes
-            .iter()
-            .filter(|n| n.kind == NodeKind::Section)
-        {
-            self.add(id, u64::from(node.id), node.span, &node.title)?;
+        for node in &doc.tree.nodes {
+            let mut entry = doc!(
+                fields.doc => id,
+                fields.node => u64::from(node.id),
+                fields.first => u64::from(node.span.first),
+                fields.last => u64::from(node.span.last),
+                fields.node_text => representation(doc, node),
+            );
+            if node.kind == NodeKind::Section {
+                entry.add_text(fields.text, &node.title);
+            }
+            self.writer.add_document(entry).map_err(fulltext)?;
         }
         Ok(())
-    }
-
-    fn add(&mut self, id: &str, node: u64, span: Span, text: &str) -> Result<()> {
-        self.writer
-            .add_document(doc!(
-                self.doc => id,
-                self.node => node,
-                self.first => u64::from(span.first),
-                self.last => u64::from(span.last),
-                self.text => text,
-            ))
-            .map(|_| ())
-            .map_err(fulltext)
     }
 
     /// Drops every entry (uncommitted until [`FullText::commit`]).
@@ -161,50 +231,128 @@ impl FullText {
         let mut prepared = self.writer.prepare_commit().map_err(fulltext)?;
         prepared.set_payload(&seq.to_string());
         prepared.commit().map_err(fulltext)?;
-        self.reader.reload().map_err(fulltext)
+        self.reader.reader.reload().map_err(fulltext)
     }
+}
 
+impl FullTextReader {
     /// Number of committed entries.
     pub fn entries(&self) -> u64 {
         self.reader.searcher().num_docs()
     }
 
-    /// BM25 search over EDU texts and section titles, best first.
+    /// BM25 search in tantivy query syntax over EDU texts and section
+    /// titles, best first.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<FullTextHit>> {
-        let parser = QueryParser::for_index(&self.index, vec![self.text]);
+        let parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
         let parsed = parser.parse_query(query).map_err(|e| Error::BadSearch {
             query: query.to_owned(),
             message: e.to_string(),
         })?;
+        self.top(&parsed, limit)
+    }
+
+    /// Ranks nodes or EDUs by BM25 against free `text` (any of its terms;
+    /// no query syntax, so any user text is accepted), within `docs` when
+    /// given, best first.
+    pub fn rank(
+        &self,
+        text: &str,
+        target: Target,
+        docs: Option<&[&str]>,
+        limit: usize,
+    ) -> Result<Vec<FullTextHit>> {
+        let field = match target {
+            Target::Nodes => self.fields.node_text,
+            Target::Edus => self.fields.text,
+        };
+        let mut analyzer = self.index.tokenizer_for_field(field).map_err(fulltext)?;
+        let mut terms: Vec<Term> = Vec::new();
+        let mut stream = analyzer.token_stream(text);
+        while let Some(token) = stream.next() {
+            let term = Term::from_field_text(field, &token.text);
+            if !terms.contains(&term) {
+                terms.push(term);
+            }
+        }
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let any_term: Box<dyn Query> = Box::new(BooleanQuery::new(
+            terms
+                .into_iter()
+                .map(|t| {
+                    let q: Box<dyn Query> =
+                        Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
+                    (Occur::Should, q)
+                })
+                .collect(),
+        ));
+        let mut clauses = vec![(Occur::Must, any_term)];
+        if target == Target::Edus {
+            let edus_only = Term::from_field_u64(self.fields.node, NO_NODE);
+            clauses.push((
+                Occur::Must,
+                Box::new(TermQuery::new(edus_only, IndexRecordOption::Basic)),
+            ));
+        }
+        if let Some(docs) = docs {
+            let any_doc = docs
+                .iter()
+                .map(|id| {
+                    let term = Term::from_field_text(self.fields.doc, id);
+                    let q: Box<dyn Query> =
+                        Box::new(TermQuery::new(term, IndexRecordOption::Basic));
+                    (Occur::Should, q)
+                })
+                .collect();
+            clauses.push((Occur::Must, Box::new(BooleanQuery::new(any_doc))));
+        }
+        self.top(&BooleanQuery::new(clauses), limit)
+    }
+
+    fn top(&self, query: &dyn Query, limit: usize) -> Result<Vec<FullTextHit>> {
         let searcher = self.reader.searcher();
         let top = searcher
-            .search(&parsed, &TopDocs::with_limit(limit.max(1)).order_by_score())
+            .search(query, &TopDocs::with_limit(limit.max(1)).order_by_score())
             .map_err(fulltext)?;
         top.into_iter()
-            .map(|(score, address)| {
-                let stored: TantivyDocument = searcher.doc(address).map_err(fulltext)?;
-                let u64_of = |field| {
-                    stored
-                        .get_first(field)
-                        .and_then(|v| v.as_u64())
-                        .unwrap_or(0)
-                };
-                let doc = stored
-                    .get_first(self.doc)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or_default()
-                    .to_owned();
-                let node = Some(u64_of(self.node))
-                    .filter(|&n| n != NO_NODE)
-                    .map(|n| n as u32);
-                let span = Span::new(u64_of(self.first) as u32, u64_of(self.last) as u32);
-                Ok(FullTextHit {
-                    doc,
-                    node,
-                    span,
-                    score,
-                })
-            })
+            .map(|(score, address)| self.hit(&searcher, address, score))
             .collect()
+    }
+
+    /// Reads a hit's coordinates from the fast fields.
+    fn hit(
+        &self,
+        searcher: &tantivy::Searcher,
+        address: DocAddress,
+        score: f32,
+    ) -> Result<FullTextHit> {
+        let fast = searcher.segment_reader(address.segment_ord).fast_fields();
+        let number = |name: &str| -> Result<u64> {
+            fast.u64(name)
+                .map_err(fulltext)?
+                .first(address.doc_id)
+                .ok_or_else(|| Error::FullText(format!("entry without {name}")))
+        };
+        let ids = fast
+            .str("doc")
+            .map_err(fulltext)?
+            .ok_or_else(|| Error::FullText("no doc column".into()))?;
+        let mut doc = String::new();
+        let ord = ids
+            .term_ords(address.doc_id)
+            .next()
+            .ok_or_else(|| Error::FullText("entry without doc".into()))?;
+        ids.ord_to_str(ord, &mut doc).map_err(fulltext)?;
+        let node = Some(number("node")?)
+            .filter(|&n| n != NO_NODE)
+            .map(|n| n as u32);
+        Ok(FullTextHit {
+            doc,
+            node,
+            span: Span::new(number("first")? as u32, number("last")? as u32),
+            score,
+        })
     }
 }

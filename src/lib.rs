@@ -22,6 +22,7 @@ pub mod fulltext;
 pub mod ingest;
 pub mod layout;
 pub mod progress;
+pub mod query;
 pub mod segment;
 pub mod sources;
 pub mod store;
@@ -33,5 +34,6 @@ pub use document::{DocMeta, Document, Edu, EduKind, Format, Node, NodeKind, Span
 pub use error::{Error, Result};
 pub use ingest::IngestOptions;
 pub use progress::{CancelToken, NoProgress, Progress};
+pub use query::{Item, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
 pub use sources::Source;
 pub use tree::{Tree, TreeBuilder};

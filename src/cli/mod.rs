@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use edudb::{CancelToken, Db, Error, Format, IngestOptions};
+use edudb::{CancelToken, Db, Error, Format, IngestOptions, Params};
 use serde_json::json;
 
 mod bars;
@@ -78,6 +78,17 @@ enum Command {
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         limit: u32,
     },
+    /// Run one query-language statement (see docs/query-language.md).
+    Query {
+        /// The statement, e.g. "SELECT FROM * SEED BM25('borrow checker') BUDGET 300 TOKENS".
+        statement: String,
+        /// Output: text or json (same as --json).
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+        /// Bind a parameter: NAME=VALUE for `$NAME` (`1=...` for `$1`); numbers bind as numbers.
+        #[arg(long = "param", short = 'p', value_parser = parse_param)]
+        params: Vec<(String, String)>,
+    },
     /// Delete documents completely.
     Rm {
         /// Document ids.
@@ -92,6 +103,31 @@ enum Command {
     Check,
     /// Ingest the bundled demo corpus into a temporary store and tour it.
     Demo,
+}
+
+/// How `query` prints results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OutputFormat {
+    /// For people.
+    Text,
+    /// The JSON contract.
+    Json,
+}
+
+fn parse_param(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(name, value)| (name.trim_start_matches('$').to_owned(), value.to_owned()))
+        .ok_or_else(|| format!("expected NAME=VALUE, got {text:?}"))
+}
+
+/// Parameters from `--param` pairs: numbers as numbers, the rest as text.
+pub fn bind_params(pairs: &[(String, String)]) -> Params {
+    pairs.iter().fold(Params::new(), |params, (name, value)| {
+        match value.parse::<f64>() {
+            Ok(number) if number.is_finite() => params.number(name, number),
+            _ => params.text(name, value),
+        }
+    })
 }
 
 fn parse_format(name: &str) -> Result<Format, String> {
@@ -177,6 +213,15 @@ fn run(cli: &Cli) -> edudb::Result<ExitCode> {
                 &Db::open(&cli.db)?.search(query, *limit as usize)?,
                 cli.json,
             );
+        }
+        Command::Query {
+            statement,
+            format,
+            params,
+        } => {
+            let db = Db::open(&cli.db)?;
+            let result = db.query(statement, &bind_params(params))?;
+            render::query_result(&result, cli.json || *format == OutputFormat::Json);
         }
         Command::Rm { docs } => {
             let db = Db::open(&cli.db)?;

@@ -1,6 +1,9 @@
 //! Text and JSON rendering of command results.
 
-use edudb::{DocMeta, EduText, IngestReport, SearchHit, Stats, Tree};
+use edudb::query::Output;
+use edudb::{
+    DocMeta, EduText, IngestReport, QueryResult, Rows, SearchHit, Selection, Stage, Stats, Tree,
+};
 use serde_json::{Value, json};
 
 use super::print_json;
@@ -59,12 +62,7 @@ pub fn ingest_report(report: &IngestReport, as_json: bool) {
 /// Lists documents.
 pub fn documents(docs: &[DocMeta], as_json: bool) {
     if as_json {
-        let rows: Vec<Value> = docs
-            .iter()
-            .map(|d| {
-                json!({ "id": d.id, "title": d.title, "edus": d.edus, "nodes": d.nodes, "tokens": d.tokens, "bytes": d.bytes })
-            })
-            .collect();
+        let rows: Vec<Value> = docs.iter().map(DocMeta::to_json).collect();
         print_json(&Value::Array(rows));
         return;
     }
@@ -90,7 +88,7 @@ pub fn documents(docs: &[DocMeta], as_json: bool) {
 pub fn tree(tree: &Tree, depth: Option<u16>, as_json: bool) {
     let max_level = depth.unwrap_or(u16::MAX);
     if as_json {
-        print_json(&nested_json(tree, max_level));
+        print_json(&tree.to_json(depth));
         return;
     }
     let mut stack: Vec<(u32, String, Option<bool>)> = vec![(0, String::new(), None)];
@@ -123,37 +121,6 @@ pub fn tree(tree: &Tree, depth: Option<u16>, as_json: bool) {
             ));
         }
     }
-}
-
-/// The tree as nested `{id, kind, level, title, span: [a, b], children}`,
-/// built bottom-up without recursion.
-fn nested_json(tree: &Tree, max_level: u16) -> Value {
-    let mut built: Vec<Option<Value>> = vec![None; tree.nodes.len()];
-    for node in tree.nodes.iter().rev() {
-        if node.level > max_level {
-            continue;
-        }
-        let children: Vec<Value> = if node.level == max_level {
-            Vec::new()
-        } else {
-            node.children
-                .iter()
-                .filter_map(|&c| built[c as usize].take())
-                .collect()
-        };
-        built[node.id as usize] = Some(json!({
-            "id": node.id,
-            "kind": node.kind.name(),
-            "level": node.level,
-            "title": node.title,
-            "span": [node.span.first, node.span.last],
-            "children": children,
-        }));
-    }
-    built
-        .first_mut()
-        .and_then(Option::take)
-        .unwrap_or(Value::Null)
 }
 
 /// Prints EDUs with their coordinates.
@@ -227,4 +194,79 @@ pub fn one_line(text: &str, max: usize) -> String {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
         None => flat,
     }
+}
+
+/// Prints a statement's result: its rows, the plan under EXPLAIN, and a
+/// summary line.
+pub fn query_result(result: &QueryResult, as_json: bool) {
+    if as_json || result.output == Output::Json {
+        print_json(&result.to_json());
+        return;
+    }
+    if result.explain {
+        plan(&result.stages);
+    }
+    match &result.rows {
+        Rows::Selection(selection) => self::selection(selection, result.output),
+        Rows::Docs(docs) => documents(docs, false),
+        Rows::Tree(t, depth) => tree(t, *depth, false),
+        Rows::Edus(e) => edus(e, false),
+        Rows::Stats(s) => stats(s, false),
+    }
+}
+
+/// Prints the EXPLAIN table: one row per operator.
+pub fn plan(stages: &[Stage]) {
+    println!(
+        "{:<10} {:>8} {:>8} {:>9}  {:<6} DETAIL",
+        "OPERATOR", "ROWS IN", "ROWS OUT", "TIME MS", "DEVICE"
+    );
+    for stage in stages {
+        println!(
+            "{:<10} {:>8} {:>8} {:>9.3}  {:<6} {}",
+            stage.operator,
+            stage.rows_in,
+            stage.rows_out,
+            stage.elapsed.as_secs_f64() * 1000.0,
+            stage.device,
+            stage.detail
+        );
+    }
+    println!();
+}
+
+/// Prints picked items with their coordinates; text unless SPANS or NODES.
+fn selection(selection: &Selection, output: Output) {
+    for item in &selection.items {
+        let what = match (&item.node, &item.title) {
+            (Some(node), Some(title)) => format!(
+                "{} {node} L{} \"{}\"",
+                item.kind,
+                item.level,
+                one_line(title, 60)
+            ),
+            _ => format!("edus L{}", item.level),
+        };
+        println!(
+            "── {} [{}-{}] {what}  bytes {}..{}  {} tok  score {:.3}",
+            item.doc,
+            item.edus[0],
+            item.edus[1],
+            item.bytes[0],
+            item.bytes[1],
+            item.tokens,
+            item.score
+        );
+        if output == Output::Text {
+            println!("{}", item.text.trim_end());
+        }
+    }
+    let budget = selection
+        .budget
+        .map_or_else(String::new, |b| format!(" of a {b}-token budget"));
+    println!(
+        "({} items, {} tokens{budget})",
+        selection.items.len(),
+        selection.tokens_used
+    );
 }

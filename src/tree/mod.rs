@@ -152,6 +152,39 @@ impl Tree {
         Ok(())
     }
 
+    /// The tree as nested `{id, kind, level, title, span: [a, b], children}`
+    /// down to `depth` (all when `None`), built bottom-up without recursion.
+    pub fn to_json(&self, depth: Option<u16>) -> serde_json::Value {
+        let tree = self;
+        let max_level = depth.unwrap_or(u16::MAX);
+        let mut built: Vec<Option<serde_json::Value>> = vec![None; tree.nodes.len()];
+        for node in tree.nodes.iter().rev() {
+            if node.level > max_level {
+                continue;
+            }
+            let children: Vec<serde_json::Value> = if node.level == max_level {
+                Vec::new()
+            } else {
+                node.children
+                    .iter()
+                    .filter_map(|&c| built[c as usize].take())
+                    .collect()
+            };
+            built[node.id as usize] = Some(serde_json::json!({
+                "id": node.id,
+                "kind": node.kind.name(),
+                "level": node.level,
+                "title": node.title,
+                "span": [node.span.first, node.span.last],
+                "children": children,
+            }));
+        }
+        built
+            .first_mut()
+            .and_then(Option::take)
+            .unwrap_or(serde_json::Value::Null)
+    }
+
     /// Ids of the nodes on the path from the root to the deepest node whose span holds `edu`.
     pub fn path_to(&self, edu: u32) -> Vec<u32> {
         let mut path = Vec::new();

@@ -1,0 +1,205 @@
+//! The syntax tree of one statement, as written: values may still be
+//! parameters, and every value keeps its byte range for error messages.
+
+use std::ops::Range;
+
+/// A value in a statement: a literal or a parameter, with where it was.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Value {
+    /// The literal or parameter.
+    pub kind: ValueKind,
+    /// Byte range in the statement.
+    pub at: Range<usize>,
+}
+
+/// What a [`Value`] holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ValueKind {
+    /// A quoted string.
+    Str(String),
+    /// A number as written.
+    Number(String),
+    /// `$1` or `$name`, bound at execution.
+    Param(String),
+}
+
+/// One statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    /// `EXPLAIN` was given.
+    pub explain: bool,
+    /// The statement proper.
+    pub body: Body,
+}
+
+/// A SELECT or a SHOW.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    /// Retrieval.
+    Select(Box<Select>),
+    /// Browsing.
+    Show(Show),
+}
+
+/// How results are shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Output {
+    /// Text of each pick with its coordinates (the default).
+    #[default]
+    Text,
+    /// Coordinates only.
+    Spans,
+    /// Nodes only (titles and spans, no text).
+    Nodes,
+    /// The JSON contract.
+    Json,
+}
+
+/// Where a SELECT looks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scope {
+    /// Every document.
+    All,
+    /// One document.
+    Doc(Value),
+    /// Documents whose id matches a glob.
+    Docs(Value),
+    /// An agent's dialogue session.
+    Session(Value),
+}
+
+/// Comparison operators of `level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareOp {
+    /// `=`
+    Eq,
+    /// `!=` or `<>`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+/// A WHERE predicate over nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pred {
+    /// `level <op> n`
+    Level(CompareOp, Value),
+    /// `kind = name` (or `!=`); the name and where it was.
+    Kind {
+        /// Equal (`=`) or not (`!=`).
+        equal: bool,
+        /// The kind name.
+        name: String,
+        /// Where the name was.
+        at: Range<usize>,
+    },
+    /// `title ~ 'regex'`
+    Title(Value),
+    /// `doc = 'id'`
+    Doc(Value),
+    /// Both hold.
+    And(Box<Pred>, Box<Pred>),
+    /// Either holds.
+    Or(Box<Pred>, Box<Pred>),
+    /// It does not hold.
+    Not(Box<Pred>),
+}
+
+/// How relevance is seeded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Seed {
+    /// `BM25('text')`
+    Bm25(Value),
+    /// `NEAR('text')`
+    Near(Value),
+    /// `HYBRID('text' [, alpha])`
+    Hybrid(Value, Option<Value>),
+}
+
+/// `TRAVERSE [THRESHOLD x] [DEPTH n]`
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Traverse {
+    /// Continuation threshold.
+    pub threshold: Option<Value>,
+    /// Deepest level explored.
+    pub depth: Option<Value>,
+}
+
+/// `PROPAGATE [STEPS n] [ALPHA x]`
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Propagate {
+    /// Levels propagated down.
+    pub steps: Option<Value>,
+    /// Weight of propagated against direct score.
+    pub alpha: Option<Value>,
+}
+
+/// How each pick grows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expand {
+    /// The whole span of the pick's node.
+    Subtree,
+    /// The pick's parent node.
+    Parent,
+    /// The pick with its neighbouring siblings.
+    Siblings,
+    /// `n` EDUs either side.
+    Context(Value),
+}
+
+/// Order of results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Original document order.
+    Position,
+    /// Best first.
+    Score,
+}
+
+/// A SELECT statement; `at` fields locate clauses for semantic errors.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Select {
+    /// Result shape.
+    pub output: Output,
+    /// Where to look, and where the scope was written.
+    pub scope: Option<(Scope, Range<usize>)>,
+    /// WHERE.
+    pub filter: Option<Pred>,
+    /// SEED and where it was.
+    pub seed: Option<(Seed, Range<usize>)>,
+    /// TRAVERSE and where it was.
+    pub traverse: Option<(Traverse, Range<usize>)>,
+    /// PROPAGATE and where it was.
+    pub propagate: Option<(Propagate, Range<usize>)>,
+    /// EXPAND.
+    pub expand: Option<Expand>,
+    /// BUDGET n TOKENS.
+    pub budget: Option<Value>,
+    /// ORDER BY.
+    pub order: Option<Order>,
+    /// LIMIT.
+    pub limit: Option<Value>,
+}
+
+/// A SHOW statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Show {
+    /// `SHOW DOCS`
+    Docs,
+    /// `SHOW TREE doc('id') [DEPTH n]`
+    Tree(Value, Option<Value>),
+    /// `SHOW NODE doc('id') n`
+    Node(Value, Value),
+    /// `SHOW EDUS doc('id') [a..b]`
+    Edus(Value, Option<(Value, Value)>),
+    /// `SHOW DAG doc('id') [LEVEL n]`
+    Dag(Value, Option<Value>, Range<usize>),
+    /// `SHOW STATS`
+    Stats,
+}

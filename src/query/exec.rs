@@ -1,0 +1,641 @@
+//! Runs a bound [`Plan`]: seed → (traverse) → filter → expand → select →
+//! linearise, timing every stage for EXPLAIN. Documents are read in place
+//! from the store, once per query, and only those the seed touched.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rkyv::vec::ArchivedVec;
+
+use super::ast::{CompareOp, Order, Output};
+use super::plan::{Catalog, Filter, Growth, Plan, PlanKind, SelectPlan, ShowPlan};
+use super::select::{Candidate, TokenPrefix, select};
+use super::{Item, QueryResult, Rows, Selection, Stage};
+use crate::db::Db;
+use crate::document::{ArchivedEdu, ArchivedNode, NodeKind, Span};
+use crate::error::Result;
+use crate::fulltext::{FullTextHit, Target};
+use crate::store::StoredDoc;
+use crate::tree::ArchivedTree;
+
+/// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
+const EDUS_PER_WALK_LEAF: usize = 3;
+/// Fewest candidates a seed fetches from each of the node and EDU rankings.
+const MIN_SEED_CANDIDATES: usize = 64;
+/// Most candidates a seed fetches from each ranking.
+const MAX_SEED_CANDIDATES: usize = 10_000;
+/// Every stage runs here until the GPU kernels land.
+const DEVICE: &str = "cpu";
+
+impl Catalog for Db {
+    fn document_ids(&self) -> Result<Vec<String>> {
+        Ok(self.store().metas()?.into_iter().map(|m| m.id).collect())
+    }
+
+    fn document_size(&self, id: &str) -> Result<Option<(u32, u32)>> {
+        match self.store().get(id)? {
+            None => Ok(None),
+            Some(stored) => {
+                let meta = stored.meta()?;
+                Ok(Some((meta.nodes.to_native(), meta.edus.to_native())))
+            }
+        }
+    }
+}
+
+/// Runs `plan` on `db`.
+pub fn execute(db: &Db, plan: &Plan) -> Result<QueryResult> {
+    let mut stages = Vec::new();
+    let (output, rows) = match &plan.kind {
+        PlanKind::Select(select) => (
+            select.output,
+            Rows::Selection(run_select(db, select, &mut stages)?),
+        ),
+        PlanKind::Show(show) => (Output::Text, run_show(db, show, &mut stages)?),
+    };
+    Ok(QueryResult {
+        output,
+        rows,
+        stages,
+        explain: plan.explain,
+        elapsed: Duration::ZERO,
+    })
+}
+
+/// Records one stage's counts and time.
+struct Timer(Instant);
+
+impl Timer {
+    fn start() -> Timer {
+        Timer(Instant::now())
+    }
+
+    fn stop(
+        self,
+        stages: &mut Vec<Stage>,
+        operator: &'static str,
+        detail: String,
+        rows: (usize, usize),
+    ) {
+        stages.push(Stage {
+            operator,
+            detail,
+            rows_in: rows.0,
+            rows_out: rows.1,
+            elapsed: self.0.elapsed(),
+            device: DEVICE,
+        });
+    }
+}
+
+fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
+    let timer = Timer::start();
+    let (detail, rows) = match show {
+        ShowPlan::Docs => ("docs".to_owned(), Rows::Docs(db.documents()?)),
+        ShowPlan::Stats => ("stats".to_owned(), Rows::Stats(db.stats()?)),
+        ShowPlan::Tree(doc, depth) => (
+            format!("tree of '{doc}'"),
+            Rows::Tree(db.tree(doc)?, *depth),
+        ),
+        ShowPlan::Edus(doc, range) => (
+            format!("EDUs of '{doc}'"),
+            Rows::Edus(db.edus(doc, *range)?),
+        ),
+        ShowPlan::Node(doc, node) => {
+            let stored = db.document(doc)?;
+            let view = View::new(doc.clone(), &stored)?;
+            let span = view.node(*node).span;
+            let candidate = Candidate {
+                doc: 0,
+                node: Some(*node),
+                span: Span::new(span.first.to_native(), span.last.to_native()),
+                score: 0.0,
+            };
+            let item = view.item(&candidate);
+            (
+                format!("node {node} of '{doc}'"),
+                Rows::Selection(Selection {
+                    tokens_used: item.tokens,
+                    items: vec![item],
+                    budget: None,
+                }),
+            )
+        }
+    };
+    let count = match &rows {
+        Rows::Selection(s) => s.items.len(),
+        Rows::Docs(d) => d.len(),
+        Rows::Tree(t, _) => t.nodes.len(),
+        Rows::Edus(e) => e.len(),
+        Rows::Stats(_) => 1,
+    };
+    timer.stop(stages, "show", detail, (0, count));
+    Ok(rows)
+}
+
+/// One document, read in place, with what selection needs precomputed.
+struct View<'a> {
+    id: String,
+    text: &'a str,
+    edus: &'a ArchivedVec<ArchivedEdu>,
+    tree: &'a ArchivedTree,
+    tokens: TokenPrefix,
+}
+
+impl<'a> View<'a> {
+    fn new(id: String, stored: &'a StoredDoc) -> Result<View<'a>> {
+        let edus = stored.edus()?;
+        Ok(View {
+            id,
+            text: stored.text()?,
+            tree: stored.tree()?,
+            tokens: TokenPrefix::new(edus.iter().map(|e| e.tokens.to_native())),
+            edus,
+        })
+    }
+
+    fn node(&self, id: u32) -> &'a ArchivedNode {
+        &self.tree.nodes[id as usize]
+    }
+
+    fn span_of(&self, id: u32) -> Span {
+        let span = &self.node(id).span;
+        Span::new(span.first.to_native(), span.last.to_native())
+    }
+
+    fn children(&self, id: u32) -> impl Iterator<Item = u32> + 'a {
+        self.node(id).children.iter().map(|c| c.to_native())
+    }
+
+    fn last_edu(&self) -> u32 {
+        (self.edus.len() as u32).saturating_sub(1)
+    }
+
+    /// The deepest node whose span holds all of `span`.
+    fn innermost(&self, span: Span) -> u32 {
+        let mut current = 0;
+        while let Some(child) = self
+            .children(current)
+            .find(|&c| self.span_of(c).contains(&span))
+        {
+            current = child;
+        }
+        current
+    }
+
+    /// Level of a candidate: its node's, or one below a run's innermost node.
+    fn level(&self, candidate: &Candidate) -> u16 {
+        match candidate.node {
+            Some(node) => self.node(node).level.to_native(),
+            None => self.node(self.innermost(candidate.span)).level.to_native() + 1,
+        }
+    }
+
+    /// The node a run of EDUs exactly is, if any.
+    fn node_of_run(&self, span: Span) -> Option<u32> {
+        let node = self.innermost(span);
+        (self.span_of(node) == span).then_some(node)
+    }
+
+    fn item(&self, candidate: &Candidate) -> Item {
+        let span = candidate.span;
+        let node = candidate.node.or_else(|| self.node_of_run(span));
+        let (first, last) = (
+            &self.edus[span.first as usize],
+            &self.edus[span.last as usize],
+        );
+        let bytes = [first.start.to_native(), last.end.to_native()];
+        let (kind, level, title) = match node {
+            Some(id) => {
+                let n = self.node(id);
+                (
+                    NodeKind::from(&n.kind).name(),
+                    n.level.to_native(),
+                    Some(n.title.to_string()),
+                )
+            }
+            None => ("edu", self.level(candidate), None),
+        };
+        Item {
+            doc: self.id.clone(),
+            node,
+            kind,
+            level,
+            title,
+            edus: [span.first, span.last],
+            bytes,
+            tokens: self.tokens.tokens(span),
+            score: candidate.score,
+            text: self.text[bytes[0] as usize..bytes[1] as usize].to_owned(),
+        }
+    }
+}
+
+/// Seed hits of one ranking, scores divided by the best.
+fn normalised(mut hits: Vec<FullTextHit>) -> Vec<FullTextHit> {
+    let best = hits.iter().map(|h| h.score).fold(0.0f32, f32::max);
+    if best > 0.0 {
+        for hit in &mut hits {
+            hit.score /= best;
+        }
+    }
+    hits
+}
+
+fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Selection> {
+    // Seed (or scan): which documents and spans are in play.
+    let timer = Timer::start();
+    let scope: Option<Vec<&str>> = plan
+        .docs
+        .as_ref()
+        .map(|ids| ids.iter().map(String::as_str).collect());
+    let (node_hits, edu_hits, doc_ids) = match &plan.seed {
+        Some(text) => {
+            let wanted = plan
+                .limit
+                .saturating_mul(8)
+                .max(plan.budget.map_or(0, |b| (b / 8) as usize))
+                .clamp(MIN_SEED_CANDIDATES, MAX_SEED_CANDIDATES);
+            let reader = db.full_text();
+            let node_hits = if plan.docs.as_ref().is_some_and(Vec::is_empty) {
+                Vec::new()
+            } else {
+                normalised(reader.rank(text, Target::Nodes, scope.as_deref(), wanted)?)
+            };
+            let edu_hits = if plan.output == Output::Nodes || node_hits.is_empty() {
+                Vec::new()
+            } else {
+                normalised(reader.rank(text, Target::Edus, scope.as_deref(), wanted)?)
+            };
+            let mut ids: Vec<String> = node_hits
+                .iter()
+                .chain(&edu_hits)
+                .map(|h| h.doc.clone())
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            (node_hits, edu_hits, ids)
+        }
+        None => (
+            Vec::new(),
+            Vec::new(),
+            match &plan.docs {
+                Some(ids) => ids.clone(),
+                None => db.documents()?.into_iter().map(|m| m.id).collect(),
+            },
+        ),
+    };
+    let stored: Vec<StoredDoc> = doc_ids
+        .iter()
+        .map(|id| db.document(id))
+        .collect::<Result<_>>()?;
+    let views: Vec<View<'_>> = doc_ids
+        .iter()
+        .zip(&stored)
+        .map(|(id, s)| View::new(id.clone(), s))
+        .collect::<Result<_>>()?;
+    let index: HashMap<&str, usize> = doc_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    let to_candidate = |hit: &FullTextHit| Candidate {
+        doc: index[hit.doc.as_str()],
+        node: hit.node,
+        span: hit.span,
+        score: hit.score,
+    };
+    let node_candidates: Vec<Candidate> = node_hits.iter().map(to_candidate).collect();
+    let edu_candidates: Vec<Candidate> = edu_hits.iter().map(to_candidate).collect();
+    let mut candidates = match &plan.seed {
+        Some(text) => {
+            let rows = node_candidates.len() + edu_candidates.len();
+            timer.stop(
+                stages,
+                "seed",
+                format!(
+                    "BM25('{}') over nodes and EDUs in {}",
+                    text.replace('\'', "''"),
+                    plan.scope_text
+                ),
+                (0, rows),
+            );
+            match plan.traverse {
+                Some((threshold, depth)) => {
+                    let timer = Timer::start();
+                    let (walked, visited) =
+                        traverse(&views, &node_candidates, &edu_candidates, threshold, depth);
+                    timer.stop(
+                        stages,
+                        "traverse",
+                        format!(
+                            "threshold {threshold}, depth {}; {visited} nodes visited",
+                            depth.map_or("unbounded".to_owned(), |d| d.to_string())
+                        ),
+                        (rows, walked.len()),
+                    );
+                    walked
+                }
+                None => node_candidates.into_iter().chain(edu_candidates).collect(),
+            }
+        }
+        None => {
+            let scanned = scan(&views, plan.output != Output::Nodes);
+            timer.stop(
+                stages,
+                "scan",
+                format!("every node and EDU in {}", plan.scope_text),
+                (0, scanned.len()),
+            );
+            scanned
+        }
+    };
+    if plan.output == Output::Nodes {
+        candidates.retain(|c| c.node.is_some());
+    }
+    if let Some(filter) = &plan.filter {
+        let timer = Timer::start();
+        let before = candidates.len();
+        candidates.retain(|c| matches(filter, &views[c.doc], c));
+        timer.stop(
+            stages,
+            "filter",
+            "WHERE".to_owned(),
+            (before, candidates.len()),
+        );
+    }
+    if let Some(growth) = plan.expand {
+        let timer = Timer::start();
+        for candidate in &mut candidates {
+            *candidate = expand(&views[candidate.doc], candidate, growth);
+        }
+        let rows = candidates.len();
+        timer.stop(
+            stages,
+            "expand",
+            format!("{growth:?}").to_lowercase(),
+            (rows, rows),
+        );
+    }
+    let timer = Timer::start();
+    // Best first; on ties whole nodes before runs, then document order,
+    // then the wider span (so an ancestor comes before its descendants).
+    candidates.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.node.is_some().cmp(&a.node.is_some()))
+            .then(a.doc.cmp(&b.doc))
+            .then(a.span.first.cmp(&b.span.first))
+            .then(b.span.len().cmp(&a.span.len()))
+    });
+    let tokens: Vec<TokenPrefix> = views.iter().map(|v| v.tokens.clone()).collect();
+    let picked = select(
+        &candidates,
+        &tokens,
+        plan.budget,
+        plan.limit,
+        plan.output != Output::Nodes,
+    );
+    timer.stop(
+        stages,
+        "select",
+        match plan.budget {
+            Some(b) => format!("greedy under {b} tokens, limit {}", limit_text(plan.limit)),
+            None => format!("best {}", limit_text(plan.limit)),
+        },
+        (candidates.len(), picked.picks.len()),
+    );
+    let timer = Timer::start();
+    let items = linearise(&views, picked.picks, plan.order);
+    timer.stop(
+        stages,
+        "linearise",
+        match plan.order {
+            Order::Position => "document order, grouped by document".to_owned(),
+            Order::Score => "best first".to_owned(),
+        },
+        (items.len(), items.len()),
+    );
+    Ok(Selection {
+        items,
+        tokens_used: picked.tokens,
+        budget: plan.budget,
+    })
+}
+
+fn limit_text(limit: usize) -> String {
+    if limit == usize::MAX {
+        "none".to_owned()
+    } else {
+        limit.to_string()
+    }
+}
+
+/// Without a seed: every node (and EDU, when `edus`) in scope, score 0.
+fn scan(views: &[View<'_>], edus: bool) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for (doc, view) in views.iter().enumerate() {
+        for id in 0..view.tree.nodes.len() as u32 {
+            out.push(Candidate {
+                doc,
+                node: Some(id),
+                span: view.span_of(id),
+                score: 0.0,
+            });
+        }
+        if edus {
+            out.extend((0..view.edus.len() as u32).map(|e| Candidate {
+                doc,
+                node: None,
+                span: Span::new(e, e),
+                score: 0.0,
+            }));
+        }
+    }
+    out
+}
+
+/// CSTree-SRI's top-down walk. A node's continuation score φ is the best of
+/// its own seed score and the seed scores of the EDUs it covers. From each
+/// root with φ ≥ `threshold`, children with φ ≥ `threshold` (down to
+/// `depth`) are explored; a node none of whose children is explored is a
+/// walk leaf and becomes a candidate scored φ. Each visited node also
+/// contributes its best EDUs not covered by an explored child. Returns the
+/// candidates and the number of nodes visited.
+fn traverse(
+    views: &[View<'_>],
+    nodes: &[Candidate],
+    edus: &[Candidate],
+    threshold: f32,
+    depth: Option<u16>,
+) -> (Vec<Candidate>, usize) {
+    let mut node_scores: Vec<HashMap<u32, f32>> = vec![HashMap::new(); views.len()];
+    for c in nodes {
+        if let Some(id) = c.node {
+            node_scores[c.doc].insert(id, c.score);
+        }
+    }
+    let mut edu_scores: Vec<Vec<(u32, f32)>> = vec![Vec::new(); views.len()];
+    for c in edus {
+        edu_scores[c.doc].push((c.span.first, c.score));
+    }
+    for scores in &mut edu_scores {
+        scores.sort_by_key(|&(edu, _)| edu);
+    }
+    let mut out = Vec::new();
+    let mut visited = 0;
+    for (doc, view) in views.iter().enumerate() {
+        let hits = &edu_scores[doc];
+        let in_span = |span: Span| {
+            let from = hits.partition_point(|&(e, _)| e < span.first);
+            let to = hits.partition_point(|&(e, _)| e <= span.last);
+            &hits[from..to]
+        };
+        let phi = |id: u32| {
+            let own = node_scores[doc].get(&id).copied().unwrap_or(0.0);
+            in_span(view.span_of(id))
+                .iter()
+                .map(|&(_, s)| s)
+                .fold(own, f32::max)
+        };
+        if phi(0) < threshold || phi(0) <= 0.0 {
+            continue;
+        }
+        let mut stack = vec![0u32];
+        while let Some(id) = stack.pop() {
+            visited += 1;
+            let explored: Vec<u32> = view
+                .children(id)
+                .filter(|&c| depth.is_none_or(|d| view.node(c).level.to_native() <= d))
+                .filter(|&c| phi(c) >= threshold && phi(c) > 0.0)
+                .collect();
+            let mut own: Vec<(u32, f32)> = in_span(view.span_of(id))
+                .iter()
+                .copied()
+                .filter(|&(e, _)| {
+                    !explored
+                        .iter()
+                        .any(|&c| view.span_of(c).contains(&Span::new(e, e)))
+                })
+                .collect();
+            own.sort_by(|a, b| b.1.total_cmp(&a.1));
+            out.extend(
+                own.iter()
+                    .take(EDUS_PER_WALK_LEAF)
+                    .map(|&(e, score)| Candidate {
+                        doc,
+                        node: None,
+                        span: Span::new(e, e),
+                        score,
+                    }),
+            );
+            if explored.is_empty() {
+                out.push(Candidate {
+                    doc,
+                    node: Some(id),
+                    span: view.span_of(id),
+                    score: phi(id),
+                });
+            }
+            stack.extend(explored);
+        }
+    }
+    (out, visited)
+}
+
+fn matches(filter: &Filter, view: &View<'_>, candidate: &Candidate) -> bool {
+    match filter {
+        Filter::Level(op, level) => {
+            let actual = view.level(candidate);
+            match op {
+                CompareOp::Eq => actual == *level,
+                CompareOp::Ne => actual != *level,
+                CompareOp::Lt => actual < *level,
+                CompareOp::Le => actual <= *level,
+                CompareOp::Gt => actual > *level,
+                CompareOp::Ge => actual >= *level,
+            }
+        }
+        Filter::Kind(equal, kind) => {
+            let actual = candidate.node.map(|n| NodeKind::from(&view.node(n).kind));
+            (actual == *kind) == *equal
+        }
+        Filter::Title(regex) => candidate
+            .node
+            .is_some_and(|n| regex.is_match(view.node(n).title.as_str())),
+        Filter::Doc(id) => view.id == *id,
+        Filter::And(a, b) => matches(a, view, candidate) && matches(b, view, candidate),
+        Filter::Or(a, b) => matches(a, view, candidate) || matches(b, view, candidate),
+        Filter::Not(a) => !matches(a, view, candidate),
+    }
+}
+
+/// Grows one candidate structurally; its score is kept.
+fn expand(view: &View<'_>, candidate: &Candidate, growth: Growth) -> Candidate {
+    let whole_node = |id: u32| Candidate {
+        node: Some(id),
+        span: view.span_of(id),
+        ..*candidate
+    };
+    let run = |span: Span| Candidate {
+        node: view.node_of_run(span),
+        span,
+        ..*candidate
+    };
+    match (growth, candidate.node) {
+        (Growth::Subtree, Some(_)) => *candidate,
+        (Growth::Subtree | Growth::Parent, None) => whole_node(view.innermost(candidate.span)),
+        (Growth::Parent, Some(id)) => {
+            whole_node(view.node(id).parent.as_ref().map_or(id, |p| p.to_native()))
+        }
+        (Growth::Siblings, Some(id)) => match view.node(id).parent.as_ref() {
+            None => *candidate,
+            Some(parent) => {
+                let siblings: Vec<u32> = view.children(parent.to_native()).collect();
+                let at = siblings.iter().position(|&s| s == id).unwrap_or(0);
+                let first = siblings[at.saturating_sub(1)];
+                let last = siblings[(at + 1).min(siblings.len() - 1)];
+                run(Span::new(
+                    view.span_of(first).first,
+                    view.span_of(last).last,
+                ))
+            }
+        },
+        (Growth::Siblings, None) => {
+            let within = view.span_of(view.innermost(candidate.span));
+            run(Span::new(
+                candidate.span.first.saturating_sub(1).max(within.first),
+                (candidate.span.last + 1).min(within.last),
+            ))
+        }
+        (Growth::Context(n), _) => run(Span::new(
+            candidate.span.first.saturating_sub(n),
+            candidate.span.last.saturating_add(n).min(view.last_edu()),
+        )),
+    }
+}
+
+/// Orders picks and reads their text.
+fn linearise(views: &[View<'_>], mut picks: Vec<Candidate>, order: Order) -> Vec<Item> {
+    match order {
+        Order::Position => {
+            let mut best = vec![f32::NEG_INFINITY; views.len()];
+            for pick in &picks {
+                best[pick.doc] = best[pick.doc].max(pick.score);
+            }
+            picks.sort_by(|a, b| {
+                best[b.doc]
+                    .total_cmp(&best[a.doc])
+                    .then(a.doc.cmp(&b.doc))
+                    .then(a.span.first.cmp(&b.span.first))
+            });
+        }
+        Order::Score => picks.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.doc.cmp(&b.doc))
+                .then(a.span.first.cmp(&b.span.first))
+        }),
+    }
+    picks.iter().map(|p| views[p.doc].item(p)).collect()
+}

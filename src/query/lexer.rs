@@ -1,0 +1,211 @@
+//! Tokens of the query language, each with its byte range in the statement
+//! so every error can point at line and column.
+
+use super::error::QueryError;
+
+/// A lexical token.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TokenKind {
+    /// A keyword or a bare name (matched case-insensitively by the parser).
+    Word(String),
+    /// A single-quoted string, `''` unescaped.
+    Str(String),
+    /// A number as written (the parser decides integer or real).
+    Number(String),
+    /// A parameter: `$1` or `$name` (without the `$`).
+    Param(String),
+    /// Punctuation: `( ) , * = != < <= > >= ~ .. ;`.
+    Symbol(&'static str),
+    /// End of the statement.
+    End,
+}
+
+/// A token and the byte range it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Token {
+    /// What it is.
+    pub kind: TokenKind,
+    /// Byte offset of its first character.
+    pub start: usize,
+    /// Byte offset just past it.
+    pub end: usize,
+}
+
+impl Token {
+    /// How the token reads in an error message.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            TokenKind::Word(word) => format!("'{word}'"),
+            TokenKind::Str(text) => format!("string '{}'", text.replace('\'', "''")),
+            TokenKind::Number(number) => format!("number {number}"),
+            TokenKind::Param(name) => format!("parameter ${name}"),
+            TokenKind::Symbol(symbol) => format!("'{symbol}'"),
+            TokenKind::End => "end of statement".to_owned(),
+        }
+    }
+}
+
+/// Longest symbols first, so `<=` wins over `<`.
+const SYMBOLS: [&str; 14] = [
+    "..", "!=", "<>", "<=", ">=", "(", ")", ",", "*", "=", "<", ">", "~", ";",
+];
+
+/// Splits `source` into tokens, ending with [`TokenKind::End`]. Comments run
+/// from `--` to the end of the line.
+pub fn tokenize(source: &str) -> Result<Vec<Token>, QueryError> {
+    let mut tokens = Vec::new();
+    let mut chars = source.char_indices().peekable();
+    while let Some(&(start, c)) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if source[start..].starts_with("--") {
+            while chars.next_if(|&(_, c)| c != '\n').is_some() {}
+        } else if c == '\'' {
+            chars.next();
+            let mut text = String::new();
+            loop {
+                match chars.next() {
+                    Some((_, '\'')) if chars.next_if(|&(_, c)| c == '\'').is_some() => {
+                        text.push('\'');
+                    }
+                    Some((end, '\'')) => {
+                        tokens.push(token(TokenKind::Str(text), start, end + 1));
+                        break;
+                    }
+                    Some((_, c)) => text.push(c),
+                    None => {
+                        return Err(QueryError::new(
+                            source,
+                            start..source.len(),
+                            "unterminated string; close it with ' (write '' for a quote inside)",
+                        ));
+                    }
+                }
+            }
+        } else if c.is_ascii_digit() {
+            let mut end = take_while(&mut chars, |c| c.is_ascii_digit()).unwrap_or(start + 1);
+            let rest = &source[end..];
+            if rest.starts_with('.') && rest[1..].starts_with(|c: char| c.is_ascii_digit()) {
+                chars.next();
+                end = take_while(&mut chars, |c| c.is_ascii_digit()).unwrap_or(end + 1);
+            }
+            if let Some(&(at, c)) = chars.peek()
+                && (c.is_alphabetic() || c == '_')
+            {
+                return Err(QueryError::new(
+                    source,
+                    start..at + c.len_utf8(),
+                    "a number runs into a name; put a space between them",
+                ));
+            }
+            tokens.push(token(
+                TokenKind::Number(source[start..end].to_owned()),
+                start,
+                end,
+            ));
+        } else if c == '$' {
+            chars.next();
+            let end = take_while(&mut chars, |c| c.is_alphanumeric() || c == '_');
+            let Some(end) = end else {
+                return Err(QueryError::new(
+                    source,
+                    start..start + 1,
+                    "'$' must be followed by a parameter number or name, as in $1 or $question",
+                ));
+            };
+            tokens.push(token(
+                TokenKind::Param(source[start + 1..end].to_owned()),
+                start,
+                end,
+            ));
+        } else if c.is_alphabetic() || c == '_' {
+            let end = take_while(&mut chars, |c| c.is_alphanumeric() || c == '_')
+                .unwrap_or(start + c.len_utf8());
+            tokens.push(token(
+                TokenKind::Word(source[start..end].to_owned()),
+                start,
+                end,
+            ));
+        } else if let Some(symbol) = SYMBOLS.iter().find(|s| source[start..].starts_with(*s)) {
+            for _ in 0..symbol.len() {
+                chars.next();
+            }
+            let symbol = if *symbol == "<>" { "!=" } else { symbol };
+            tokens.push(token(
+                TokenKind::Symbol(symbol),
+                start,
+                start + symbol.len(),
+            ));
+        } else {
+            return Err(QueryError::new(
+                source,
+                start..start + c.len_utf8(),
+                format!("unexpected character {c:?}"),
+            ));
+        }
+    }
+    tokens.push(token(TokenKind::End, source.len(), source.len()));
+    Ok(tokens)
+}
+
+fn token(kind: TokenKind, start: usize, end: usize) -> Token {
+    Token { kind, start, end }
+}
+
+/// Consumes characters while `keep` holds; returns the end offset of the
+/// last one consumed, or `None` when none was.
+fn take_while(
+    chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>,
+    keep: impl Fn(char) -> bool,
+) -> Option<usize> {
+    let mut end = None;
+    while let Some((at, c)) = chars.next_if(|&(_, c)| keep(c)) {
+        end = Some(at + c.len_utf8());
+    }
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(source: &str) -> Vec<TokenKind> {
+        tokenize(source)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.kind)
+            .collect()
+    }
+
+    #[test]
+    fn tokens_strings_numbers_params_and_symbols() {
+        assert_eq!(
+            kinds("SELECT 'it''s' 3..5 0.25 $1 $q <= <> -- note\n;"),
+            vec![
+                TokenKind::Word("SELECT".into()),
+                TokenKind::Str("it's".into()),
+                TokenKind::Number("3".into()),
+                TokenKind::Symbol(".."),
+                TokenKind::Number("5".into()),
+                TokenKind::Number("0.25".into()),
+                TokenKind::Param("1".into()),
+                TokenKind::Param("q".into()),
+                TokenKind::Symbol("<="),
+                TokenKind::Symbol("!="),
+                TokenKind::Symbol(";"),
+                TokenKind::End,
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_lexemes_are_located() {
+        let error = tokenize("SELECT\n  'open").unwrap_err();
+        assert_eq!((error.line, error.column), (2, 3));
+        let error = tokenize("LIMIT 10x").unwrap_err();
+        assert_eq!((error.line, error.column), (1, 7));
+        let error = tokenize("a # b").unwrap_err();
+        assert_eq!((error.line, error.column), (1, 3));
+        assert!(tokenize("$").is_err());
+    }
+}

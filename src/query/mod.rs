@@ -1,0 +1,228 @@
+//! The query language: statements that say where to look, how to seed
+//! relevance, how to walk the structure, how much text may come back and
+//! in what order. See `docs/query-language.md` for the grammar and the
+//! semantics of every clause.
+//!
+//! Pipeline: [`lexer`] → [`parser`] (syntax, to an [`ast::Statement`]) →
+//! [`plan`] (binding parameters, semantic checks) → `exec` (running the
+//! operators, with [`select`] doing the budgeted choice).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::db::{Db, EduText, Stats};
+use crate::document::DocMeta;
+use crate::error::Result;
+use crate::tree::Tree;
+
+pub mod ast;
+pub mod error;
+mod exec;
+pub mod lexer;
+pub mod parser;
+pub mod plan;
+pub mod select;
+
+pub use ast::{Order, Output};
+pub use error::QueryError;
+
+/// A parameter value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    /// Text, for strings (seed text, ids, regexes, globs).
+    Text(String),
+    /// A number.
+    Number(f64),
+}
+
+/// Parameters bound to `$name` (or `$1`, named `"1"`) at execution, so
+/// user text is never spliced into a statement.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Params {
+    values: HashMap<String, Param>,
+}
+
+impl Params {
+    /// No parameters.
+    pub fn new() -> Params {
+        Params::default()
+    }
+
+    /// Binds `$name` to text.
+    pub fn text(mut self, name: impl Into<String>, value: impl Into<String>) -> Params {
+        self.values.insert(name.into(), Param::Text(value.into()));
+        self
+    }
+
+    /// Binds `$name` to a number.
+    pub fn number(mut self, name: impl Into<String>, value: f64) -> Params {
+        self.values.insert(name.into(), Param::Number(value));
+        self
+    }
+
+    /// The value bound to `$name`.
+    pub fn get(&self, name: &str) -> Option<&Param> {
+        self.values.get(name)
+    }
+}
+
+/// A parsed statement, ready to run many times with different parameters.
+#[derive(Debug, Clone)]
+pub struct Query {
+    source: String,
+    statement: ast::Statement,
+}
+
+impl Query {
+    /// Parses `source`; syntax errors name line and column.
+    pub fn parse(source: &str) -> std::result::Result<Query, QueryError> {
+        Ok(Query {
+            statement: parser::parse(source)?,
+            source: source.to_owned(),
+        })
+    }
+
+    /// The statement text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Binds `params` and runs the statement on `db`.
+    pub fn run(&self, db: &Db, params: &Params) -> Result<QueryResult> {
+        let started = std::time::Instant::now();
+        let plan = plan::bind(&self.source, &self.statement, params, db)?;
+        let mut result = exec::execute(db, &plan)?;
+        result.elapsed = started.elapsed();
+        Ok(result)
+    }
+}
+
+impl Db {
+    /// Parses, binds and runs one statement.
+    pub fn query(&self, statement: &str, params: &Params) -> Result<QueryResult> {
+        Query::parse(statement)?.run(self, params)
+    }
+
+    /// Parses a statement once for repeated [`Query::run`]s.
+    pub fn prepare(&self, statement: &str) -> Result<Query> {
+        Ok(Query::parse(statement)?)
+    }
+}
+
+/// One picked span: a whole node or a run of EDUs, with its coordinates
+/// and text. This is the stable JSON contract of a result item.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    /// Document id.
+    pub doc: String,
+    /// The node the span is, or `None` for a run of EDUs.
+    pub node: Option<u32>,
+    /// The node's kind, or `edu` for a run of EDUs.
+    pub kind: &'static str,
+    /// The node's level; for a run, one below its innermost node.
+    pub level: u16,
+    /// The node's title; `None` for a run.
+    pub title: Option<String>,
+    /// First and last EDU, inclusive.
+    pub edus: [u32; 2],
+    /// Byte range `[start, end)` in the stored text.
+    pub bytes: [u32; 2],
+    /// o200k_base tokens of the span.
+    pub tokens: u64,
+    /// Relevance in `[0, 1]` (0 without a SEED).
+    pub score: f32,
+    /// Exactly `text[bytes]`.
+    pub text: String,
+}
+
+/// The picks of a SELECT.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Selection {
+    /// Items in the requested order.
+    pub items: Vec<Item>,
+    /// Tokens of all items together.
+    pub tokens_used: u64,
+    /// The BUDGET, when given.
+    pub budget: Option<u64>,
+}
+
+/// What a statement returns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rows {
+    /// SELECT and SHOW NODE.
+    Selection(Selection),
+    /// SHOW DOCS.
+    Docs(Vec<DocMeta>),
+    /// SHOW TREE: a tree, to a depth.
+    Tree(Tree, Option<u16>),
+    /// SHOW EDUS.
+    Edus(Vec<EduText>),
+    /// SHOW STATS.
+    Stats(Stats),
+}
+
+/// One operator of the pipeline, as EXPLAIN reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stage {
+    /// Operator name, e.g. `seed`.
+    pub operator: &'static str,
+    /// Its arguments.
+    pub detail: String,
+    /// Rows it consumed.
+    pub rows_in: usize,
+    /// Rows it produced.
+    pub rows_out: usize,
+    /// Time it took.
+    #[serde(serialize_with = "as_millis")]
+    pub elapsed: Duration,
+    /// What ran it (`cpu` until the GPU kernels land).
+    pub device: &'static str,
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+/// The result of one statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryResult {
+    /// The output form asked for (SELECT TEXT, SPANS, NODES or JSON).
+    pub output: Output,
+    /// The rows.
+    pub rows: Rows,
+    /// The pipeline with per-stage counts and times; shown by EXPLAIN.
+    pub stages: Vec<Stage>,
+    /// EXPLAIN was given.
+    pub explain: bool,
+    /// Wall-clock time of parse-to-result.
+    pub elapsed: Duration,
+}
+
+impl QueryResult {
+    /// The JSON form. A selection is
+    /// `{"results": [Item...], "tokens_used": n, "budget": n|null, "elapsed_ms": x}`,
+    /// plus `"plan": [Stage...]` under EXPLAIN.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::{Value, json, to_value};
+        let mut value = match &self.rows {
+            Rows::Selection(selection) => json!({
+                "results": to_value(&selection.items).unwrap_or(Value::Null),
+                "tokens_used": selection.tokens_used,
+                "budget": selection.budget,
+            }),
+            Rows::Docs(docs) => {
+                json!({ "documents": docs.iter().map(DocMeta::to_json).collect::<Vec<_>>() })
+            }
+            Rows::Tree(tree, depth) => json!({ "tree": tree.to_json(*depth) }),
+            Rows::Edus(edus) => json!({ "edus": to_value(edus).unwrap_or(Value::Null) }),
+            Rows::Stats(stats) => json!({ "stats": to_value(stats).unwrap_or(Value::Null) }),
+        };
+        value["elapsed_ms"] = json!(self.elapsed.as_secs_f64() * 1000.0);
+        if self.explain {
+            value["plan"] = to_value(&self.stages).unwrap_or(Value::Null);
+        }
+        value
+    }
+}

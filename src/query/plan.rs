@@ -1,0 +1,482 @@
+//! Binding: a parsed [`Statement`] plus parameters becomes a typed, checked
+//! [`Plan`]. Every semantic error (unknown document, bad regex, a budget of
+//! 0, an absurd number, a clause whose index does not exist yet) is raised
+//! here, pointing at the value or clause at fault.
+
+use std::ops::Range;
+
+use regex::Regex;
+
+use super::ast::{self, CompareOp, Expand, Order, Output, Scope, Seed, Show, Statement, ValueKind};
+use super::error::{QueryError, nearest};
+use super::{Param, Params};
+use crate::document::NodeKind;
+
+/// Default [`SelectPlan::limit`] when neither BUDGET nor LIMIT is given.
+pub const DEFAULT_LIMIT: usize = 10;
+/// Default continuation threshold of TRAVERSE.
+pub const DEFAULT_THRESHOLD: f32 = 0.3;
+/// Largest accepted BUDGET, in tokens.
+pub const MAX_BUDGET: u64 = 10_000_000;
+/// Largest accepted LIMIT.
+pub const MAX_LIMIT: u64 = 100_000;
+/// Largest accepted level or depth.
+pub const MAX_LEVEL: u64 = 1_000;
+/// Largest accepted CONTEXT, in EDUs either side.
+pub const MAX_CONTEXT: u64 = 10_000;
+/// Longest accepted compiled regex, in bytes.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// A statement ready to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// EXPLAIN was given.
+    pub explain: bool,
+    /// What to do.
+    pub kind: PlanKind,
+}
+
+/// A retrieval or a browse.
+#[derive(Debug, Clone)]
+pub enum PlanKind {
+    /// SELECT.
+    Select(Box<SelectPlan>),
+    /// SHOW.
+    Show(ShowPlan),
+}
+
+/// A bound SELECT.
+#[derive(Debug, Clone)]
+pub struct SelectPlan {
+    /// Result shape.
+    pub output: Output,
+    /// Documents to look in: `None` for every document.
+    pub docs: Option<Vec<String>>,
+    /// The scope as written, for EXPLAIN.
+    pub scope_text: String,
+    /// WHERE, compiled.
+    pub filter: Option<Filter>,
+    /// BM25 seed text.
+    pub seed: Option<String>,
+    /// TRAVERSE: threshold and deepest level.
+    pub traverse: Option<(f32, Option<u16>)>,
+    /// EXPAND.
+    pub expand: Option<Growth>,
+    /// BUDGET in tokens.
+    pub budget: Option<u64>,
+    /// ORDER BY (POSITION with a budget, SCORE without, unless given).
+    pub order: Order,
+    /// Most items returned.
+    pub limit: usize,
+}
+
+/// A compiled WHERE condition.
+#[derive(Debug, Clone)]
+pub enum Filter {
+    /// `level <op> n`
+    Level(CompareOp, u16),
+    /// `kind = name`: `None` names bare EDU runs (`edu`).
+    Kind(bool, Option<NodeKind>),
+    /// `title ~ regex`
+    Title(Regex),
+    /// `doc = 'id'`
+    Doc(String),
+    /// Both.
+    And(Box<Filter>, Box<Filter>),
+    /// Either.
+    Or(Box<Filter>, Box<Filter>),
+    /// Not.
+    Not(Box<Filter>),
+}
+
+/// EXPAND, bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Growth {
+    /// The node's whole span (an EDU grows to its innermost node).
+    Subtree,
+    /// The parent node.
+    Parent,
+    /// The pick and its neighbouring siblings.
+    Siblings,
+    /// `n` EDUs either side.
+    Context(u32),
+}
+
+/// A bound SHOW.
+#[derive(Debug, Clone)]
+pub enum ShowPlan {
+    /// Every document.
+    Docs,
+    /// A tree, to a depth.
+    Tree(String, Option<u16>),
+    /// One node with its text.
+    Node(String, u32),
+    /// EDUs of a document.
+    Edus(String, Option<(u32, u32)>),
+    /// Store totals.
+    Stats,
+}
+
+/// Names `kind =` accepts.
+const KIND_NAMES: [&str; 6] = ["document", "section", "segment", "paragraph", "list", "edu"];
+
+/// What the binder needs to know about the store.
+pub trait Catalog {
+    /// Every document id, sorted.
+    fn document_ids(&self) -> crate::Result<Vec<String>>;
+    /// Number of nodes and EDUs of a document, `None` when it does not exist.
+    fn document_size(&self, id: &str) -> crate::Result<Option<(u32, u32)>>;
+}
+
+/// Binds `statement` (parsed from `source`) with `params` against `catalog`.
+pub fn bind(
+    source: &str,
+    statement: &Statement,
+    params: &Params,
+    catalog: &dyn Catalog,
+) -> crate::Result<Plan> {
+    let binder = Binder {
+        source,
+        params,
+        catalog,
+    };
+    let kind = match &statement.body {
+        ast::Body::Select(select) => PlanKind::Select(Box::new(binder.select(select)?)),
+        ast::Body::Show(show) => PlanKind::Show(binder.show(show)?),
+    };
+    Ok(Plan {
+        explain: statement.explain,
+        kind,
+    })
+}
+
+struct Binder<'a> {
+    source: &'a str,
+    params: &'a Params,
+    catalog: &'a dyn Catalog,
+}
+
+/// A bound value: text or number.
+enum Bound {
+    Text(String),
+    Number(String),
+}
+
+impl Binder<'_> {
+    fn error(&self, at: Range<usize>, message: impl Into<String>) -> QueryError {
+        QueryError::new(self.source, at, message)
+    }
+
+    fn value(&self, value: &ast::Value) -> crate::Result<Bound> {
+        Ok(match &value.kind {
+            ValueKind::Str(text) => Bound::Text(text.clone()),
+            ValueKind::Number(number) => Bound::Number(number.clone()),
+            ValueKind::Param(name) => match self.params.get(name) {
+                Some(Param::Text(text)) => Bound::Text(text.clone()),
+                Some(Param::Number(number)) => Bound::Number(number.to_string()),
+                None => {
+                    return Err(self
+                        .error(value.at.clone(), format!("parameter ${name} is not given"))
+                        .into());
+                }
+            },
+        })
+    }
+
+    /// A text value; a number parameter is taken as its decimal text.
+    fn text(&self, value: &ast::Value) -> crate::Result<String> {
+        Ok(match self.value(value)? {
+            Bound::Text(text) | Bound::Number(text) => text,
+        })
+    }
+
+    fn real(&self, value: &ast::Value, what: &str, range: Range<f64>) -> crate::Result<f64> {
+        let number = match self.value(value)? {
+            Bound::Number(number) => number.parse::<f64>().ok(),
+            Bound::Text(_) => None,
+        };
+        match number {
+            Some(x) if x.is_finite() && x >= range.start && x <= range.end => Ok(x),
+            _ => Err(self
+                .error(
+                    value.at.clone(),
+                    format!(
+                        "{what} must be a number from {} to {}",
+                        range.start, range.end
+                    ),
+                )
+                .into()),
+        }
+    }
+
+    fn whole(&self, value: &ast::Value, what: &str, min: u64, max: u64) -> crate::Result<u64> {
+        let bound = self.value(value)?;
+        let number = match &bound {
+            Bound::Number(number) if number.bytes().all(|b| b.is_ascii_digit()) => {
+                // Digits only: the only failure is overflow, which is "too large".
+                Ok(number.parse::<u64>().unwrap_or(u64::MAX))
+            }
+            Bound::Number(number) => Err(format!("{what} must be a whole number, not {number}")),
+            Bound::Text(text) => Err(format!(
+                "{what} must be a whole number, not the text '{text}'"
+            )),
+        };
+        match number {
+            Ok(n) if n < min => Err(self
+                .error(
+                    value.at.clone(),
+                    if n == 0 && what == "a budget" {
+                        "a budget of 0 tokens can return nothing; give at least 1".to_owned()
+                    } else {
+                        format!("{what} must be at least {min}")
+                    },
+                )
+                .into()),
+            Ok(n) if n > max => Err(self
+                .error(
+                    value.at.clone(),
+                    format!("{what} of {n} is too large; at most {max}"),
+                )
+                .into()),
+            Ok(n) => Ok(n),
+            Err(message) => Err(self.error(value.at.clone(), message).into()),
+        }
+    }
+
+    /// An existing document id, or an error suggesting the nearest one.
+    fn document(&self, value: &ast::Value) -> crate::Result<String> {
+        let id = self.text(value)?;
+        if self.catalog.document_size(&id)?.is_some() {
+            return Ok(id);
+        }
+        let ids = self.catalog.document_ids()?;
+        let candidates: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let error = QueryError::new(self.source, value.at.clone(), format!("no document '{id}'"));
+        Err(match nearest(&id, &candidates) {
+            Some(near) => error.with_hint(format!("did you mean '{near}'?")),
+            None => error.with_hint("SHOW DOCS lists the documents"),
+        }
+        .into())
+    }
+
+    fn select(&self, select: &ast::Select) -> crate::Result<SelectPlan> {
+        let (docs, scope_text) = match &select.scope {
+            None | Some((Scope::All, _)) => (None, "*".to_owned()),
+            Some((Scope::Doc(value), at)) => (
+                Some(vec![self.document(value)?]),
+                self.source[at.clone()].to_owned(),
+            ),
+            Some((Scope::Docs(value), at)) => {
+                let pattern = self.text(value)?;
+                let matcher = globset::Glob::new(&pattern)
+                    .map_err(|e| self.error(value.at.clone(), format!("bad glob: {e}")))?
+                    .compile_matcher();
+                let ids = self.catalog.document_ids()?;
+                let matching = ids.into_iter().filter(|id| matcher.is_match(id)).collect();
+                (Some(matching), self.source[at.clone()].to_owned())
+            }
+            Some((Scope::Session(_), at)) => {
+                return Err(self
+                    .error(
+                        at.clone(),
+                        "session scopes need agent memory, which this store does not have yet",
+                    )
+                    .into());
+            }
+        };
+        let filter = select.filter.as_ref().map(|p| self.filter(p)).transpose()?;
+        let seed = match &select.seed {
+            None => None,
+            Some((Seed::Bm25(text), _)) => Some(self.text(text)?),
+            Some((Seed::Near(_) | Seed::Hybrid(..), at)) => {
+                return Err(self
+                    .error(
+                        at.clone(),
+                        "NEAR and HYBRID need a vector index, and this store has no vector index",
+                    )
+                    .with_hint("use SEED BM25('...') for now")
+                    .into());
+            }
+        };
+        if let Some((_, at)) = &select.propagate {
+            return Err(self
+                .error(
+                    at.clone(),
+                    "PROPAGATE needs the weighted DAG index, which this store does not have yet",
+                )
+                .into());
+        }
+        let traverse = match &select.traverse {
+            None => None,
+            Some((_, at)) if seed.is_none() => {
+                return Err(self
+                    .error(
+                        at.clone(),
+                        "TRAVERSE needs a SEED to score the nodes it walks",
+                    )
+                    .with_hint("add SEED BM25('...')")
+                    .into());
+            }
+            Some((traverse, _)) => Some((
+                match &traverse.threshold {
+                    Some(v) => self.real(v, "THRESHOLD", 0.0..1.0)? as f32,
+                    None => DEFAULT_THRESHOLD,
+                },
+                traverse
+                    .depth
+                    .as_ref()
+                    .map(|v| self.whole(v, "DEPTH", 0, MAX_LEVEL))
+                    .transpose()?
+                    .map(|d| d as u16),
+            )),
+        };
+        let expand = match &select.expand {
+            None => None,
+            Some(Expand::Subtree) => Some(Growth::Subtree),
+            Some(Expand::Parent) => Some(Growth::Parent),
+            Some(Expand::Siblings) => Some(Growth::Siblings),
+            Some(Expand::Context(n)) => {
+                Some(Growth::Context(
+                    self.whole(n, "CONTEXT", 1, MAX_CONTEXT)? as u32
+                ))
+            }
+        };
+        let budget = select
+            .budget
+            .as_ref()
+            .map(|v| self.whole(v, "a budget", 1, MAX_BUDGET))
+            .transpose()?;
+        let limit = match &select.limit {
+            Some(v) => self.whole(v, "LIMIT", 1, MAX_LIMIT)? as usize,
+            None if budget.is_some() => usize::MAX,
+            None => DEFAULT_LIMIT,
+        };
+        let order = select.order.unwrap_or(if budget.is_some() {
+            Order::Position
+        } else {
+            Order::Score
+        });
+        Ok(SelectPlan {
+            output: select.output,
+            docs,
+            scope_text,
+            filter,
+            seed,
+            traverse,
+            expand,
+            budget,
+            order,
+            limit,
+        })
+    }
+
+    fn filter(&self, pred: &ast::Pred) -> crate::Result<Filter> {
+        Ok(match pred {
+            ast::Pred::Level(op, value) => {
+                Filter::Level(*op, self.whole(value, "a level", 0, MAX_LEVEL)? as u16)
+            }
+            ast::Pred::Kind { equal, name, at } => {
+                let lower = name.to_ascii_lowercase();
+                let kind = match lower.as_str() {
+                    "document" => Some(NodeKind::Document),
+                    "section" => Some(NodeKind::Section),
+                    "segment" => Some(NodeKind::Segment),
+                    "paragraph" => Some(NodeKind::Paragraph),
+                    "list" => Some(NodeKind::List),
+                    "edu" => None,
+                    _ => {
+                        let error = QueryError::new(
+                            self.source,
+                            at.clone(),
+                            format!(
+                                "unknown node kind '{name}'; expected one of {}",
+                                KIND_NAMES.join(", ")
+                            ),
+                        );
+                        return Err(match nearest(&lower, &KIND_NAMES) {
+                            Some(near) => error.with_hint(format!("did you mean {near}?")),
+                            None => error,
+                        }
+                        .into());
+                    }
+                };
+                Filter::Kind(*equal, kind)
+            }
+            ast::Pred::Title(value) => {
+                let pattern = self.text(value)?;
+                let regex = regex::RegexBuilder::new(&pattern)
+                    .size_limit(REGEX_SIZE_LIMIT)
+                    .build()
+                    .map_err(|e| {
+                        let message = e.to_string();
+                        let last = message
+                            .lines()
+                            .last()
+                            .unwrap_or("invalid")
+                            .trim()
+                            .to_owned();
+                        self.error(value.at.clone(), format!("bad regular expression: {last}"))
+                    })?;
+                Filter::Title(regex)
+            }
+            ast::Pred::Doc(value) => Filter::Doc(self.document(value)?),
+            ast::Pred::And(a, b) => {
+                Filter::And(Box::new(self.filter(a)?), Box::new(self.filter(b)?))
+            }
+            ast::Pred::Or(a, b) => Filter::Or(Box::new(self.filter(a)?), Box::new(self.filter(b)?)),
+            ast::Pred::Not(a) => Filter::Not(Box::new(self.filter(a)?)),
+        })
+    }
+
+    fn show(&self, show: &Show) -> crate::Result<ShowPlan> {
+        Ok(match show {
+            Show::Docs => ShowPlan::Docs,
+            Show::Stats => ShowPlan::Stats,
+            Show::Tree(doc, depth) => ShowPlan::Tree(
+                self.document(doc)?,
+                depth
+                    .as_ref()
+                    .map(|v| self.whole(v, "DEPTH", 0, MAX_LEVEL))
+                    .transpose()?
+                    .map(|d| d as u16),
+            ),
+            Show::Node(doc, node) => {
+                let id = self.document(doc)?;
+                let (nodes, _) = self.catalog.document_size(&id)?.unwrap_or_default();
+                let last = u64::from(nodes.saturating_sub(1));
+                let n = self.whole(node, "a node id", 0, u64::from(u32::MAX))?;
+                if n > last {
+                    return Err(self
+                        .error(
+                            node.at.clone(),
+                            format!("document '{id}' has nodes 0..{last}; there is no node {n}"),
+                        )
+                        .into());
+                }
+                ShowPlan::Node(id, n as u32)
+            }
+            Show::Edus(doc, range) => {
+                let id = self.document(doc)?;
+                let (_, edus) = self.catalog.document_size(&id)?.unwrap_or_default();
+                let last = u64::from(edus.saturating_sub(1));
+                let range = match range {
+                    None => None,
+                    Some((a, b)) => {
+                        let first = self.whole(a, "the first EDU", 0, last)?;
+                        let end = self.whole(b, "the last EDU", first, last)?;
+                        Some((first as u32, end as u32))
+                    }
+                };
+                ShowPlan::Edus(id, range)
+            }
+            Show::Dag(_, _, at) => {
+                return Err(self
+                    .error(
+                        at.clone(),
+                        "SHOW DAG needs the weighted DAG index, which this store does not have yet",
+                    )
+                    .into());
+            }
+        })
+    }
+}

@@ -1,0 +1,613 @@
+//! The query language end to end: every clause's semantics, the JSON
+//! contract, EXPLAIN, parameters, prepared statements, and errors that
+//! point at the fault.
+
+mod common;
+
+use std::collections::HashSet;
+
+use edudb::{Db, Error, IngestOptions, Item, Params, QueryResult, Rows, Selection};
+use tempfile::TempDir;
+
+const GARDEN: &str = "# Garden guide
+
+Gardens reward patience and regular care. Every plant needs water and light.
+
+## Watering
+
+Water tomatoes every morning before the heat. Tomatoes dislike wet leaves, so water the soil.
+
+### Drip irrigation
+
+Drip lines save a great deal of water. They deliver water slowly to the roots.
+
+## Pruning
+
+Prune roses in late winter while they are dormant. Always cut just above an outward facing bud.
+
+## Compost
+
+Compost feeds the soil with organic matter. Turn the heap every few weeks to keep it aerobic.
+";
+
+fn store() -> (TempDir, Db) {
+    let dir = TempDir::new().unwrap();
+    let db = Db::create(dir.path().join("db")).unwrap();
+    let markdown = IngestOptions {
+        format: Some(edudb::Format::Markdown),
+        ..IngestOptions::default()
+    };
+    db.ingest_bytes("garden", GARDEN.as_bytes().to_vec(), markdown)
+        .unwrap();
+    let mut sources = edudb::sources::expand(&[common::rfcs()], None).unwrap();
+    sources.sort_by(|a, b| a.id.cmp(&b.id));
+    sources.truncate(20);
+    db.ingest(
+        &sources,
+        IngestOptions::default(),
+        &edudb::NoProgress,
+        &edudb::CancelToken::new(),
+    )
+    .unwrap();
+    (dir, db)
+}
+
+fn run(db: &Db, statement: &str) -> QueryResult {
+    db.query(statement, &Params::new())
+        .unwrap_or_else(|e| panic!("{statement}: {e}"))
+}
+
+fn selection(db: &Db, statement: &str) -> Selection {
+    match run(db, statement).rows {
+        Rows::Selection(selection) => selection,
+        other => panic!("{statement}: not a selection: {other:?}"),
+    }
+}
+
+fn query_error(db: &Db, statement: &str) -> edudb::QueryError {
+    match db.query(statement, &Params::new()) {
+        Err(Error::Query(error)) => error,
+        other => panic!("{statement}: expected a query error, got {other:?}"),
+    }
+}
+
+/// Every item is exact: its text is the stored text at its bytes, its
+/// bytes are its EDUs' bytes, its tokens are its EDUs' tokens.
+fn assert_exact(db: &Db, items: &[Item]) {
+    for item in items {
+        let edus = db
+            .edus(&item.doc, Some((item.edus[0], item.edus[1])))
+            .unwrap();
+        assert_eq!(
+            item.bytes,
+            [edus[0].bytes[0], edus.last().unwrap().bytes[1]]
+        );
+        let stored = db.document(&item.doc).unwrap();
+        let text = stored.text().unwrap();
+        assert_eq!(
+            item.text,
+            text[item.bytes[0] as usize..item.bytes[1] as usize]
+        );
+        assert_eq!(
+            item.tokens,
+            edus.iter().map(|e| u64::from(e.tokens)).sum::<u64>()
+        );
+    }
+}
+
+fn edus_of(items: &[Item]) -> Vec<(String, u32)> {
+    items
+        .iter()
+        .flat_map(|i| (i.edus[0]..=i.edus[1]).map(|e| (i.doc.clone(), e)))
+        .collect()
+}
+
+#[test]
+fn a_budgeted_query_fits_reads_in_document_order_and_never_repeats_an_edu() {
+    let (_dir, db) = store();
+    for budget in [20, 64, 200, 1000] {
+        let picked = selection(
+            &db,
+            &format!(
+                "SELECT FROM * SEED BM25('trait method lifetime borrow') BUDGET {budget} TOKENS"
+            ),
+        );
+        assert!(!picked.items.is_empty());
+        assert!(
+            picked.tokens_used <= budget,
+            "{} > {budget}",
+            picked.tokens_used
+        );
+        assert_eq!(
+            picked.tokens_used,
+            picked.items.iter().map(|i| i.tokens).sum::<u64>()
+        );
+        assert_eq!(picked.budget, Some(budget));
+        let edus = edus_of(&picked.items);
+        assert_eq!(edus.len(), edus.iter().collect::<HashSet<_>>().len());
+        assert_exact(&db, &picked.items);
+        // Grouped by document, in document order within each.
+        let mut seen_docs: Vec<&str> = Vec::new();
+        for pair in picked.items.windows(2) {
+            if pair[0].doc == pair[1].doc {
+                assert!(pair[0].edus[1] < pair[1].edus[0]);
+            }
+        }
+        for item in &picked.items {
+            if seen_docs.last() != Some(&item.doc.as_str()) {
+                assert!(
+                    !seen_docs.contains(&item.doc.as_str()),
+                    "{} split",
+                    item.doc
+                );
+                seen_docs.push(&item.doc);
+            }
+        }
+    }
+}
+
+#[test]
+fn seed_ranks_nodes_at_every_level_and_whole_nodes_win_when_they_fit() {
+    let (_dir, db) = store();
+    let picked = selection(
+        &db,
+        "SELECT NODES FROM doc('garden') SEED BM25('drip irrigation') LIMIT 1",
+    );
+    assert_eq!(picked.items.len(), 1);
+    let item = &picked.items[0];
+    assert_eq!(item.title.as_deref(), Some("Drip irrigation"));
+    // The document root, the h1 section, Watering, then Drip irrigation.
+    assert_eq!((item.kind, item.level), ("section", 3));
+    // With room, the whole section is returned rather than its sentences.
+    let picked = selection(
+        &db,
+        "SELECT FROM doc('garden') SEED BM25('drip irrigation') BUDGET 40 TOKENS",
+    );
+    assert!(
+        picked
+            .items
+            .iter()
+            .any(|i| i.title.as_deref() == Some("Drip irrigation"))
+    );
+    assert_exact(&db, &picked.items);
+}
+
+#[test]
+fn where_filters_by_level_kind_title_and_doc() {
+    let (_dir, db) = store();
+    let level = selection(
+        &db,
+        "SELECT NODES FROM * WHERE level = 1 AND kind = section LIMIT 50",
+    );
+    assert!(!level.items.is_empty());
+    assert!(
+        level
+            .items
+            .iter()
+            .all(|i| i.level == 1 && i.kind == "section")
+    );
+    let titled = selection(
+        &db,
+        "SELECT NODES FROM * WHERE title ~ '^(?i)motivation$' LIMIT 100",
+    );
+    assert!(titled.items.len() >= 5);
+    assert!(titled.items.iter().all(|i| {
+        i.title
+            .as_deref()
+            .unwrap()
+            .eq_ignore_ascii_case("motivation")
+    }));
+    let garden = selection(
+        &db,
+        "SELECT NODES FROM * WHERE doc = 'garden' AND NOT (kind = document OR kind = paragraph) LIMIT 100",
+    );
+    let titles: Vec<_> = garden
+        .items
+        .iter()
+        .map(|i| i.title.clone().unwrap())
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "Garden guide",
+            "Watering",
+            "Drip irrigation",
+            "Pruning",
+            "Compost"
+        ]
+    );
+    let edus = selection(
+        &db,
+        "SELECT FROM doc('garden') SEED BM25('water') WHERE kind = edu LIMIT 5",
+    );
+    assert!(
+        edus.items
+            .iter()
+            .all(|i| i.node.is_none() && i.kind == "edu")
+    );
+    assert!(!edus.items.is_empty());
+}
+
+#[test]
+fn traverse_walks_down_only_where_the_continuation_score_holds() {
+    let (_dir, db) = store();
+    // At threshold 1 only the path to the best hit is walked: one document.
+    let strict = run(
+        &db,
+        "EXPLAIN SELECT FROM * SEED BM25('roses dormant winter') TRAVERSE THRESHOLD 1 BUDGET 500 TOKENS",
+    );
+    let Rows::Selection(picked) = &strict.rows else {
+        panic!()
+    };
+    assert!(!picked.items.is_empty());
+    assert!(picked.items.iter().all(|i| i.doc == "garden"));
+    assert!(picked.items.iter().any(|i| i.text.contains("Prune roses")));
+    let stage = strict
+        .stages
+        .iter()
+        .find(|s| s.operator == "traverse")
+        .unwrap();
+    assert!(stage.rows_out < stage.rows_in);
+    // A looser threshold explores more of the store.
+    let loose = selection(
+        &db,
+        "SELECT FROM * SEED BM25('roses dormant winter') TRAVERSE THRESHOLD 0.05 BUDGET 500 TOKENS",
+    );
+    assert!(loose.items.len() >= picked.items.len());
+    // DEPTH bounds how deep whole nodes are taken.
+    let shallow = selection(
+        &db,
+        "SELECT FROM * SEED BM25('trait object method') TRAVERSE THRESHOLD 0.1 DEPTH 1 LIMIT 50",
+    );
+    assert!(
+        shallow
+            .items
+            .iter()
+            .filter(|i| i.node.is_some())
+            .all(|i| i.level <= 1)
+    );
+    assert_exact(&db, &shallow.items);
+}
+
+#[test]
+fn expand_grows_each_pick_structurally() {
+    let (_dir, db) = store();
+    let base = "SELECT FROM doc('garden') SEED BM25('outward facing bud') WHERE kind = edu";
+    let bare = selection(&db, &format!("{base} LIMIT 1"));
+    assert_eq!(bare.items[0].kind, "edu");
+    let subtree = selection(&db, &format!("{base} EXPAND SUBTREE LIMIT 1"));
+    assert!(subtree.items[0].node.is_some());
+    assert!(
+        subtree.items[0].edus[0] <= bare.items[0].edus[0]
+            && bare.items[0].edus[1] <= subtree.items[0].edus[1]
+    );
+    let parent = selection(
+        &db,
+        "SELECT NODES FROM doc('garden') SEED BM25('drip lines') WHERE title ~ 'Drip' EXPAND PARENT LIMIT 1",
+    );
+    assert_eq!(parent.items[0].title.as_deref(), Some("Watering"));
+    let context = selection(&db, &format!("{base} EXPAND CONTEXT 2 LIMIT 1"));
+    assert_eq!(
+        context.items[0].edus[0],
+        bare.items[0].edus[0].saturating_sub(2)
+    );
+    let siblings = selection(
+        &db,
+        "SELECT FROM doc('garden') SEED BM25('pruning roses') WHERE title ~ 'x' OR title ~ '^Pruning$' EXPAND SIBLINGS LIMIT 1",
+    );
+    let text = &siblings.items[0].text;
+    assert!(
+        text.contains("Drip lines") && text.contains("Pruning") && text.contains("Compost"),
+        "{text}"
+    );
+    assert_exact(&db, &siblings.items);
+}
+
+#[test]
+fn order_limit_and_the_default_limit() {
+    let (_dir, db) = store();
+    let by_score = selection(
+        &db,
+        "SELECT FROM * SEED BM25('macro syntax') ORDER BY SCORE LIMIT 8",
+    );
+    assert_eq!(by_score.items.len(), 8);
+    assert!(by_score.items.windows(2).all(|w| w[0].score >= w[1].score));
+    let default = selection(&db, "SELECT FROM * SEED BM25('the')");
+    assert_eq!(default.items.len(), edudb::query::plan::DEFAULT_LIMIT);
+    let scan = selection(&db, "SELECT SPANS FROM doc('garden') BUDGET 30 TOKENS");
+    assert!(scan.tokens_used <= 30 && !scan.items.is_empty());
+    assert_eq!(scan.items[0].edus[0], 0, "no seed reads from the start");
+}
+
+#[test]
+fn parameters_bind_values_and_prepared_statements_rerun() {
+    let (_dir, db) = store();
+    let literal = selection(
+        &db,
+        "SELECT FROM doc('garden') SEED BM25('compost heap') LIMIT 3",
+    );
+    let params = Params::new()
+        .text("doc", "garden")
+        .text("q", "compost heap")
+        .number("1", 3.0);
+    let Rows::Selection(bound) = db
+        .query("SELECT FROM doc($doc) SEED BM25($q) LIMIT $1", &params)
+        .unwrap()
+        .rows
+    else {
+        panic!()
+    };
+    assert_eq!(bound, literal);
+    // Quotes in parameters are data, never syntax.
+    let tricky = Params::new().text("q", "it's ') LIMIT 1 --");
+    assert!(db.query("SELECT FROM * SEED BM25($q)", &tricky).is_ok());
+    let prepared = db.prepare("SELECT FROM * SEED BM25($q) LIMIT 2").unwrap();
+    for q in ["roses", "tomatoes"] {
+        let result = prepared.run(&db, &Params::new().text("q", q)).unwrap();
+        let Rows::Selection(s) = result.rows else {
+            panic!()
+        };
+        assert!(
+            s.items[0]
+                .text
+                .to_lowercase()
+                .contains(q.trim_end_matches('s')),
+            "{q}: {:?}",
+            s.items[0].text
+        );
+    }
+    let missing = match prepared.run(&db, &Params::new()) {
+        Err(Error::Query(e)) => e,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(missing.column, 25);
+    assert!(missing.message.contains("$q"));
+}
+
+#[test]
+fn the_json_contract() {
+    let (_dir, db) = store();
+    let json = run(
+        &db,
+        "SELECT JSON FROM doc('garden') SEED BM25('water') BUDGET 50 TOKENS",
+    )
+    .to_json();
+    let keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["budget", "elapsed_ms", "results", "tokens_used"]);
+    assert_eq!(json["budget"], 50);
+    let item = &json["results"][0];
+    let mut fields: Vec<&str> = item
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "bytes", "doc", "edus", "kind", "level", "node", "score", "text", "title", "tokens"
+        ]
+    );
+    assert!(
+        item["bytes"].as_array().unwrap().len() == 2 && item["edus"].as_array().unwrap().len() == 2
+    );
+    let explained = run(
+        &db,
+        "EXPLAIN SELECT FROM doc('garden') SEED BM25('water') LIMIT 2",
+    )
+    .to_json();
+    let operators: Vec<&str> = explained["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["operator"].as_str().unwrap())
+        .collect();
+    assert_eq!(operators, ["seed", "select", "linearise"]);
+    for stage in explained["plan"].as_array().unwrap() {
+        assert_eq!(stage["device"], "cpu");
+        assert!(stage["elapsed"].as_f64().unwrap() >= 0.0);
+    }
+}
+
+#[test]
+fn explain_reports_every_stage_with_rows_and_time() {
+    let (_dir, db) = store();
+    let result = run(
+        &db,
+        "EXPLAIN SELECT FROM * SEED BM25('closure capture') TRAVERSE WHERE level >= 1 EXPAND CONTEXT 1 BUDGET 300 TOKENS",
+    );
+    assert!(result.explain);
+    let operators: Vec<&str> = result.stages.iter().map(|s| s.operator).collect();
+    assert_eq!(
+        operators,
+        [
+            "seed",
+            "traverse",
+            "filter",
+            "expand",
+            "select",
+            "linearise"
+        ]
+    );
+    let Rows::Selection(picked) = &result.rows else {
+        panic!()
+    };
+    let select = &result.stages[4];
+    assert_eq!(select.rows_out, picked.items.len());
+    for pair in result.stages.windows(2) {
+        assert_eq!(
+            pair[0].rows_out, pair[1].rows_in,
+            "{} -> {}",
+            pair[0].operator, pair[1].operator
+        );
+    }
+}
+
+#[test]
+fn show_statements_browse_the_store() {
+    let (_dir, db) = store();
+    let Rows::Docs(docs) = run(&db, "SHOW DOCS").rows else {
+        panic!()
+    };
+    assert_eq!(docs.len(), 21);
+    let Rows::Tree(tree, depth) = run(&db, "show tree doc('garden') depth 1").rows else {
+        panic!()
+    };
+    assert_eq!(
+        (tree.nodes.len(), depth),
+        (db.tree("garden").unwrap().nodes.len(), Some(1))
+    );
+    let Rows::Edus(edus) = run(&db, "SHOW EDUS doc('garden') 2..3").rows else {
+        panic!()
+    };
+    assert_eq!(edus, db.edus("garden", Some((2, 3))).unwrap());
+    let Rows::Selection(node) = run(&db, "SHOW NODE doc('garden') 0").rows else {
+        panic!()
+    };
+    // The root starts at the heading's text, after its `# ` marker.
+    assert_eq!(node.items[0].text, GARDEN["# ".len()..].trim_end());
+    let Rows::Stats(stats) = run(&db, "SHOW STATS;").rows else {
+        panic!()
+    };
+    assert_eq!(stats, db.stats().unwrap());
+}
+
+/// A statement, where its error is (line, column), words of the message, the hint.
+type ErrorCase = (
+    &'static str,
+    (usize, usize),
+    &'static str,
+    Option<&'static str>,
+);
+
+#[test]
+fn errors_name_line_column_and_what_was_expected() {
+    let (_dir, db) = store();
+    let cases: &[ErrorCase] = &[
+        (
+            "SELECT FORM *",
+            (1, 8),
+            "expected FROM",
+            Some("did you mean FROM?"),
+        ),
+        (
+            "SELECT FROM *\n  SEED BM25('x')\n  BUGDET 10 TOKENS",
+            (3, 3),
+            "expected a clause",
+            Some("did you mean BUDGET?"),
+        ),
+        (
+            "SELECT FROM * LIMIT 1 LIMIT 2",
+            (1, 23),
+            "LIMIT is given twice",
+            Some("give each clause once"),
+        ),
+        (
+            "SELECT FROM * SEED BM25('x') BUDGET 0 TOKENS",
+            (1, 37),
+            "budget of 0",
+            None,
+        ),
+        (
+            "SELECT FROM * LIMIT 99999999999999999999999",
+            (1, 21),
+            "too large",
+            None,
+        ),
+        (
+            "SELECT FROM * SEED BM25('x') TRAVERSE THRESHOLD 1.5",
+            (1, 49),
+            "THRESHOLD",
+            None,
+        ),
+        (
+            "SELECT FROM doc('gardn')",
+            (1, 17),
+            "no document 'gardn'",
+            Some("did you mean 'garden'?"),
+        ),
+        (
+            "SELECT FROM * WHERE title ~ '(unclosed'",
+            (1, 29),
+            "bad regular expression",
+            None,
+        ),
+        (
+            "SELECT FROM * WHERE kind = sectoin",
+            (1, 28),
+            "unknown node kind",
+            Some("did you mean section?"),
+        ),
+        (
+            "SELECT FROM * SEED HYBRID('x', 0.5)",
+            (1, 15),
+            "no vector index",
+            Some("use SEED BM25('...') for now"),
+        ),
+        (
+            "SELECT FROM * SEED BM25('x') PROPAGATE STEPS 2",
+            (1, 30),
+            "weighted DAG",
+            None,
+        ),
+        ("SHOW DAG doc('garden')", (1, 6), "weighted DAG", None),
+        ("SELECT FROM session('s1')", (1, 13), "agent memory", None),
+        (
+            "SELECT FROM * TRAVERSE",
+            (1, 15),
+            "needs a SEED",
+            Some("add SEED BM25('...')"),
+        ),
+        (
+            "SELECT FROM * WHERE level = 1.5",
+            (1, 29),
+            "whole number",
+            None,
+        ),
+        ("SHOW EDUS doc('garden') 3..999", (1, 28), "at most", None),
+        ("SHOW NODE doc('garden') 99", (1, 25), "no node 99", None),
+        (
+            "SELECT FROM * SEED BM25('never closed",
+            (1, 25),
+            "unterminated string",
+            None,
+        ),
+        (
+            "SELECT FROM * ; SELECT FROM *",
+            (1, 17),
+            "one statement at a time",
+            None,
+        ),
+    ];
+    for &(statement, (line, column), message, hint) in cases {
+        let error = query_error(&db, statement);
+        assert_eq!(
+            (error.line, error.column),
+            (line, column),
+            "{statement}: {error}"
+        );
+        assert!(error.message.contains(message), "{statement}: {error}");
+        assert_eq!(error.hint.as_deref(), hint, "{statement}: {error}");
+        let shown = error.to_string();
+        assert!(
+            shown.contains(&format!("line {line}, column {column}")),
+            "{shown}"
+        );
+        assert!(
+            shown.lines().nth(2).unwrap().trim_start().starts_with('^'),
+            "{shown}"
+        );
+    }
+    let deep = format!(
+        "SELECT FROM * WHERE {}level = 1{}",
+        "(".repeat(100),
+        ")".repeat(100)
+    );
+    assert!(query_error(&db, &deep).message.contains("nested more than"));
+}
