@@ -251,7 +251,64 @@ fn demo_runs_without_any_setup() {
     assert!(text.contains("ingested 5 documents"), "{text}");
     assert!(text.contains("2585-unsafe-block-in-unsafe-fn"), "{text}");
     assert!(
+        text.contains("OPERATOR") && text.contains("-token budget)"),
+        "{text}"
+    );
+    assert!(
         std::fs::read_dir(dir.path()).unwrap().next().is_none(),
         "demo left files behind"
     );
+}
+
+#[test]
+fn query_prints_results_json_and_located_errors() {
+    let (_dir, db) = fixture();
+    let result = json(
+        &db,
+        &[
+            "query",
+            "SELECT FROM * SEED BM25($q) BUDGET 40 TOKENS",
+            "-p",
+            "q=byte ranges",
+        ],
+    );
+    assert!(result["tokens_used"].as_u64().unwrap() <= 40);
+    assert_eq!(result["budget"], 40);
+    assert_eq!(result["results"][0]["doc"], "guide");
+    let same = edudb(
+        &db,
+        &[
+            "query",
+            "SELECT FROM * SEED BM25('byte ranges') BUDGET 40 TOKENS",
+            "--format",
+            "json",
+        ],
+    );
+    let same: Value = serde_json::from_slice(&same.stdout).unwrap();
+    assert_eq!(same["results"], result["results"]);
+
+    let text = edudb(
+        &db,
+        &[
+            "query",
+            "EXPLAIN SELECT FROM doc('guide') SEED BM25('trees') LIMIT 1",
+        ],
+    );
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("OPERATOR") && text.contains("seed") && text.contains("cpu"),
+        "{text}"
+    );
+    assert!(
+        text.contains("── guide [") && text.contains("Trees nest"),
+        "{text}"
+    );
+
+    let bad = edudb(&db, &["query", "SELECT FROM *\nLIMTI 3"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let message = stderr(&bad);
+    assert!(message.contains("line 2, column 1"), "{message}");
+    assert!(message.contains("did you mean LIMIT?"), "{message}");
+    assert!(message.contains("\n  LIMTI 3\n  ^^^^^"), "{message}");
 }

@@ -76,6 +76,10 @@ fn tour(dir: &std::path::Path, quiet: bool) -> edudb::Result<()> {
     println!("\n$ edudb search '{query}' --limit 5");
     render::hits(&db.search(query, 5)?, false);
 
+    let statement = "EXPLAIN SELECT FROM * SEED BM25('unsafe operations') BUDGET 120 TOKENS";
+    println!("\n$ edudb query \"{statement}\"");
+    render::query_result(&db.query(statement, &edudb::Params::new())?, false);
+
     println!("\nEvery EDU is an exact byte range of its document; try `edudb --help`.");
     Ok(())
 }
