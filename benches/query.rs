@@ -1,0 +1,171 @@
+//! Query latency over a store of more than 100,000 EDUs (the Rust RFCs plus
+//! the 2WikiMultihopQA passages, 50 passages per Markdown document with a
+//! heading each): a typical SEED+BUDGET query and a TRAVERSE query, against
+//! a plain tantivy BM25 top-10 (with the hits' stored text) over the same
+//! EDU texts in the same run. The medians are printed as ratios to tantivy.
+//!
+//! `cargo bench --bench query` (add `-- --quick` for a short run).
+
+mod common;
+
+use std::cell::Cell;
+use std::time::SystemTime;
+
+use criterion::Criterion;
+use edudb::{CancelToken, Db, IngestOptions, NoProgress, Params, Source};
+use tantivy::collector::TopDocs;
+use tantivy::query::QueryParser;
+use tantivy::schema::{IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions};
+use tantivy::{Index, IndexReader, TantivyDocument};
+
+const GROUP: &str = "query";
+const PASSAGES_PER_DOCUMENT: usize = 50;
+const MIN_EDUS: u64 = 100_000;
+
+/// Questions mixing the two corpora's vocabulary; each iteration takes the next.
+const QUESTIONS: &[&str] = &[
+    "borrow checker lifetimes of temporaries",
+    "trait objects and dynamic dispatch",
+    "who was the queen of Lotharingia",
+    "unsafe blocks inside unsafe functions",
+    "which film was directed by the younger director",
+    "macro hygiene and expansion order",
+    "where was the bishop born",
+    "default type parameters for generic structs",
+    "the football club founded in the city",
+    "error handling with the question mark operator",
+];
+
+fn passages_as_documents() -> Vec<Source> {
+    let path = common::shared_data().join("wiki2/hipporag_2wikimultihopqa_corpus.json");
+    let text = std::fs::read_to_string(&path).expect("2Wiki corpus in ../shared/data");
+    let passages: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    passages
+        .chunks(PASSAGES_PER_DOCUMENT)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut markdown = format!("# 2Wiki passages {i}\n\n");
+            for p in chunk {
+                markdown.push_str(&format!(
+                    "## {}\n\n{}\n\n",
+                    p["title"].as_str().unwrap_or_default(),
+                    p["text"].as_str().unwrap_or_default()
+                ));
+            }
+            Source {
+                id: format!("wiki2/{i:04}"),
+                origin: edudb::sources::Origin::Bytes(markdown.into_bytes()),
+            }
+        })
+        .collect()
+}
+
+fn build_store(dir: &std::path::Path) -> Db {
+    let db = Db::create(dir.join("store")).unwrap();
+    let mut sources = edudb::sources::expand(&[common::shared_data().join("rust_rfcs/text")], None)
+        .expect("RFC corpus in ../shared/data");
+    sources.extend(passages_as_documents());
+    let markdown = IngestOptions {
+        format: Some(edudb::Format::Markdown),
+        ..IngestOptions::default()
+    };
+    let report = db
+        .ingest(&sources, markdown, &NoProgress, &CancelToken::new())
+        .unwrap();
+    assert!(report.failures.is_empty());
+    let edus = db.stats().unwrap().edus;
+    assert!(edus >= MIN_EDUS, "store has {edus} EDUs");
+    println!(
+        "query bench store: {} documents, {edus} EDUs",
+        report.documents.len()
+    );
+    db
+}
+
+/// The baseline: one tantivy document per EDU text (the same text edudb
+/// ranks), same stemming tokenizer, text stored.
+fn tantivy_index(db: &Db, dir: &std::path::Path) -> (Index, IndexReader) {
+    let mut builder = Schema::builder();
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer("en_stem")
+        .set_index_option(IndexRecordOption::WithFreqsAndPositions);
+    let field = builder.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(indexing) | STORED,
+    );
+    let path = dir.join("tantivy");
+    std::fs::create_dir_all(&path).unwrap();
+    let index = Index::create_in_dir(&path, builder.build()).unwrap();
+    let mut writer = index.writer::<TantivyDocument>(128 * 1024 * 1024).unwrap();
+    for meta in db.documents().unwrap() {
+        for edu in db.edus(&meta.id, None).unwrap() {
+            let mut doc = TantivyDocument::default();
+            doc.add_text(field, &edu.text);
+            writer.add_document(doc).unwrap();
+        }
+    }
+    writer.commit().unwrap();
+    writer.wait_merging_threads().unwrap();
+    let reader = index.reader().unwrap();
+    (index, reader)
+}
+
+fn next_question(counter: &Cell<usize>) -> &'static str {
+    let i = counter.get();
+    counter.set(i + 1);
+    QUESTIONS[i % QUESTIONS.len()]
+}
+
+fn bench_query(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = build_store(dir.path());
+    let (index, reader) = tantivy_index(&db, dir.path());
+    let field = index.schema().get_field("text").unwrap();
+    let parser = QueryParser::for_index(&index, vec![field]);
+    let seed_budget = db
+        .prepare("SELECT FROM * SEED BM25($q) BUDGET 512 TOKENS")
+        .unwrap();
+    let traverse = db
+        .prepare("SELECT FROM * SEED BM25($q) TRAVERSE BUDGET 512 TOKENS")
+        .unwrap();
+
+    let mut group = c.benchmark_group(GROUP);
+    let counter = Cell::new(0);
+    group.bench_function("tantivy_top10", |b| {
+        b.iter(|| {
+            let (query, _) = parser.parse_query_lenient(next_question(&counter));
+            let searcher = reader.searcher();
+            let top = searcher
+                .search(&query, &TopDocs::with_limit(10).order_by_score())
+                .unwrap();
+            top.iter()
+                .map(|(_, address)| searcher.doc::<TantivyDocument>(*address).unwrap())
+                .collect::<Vec<_>>()
+        })
+    });
+    for (name, statement) in [
+        ("seed_budget_512", &seed_budget),
+        ("traverse_budget_512", &traverse),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let params = Params::new().text("q", next_question(&counter));
+                statement.run(&db, &params).unwrap()
+            })
+        });
+    }
+    group.finish();
+}
+
+fn main() {
+    let run_started = SystemTime::now();
+    let mut criterion = common::criterion();
+    bench_query(&mut criterion);
+    criterion.final_summary();
+    common::print_ratios(
+        GROUP,
+        "tantivy_top10",
+        &["seed_budget_512", "traverse_budget_512"],
+        run_started,
+    );
+}
