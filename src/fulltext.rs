@@ -17,7 +17,7 @@ use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Term, doc};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term, doc};
 
 use crate::document::{Document, EduKind, Node, NodeKind, Span};
 use crate::error::{Error, Result};
@@ -316,42 +316,69 @@ impl FullTextReader {
         let top = searcher
             .search(query, &TopDocs::with_limit(limit.max(1)).order_by_score())
             .map_err(fulltext)?;
+        // Columns are opened once per segment, not once per hit.
+        let mut columns: Vec<Option<Columns>> = vec![None; searcher.segment_readers().len()];
         top.into_iter()
-            .map(|(score, address)| self.hit(&searcher, address, score))
+            .map(|(score, address)| {
+                let slot = &mut columns[address.segment_ord as usize];
+                if slot.is_none() {
+                    *slot = Some(Columns::open(searcher.segment_reader(address.segment_ord))?);
+                }
+                slot.as_ref()
+                    .expect("opened above")
+                    .hit(address.doc_id, score)
+            })
             .collect()
     }
+}
 
-    /// Reads a hit's coordinates from the fast fields.
-    fn hit(
-        &self,
-        searcher: &tantivy::Searcher,
-        address: DocAddress,
-        score: f32,
-    ) -> Result<FullTextHit> {
-        let fast = searcher.segment_reader(address.segment_ord).fast_fields();
-        let number = |name: &str| -> Result<u64> {
-            fast.u64(name)
+/// The coordinate columns of one segment.
+#[derive(Clone)]
+struct Columns {
+    doc: tantivy::columnar::StrColumn,
+    node: tantivy::columnar::Column<u64>,
+    first: tantivy::columnar::Column<u64>,
+    last: tantivy::columnar::Column<u64>,
+}
+
+impl Columns {
+    fn open(segment: &tantivy::SegmentReader) -> Result<Columns> {
+        let fast = segment.fast_fields();
+        Ok(Columns {
+            doc: fast
+                .str("doc")
                 .map_err(fulltext)?
-                .first(address.doc_id)
+                .ok_or_else(|| Error::FullText("no doc column".into()))?,
+            node: fast.u64("node").map_err(fulltext)?,
+            first: fast.u64("first").map_err(fulltext)?,
+            last: fast.u64("last").map_err(fulltext)?,
+        })
+    }
+
+    /// Reads one hit's coordinates.
+    fn hit(&self, row: tantivy::DocId, score: f32) -> Result<FullTextHit> {
+        let number = |column: &tantivy::columnar::Column<u64>, name: &str| {
+            column
+                .first(row)
                 .ok_or_else(|| Error::FullText(format!("entry without {name}")))
         };
-        let ids = fast
-            .str("doc")
-            .map_err(fulltext)?
-            .ok_or_else(|| Error::FullText("no doc column".into()))?;
-        let mut doc = String::new();
-        let ord = ids
-            .term_ords(address.doc_id)
+        let ord = self
+            .doc
+            .term_ords(row)
             .next()
             .ok_or_else(|| Error::FullText("entry without doc".into()))?;
-        ids.ord_to_str(ord, &mut doc).map_err(fulltext)?;
-        let node = Some(number("node")?)
+        let mut doc = String::new();
+        self.doc.ord_to_str(ord, &mut doc).map_err(fulltext)?;
+        let node = Some(number(&self.node, "node")?)
             .filter(|&n| n != NO_NODE)
             .map(|n| n as u32);
         Ok(FullTextHit {
             doc,
             node,
-            span: Span::new(number("first")? as u32, number("last")? as u32),
+            span: Span::new(
+                number(&self.first, "first")? as u32,
+                number(&self.last, "last")? as u32,
+            ),
             score,
         })
     }

@@ -438,6 +438,12 @@ fn explain_reports_every_stage_with_rows_and_time() {
     let Rows::Selection(picked) = &result.rows else {
         panic!()
     };
+    // The seed fetches max(64, 8 x LIMIT, BUDGET / 8) from each ranking.
+    assert!(
+        result.stages[0].rows_out <= 2 * 64,
+        "{:?}",
+        result.stages[0]
+    );
     let select = &result.stages[4];
     assert_eq!(select.rows_out, picked.items.len());
     for pair in result.stages.windows(2) {

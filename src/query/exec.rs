@@ -251,10 +251,14 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
         .map(|ids| ids.iter().map(String::as_str).collect());
     let (node_hits, edu_hits, doc_ids) = match &plan.seed {
         Some(text) => {
-            let wanted = plan
-                .limit
-                .saturating_mul(8)
-                .max(plan.budget.map_or(0, |b| (b / 8) as usize))
+            let by_limit = if plan.limit == usize::MAX {
+                0
+            } else {
+                plan.limit.saturating_mul(8)
+            };
+            let by_budget = plan.budget.map_or(0, |b| (b / 8) as usize);
+            let wanted = by_limit
+                .max(by_budget)
                 .clamp(MIN_SEED_CANDIDATES, MAX_SEED_CANDIDATES);
             let reader = db.full_text();
             let node_hits = if plan.docs.as_ref().is_some_and(Vec::is_empty) {
