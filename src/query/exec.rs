@@ -104,11 +104,10 @@ fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
         ShowPlan::Node(doc, node) => {
             let stored = db.document(doc)?;
             let view = View::new(doc.clone(), &stored)?;
-            let span = view.node(*node).span;
             let candidate = Candidate {
                 doc: 0,
                 node: Some(*node),
-                span: Span::new(span.first.to_native(), span.last.to_native()),
+                span: view.span_of(*node),
                 score: 0.0,
             };
             let item = view.item(&candidate);
@@ -392,7 +391,7 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
             .then(a.span.first.cmp(&b.span.first))
             .then(b.span.len().cmp(&a.span.len()))
     });
-    let tokens: Vec<TokenPrefix> = views.iter().map(|v| v.tokens.clone()).collect();
+    let tokens: Vec<&TokenPrefix> = views.iter().map(|v| &v.tokens).collect();
     let picked = select(
         &candidates,
         &tokens,
@@ -502,7 +501,11 @@ fn traverse(
                 .map(|&(_, s)| s)
                 .fold(own, f32::max)
         };
-        if phi(0) < threshold || phi(0) <= 0.0 {
+        let continues = |id: u32| {
+            let score = phi(id);
+            score >= threshold && score > 0.0
+        };
+        if !continues(0) {
             continue;
         }
         let mut stack = vec![0u32];
@@ -511,7 +514,7 @@ fn traverse(
             let explored: Vec<u32> = view
                 .children(id)
                 .filter(|&c| depth.is_none_or(|d| view.node(c).level.to_native() <= d))
-                .filter(|&c| phi(c) >= threshold && phi(c) > 0.0)
+                .filter(|&c| continues(c))
                 .collect();
             let mut own: Vec<(u32, f32)> = in_span(view.span_of(id))
                 .iter()

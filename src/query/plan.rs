@@ -223,14 +223,7 @@ impl Binder<'_> {
         };
         match number {
             Ok(n) if n < min => Err(self
-                .error(
-                    value.at.clone(),
-                    if n == 0 && what == "a budget" {
-                        "a budget of 0 tokens can return nothing; give at least 1".to_owned()
-                    } else {
-                        format!("{what} must be at least {min}")
-                    },
-                )
+                .error(value.at.clone(), format!("{what} must be at least {min}"))
                 .into()),
             Ok(n) if n > max => Err(self
                 .error(
@@ -344,7 +337,16 @@ impl Binder<'_> {
         let budget = select
             .budget
             .as_ref()
-            .map(|v| self.whole(v, "a budget", 1, MAX_BUDGET))
+            .map(|v| match self.whole(v, "a budget", 0, MAX_BUDGET)? {
+                0 => Err::<u64, crate::Error>(
+                    self.error(
+                        v.at.clone(),
+                        "a budget of 0 tokens can return nothing; give at least 1",
+                    )
+                    .into(),
+                ),
+                n => Ok(n),
+            })
             .transpose()?;
         let limit = match &select.limit {
             Some(v) => self.whole(v, "LIMIT", 1, MAX_LIMIT)? as usize,

@@ -45,6 +45,12 @@ impl TokenPrefix {
     }
 }
 
+impl AsRef<TokenPrefix> for TokenPrefix {
+    fn as_ref(&self) -> &TokenPrefix {
+        self
+    }
+}
+
 /// What the selection kept.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selected {
@@ -60,7 +66,7 @@ pub struct Selected {
 /// picks may nest (a listing of nodes) and only exact repeats are dropped.
 pub fn select(
     candidates: &[Candidate],
-    tokens: &[TokenPrefix],
+    tokens: &[impl AsRef<TokenPrefix>],
     budget: Option<u64>,
     limit: usize,
     disjoint: bool,
@@ -100,10 +106,10 @@ pub fn select(
                 union.first.min(pick.span.first),
                 union.last.max(pick.span.last),
             );
-            old_tokens += tokens[candidate.doc].tokens(pick.span);
+            old_tokens += tokens[candidate.doc].as_ref().tokens(pick.span);
             score = score.max(pick.score);
         }
-        let added = tokens[candidate.doc].tokens(union) - old_tokens;
+        let added = tokens[candidate.doc].as_ref().tokens(union) - old_tokens;
         if budget.is_some_and(|b| used + added > b) {
             continue;
         }
@@ -138,7 +144,7 @@ pub fn select(
 
 fn select_nested(
     candidates: &[Candidate],
-    tokens: &[TokenPrefix],
+    tokens: &[impl AsRef<TokenPrefix>],
     budget: Option<u64>,
     limit: usize,
 ) -> Selected {
@@ -148,7 +154,7 @@ fn select_nested(
         if selected.picks.len() >= limit {
             break;
         }
-        let cost = tokens[candidate.doc].tokens(candidate.span);
+        let cost = tokens[candidate.doc].as_ref().tokens(candidate.span);
         if budget.is_some_and(|b| selected.tokens + cost > b)
             || !seen.insert((candidate.doc, candidate.span, candidate.node))
         {
