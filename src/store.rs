@@ -23,6 +23,10 @@ use crate::tree::{ArchivedTree, Tree};
 /// Version of the on-disk layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// How long [`Store::open`] waits for a previous in-process `Store` on the
+/// same path to release sled's file lock.
+const SLED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 const VERSION_KEY: &[u8] = b"\0version";
 const SEQ_KEY: &[u8] = b"\0seq";
 const TRIMMED_KEY: &[u8] = b"\0trimmed";
@@ -103,8 +107,25 @@ where
 
 impl Store {
     /// Opens (creating if needed) the sled database in `dir` and checks its format version.
+    ///
+    /// The caller holds the store directory's process lock, so sled's own
+    /// file lock can only be held by this process's previous `Store` on the
+    /// same path, whose background flusher may still be shutting down; that
+    /// case is retried for up to [`SLED_LOCK_WAIT`].
     pub fn open(dir: &Path) -> Result<Store> {
-        let db = sled::Config::new().path(dir).open().map_err(storage)?;
+        let started = std::time::Instant::now();
+        let db = loop {
+            match sled::Config::new().path(dir).open() {
+                Err(sled::Error::Io(e))
+                    // sled reports its lock conflict as `Other` with this text.
+                    if e.to_string().starts_with("could not acquire lock")
+                        && started.elapsed() < SLED_LOCK_WAIT =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => break other.map_err(storage)?,
+            }
+        };
         match db.get(VERSION_KEY).map_err(storage)? {
             Some(found) if found.as_ref() == FORMAT_VERSION.to_string().as_bytes() => {}
             Some(found) => {
