@@ -312,3 +312,30 @@ fn query_prints_results_json_and_located_errors() {
     assert!(message.contains("did you mean LIMIT?"), "{message}");
     assert!(message.contains("\n  LIMTI 3\n  ^^^^^"), "{message}");
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.txt");
+    let sentence = "A sentence long enough to stand as its own unit of discourse. ";
+    std::fs::write(&big, sentence.repeat(5_000)).unwrap();
+    let db = dir.path().join("store");
+    assert!(
+        edudb(&db, &["ingest", "-q", big.to_str().unwrap()])
+            .status
+            .success()
+    );
+    // More output than a pipe buffers, to a reader that has already left.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(&db)
+        .args(["show", "big"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+}

@@ -617,3 +617,29 @@ fn errors_name_line_column_and_what_was_expected() {
     );
     assert!(query_error(&db, &deep).message.contains("nested more than"));
 }
+
+#[test]
+fn the_keyword_list_is_the_documented_grammar() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/query-language.md"
+    ))
+    .unwrap();
+    let ebnf = doc
+        .split("```ebnf")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let without_comments = regex::Regex::new(r"(?s)\(\*.*?\*\)")
+        .unwrap()
+        .replace_all(ebnf, "");
+    let documented: HashSet<&str> = regex::Regex::new(r#""([A-Za-z][A-Za-z0-9]*)""#)
+        .unwrap()
+        .captures_iter(&without_comments)
+        .map(|c| c.get(1).unwrap().as_str())
+        .collect();
+    let listed: HashSet<&str> = edudb::query::parser::KEYWORDS.into_iter().collect();
+    assert_eq!(listed, documented);
+}

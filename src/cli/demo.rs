@@ -5,7 +5,9 @@
 use edudb::sources::{Origin, Source};
 use edudb::{CancelToken, Db, Format, IngestOptions};
 
-use super::{bars, render};
+use std::io::Write;
+
+use super::{Failure, bars, render};
 
 /// The bundled documents: id and Markdown text.
 const CORPUS: &[(&str, &str)] = &[
@@ -32,16 +34,20 @@ const CORPUS: &[(&str, &str)] = &[
 ];
 
 /// Runs the tour in a fresh temporary store, removed afterwards.
-pub fn run(quiet: bool) -> edudb::Result<()> {
+pub fn run(out: &mut dyn Write, quiet: bool) -> Result<(), Failure> {
     let dir = std::env::temp_dir().join(format!("edudb-demo-{}", std::process::id()));
-    let result = tour(&dir, quiet);
+    let result = tour(out, &dir, quiet);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
 
-fn tour(dir: &std::path::Path, quiet: bool) -> edudb::Result<()> {
+fn tour(out: &mut dyn Write, dir: &std::path::Path, quiet: bool) -> Result<(), Failure> {
     let db = Db::create(dir)?;
-    println!("== edudb demo: a temporary store at {}\n", dir.display());
+    writeln!(
+        out,
+        "== edudb demo: a temporary store at {}\n",
+        dir.display()
+    )?;
     let sources: Vec<Source> = CORPUS
         .iter()
         .map(|(id, text)| Source {
@@ -59,27 +65,30 @@ fn tour(dir: &std::path::Path, quiet: bool) -> edudb::Result<()> {
         &bars::Bars::new(quiet),
         &CancelToken::new(),
     )?;
-    println!("$ edudb ingest src/demo/*.md");
-    render::ingest_report(&report, false);
+    writeln!(out, "$ edudb ingest src/demo/*.md")?;
+    render::ingest_report(out, &mut anstream::stderr(), &report, false)?;
 
-    println!("\n$ edudb docs");
-    render::documents(&db.documents()?, false);
+    writeln!(out, "\n$ edudb docs")?;
+    render::documents(out, &db.documents()?, false)?;
 
     let doc = "0002-rfc-process";
-    println!("\n$ edudb tree {doc} --depth 2");
-    render::tree(&db.tree(doc)?, Some(2), false);
+    writeln!(out, "\n$ edudb tree {doc} --depth 2")?;
+    render::tree(out, &db.tree(doc)?, Some(2), false)?;
 
-    println!("\n$ edudb show {doc} 0..5");
-    render::edus(&db.edus(doc, Some((0, 5)))?, false);
+    writeln!(out, "\n$ edudb show {doc} 0..5")?;
+    render::edus(out, &db.edus(doc, Some((0, 5)))?, false)?;
 
     let query = "unsafe operations inside unsafe fn";
-    println!("\n$ edudb search '{query}' --limit 5");
-    render::hits(&db.search(query, 5)?, false);
+    writeln!(out, "\n$ edudb search '{query}' --limit 5")?;
+    render::hits(out, &db.search(query, 5)?, false)?;
 
     let statement = "EXPLAIN SELECT FROM * SEED BM25('unsafe operations') BUDGET 120 TOKENS";
-    println!("\n$ edudb query \"{statement}\"");
-    render::query_result(&db.query(statement, &edudb::Params::new())?, false);
+    writeln!(out, "\n$ edudb query \"{statement}\"")?;
+    render::query_result(out, &db.query(statement, &edudb::Params::new())?, false)?;
 
-    println!("\nEvery EDU is an exact byte range of its document; try `edudb --help`.");
+    writeln!(
+        out,
+        "\nEvery EDU is an exact byte range of its document; try `edudb --help`."
+    )?;
     Ok(())
 }

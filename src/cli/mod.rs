@@ -1,6 +1,7 @@
 //! Argument parsing and command dispatch for the `edudb` binary. All
 //! printing happens here and in the submodules, never in the library.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,6 +10,7 @@ use edudb::{CancelToken, Db, Error, Format, IngestOptions, Params};
 use serde_json::json;
 
 mod bars;
+mod console;
 mod demo;
 mod render;
 
@@ -89,6 +91,12 @@ enum Command {
         #[arg(long = "param", short = 'p', value_parser = parse_param)]
         params: Vec<(String, String)>,
     },
+    /// Interactive console: statements end with `;`, `.help` lists commands.
+    Console {
+        /// Output: text or json (`.format` changes it in the console).
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        format: OutputFormat,
+    },
     /// Delete documents completely.
     Rm {
         /// Document ids.
@@ -107,7 +115,7 @@ enum Command {
 
 /// How `query` prints results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum OutputFormat {
+pub enum OutputFormat {
     /// For people.
     Text,
     /// The JSON contract.
@@ -134,6 +142,28 @@ fn parse_format(name: &str) -> Result<Format, String> {
     name.parse().map_err(|e: Error| e.to_string())
 }
 
+/// Why a command failed: the library refused, or the output could not be
+/// written (a closed pipe, a full disk).
+#[derive(Debug)]
+pub enum Failure {
+    /// The library's error.
+    Db(Error),
+    /// Writing to stdout or stderr failed.
+    Output(std::io::Error),
+}
+
+impl From<Error> for Failure {
+    fn from(err: Error) -> Failure {
+        Failure::Db(err)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(err: std::io::Error) -> Failure {
+        Failure::Output(err)
+    }
+}
+
 /// Runs the CLI and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -152,8 +182,16 @@ pub fn main() -> ExitCode {
         .init();
     match run(&cli) {
         Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err}");
+        // The reader went away (`edudb docs | head`): nothing left to say.
+        Err(Failure::Output(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Output(err)) => {
+            let _ = render::error(&mut anstream::stderr(), &format!("writing output: {err}"));
+            ExitCode::from(EXIT_INTERNAL)
+        }
+        Err(Failure::Db(err)) => {
+            let _ = render::error(&mut anstream::stderr(), &err);
             ExitCode::from(if err.is_user_error() {
                 EXIT_USER
             } else {
@@ -163,22 +201,15 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Prints a JSON value on stdout.
-fn print_json(value: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    );
-}
-
-fn run(cli: &Cli) -> edudb::Result<ExitCode> {
+fn run(cli: &Cli) -> Result<ExitCode, Failure> {
+    let out = &mut anstream::stdout().lock();
     match &cli.command {
         Command::Init => {
             let db = Db::create(&cli.db)?;
             if cli.json {
-                print_json(&json!({ "path": db.path() }));
+                render::json(out, &json!({ "path": db.path() }))?;
             } else {
-                println!("store ready at {}", db.path().display());
+                writeln!(out, "store ready at {}", db.path().display())?;
             }
         }
         Command::Ingest {
@@ -195,24 +226,22 @@ fn run(cli: &Cli) -> edudb::Result<ExitCode> {
             };
             let progress = bars::Bars::new(cli.quiet || cli.json);
             let report = db.ingest(&sources, options, &progress, &CancelToken::new())?;
-            render::ingest_report(&report, cli.json);
+            render::ingest_report(out, &mut anstream::stderr(), &report, cli.json)?;
             if !report.failures.is_empty() {
                 return Ok(ExitCode::from(EXIT_USER));
             }
         }
-        Command::Docs => render::documents(&Db::open(&cli.db)?.documents()?, cli.json),
+        Command::Docs => render::documents(out, &Db::open(&cli.db)?.documents()?, cli.json)?,
         Command::Tree { doc, depth } => {
-            render::tree(&Db::open(&cli.db)?.tree(doc)?, *depth, cli.json)
+            render::tree(out, &Db::open(&cli.db)?.tree(doc)?, *depth, cli.json)?
         }
         Command::Show { doc, range } => {
             let range = range.as_deref().map(parse_range).transpose()?;
-            render::edus(&Db::open(&cli.db)?.edus(doc, range)?, cli.json);
+            render::edus(out, &Db::open(&cli.db)?.edus(doc, range)?, cli.json)?;
         }
         Command::Search { query, limit } => {
-            render::hits(
-                &Db::open(&cli.db)?.search(query, *limit as usize)?,
-                cli.json,
-            );
+            let hits = Db::open(&cli.db)?.search(query, *limit as usize)?;
+            render::hits(out, &hits, cli.json)?;
         }
         Command::Query {
             statement,
@@ -221,43 +250,52 @@ fn run(cli: &Cli) -> edudb::Result<ExitCode> {
         } => {
             let db = Db::open(&cli.db)?;
             let result = db.query(statement, &bind_params(params))?;
-            render::query_result(&result, cli.json || *format == OutputFormat::Json);
+            render::query_result(out, &result, cli.json || *format == OutputFormat::Json)?;
+        }
+        Command::Console { format } => {
+            let format = if cli.json {
+                OutputFormat::Json
+            } else {
+                *format
+            };
+            return console::run(&cli.db, format);
         }
         Command::Rm { docs } => {
             let db = Db::open(&cli.db)?;
             for doc in docs {
                 db.remove(doc)?;
                 if !cli.json {
-                    println!("removed {doc}");
+                    writeln!(out, "removed {doc}")?;
                 }
             }
             if cli.json {
-                print_json(&json!({ "removed": docs }));
+                render::json(out, &json!({ "removed": docs }))?;
             }
         }
-        Command::Stats => render::stats(&Db::open(&cli.db)?.stats()?, cli.json),
+        Command::Stats => render::stats(out, &Db::open(&cli.db)?.stats()?, cli.json)?,
         Command::Reindex => {
             let db = Db::open(&cli.db)?;
             db.reindex(&bars::Bars::new(cli.quiet || cli.json), &CancelToken::new())?;
             let entries = db.stats()?.fulltext_entries;
             if cli.json {
-                print_json(&json!({ "fulltext_entries": entries }));
+                render::json(out, &json!({ "fulltext_entries": entries }))?;
             } else {
-                println!("full-text index rebuilt: {entries} entries");
+                writeln!(out, "full-text index rebuilt: {entries} entries")?;
             }
         }
         Command::Check => {
             let report = Db::open(&cli.db)?.check()?;
             if cli.json {
-                print_json(&serde_json::to_value(&report).unwrap_or_default());
+                render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
             } else {
-                println!(
+                writeln!(
+                    out,
                     "ok: {} documents valid, {} full-text entries",
                     report.documents, report.fulltext_entries
-                );
+                )?;
             }
         }
-        Command::Demo => demo::run(cli.quiet)?,
+        Command::Demo => demo::run(out, cli.quiet)?,
     }
     Ok(ExitCode::SUCCESS)
 }

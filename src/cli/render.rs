@@ -1,20 +1,49 @@
-//! Text and JSON rendering of command results.
+//! Text and JSON rendering of command results. Every function writes to
+//! the stream it is given, so a closed pipe is an error the caller handles
+//! rather than a panic. Styles are written unconditionally; the stream
+//! (`anstream`) strips them when colour is off (NO_COLOR, not a terminal).
 
+use std::io::{self, Write};
+
+use anstyle::{AnsiColor, Style};
 use edudb::query::Output;
 use edudb::{
     DocMeta, EduText, IngestReport, QueryResult, Rows, SearchHit, Selection, Stage, Stats, Tree,
 };
 use serde_json::{Value, json};
 
-use super::print_json;
+/// Column headings and item headers.
+const HEADING: Style = Style::new().bold();
+/// Coordinates: EDU spans and byte ranges.
+const COORDINATES: Style = AnsiColor::Cyan.on_default();
+/// Secondary details: scores, token counts, summaries.
+const DETAIL: Style = Style::new().dimmed();
+/// The `error:` label.
+const ERROR: Style = AnsiColor::Red.on_default().bold();
 
 /// Megabytes (10^6 bytes), for human-readable sizes.
 fn megabytes(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
 
-/// Prints the summary of an ingest run; failures go to stderr.
-pub fn ingest_report(report: &IngestReport, as_json: bool) {
+/// Writes a JSON value, pretty-printed, and a newline.
+pub fn json(out: &mut dyn Write, value: &Value) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)
+}
+
+/// Writes `error: message` with the label styled.
+pub fn error(out: &mut dyn Write, message: &dyn std::fmt::Display) -> io::Result<()> {
+    writeln!(out, "{ERROR}error:{ERROR:#} {message}")
+}
+
+/// Writes the summary of an ingest run; failures go to `errors`.
+pub fn ingest_report(
+    out: &mut dyn Write,
+    errors: &mut dyn Write,
+    report: &IngestReport,
+    as_json: bool,
+) -> io::Result<()> {
     let seconds = report.elapsed.as_secs_f64();
     let rate = if seconds > 0.0 {
         megabytes(report.bytes()) / seconds
@@ -27,22 +56,25 @@ pub fn ingest_report(report: &IngestReport, as_json: bool) {
             .iter()
             .map(|f| json!({ "source": f.source, "error": f.error.to_string() }))
             .collect();
-        print_json(&json!({
-            "documents": report.documents.len(),
-            "edus": report.edus(),
-            "nodes": report.nodes(),
-            "tokens": report.tokens(),
-            "bytes": report.bytes(),
-            "seconds": seconds,
-            "mb_per_s": rate,
-            "failures": failures,
-        }));
-        return;
+        return json(
+            out,
+            &json!({
+                "documents": report.documents.len(),
+                "edus": report.edus(),
+                "nodes": report.nodes(),
+                "tokens": report.tokens(),
+                "bytes": report.bytes(),
+                "seconds": seconds,
+                "mb_per_s": rate,
+                "failures": failures,
+            }),
+        );
     }
     for failure in &report.failures {
-        eprintln!("error: {}", failure.error);
+        error(errors, &failure.error)?;
     }
-    println!(
+    writeln!(
+        out,
         "ingested {} documents: {} EDUs, {} nodes, {} tokens, {:.2} MB in {:.2} s ({:.2} MB/s){}",
         report.documents.len(),
         report.edus(),
@@ -56,15 +88,14 @@ pub fn ingest_report(report: &IngestReport, as_json: bool) {
         } else {
             format!("; {} failed", report.failures.len())
         }
-    );
+    )
 }
 
 /// Lists documents.
-pub fn documents(docs: &[DocMeta], as_json: bool) {
+pub fn documents(out: &mut dyn Write, docs: &[DocMeta], as_json: bool) -> io::Result<()> {
     if as_json {
         let rows: Vec<Value> = docs.iter().map(DocMeta::to_json).collect();
-        print_json(&Value::Array(rows));
-        return;
+        return json(out, &Value::Array(rows));
     }
     let width = docs
         .iter()
@@ -72,24 +103,26 @@ pub fn documents(docs: &[DocMeta], as_json: bool) {
         .max()
         .unwrap_or(2)
         .max(2);
-    println!(
-        "{:width$}  {:>7}  {:>6}  {:>8}  {:>9}  TITLE",
+    writeln!(
+        out,
+        "{HEADING}{:width$}  {:>7}  {:>6}  {:>8}  {:>9}  TITLE{HEADING:#}",
         "ID", "EDUS", "NODES", "TOKENS", "BYTES"
-    );
+    )?;
     for d in docs {
-        println!(
+        writeln!(
+            out,
             "{:width$}  {:>7}  {:>6}  {:>8}  {:>9}  {}",
             d.id, d.edus, d.nodes, d.tokens, d.bytes, d.title
-        );
+        )?;
     }
+    Ok(())
 }
 
-/// Draws a tree with box characters, or prints it as nested JSON.
-pub fn tree(tree: &Tree, depth: Option<u16>, as_json: bool) {
+/// Draws a tree with box characters, or writes it as nested JSON.
+pub fn tree(out: &mut dyn Write, tree: &Tree, depth: Option<u16>, as_json: bool) -> io::Result<()> {
     let max_level = depth.unwrap_or(u16::MAX);
     if as_json {
-        print_json(&tree.to_json(depth));
-        return;
+        return json(out, &tree.to_json(depth));
     }
     let mut stack: Vec<(u32, String, Option<bool>)> = vec![(0, String::new(), None)];
     while let Some((id, prefix, last)) = stack.pop() {
@@ -99,12 +132,13 @@ pub fn tree(tree: &Tree, depth: Option<u16>, as_json: bool) {
             Some(true) => "└── ",
             Some(false) => "├── ",
         };
-        println!(
-            "{prefix}{branch}{} {} {}",
+        writeln!(
+            out,
+            "{prefix}{branch}{COORDINATES}{}{COORDINATES:#} {DETAIL}{}{DETAIL:#} {}",
             node.span,
             node.kind.name(),
             node.title
-        );
+        )?;
         if node.level >= max_level {
             continue;
         }
@@ -121,24 +155,26 @@ pub fn tree(tree: &Tree, depth: Option<u16>, as_json: bool) {
             ));
         }
     }
+    Ok(())
 }
 
-/// Prints EDUs with their coordinates.
-pub fn edus(edus: &[EduText], as_json: bool) {
+/// Writes EDUs with their coordinates.
+pub fn edus(out: &mut dyn Write, edus: &[EduText], as_json: bool) -> io::Result<()> {
     if as_json {
-        print_json(&serde_json::to_value(edus).unwrap_or_default());
-        return;
+        return json(out, &serde_json::to_value(edus).unwrap_or_default());
     }
     for edu in edus {
-        println!(
-            "[{}] {}..{} ({} tok) {}",
+        writeln!(
+            out,
+            "{COORDINATES}[{}] {}..{}{COORDINATES:#} {DETAIL}({} tok){DETAIL:#} {}",
             edu.id, edu.bytes[0], edu.bytes[1], edu.tokens, edu.text
-        );
+        )?;
     }
+    Ok(())
 }
 
-/// Prints search hits, best first.
-pub fn hits(hits: &[SearchHit], as_json: bool) {
+/// Writes search hits, best first.
+pub fn hits(out: &mut dyn Write, hits: &[SearchHit], as_json: bool) -> io::Result<()> {
     if as_json {
         let rows: Vec<Value> = hits
             .iter()
@@ -149,42 +185,50 @@ pub fn hits(hits: &[SearchHit], as_json: bool) {
                 })
             })
             .collect();
-        print_json(&Value::Array(rows));
-        return;
+        return json(out, &Value::Array(rows));
     }
     if hits.is_empty() {
-        println!("no matches");
+        writeln!(out, "no matches")?;
     }
     for hit in hits {
         let what = hit
             .node
             .map_or_else(|| "edu".to_owned(), |n| format!("section {n}"));
-        println!(
-            "{:7.3}  {} {} {}  {}",
+        writeln!(
+            out,
+            "{DETAIL}{:7.3}{DETAIL:#}  {} {COORDINATES}{}{COORDINATES:#} {what}  {}",
             hit.score,
             hit.doc,
             hit.edus,
-            what,
             one_line(&hit.text, 160)
-        );
+        )?;
     }
+    Ok(())
 }
 
-/// Prints store totals.
-pub fn stats(stats: &Stats, as_json: bool) {
+/// Writes store totals.
+pub fn stats(out: &mut dyn Write, stats: &Stats, as_json: bool) -> io::Result<()> {
     if as_json {
-        print_json(&serde_json::to_value(stats).unwrap_or_default());
-        return;
+        return json(out, &serde_json::to_value(stats).unwrap_or_default());
     }
-    println!("documents        {}", stats.documents);
-    println!("EDUs             {}", stats.edus);
-    println!("nodes            {}", stats.nodes);
-    println!("tokens           {} ({})", stats.tokens, stats.tokenizer);
-    println!("text             {:.2} MB", megabytes(stats.text_bytes));
-    println!("on disk (store)  {:.2} MB", megabytes(stats.store_bytes));
-    println!("full-text        {} entries", stats.fulltext_entries);
-    println!("last change      {}", stats.last_change);
-    println!("format version   {}", stats.format_version);
+    let rows = [
+        ("documents", stats.documents.to_string()),
+        ("EDUs", stats.edus.to_string()),
+        ("nodes", stats.nodes.to_string()),
+        ("tokens", format!("{} ({})", stats.tokens, stats.tokenizer)),
+        ("text", format!("{:.2} MB", megabytes(stats.text_bytes))),
+        (
+            "on disk (store)",
+            format!("{:.2} MB", megabytes(stats.store_bytes)),
+        ),
+        ("full-text", format!("{} entries", stats.fulltext_entries)),
+        ("last change", stats.last_change.to_string()),
+        ("format version", stats.format_version.to_string()),
+    ];
+    for (name, value) in rows {
+        writeln!(out, "{HEADING}{name:<16}{HEADING:#} {value}")?;
+    }
+    Ok(())
 }
 
 /// `text` on one line, cut to at most `max` characters.
@@ -196,33 +240,34 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
-/// Prints a statement's result: its rows, the plan under EXPLAIN, and a
+/// Writes a statement's result: its rows, the plan under EXPLAIN, and a
 /// summary line.
-pub fn query_result(result: &QueryResult, as_json: bool) {
+pub fn query_result(out: &mut dyn Write, result: &QueryResult, as_json: bool) -> io::Result<()> {
     if as_json || result.output == Output::Json {
-        print_json(&result.to_json());
-        return;
+        return json(out, &result.to_json());
     }
     if result.explain {
-        plan(&result.stages);
+        plan(out, &result.stages)?;
     }
     match &result.rows {
-        Rows::Selection(selection) => self::selection(selection, result.output),
-        Rows::Docs(docs) => documents(docs, false),
-        Rows::Tree(t, depth) => tree(t, *depth, false),
-        Rows::Edus(e) => edus(e, false),
-        Rows::Stats(s) => stats(s, false),
+        Rows::Selection(picked) => selection(out, picked, result.output),
+        Rows::Docs(docs) => documents(out, docs, false),
+        Rows::Tree(t, depth) => tree(out, t, *depth, false),
+        Rows::Edus(e) => edus(out, e, false),
+        Rows::Stats(s) => stats(out, s, false),
     }
 }
 
-/// Prints the EXPLAIN table: one row per operator.
-pub fn plan(stages: &[Stage]) {
-    println!(
-        "{:<10} {:>8} {:>8} {:>9}  {:<6} DETAIL",
+/// Writes the EXPLAIN table: one row per operator.
+pub fn plan(out: &mut dyn Write, stages: &[Stage]) -> io::Result<()> {
+    writeln!(
+        out,
+        "{HEADING}{:<10} {:>8} {:>8} {:>9}  {:<6} DETAIL{HEADING:#}",
         "OPERATOR", "ROWS IN", "ROWS OUT", "TIME MS", "DEVICE"
-    );
+    )?;
     for stage in stages {
-        println!(
+        writeln!(
+            out,
             "{:<10} {:>8} {:>8} {:>9.3}  {:<6} {}",
             stage.operator,
             stage.rows_in,
@@ -230,13 +275,13 @@ pub fn plan(stages: &[Stage]) {
             stage.elapsed.as_secs_f64() * 1000.0,
             stage.device,
             stage.detail
-        );
+        )?;
     }
-    println!();
+    writeln!(out)
 }
 
-/// Prints picked items with their coordinates; text unless SPANS or NODES.
-fn selection(selection: &Selection, output: Output) {
+/// Writes picked items with their coordinates; text unless SPANS or NODES.
+fn selection(out: &mut dyn Write, selection: &Selection, output: Output) -> io::Result<()> {
     for item in &selection.items {
         let what = match (&item.node, &item.title) {
             (Some(node), Some(title)) => format!(
@@ -247,8 +292,10 @@ fn selection(selection: &Selection, output: Output) {
             ),
             _ => format!("edus L{}", item.level),
         };
-        println!(
-            "── {} [{}-{}] {what}  bytes {}..{}  {} tok  score {:.3}",
+        writeln!(
+            out,
+            "{HEADING}──{HEADING:#} {} {COORDINATES}[{}-{}]{COORDINATES:#} {what}  \
+             {COORDINATES}bytes {}..{}{COORDINATES:#}  {DETAIL}{} tok  score {:.3}{DETAIL:#}",
             item.doc,
             item.edus[0],
             item.edus[1],
@@ -256,17 +303,18 @@ fn selection(selection: &Selection, output: Output) {
             item.bytes[1],
             item.tokens,
             item.score
-        );
+        )?;
         if output == Output::Text {
-            println!("{}", item.text.trim_end());
+            writeln!(out, "{}", item.text.trim_end())?;
         }
     }
     let budget = selection
         .budget
         .map_or_else(String::new, |b| format!(" of a {b}-token budget"));
-    println!(
-        "({} items, {} tokens{budget})",
+    writeln!(
+        out,
+        "{DETAIL}({} items, {} tokens{budget}){DETAIL:#}",
         selection.items.len(),
         selection.tokens_used
-    );
+    )
 }

@@ -50,6 +50,26 @@ const SYMBOLS: [&str; 14] = [
     "..", "!=", "<>", "<=", ">=", "(", ")", ",", "*", "=", "<", ">", "~", ";",
 ];
 
+/// The error for a string still open at the end of the input.
+const UNTERMINATED_STRING: &str =
+    "unterminated string; close it with ' (write '' for a quote inside)";
+
+/// For a reader that collects a statement line by line (the console): true
+/// once `source` ends with `;` outside any string or comment, or has a
+/// lexical error that more lines cannot fix (so it is reported now).
+pub fn ends_statement(source: &str) -> bool {
+    match tokenize(source) {
+        Ok(tokens) => matches!(
+            tokens.iter().rev().nth(1),
+            Some(Token {
+                kind: TokenKind::Symbol(";"),
+                ..
+            })
+        ),
+        Err(err) => err.message != UNTERMINATED_STRING,
+    }
+}
+
 /// Splits `source` into tokens, ending with [`TokenKind::End`]. Comments run
 /// from `--` to the end of the line.
 pub fn tokenize(source: &str) -> Result<Vec<Token>, QueryError> {
@@ -77,7 +97,7 @@ pub fn tokenize(source: &str) -> Result<Vec<Token>, QueryError> {
                         return Err(QueryError::new(
                             source,
                             start..source.len(),
-                            "unterminated string; close it with ' (write '' for a quote inside)",
+                            UNTERMINATED_STRING,
                         ));
                     }
                 }
@@ -168,6 +188,24 @@ fn take_while(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_statement_ends_at_a_semicolon_outside_strings_and_comments() {
+        assert!(ends_statement("SHOW DOCS;"));
+        assert!(ends_statement("SELECT FROM *\n  LIMIT 3 ;  "));
+        assert!(!ends_statement("SHOW DOCS"));
+        assert!(!ends_statement("SELECT FROM doc('a;"));
+        assert!(!ends_statement("SELECT FROM doc('it''s;'"));
+        assert!(!ends_statement("SHOW DOCS -- done;"));
+        assert!(
+            ends_statement("SHOW DOCS; -- done"),
+            "a comment after ; ends"
+        );
+        assert!(
+            ends_statement("SELECT # FROM"),
+            "a bad character is reported now"
+        );
+    }
 
     fn kinds(source: &str) -> Vec<TokenKind> {
         tokenize(source)

@@ -8,6 +8,58 @@ use super::ast::*;
 use super::error::{QueryError, nearest};
 use super::lexer::{Token, TokenKind, tokenize};
 
+/// Every word of the grammar, spelt as in `docs/query-language.md` (for
+/// completion in the console; a test keeps it equal to the documented EBNF).
+pub const KEYWORDS: [&str; 47] = [
+    "ALPHA",
+    "AND",
+    "BM25",
+    "BUDGET",
+    "BY",
+    "CONTEXT",
+    "DAG",
+    "DEPTH",
+    "DOCS",
+    "EDUS",
+    "EXPAND",
+    "EXPLAIN",
+    "FROM",
+    "HYBRID",
+    "JSON",
+    "LEVEL",
+    "LIMIT",
+    "NEAR",
+    "NODE",
+    "NODES",
+    "NOT",
+    "OR",
+    "ORDER",
+    "PARENT",
+    "POSITION",
+    "PROPAGATE",
+    "SCORE",
+    "SEED",
+    "SELECT",
+    "SHOW",
+    "SIBLINGS",
+    "SPANS",
+    "STATS",
+    "STEPS",
+    "SUBTREE",
+    "TEXT",
+    "THRESHOLD",
+    "TOKENS",
+    "TRAVERSE",
+    "TREE",
+    "WHERE",
+    "doc",
+    "docs",
+    "kind",
+    "level",
+    "session",
+    "title",
+];
+
 /// Clause keywords of SELECT after FROM.
 const CLAUSES: [&str; 9] = [
     "WHERE",

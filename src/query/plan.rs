@@ -118,7 +118,7 @@ pub enum ShowPlan {
 }
 
 /// Names `kind =` accepts.
-const KIND_NAMES: [&str; 6] = ["document", "section", "segment", "paragraph", "list", "edu"];
+pub const KIND_NAMES: [&str; 6] = ["document", "section", "segment", "paragraph", "list", "edu"];
 
 /// What the binder needs to know about the store.
 pub trait Catalog {
