@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::document::{DocMeta, Document, EduKind, Span};
@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::fulltext::{FullText, FullTextReader};
 use crate::ingest::{IngestOptions, analyze, decode, detect_format};
 use crate::progress::{CancelToken, Progress};
+use crate::query::cache::{CachedDocument, DEFAULT_CACHE_BYTES, DocumentCache};
 use crate::sources::{Origin, Source};
 use crate::store::{FORMAT_VERSION, Store, StoredDoc};
 use crate::tree::Tree;
@@ -34,6 +35,8 @@ pub struct Db {
     fulltext: Mutex<FullText>,
     /// Searches run on this handle, never waiting for the writer.
     reader: FullTextReader,
+    /// Documents queries read, kept between queries.
+    documents: DocumentCache,
     /// Held for the lifetime of the `Db`; the OS releases it on exit or crash.
     _lock: File,
 }
@@ -229,6 +232,7 @@ impl Db {
             store,
             reader: fulltext.reader(),
             fulltext: Mutex::new(fulltext),
+            documents: DocumentCache::new(DEFAULT_CACHE_BYTES),
             _lock: lock,
         };
         db.catch_up(rebuild)?;
@@ -246,6 +250,26 @@ impl Db {
     }
 
     /// The full-text read handle.
+    /// Document `id` for query execution, from the cache or the store.
+    pub(crate) fn cached_document(&self, id: &str) -> Result<Arc<CachedDocument>> {
+        self.documents
+            .get_or_load(id, || {
+                self.store.get(id)?.map(|s| s.to_document()).transpose()
+            })?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
+    }
+
+    /// Bounds the memory queries use to keep documents decoded between
+    /// queries (default 64 MiB of document data; 0 turns the cache off).
+    pub fn set_document_cache_bytes(&self, bytes: usize) {
+        self.documents.set_capacity(bytes);
+    }
+
+    /// Documents held decoded between queries, and their estimated bytes.
+    pub fn document_cache_usage(&self) -> (usize, usize) {
+        self.documents.usage()
+    }
+
     pub(crate) fn full_text(&self) -> &FullTextReader {
         &self.reader
     }
@@ -333,6 +357,7 @@ impl Db {
                 match prepared {
                     Ok(doc) => {
                         self.store.put(&doc)?;
+                        self.documents.invalidate(&doc.meta.id);
                         fulltext.replace(&doc)?;
                         report.documents.push(doc.meta);
                     }
@@ -482,6 +507,7 @@ impl Db {
             .store
             .remove(id)?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+        self.documents.invalidate(id);
         fulltext.remove(id);
         fulltext.commit(seq)?;
         self.store.trim_log(seq)?;

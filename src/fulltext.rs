@@ -1,21 +1,24 @@
 //! The full-text index (tantivy, BM25 over English-stemmed terms).
 //!
-//! Three kinds of entry: one per EDU (its text), one per tree node (its
+//! Two kinds of entry: one per EDU (its text) and one per tree node (its
 //! *representation*: title, child titles and leading text, the unit that
-//! node-level ranking scores) and, for sections, the title alone in the EDU
-//! field so plain search finds headings. Coordinates live in fast fields, so
-//! ranking never decompresses stored documents.
+//! node-level ranking scores; for sections also the title alone, so plain
+//! search finds headings). Each kind has its own text fields, so ranking one
+//! kind is a plain union of term queries, which tantivy answers top-k with
+//! block-max WAND instead of scoring every matching entry. Coordinates live
+//! in fast fields, so ranking never decompresses stored documents.
 //!
 //! It is derived state: sled is the source of truth. Each commit records, in
 //! tantivy's own commit payload, the store sequence number it has applied,
 //! so after a crash the store replays the change log past that point.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
+    FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term, doc};
 
@@ -26,6 +29,9 @@ use crate::error::{Error, Result};
 const WRITER_MEMORY: usize = 64 * 1024 * 1024;
 /// Stored in the `node` field of EDU entries.
 const NO_NODE: u64 = u64::MAX;
+/// Weight of a section-title match against an EDU-text match in `search`:
+/// a heading that names the query is the better answer.
+const TITLE_BOOST: f32 = 2.0;
 /// Tokens of leading text in a node's representation.
 const REPRESENTATIVE_TOKENS: u32 = 128;
 
@@ -57,8 +63,10 @@ struct Fields {
     node: Field,
     first: Field,
     last: Field,
-    /// EDU texts and section titles.
+    /// EDU texts.
     text: Field,
+    /// Section titles.
+    title: Field,
     /// Node representations.
     node_text: Field,
 }
@@ -96,7 +104,7 @@ fn fulltext<E: std::fmt::Display>(err: E) -> Error {
 fn schema() -> Schema {
     let mut builder = Schema::builder();
     builder.add_text_field("doc", STRING | FAST);
-    builder.add_u64_field("node", INDEXED | FAST);
+    builder.add_u64_field("node", FAST);
     builder.add_u64_field("first", FAST);
     builder.add_u64_field("last", FAST);
     let indexing = TextFieldIndexing::default()
@@ -104,6 +112,7 @@ fn schema() -> Schema {
         .set_index_option(IndexRecordOption::WithFreqsAndPositions);
     let text = TextOptions::default().set_indexing_options(indexing);
     builder.add_text_field("text", text.clone());
+    builder.add_text_field("title", text.clone());
     builder.add_text_field("node_text", text);
     builder.build()
 }
@@ -155,6 +164,7 @@ impl FullText {
             first: field("first")?,
             last: field("last")?,
             text: field("text")?,
+            title: field("title")?,
             node_text: field("node_text")?,
         };
         Ok(FullText {
@@ -211,7 +221,7 @@ impl FullText {
                 fields.node_text => representation(doc, node),
             );
             if node.kind == NodeKind::Section {
-                entry.add_text(fields.text, &node.title);
+                entry.add_text(fields.title, &node.title);
             }
             self.writer.add_document(entry).map_err(fulltext)?;
         }
@@ -244,7 +254,9 @@ impl FullTextReader {
     /// BM25 search in tantivy query syntax over EDU texts and section
     /// titles, best first.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<FullTextHit>> {
-        let parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
+        let mut parser =
+            QueryParser::for_index(&self.index, vec![self.fields.text, self.fields.title]);
+        parser.set_field_boost(self.fields.title, TITLE_BOOST);
         let parsed = parser.parse_query(query).map_err(|e| Error::BadSearch {
             query: query.to_owned(),
             message: e.to_string(),
@@ -278,7 +290,7 @@ impl FullTextReader {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let any_term: Box<dyn Query> = Box::new(BooleanQuery::new(
+        let any_term = BooleanQuery::new(
             terms
                 .into_iter()
                 .map(|t| {
@@ -287,28 +299,23 @@ impl FullTextReader {
                     (Occur::Should, q)
                 })
                 .collect(),
-        ));
-        let mut clauses = vec![(Occur::Must, any_term)];
-        if target == Target::Edus {
-            let edus_only = Term::from_field_u64(self.fields.node, NO_NODE);
-            clauses.push((
-                Occur::Must,
-                Box::new(TermQuery::new(edus_only, IndexRecordOption::Basic)),
-            ));
-        }
-        if let Some(docs) = docs {
-            let any_doc = docs
-                .iter()
-                .map(|id| {
-                    let term = Term::from_field_text(self.fields.doc, id);
-                    let q: Box<dyn Query> =
-                        Box::new(TermQuery::new(term, IndexRecordOption::Basic));
-                    (Occur::Should, q)
-                })
-                .collect();
-            clauses.push((Occur::Must, Box::new(BooleanQuery::new(any_doc))));
-        }
-        self.top(&BooleanQuery::new(clauses), limit)
+        );
+        let Some(docs) = docs else {
+            return self.top(&any_term, limit);
+        };
+        let any_doc = docs
+            .iter()
+            .map(|id| {
+                let term = Term::from_field_text(self.fields.doc, id);
+                let q: Box<dyn Query> = Box::new(TermQuery::new(term, IndexRecordOption::Basic));
+                (Occur::Should, q)
+            })
+            .collect();
+        let within_docs = BooleanQuery::new(vec![
+            (Occur::Must, Box::new(any_term) as Box<dyn Query>),
+            (Occur::Must, Box::new(BooleanQuery::new(any_doc))),
+        ]);
+        self.top(&within_docs, limit)
     }
 
     fn top(&self, query: &dyn Query, limit: usize) -> Result<Vec<FullTextHit>> {
@@ -316,17 +323,38 @@ impl FullTextReader {
         let top = searcher
             .search(query, &TopDocs::with_limit(limit.max(1)).order_by_score())
             .map_err(fulltext)?;
-        // Columns are opened once per segment, not once per hit.
-        let mut columns: Vec<Option<Columns>> = vec![None; searcher.segment_readers().len()];
-        top.into_iter()
-            .map(|(score, address)| {
-                let slot = &mut columns[address.segment_ord as usize];
-                if slot.is_none() {
-                    *slot = Some(Columns::open(searcher.segment_reader(address.segment_ord))?);
-                }
-                slot.as_ref()
-                    .expect("opened above")
-                    .hit(address.doc_id, score)
+        // Columns are opened once per segment, and each segment's document
+        // ids are read from its dictionary in one ordered pass, not one
+        // dictionary lookup per hit.
+        let mut segments: Vec<Option<Columns>> = vec![None; searcher.segment_readers().len()];
+        let mut ords: Vec<Vec<u64>> = vec![Vec::new(); segments.len()];
+        let mut rows = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let slot = &mut segments[address.segment_ord as usize];
+            if slot.is_none() {
+                *slot = Some(Columns::open(searcher.segment_reader(address.segment_ord))?);
+            }
+            let columns = slot.as_ref().expect("opened above");
+            let (ord, hit) = columns.hit(address.doc_id, score)?;
+            ords[address.segment_ord as usize].push(ord);
+            rows.push((address.segment_ord as usize, ord, hit));
+        }
+        let mut names: Vec<HashMap<u64, String>> = Vec::with_capacity(segments.len());
+        for (columns, mut wanted) in segments.iter().zip(ords) {
+            wanted.sort_unstable();
+            wanted.dedup();
+            names.push(match columns {
+                Some(columns) => columns.doc_ids(&wanted)?,
+                None => HashMap::new(),
+            });
+        }
+        rows.into_iter()
+            .map(|(segment, ord, mut hit)| {
+                hit.doc = names[segment]
+                    .get(&ord)
+                    .cloned()
+                    .ok_or_else(|| Error::FullText(format!("no document id for ordinal {ord}")))?;
+                Ok(hit)
             })
             .collect()
     }
@@ -355,8 +383,9 @@ impl Columns {
         })
     }
 
-    /// Reads one hit's coordinates.
-    fn hit(&self, row: tantivy::DocId, score: f32) -> Result<FullTextHit> {
+    /// Reads one hit's coordinates and the dictionary ordinal of its
+    /// document id (the hit's `doc` is left empty).
+    fn hit(&self, row: tantivy::DocId, score: f32) -> Result<(u64, FullTextHit)> {
         let number = |column: &tantivy::columnar::Column<u64>, name: &str| {
             column
                 .first(row)
@@ -367,19 +396,30 @@ impl Columns {
             .term_ords(row)
             .next()
             .ok_or_else(|| Error::FullText("entry without doc".into()))?;
-        let mut doc = String::new();
-        self.doc.ord_to_str(ord, &mut doc).map_err(fulltext)?;
         let node = Some(number(&self.node, "node")?)
             .filter(|&n| n != NO_NODE)
             .map(|n| n as u32);
-        Ok(FullTextHit {
-            doc,
+        let hit = FullTextHit {
+            doc: String::new(),
             node,
             span: Span::new(
                 number(&self.first, "first")? as u32,
                 number(&self.last, "last")? as u32,
             ),
             score,
-        })
+        };
+        Ok((ord, hit))
+    }
+
+    /// The document ids of sorted, distinct dictionary ordinals.
+    fn doc_ids(&self, ords: &[u64]) -> Result<HashMap<u64, String>> {
+        let mut names = Vec::with_capacity(ords.len());
+        self.doc
+            .dictionary()
+            .sorted_ords_to_term_cb(ords, |bytes| {
+                names.push(String::from_utf8_lossy(bytes).into_owned())
+            })
+            .map_err(fulltext)?;
+        Ok(ords.iter().copied().zip(names).collect())
     }
 }

@@ -408,7 +408,7 @@ fn the_json_contract() {
         .iter()
         .map(|s| s["operator"].as_str().unwrap())
         .collect();
-    assert_eq!(operators, ["seed", "select", "linearise"]);
+    assert_eq!(operators, ["seed", "load", "select", "linearise"]);
     for stage in explained["plan"].as_array().unwrap() {
         assert_eq!(stage["device"], "cpu");
         assert!(stage["elapsed"].as_f64().unwrap() >= 0.0);
@@ -428,6 +428,7 @@ fn explain_reports_every_stage_with_rows_and_time() {
         operators,
         [
             "seed",
+            "load",
             "traverse",
             "filter",
             "expand",
@@ -444,7 +445,7 @@ fn explain_reports_every_stage_with_rows_and_time() {
         "{:?}",
         result.stages[0]
     );
-    let select = &result.stages[4];
+    let select = &result.stages[5];
     assert_eq!(select.rows_out, picked.items.len());
     for pair in result.stages.windows(2) {
         assert_eq!(
@@ -642,4 +643,35 @@ fn the_keyword_list_is_the_documented_grammar() {
         .collect();
     let listed: HashSet<&str> = edudb::query::parser::KEYWORDS.into_iter().collect();
     assert_eq!(listed, documented);
+}
+
+#[test]
+fn queries_see_replaced_and_removed_documents() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::create(dir.path().join("db")).unwrap();
+    let text = |words: &str| format!("# Notes\n\n{words} grow in the garden.\n").into_bytes();
+    db.ingest_bytes("notes", text("Tomatoes"), IngestOptions::default())
+        .unwrap();
+    let statement = "SELECT FROM doc('notes') SEED BM25('garden') BUDGET 50 TOKENS";
+    let before = selection(&db, statement);
+    assert!(before.items[0].text.contains("Tomatoes"));
+    assert_eq!(
+        db.document_cache_usage().0,
+        1,
+        "the query kept the document"
+    );
+
+    db.ingest_bytes("notes", text("Cucumbers"), IngestOptions::default())
+        .unwrap();
+    let after = selection(&db, statement);
+    assert!(after.items[0].text.contains("Cucumbers"), "{after:?}");
+    assert_exact(&db, &after.items);
+
+    db.remove("notes").unwrap();
+    assert!(matches!(
+        db.query(statement, &Params::new()),
+        Err(Error::Query(_))
+    ));
+    db.set_document_cache_bytes(0);
+    assert_eq!(db.document_cache_usage(), (0, 0));
 }

@@ -3,20 +3,18 @@
 //! from the store, once per query, and only those the seed touched.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rkyv::vec::ArchivedVec;
-
 use super::ast::{CompareOp, Order, Output};
+use super::cache::CachedDocument;
 use super::plan::{Catalog, Filter, Growth, Plan, PlanKind, SelectPlan, ShowPlan};
 use super::select::{Candidate, TokenPrefix, select};
 use super::{Item, QueryResult, Rows, Selection, Stage};
 use crate::db::Db;
-use crate::document::{ArchivedEdu, ArchivedNode, NodeKind, Span};
-use crate::error::Result;
+use crate::document::{Document, Node, Span};
+use crate::error::{Error, Result};
 use crate::fulltext::{FullTextHit, Target};
-use crate::store::StoredDoc;
-use crate::tree::ArchivedTree;
 
 /// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
 const EDUS_PER_WALK_LEAF: usize = 3;
@@ -33,12 +31,14 @@ impl Catalog for Db {
     }
 
     fn document_size(&self, id: &str) -> Result<Option<(u32, u32)>> {
-        match self.store().get(id)? {
-            None => Ok(None),
-            Some(stored) => {
-                let meta = stored.meta()?;
-                Ok(Some((meta.nodes.to_native(), meta.edus.to_native())))
+        // Through the cache: the executor reads the same document next.
+        match self.cached_document(id) {
+            Ok(loaded) => {
+                let meta = &loaded.document.meta;
+                Ok(Some((meta.nodes, meta.edus)))
             }
+            Err(Error::NoSuchDocument(_)) => Ok(None),
+            Err(err) => Err(err),
         }
     }
 }
@@ -102,8 +102,7 @@ fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
             Rows::Edus(db.edus(doc, *range)?),
         ),
         ShowPlan::Node(doc, node) => {
-            let stored = db.document(doc)?;
-            let view = View::new(doc.clone(), &stored)?;
+            let view = View::load(db, doc)?;
             let candidate = Candidate {
                 doc: 0,
                 node: Some(*node),
@@ -132,42 +131,38 @@ fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
     Ok(rows)
 }
 
-/// One document, read in place, with what selection needs precomputed.
-struct View<'a> {
+/// One document as a query sees it: decoded, with its token prefix sums.
+struct View {
     id: String,
-    text: &'a str,
-    edus: &'a ArchivedVec<ArchivedEdu>,
-    tree: &'a ArchivedTree,
-    tokens: TokenPrefix,
+    loaded: Arc<CachedDocument>,
 }
 
-impl<'a> View<'a> {
-    fn new(id: String, stored: &'a StoredDoc) -> Result<View<'a>> {
-        let edus = stored.edus()?;
+impl View {
+    fn load(db: &Db, id: &str) -> Result<View> {
         Ok(View {
-            id,
-            text: stored.text()?,
-            tree: stored.tree()?,
-            tokens: TokenPrefix::new(edus.iter().map(|e| e.tokens.to_native())),
-            edus,
+            id: id.to_owned(),
+            loaded: db.cached_document(id)?,
         })
     }
 
-    fn node(&self, id: u32) -> &'a ArchivedNode {
-        &self.tree.nodes[id as usize]
+    fn document(&self) -> &Document {
+        &self.loaded.document
+    }
+
+    fn node(&self, id: u32) -> &Node {
+        &self.document().tree.nodes[id as usize]
     }
 
     fn span_of(&self, id: u32) -> Span {
-        let span = &self.node(id).span;
-        Span::new(span.first.to_native(), span.last.to_native())
+        self.node(id).span
     }
 
-    fn children(&self, id: u32) -> impl Iterator<Item = u32> + 'a {
-        self.node(id).children.iter().map(|c| c.to_native())
+    fn children(&self, id: u32) -> impl Iterator<Item = u32> + '_ {
+        self.node(id).children.iter().copied()
     }
 
     fn last_edu(&self) -> u32 {
-        (self.edus.len() as u32).saturating_sub(1)
+        (self.document().edus.len() as u32).saturating_sub(1)
     }
 
     /// The deepest node whose span holds all of `span`.
@@ -185,8 +180,8 @@ impl<'a> View<'a> {
     /// Level of a candidate: its node's, or one below a run's innermost node.
     fn level(&self, candidate: &Candidate) -> u16 {
         match candidate.node {
-            Some(node) => self.node(node).level.to_native(),
-            None => self.node(self.innermost(candidate.span)).level.to_native() + 1,
+            Some(node) => self.node(node).level,
+            None => self.node(self.innermost(candidate.span)).level + 1,
         }
     }
 
@@ -199,19 +194,15 @@ impl<'a> View<'a> {
     fn item(&self, candidate: &Candidate) -> Item {
         let span = candidate.span;
         let node = candidate.node.or_else(|| self.node_of_run(span));
-        let (first, last) = (
-            &self.edus[span.first as usize],
-            &self.edus[span.last as usize],
-        );
-        let bytes = [first.start.to_native(), last.end.to_native()];
+        let edus = &self.document().edus;
+        let bytes = [
+            edus[span.first as usize].start,
+            edus[span.last as usize].end,
+        ];
         let (kind, level, title) = match node {
             Some(id) => {
                 let n = self.node(id);
-                (
-                    NodeKind::from(&n.kind).name(),
-                    n.level.to_native(),
-                    Some(n.title.to_string()),
-                )
+                (n.kind.name(), n.level, Some(n.title.clone()))
             }
             None => ("edu", self.level(candidate), None),
         };
@@ -223,9 +214,9 @@ impl<'a> View<'a> {
             title,
             edus: [span.first, span.last],
             bytes,
-            tokens: self.tokens.tokens(span),
+            tokens: self.loaded.tokens.tokens(span),
             score: candidate.score,
-            text: self.text[bytes[0] as usize..bytes[1] as usize].to_owned(),
+            text: self.document().text[bytes[0] as usize..bytes[1] as usize].to_owned(),
         }
     }
 }
@@ -242,77 +233,10 @@ fn normalised(mut hits: Vec<FullTextHit>) -> Vec<FullTextHit> {
 }
 
 fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Selection> {
-    // Seed (or scan): which documents and spans are in play.
-    let timer = Timer::start();
-    let scope: Option<Vec<&str>> = plan
-        .docs
-        .as_ref()
-        .map(|ids| ids.iter().map(String::as_str).collect());
-    let (node_hits, edu_hits, doc_ids) = match &plan.seed {
+    let seeded = match &plan.seed {
         Some(text) => {
-            let by_limit = if plan.limit == usize::MAX {
-                0
-            } else {
-                plan.limit.saturating_mul(8)
-            };
-            let by_budget = plan.budget.map_or(0, |b| (b / 8) as usize);
-            let wanted = by_limit
-                .max(by_budget)
-                .clamp(MIN_SEED_CANDIDATES, MAX_SEED_CANDIDATES);
-            let reader = db.full_text();
-            let node_hits = if plan.docs.as_ref().is_some_and(Vec::is_empty) {
-                Vec::new()
-            } else {
-                normalised(reader.rank(text, Target::Nodes, scope.as_deref(), wanted)?)
-            };
-            let edu_hits = if plan.output == Output::Nodes || node_hits.is_empty() {
-                Vec::new()
-            } else {
-                normalised(reader.rank(text, Target::Edus, scope.as_deref(), wanted)?)
-            };
-            let mut ids: Vec<String> = node_hits
-                .iter()
-                .chain(&edu_hits)
-                .map(|h| h.doc.clone())
-                .collect();
-            ids.sort_unstable();
-            ids.dedup();
-            (node_hits, edu_hits, ids)
-        }
-        None => (
-            Vec::new(),
-            Vec::new(),
-            match &plan.docs {
-                Some(ids) => ids.clone(),
-                None => db.documents()?.into_iter().map(|m| m.id).collect(),
-            },
-        ),
-    };
-    let stored: Vec<StoredDoc> = doc_ids
-        .iter()
-        .map(|id| db.document(id))
-        .collect::<Result<_>>()?;
-    let views: Vec<View<'_>> = doc_ids
-        .iter()
-        .zip(&stored)
-        .map(|(id, s)| View::new(id.clone(), s))
-        .collect::<Result<_>>()?;
-    let index: HashMap<&str, usize> = doc_ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| (id.as_str(), i))
-        .collect();
-    let to_candidate = |hit: &FullTextHit| Candidate {
-        doc: index[hit.doc.as_str()],
-        node: hit.node,
-        span: hit.span,
-        score: hit.score,
-    };
-    let node_candidates: Vec<Candidate> = node_hits.iter().map(to_candidate).collect();
-    let edu_candidates: Vec<Candidate> = edu_hits.iter().map(to_candidate).collect();
-    let mut candidates = match &plan.seed {
-        Some(text) => {
-            let rows = node_candidates.len() + edu_candidates.len();
+            let timer = Timer::start();
+            let seeded = seed(db, plan, text)?;
             timer.stop(
                 stages,
                 "seed",
@@ -321,13 +245,50 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
                     text.replace('\'', "''"),
                     plan.scope_text
                 ),
-                (0, rows),
+                (0, seeded.nodes.len() + seeded.edus.len()),
             );
+            Some(seeded)
+        }
+        None => None,
+    };
+    // Load: the documents in play, read in place.
+    let timer = Timer::start();
+    let doc_ids = match (&seeded, &plan.docs) {
+        (Some(seeded), _) => seeded.documents(),
+        (None, Some(ids)) => ids.clone(),
+        (None, None) => db.documents()?.into_iter().map(|m| m.id).collect(),
+    };
+    let views: Vec<View> = doc_ids
+        .iter()
+        .map(|id| View::load(db, id))
+        .collect::<Result<_>>()?;
+    let passing = seeded.as_ref().map_or(0, |s| s.nodes.len() + s.edus.len());
+    timer.stop(
+        stages,
+        "load",
+        format!("{} documents read from the store", views.len()),
+        (passing, passing),
+    );
+    let mut candidates = match seeded {
+        Some(seeded) => {
+            let index: HashMap<&str, usize> = doc_ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| (id.as_str(), i))
+                .collect();
+            let to_candidate = |hit: &FullTextHit| Candidate {
+                doc: index[hit.doc.as_str()],
+                node: hit.node,
+                span: hit.span,
+                score: hit.score,
+            };
+            let nodes: Vec<Candidate> = seeded.nodes.iter().map(to_candidate).collect();
+            let edus: Vec<Candidate> = seeded.edus.iter().map(to_candidate).collect();
             match plan.traverse {
                 Some((threshold, depth)) => {
                     let timer = Timer::start();
-                    let (walked, visited) =
-                        traverse(&views, &node_candidates, &edu_candidates, threshold, depth);
+                    let rows = nodes.len() + edus.len();
+                    let (walked, visited) = traverse(&views, &nodes, &edus, threshold, depth);
                     timer.stop(
                         stages,
                         "traverse",
@@ -339,10 +300,11 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
                     );
                     walked
                 }
-                None => node_candidates.into_iter().chain(edu_candidates).collect(),
+                None => nodes.into_iter().chain(edus).collect(),
             }
         }
         None => {
+            let timer = Timer::start();
             let scanned = scan(&views, plan.output != Output::Nodes);
             timer.stop(
                 stages,
@@ -391,7 +353,7 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
             .then(a.span.first.cmp(&b.span.first))
             .then(b.span.len().cmp(&a.span.len()))
     });
-    let tokens: Vec<&TokenPrefix> = views.iter().map(|v| &v.tokens).collect();
+    let tokens: Vec<&TokenPrefix> = views.iter().map(|v| &v.loaded.tokens).collect();
     let picked = select(
         &candidates,
         &tokens,
@@ -434,11 +396,81 @@ fn limit_text(limit: usize) -> String {
     }
 }
 
+/// What a seed found: node and EDU hits, each ranking normalised by its best.
+struct Seeded {
+    nodes: Vec<FullTextHit>,
+    edus: Vec<FullTextHit>,
+}
+
+impl Seeded {
+    /// The documents the hits fall in, sorted, each once.
+    fn documents(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .nodes
+            .iter()
+            .chain(&self.edus)
+            .map(|h| h.doc.clone())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
+/// Ranks nodes and EDUs in scope by BM25 against `text`, fetching
+/// `max(64, 8 × LIMIT, BUDGET / 8)` of each, capped at 10,000.
+fn seed(db: &Db, plan: &SelectPlan, text: &str) -> Result<Seeded> {
+    let by_limit = if plan.limit == usize::MAX {
+        0
+    } else {
+        plan.limit.saturating_mul(8)
+    };
+    let by_budget = plan.budget.map_or(0, |b| (b / 8) as usize);
+    let wanted = by_limit
+        .max(by_budget)
+        .clamp(MIN_SEED_CANDIDATES, MAX_SEED_CANDIDATES);
+    if plan.docs.as_ref().is_some_and(Vec::is_empty) {
+        return Ok(Seeded {
+            nodes: Vec::new(),
+            edus: Vec::new(),
+        });
+    }
+    let scope: Option<Vec<&str>> = plan
+        .docs
+        .as_ref()
+        .map(|ids| ids.iter().map(String::as_str).collect());
+    let reader = db.full_text();
+    let rank = |target| reader.rank(text, target, scope.as_deref(), wanted);
+    if plan.output == Output::Nodes {
+        return Ok(Seeded {
+            nodes: normalised(rank(Target::Nodes)?),
+            edus: Vec::new(),
+        });
+    }
+    // The two rankings are independent searches: run them side by side.
+    let (nodes, edus) = std::thread::scope(|scope| {
+        let edus = scope.spawn(|| rank(Target::Edus));
+        let nodes = rank(Target::Nodes);
+        let edus = edus
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (nodes, edus)
+    });
+    let nodes = normalised(nodes?);
+    // No node matched: no EDU can either (node texts cover every EDU).
+    let edus = if nodes.is_empty() {
+        Vec::new()
+    } else {
+        normalised(edus?)
+    };
+    Ok(Seeded { nodes, edus })
+}
+
 /// Without a seed: every node (and EDU, when `edus`) in scope, score 0.
-fn scan(views: &[View<'_>], edus: bool) -> Vec<Candidate> {
+fn scan(views: &[View], edus: bool) -> Vec<Candidate> {
     let mut out = Vec::new();
     for (doc, view) in views.iter().enumerate() {
-        for id in 0..view.tree.nodes.len() as u32 {
+        for id in 0..view.document().tree.nodes.len() as u32 {
             out.push(Candidate {
                 doc,
                 node: Some(id),
@@ -447,7 +479,7 @@ fn scan(views: &[View<'_>], edus: bool) -> Vec<Candidate> {
             });
         }
         if edus {
-            out.extend((0..view.edus.len() as u32).map(|e| Candidate {
+            out.extend((0..view.document().edus.len() as u32).map(|e| Candidate {
                 doc,
                 node: None,
                 span: Span::new(e, e),
@@ -466,7 +498,7 @@ fn scan(views: &[View<'_>], edus: bool) -> Vec<Candidate> {
 /// contributes its best EDUs not covered by an explored child. Returns the
 /// candidates and the number of nodes visited.
 fn traverse(
-    views: &[View<'_>],
+    views: &[View],
     nodes: &[Candidate],
     edus: &[Candidate],
     threshold: f32,
@@ -513,7 +545,7 @@ fn traverse(
             visited += 1;
             let explored: Vec<u32> = view
                 .children(id)
-                .filter(|&c| depth.is_none_or(|d| view.node(c).level.to_native() <= d))
+                .filter(|&c| depth.is_none_or(|d| view.node(c).level <= d))
                 .filter(|&c| continues(c))
                 .collect();
             let mut own: Vec<(u32, f32)> = in_span(view.span_of(id))
@@ -550,7 +582,7 @@ fn traverse(
     (out, visited)
 }
 
-fn matches(filter: &Filter, view: &View<'_>, candidate: &Candidate) -> bool {
+fn matches(filter: &Filter, view: &View, candidate: &Candidate) -> bool {
     match filter {
         Filter::Level(op, level) => {
             let actual = view.level(candidate);
@@ -564,7 +596,7 @@ fn matches(filter: &Filter, view: &View<'_>, candidate: &Candidate) -> bool {
             }
         }
         Filter::Kind(equal, kind) => {
-            let actual = candidate.node.map(|n| NodeKind::from(&view.node(n).kind));
+            let actual = candidate.node.map(|n| view.node(n).kind);
             (actual == *kind) == *equal
         }
         Filter::Title(regex) => candidate
@@ -578,7 +610,7 @@ fn matches(filter: &Filter, view: &View<'_>, candidate: &Candidate) -> bool {
 }
 
 /// Grows one candidate structurally; its score is kept.
-fn expand(view: &View<'_>, candidate: &Candidate, growth: Growth) -> Candidate {
+fn expand(view: &View, candidate: &Candidate, growth: Growth) -> Candidate {
     let whole_node = |id: u32| Candidate {
         node: Some(id),
         span: view.span_of(id),
@@ -592,13 +624,11 @@ fn expand(view: &View<'_>, candidate: &Candidate, growth: Growth) -> Candidate {
     match (growth, candidate.node) {
         (Growth::Subtree, Some(_)) => *candidate,
         (Growth::Subtree | Growth::Parent, None) => whole_node(view.innermost(candidate.span)),
-        (Growth::Parent, Some(id)) => {
-            whole_node(view.node(id).parent.as_ref().map_or(id, |p| p.to_native()))
-        }
-        (Growth::Siblings, Some(id)) => match view.node(id).parent.as_ref() {
+        (Growth::Parent, Some(id)) => whole_node(view.node(id).parent.unwrap_or(id)),
+        (Growth::Siblings, Some(id)) => match view.node(id).parent {
             None => *candidate,
             Some(parent) => {
-                let siblings: Vec<u32> = view.children(parent.to_native()).collect();
+                let siblings: Vec<u32> = view.children(parent).collect();
                 let at = siblings.iter().position(|&s| s == id).unwrap_or(0);
                 let first = siblings[at.saturating_sub(1)];
                 let last = siblings[(at + 1).min(siblings.len() - 1)];
@@ -623,7 +653,7 @@ fn expand(view: &View<'_>, candidate: &Candidate, growth: Growth) -> Candidate {
 }
 
 /// Orders picks and reads their text.
-fn linearise(views: &[View<'_>], mut picks: Vec<Candidate>, order: Order) -> Vec<Item> {
+fn linearise(views: &[View], mut picks: Vec<Candidate>, order: Order) -> Vec<Item> {
     match order {
         Order::Position => {
             let mut best = vec![f32::NEG_INFINITY; views.len()];

@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::tree::Tree;
 
 pub mod ast;
+pub(crate) mod cache;
 pub mod error;
 mod exec;
 pub mod lexer;

@@ -1,0 +1,236 @@
+//! Documents that queries read, kept deserialised between queries with
+//! their token prefix sums, so a service asking many questions of the same
+//! store validates and decodes each document once, not once per query.
+//!
+//! Bounded by an estimate of the bytes the documents occupy, least recently
+//! used first out. Writers invalidate a document after committing it; a
+//! read that raced with a write is returned but not cached (see
+//! [`DocumentCache::get_or_load`]), so the cache never serves a version
+//! older than the store's.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lru::LruCache;
+
+use super::select::TokenPrefix;
+use crate::document::{Document, Edu, Node};
+use crate::error::Result;
+
+/// Default bound on cached document bytes.
+pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A document ready for query execution.
+#[derive(Debug)]
+pub struct CachedDocument {
+    /// The whole document.
+    pub document: Document,
+    /// Prefix sums of its EDUs' token counts.
+    pub tokens: TokenPrefix,
+}
+
+impl CachedDocument {
+    /// Wraps `document`, computing its token prefix sums.
+    pub fn new(document: Document) -> CachedDocument {
+        let tokens = TokenPrefix::new(document.edus.iter().map(|e| e.tokens));
+        CachedDocument { document, tokens }
+    }
+
+    /// Approximate heap bytes held.
+    fn bytes(&self) -> usize {
+        let doc = &self.document;
+        let nodes: usize = doc
+            .tree
+            .nodes
+            .iter()
+            .map(|n| size_of::<Node>() + n.title.len() + n.children.len() * size_of::<u32>())
+            .sum();
+        doc.text.len() + doc.edus.len() * (size_of::<Edu>() + size_of::<u64>()) + nodes
+    }
+}
+
+/// A bounded, thread-safe cache of [`CachedDocument`]s by id.
+#[derive(Debug)]
+pub struct DocumentCache {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    entries: LruCache<String, Arc<CachedDocument>>,
+    bytes: usize,
+    capacity: usize,
+    /// Bumped by every invalidation; a load that saw it change is not kept.
+    generation: u64,
+}
+
+impl DocumentCache {
+    /// An empty cache holding at most about `capacity` bytes (0 disables it).
+    pub fn new(capacity: usize) -> DocumentCache {
+        DocumentCache {
+            inner: Mutex::new(Inner {
+                entries: LruCache::unbounded(),
+                bytes: 0,
+                capacity,
+                generation: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // The cache holds no invariant a panicking holder could break
+        // halfway that matters beyond a stale byte count; keep serving.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The cached document `id`, or the one `load` reads (kept when no
+    /// invalidation happened meanwhile). `load` returns `None` for a
+    /// document that does not exist.
+    pub fn get_or_load(
+        &self,
+        id: &str,
+        load: impl FnOnce() -> Result<Option<Document>>,
+    ) -> Result<Option<Arc<CachedDocument>>> {
+        let generation = {
+            let mut inner = self.lock();
+            if let Some(hit) = inner.entries.get(id) {
+                return Ok(Some(Arc::clone(hit)));
+            }
+            inner.generation
+        };
+        let Some(document) = load()? else {
+            return Ok(None);
+        };
+        let loaded = Arc::new(CachedDocument::new(document));
+        let mut inner = self.lock();
+        if inner.generation == generation {
+            inner.insert(id, Arc::clone(&loaded));
+        }
+        Ok(Some(loaded))
+    }
+
+    /// Forgets document `id`; call after its new version (or its removal)
+    /// is committed to the store.
+    pub fn invalidate(&self, id: &str) {
+        let mut inner = self.lock();
+        inner.generation += 1;
+        if let Some(old) = inner.entries.pop(id) {
+            inner.bytes -= old.bytes();
+        }
+    }
+
+    /// Changes the bound, evicting as needed (0 disables the cache).
+    pub fn set_capacity(&self, capacity: usize) {
+        let mut inner = self.lock();
+        inner.capacity = capacity;
+        inner.evict();
+    }
+
+    /// Documents and estimated bytes held.
+    pub fn usage(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.entries.len(), inner.bytes)
+    }
+}
+
+impl Inner {
+    fn insert(&mut self, id: &str, document: Arc<CachedDocument>) {
+        self.bytes += document.bytes();
+        if let Some(old) = self.entries.put(id.to_owned(), document) {
+            self.bytes -= old.bytes();
+        }
+        self.evict();
+    }
+
+    fn evict(&mut self) {
+        while self.bytes > self.capacity {
+            match self.entries.pop_lru() {
+                Some((_, old)) => self.bytes -= old.bytes(),
+                None => break,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::document::Format;
+    use crate::ingest::analyze;
+
+    fn document(id: &str, text: &str) -> Document {
+        analyze(id, text.to_owned(), Format::Text).unwrap()
+    }
+
+    #[test]
+    fn a_document_is_loaded_once_then_served_from_the_cache() {
+        let cache = DocumentCache::new(DEFAULT_CACHE_BYTES);
+        let loads = Cell::new(0);
+        let load = || {
+            loads.set(loads.get() + 1);
+            Ok(Some(document("a", "One sentence here. Another one there.")))
+        };
+        let first = cache.get_or_load("a", load).unwrap().unwrap();
+        let second = cache.get_or_load("a", load).unwrap().unwrap();
+        assert_eq!(loads.get(), 1);
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(
+            first.tokens.tokens(first.document.tree.nodes[0].span),
+            first.document.meta.tokens
+        );
+        assert!(cache.get_or_load("missing", || Ok(None)).unwrap().is_none());
+    }
+
+    #[test]
+    fn invalidation_drops_an_entry_and_a_racing_load_is_not_kept() {
+        let cache = DocumentCache::new(DEFAULT_CACHE_BYTES);
+        cache
+            .get_or_load("a", || Ok(Some(document("a", "Old text."))))
+            .unwrap();
+        cache.invalidate("a");
+        assert_eq!(cache.usage(), (0, 0));
+        // A write commits while this read is in flight: the (possibly old)
+        // version read is returned but not cached.
+        let raced = cache
+            .get_or_load("a", || {
+                cache.invalidate("a");
+                Ok(Some(document("a", "Maybe old text.")))
+            })
+            .unwrap();
+        assert!(raced.is_some());
+        assert_eq!(cache.usage().0, 0);
+        let fresh = cache
+            .get_or_load("a", || Ok(Some(document("a", "New text."))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(fresh.document.text, "New text.");
+    }
+
+    #[test]
+    fn the_byte_bound_evicts_least_recently_used_first() {
+        let sentence = "A sentence of some length for the cache to hold. ";
+        let one = CachedDocument::new(document("x", &sentence.repeat(20))).bytes();
+        let cache = DocumentCache::new(2 * one + one / 2);
+        for id in ["a", "b", "c"] {
+            cache
+                .get_or_load(id, || Ok(Some(document(id, &sentence.repeat(20)))))
+                .unwrap();
+        }
+        let (count, bytes) = cache.usage();
+        assert_eq!(count, 2);
+        assert!(bytes <= 2 * one + one / 2);
+        let reloaded = Cell::new(false);
+        cache
+            .get_or_load("a", || {
+                reloaded.set(true);
+                Ok(Some(document("a", &sentence.repeat(20))))
+            })
+            .unwrap();
+        assert!(reloaded.get(), "the oldest entry was evicted");
+        cache.set_capacity(0);
+        assert_eq!(cache.usage(), (0, 0));
+    }
+}
