@@ -3,6 +3,8 @@
 //! heading each): a typical SEED+BUDGET query and a TRAVERSE query, against
 //! a plain tantivy BM25 top-10 (with the hits' stored text) over the same
 //! EDU texts in the same run. The medians are printed as ratios to tantivy.
+//! The edudb queries run with the document cache warm (a service asking many
+//! questions of one store), and once more with the cache off.
 //!
 //! `cargo bench --bench query` (add `-- --quick` for a short run).
 
@@ -154,6 +156,15 @@ fn bench_query(c: &mut Criterion) {
             })
         });
     }
+    // The same query with every document decoded afresh: the first query
+    // that touches a document, or a store much larger than the cache.
+    db.set_document_cache_bytes(0);
+    group.bench_function("seed_budget_512_uncached", |b| {
+        b.iter(|| {
+            let params = Params::new().text("q", next_question(&counter));
+            seed_budget.run(&db, &params).unwrap()
+        })
+    });
     group.finish();
 }
 
@@ -165,7 +176,11 @@ fn main() {
     common::print_ratios(
         GROUP,
         "tantivy_top10",
-        &["seed_budget_512", "traverse_budget_512"],
+        &[
+            "seed_budget_512",
+            "traverse_budget_512",
+            "seed_budget_512_uncached",
+        ],
         run_started,
     );
 }
