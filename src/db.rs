@@ -10,22 +10,26 @@ use std::collections::HashMap;
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use crate::document::{DocMeta, Document, EduKind, Span};
+use crate::document::{DocMeta, DocVectors, Document, EduKind, Span};
+use crate::embed::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{Error, Result};
 use crate::fulltext::{FullText, FullTextReader};
 use crate::ingest::{IngestOptions, analyze, decode, detect_format};
 use crate::progress::{CancelToken, Progress};
 use crate::query::cache::{CachedDocument, DEFAULT_CACHE_BYTES, DocumentCache};
+use crate::rank::{RankedHit, Target};
 use crate::sources::{Origin, Source};
 use crate::store::{FORMAT_VERSION, Store, StoredDoc};
 use crate::tree::Tree;
+use crate::vectors::{VectorCounts, VectorIndex};
 
 const LOCK_FILE: &str = "LOCK";
 const STORE_DIR: &str = "sled";
 const FULLTEXT_DIR: &str = "fulltext";
+const VECTORS_DIR: &str = "vectors";
 
 /// An open edudb store.
 #[derive(Debug)]
@@ -37,6 +41,11 @@ pub struct Db {
     reader: FullTextReader,
     /// Documents queries read, kept between queries.
     documents: DocumentCache,
+    /// The store's embedder and the configuration it was built from.
+    embedder: Box<dyn Embedder>,
+    embedder_config: EmbedderConfig,
+    /// The vector index, loaded on first use (see [`Db::vector_index`]).
+    vectors: RwLock<Option<VectorIndex>>,
     /// Held for the lifetime of the `Db`; the OS releases it on exit or crash.
     _lock: File,
 }
@@ -147,6 +156,15 @@ pub struct CheckReport {
     pub documents: usize,
     /// Full-text entries.
     pub fulltext_entries: u64,
+    /// Node and EDU vectors stored (and checked against the documents'
+    /// shapes); `dead` is 0. The graph over them is derived state and is
+    /// not built by a check.
+    pub vectors: VectorCounts,
+    /// The change the persisted vector graph reflects (0: never built); it
+    /// catches up with [`CheckReport::last_change`] on its next use.
+    pub vector_graph_change: u64,
+    /// The store's latest change.
+    pub last_change: u64,
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -156,19 +174,41 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
+/// How [`Db::open_with`] opens a store.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Create the store when the directory is absent or empty.
+    pub create: bool,
+    /// The embedder: for a new store, the one it is built with (default:
+    /// the hashed n-gram embedder); for an existing store, it must have the
+    /// identity the store was built with (`None`: the recorded one).
+    pub embedder: Option<EmbedderConfig>,
+}
+
 impl Db {
     /// Opens an existing store; [`Error::NoStore`] when the directory is
     /// absent or empty, [`Error::NotAStore`] when it holds something else.
     pub fn open(dir: impl AsRef<Path>) -> Result<Db> {
-        Db::open_dir(dir.as_ref(), false)
+        Db::open_with(dir, &OpenOptions::default())
     }
 
     /// Opens the store at `dir`, creating it when absent.
     pub fn create(dir: impl AsRef<Path>) -> Result<Db> {
-        Db::open_dir(dir.as_ref(), true)
+        Db::open_with(
+            dir,
+            &OpenOptions {
+                create: true,
+                ..OpenOptions::default()
+            },
+        )
     }
 
-    fn open_dir(dir: &Path, create: bool) -> Result<Db> {
+    /// Opens (or, with `options.create`, creates) the store at `dir` with
+    /// the given embedder; [`Error::EmbedderMismatch`] when the store's
+    /// vectors were made by a different one.
+    pub fn open_with(dir: impl AsRef<Path>, options: &OpenOptions) -> Result<Db> {
+        let dir = dir.as_ref();
+        let create = options.create;
         // The lock file is written first when a store is created, so a
         // directory holding it is a store, possibly one whose creation was
         // interrupted; opening it completes the creation (it has no
@@ -227,12 +267,16 @@ impl Db {
                 (FullText::open(&fulltext_dir)?, true)
             }
         };
+        let (embedder, embedder_config) = store_embedder(&store, options.embedder.as_ref())?;
         let db = Db {
             dir: dir.to_owned(),
             store,
             reader: fulltext.reader(),
             fulltext: Mutex::new(fulltext),
             documents: DocumentCache::new(DEFAULT_CACHE_BYTES),
+            embedder,
+            embedder_config,
+            vectors: RwLock::new(None),
             _lock: lock,
         };
         db.catch_up(rebuild)?;
@@ -307,7 +351,162 @@ impl Db {
             }
         }
         fulltext.commit(last)?;
-        self.store.trim_log(last)
+        self.trim_log(last)
+    }
+
+    /// Drops change-log entries every derived index has applied, up to
+    /// `seq`. The vector index, when it has been built, holds the log back
+    /// to what it has persisted; when it has never been built, its first
+    /// build reads the whole store anyway.
+    fn trim_log(&self, seq: u64) -> Result<()> {
+        let vectors = VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR));
+        let upto = if vectors == 0 { seq } else { seq.min(vectors) };
+        self.store.trim_log(upto)
+    }
+
+    /// The store's embedder.
+    pub fn embedder(&self) -> &dyn Embedder {
+        self.embedder.as_ref()
+    }
+
+    /// The configuration of the store's embedder.
+    pub fn embedder_config(&self) -> &EmbedderConfig {
+        &self.embedder_config
+    }
+
+    /// The vector index, loaded (and caught up with the store) on first
+    /// use: commands that never search by vector never pay for loading it.
+    pub(crate) fn vector_index(&self) -> Result<RwLockReadGuard<'_, Option<VectorIndex>>> {
+        loop {
+            let guard = self
+                .vectors
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if guard.is_some() {
+                return Ok(guard);
+            }
+            drop(guard);
+            self.with_vector_index(|_| Ok(()))?;
+        }
+    }
+
+    /// Runs `f` on the loaded, caught-up vector index under the write lock.
+    fn with_vector_index<R>(&self, f: impl FnOnce(&mut VectorIndex) -> Result<R>) -> Result<R> {
+        let mut guard = self
+            .vectors
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            let mut index = VectorIndex::open(
+                &self.dir.join(VECTORS_DIR),
+                &self.embedder.identity(),
+                self.embedder.dimension(),
+            );
+            self.catch_up_vectors(
+                &mut index,
+                &crate::progress::NoProgress,
+                &CancelToken::new(),
+            )?;
+            *guard = Some(index);
+        }
+        let index = guard
+            .as_mut()
+            .ok_or_else(|| Error::Vectors("not loaded".into()))?;
+        f(index)
+    }
+
+    /// Brings the vector index up to the store's latest change: replays the
+    /// log past what it applied, or rebuilds it from the stored vectors
+    /// when the log no longer reaches back, it is ahead, or a quarter of
+    /// its entries are tombstones. Persists it when anything changed.
+    fn catch_up_vectors(
+        &self,
+        index: &mut VectorIndex,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<()> {
+        let applied = index.applied_seq();
+        let last = self.store.last_seq()?;
+        if applied == last && !index.needs_rebuild() {
+            return Ok(());
+        }
+        let ids: Vec<String> =
+            if applied > last || applied < self.store.trimmed_seq()? || index.needs_rebuild() {
+                tracing::info!("building the vector index from the stored vectors");
+                index.clear();
+                self.store.metas()?.into_iter().map(|m| m.id).collect()
+            } else {
+                tracing::info!("vector index catching up from change {applied} to {last}");
+                let mut ids: Vec<String> = self
+                    .store
+                    .changes_after(applied)?
+                    .into_iter()
+                    .map(|(_, id)| id)
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                ids
+            };
+        progress.start("vectors", ids.len() as u64);
+        let result = ids.iter().try_for_each(|id| -> Result<()> {
+            cancel.check()?;
+            self.index_vectors(index, id)?;
+            progress.advance(1, id);
+            Ok(())
+        });
+        progress.finish();
+        result?;
+        index.set_applied(last);
+        index.persist()?;
+        self.trim_log(last.min(self.fulltext().applied_seq()?))
+    }
+
+    /// Puts document `id`'s stored vectors into `index`, or removes it
+    /// from the index when the store no longer has it.
+    fn index_vectors(&self, index: &mut VectorIndex, id: &str) -> Result<()> {
+        match (self.store.get(id)?, self.store.vectors(id)?) {
+            (Some(stored), Some(vectors)) => index.replace(&stored.to_document()?, vectors.get()?),
+            (None, _) => {
+                index.remove(id);
+                Ok(())
+            }
+            (Some(_), None) => Err(Error::Invariant {
+                doc: id.to_owned(),
+                message: "vectors record missing".into(),
+            }),
+        }
+    }
+
+    /// The `k` nodes or EDUs whose vectors are nearest to `text`'s (cosine
+    /// similarity, best first), over the whole store. `exact` scores every
+    /// stored vector instead of searching the graph: slow, but the truth
+    /// the graph's recall is measured against.
+    pub fn nearest(
+        &self,
+        text: &str,
+        target: Target,
+        k: usize,
+        exact: bool,
+    ) -> Result<Vec<RankedHit>> {
+        let query = self.embedder.embed(&[text])?.pop().unwrap_or_default();
+        let guard = self.vector_index()?;
+        let Some(index) = guard.as_ref() else {
+            return Ok(Vec::new());
+        };
+        if exact {
+            index.search_exact(&self.store, target, &query, k, None)
+        } else {
+            index.search(&self.store, target, &query, k, None)
+        }
+    }
+
+    /// What the vector index holds (loading it if needed).
+    pub fn vector_counts(&self) -> Result<VectorCounts> {
+        Ok(self
+            .vector_index()?
+            .as_ref()
+            .map(VectorIndex::counts)
+            .unwrap_or_default())
     }
 
     /// Ingests `sources`: reads, decodes, analyses them on worker threads and
@@ -332,9 +531,12 @@ impl Db {
             .min(sources.len())
             .max(1);
         let next = AtomicUsize::new(0);
+        let mut written: Vec<String> = Vec::new();
         let outcome = std::thread::scope(|scope| -> Result<()> {
-            let (sender, receiver) =
-                std::sync::mpsc::sync_channel::<(usize, Result<Document>)>(workers * 2);
+            let (sender, receiver) = std::sync::mpsc::sync_channel::<(
+                usize,
+                Result<(Document, DocVectors)>,
+            )>(workers * 2);
             for _ in 0..workers {
                 let sender = sender.clone();
                 let next = &next;
@@ -344,7 +546,8 @@ impl Db {
                         let Some(source) = sources.get(index) else {
                             break;
                         };
-                        if sender.send((index, prepare(source, options))).is_err() {
+                        let prepared = prepare(source, options, self.embedder.as_ref());
+                        if sender.send((index, prepared)).is_err() {
                             break;
                         }
                     }
@@ -355,10 +558,11 @@ impl Db {
                 cancel.check()?;
                 let source = &sources[index];
                 match prepared {
-                    Ok(doc) => {
-                        self.store.put(&doc)?;
+                    Ok((doc, vectors)) => {
+                        self.store.put(&doc, &vectors)?;
                         self.documents.invalidate(&doc.meta.id);
                         fulltext.replace(&doc)?;
+                        written.push(doc.meta.id.clone());
                         report.documents.push(doc.meta);
                     }
                     Err(error) if error.is_user_error() => {
@@ -374,11 +578,12 @@ impl Db {
             cancel.check()
         });
         progress.finish();
-        if !report.documents.is_empty() {
+        if !written.is_empty() {
             let last = self.store.last_seq()?;
             fulltext.commit(last)?;
-            self.store.trim_log(last)?;
+            drop(fulltext);
             self.store.flush()?;
+            self.apply_to_vectors(&written, last)?;
         }
         outcome?;
         report.elapsed = started.elapsed();
@@ -510,8 +715,56 @@ impl Db {
         self.documents.invalidate(id);
         fulltext.remove(id);
         fulltext.commit(seq)?;
-        self.store.trim_log(seq)?;
-        self.store.flush()
+        drop(fulltext);
+        self.store.flush()?;
+        self.apply_to_vectors(&[id.to_owned()], seq)
+    }
+
+    /// Applies the store's current state of documents `ids` (changed up to
+    /// change `seq`) to the vector index when it is loaded. An index that
+    /// is not loaded is left alone: it catches up from the change log (or
+    /// rebuilds from the stored vectors) on its first use, so bulk ingest
+    /// does not pay for graph inserts until a vector search or
+    /// [`Db::reindex`] needs the graph. Persisting is deferred
+    /// ([`VectorIndex::persist_due`]; at the latest when the `Db` is
+    /// dropped): the change log is kept until it happens, so a crash before
+    /// it only means a replay on the next open.
+    fn apply_to_vectors(&self, ids: &[String], seq: u64) -> Result<()> {
+        let mut guard = self
+            .vectors
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(index) = guard.as_mut() else {
+            return Ok(());
+        };
+        if index.applied_seq() >= seq {
+            return Ok(());
+        }
+        for id in ids {
+            self.index_vectors(index, id)?;
+        }
+        index.set_applied(seq);
+        if index.needs_rebuild() {
+            index.clear();
+            self.catch_up_vectors(index, &crate::progress::NoProgress, &CancelToken::new())
+        } else if index.persist_due() {
+            index.persist()?;
+            self.trim_log(seq)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The change the vector graph reflects: the loaded one's, else the
+    /// persisted one's (0 when never built).
+    fn vector_graph_change(&self) -> u64 {
+        let loaded = self
+            .vectors
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(VectorIndex::applied_seq);
+        loaded.unwrap_or_else(|| VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR)))
     }
 
     /// Totals over the store.
@@ -531,7 +784,7 @@ impl Db {
         })
     }
 
-    /// Rebuilds the full-text index from the store.
+    /// Rebuilds the full-text and vector indexes from the store.
     pub fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<()> {
         let mut fulltext = self.fulltext();
         let metas = self.store.metas()?;
@@ -549,11 +802,16 @@ impl Db {
         progress.finish();
         result?;
         fulltext.commit(last)?;
-        self.store.trim_log(last)
+        drop(fulltext);
+        self.with_vector_index(|index| {
+            index.clear();
+            self.catch_up_vectors(index, progress, cancel)
+        })
     }
 
-    /// Validates every stored document and that the full-text index is
-    /// caught up with the store.
+    /// Validates every stored document, its stored vectors, and that the
+    /// full-text index is caught up with the store. The vector graph is
+    /// reported, not built.
     pub fn check(&self) -> Result<CheckReport> {
         let documents = self.store.check()?;
         let fulltext = self.fulltext();
@@ -564,19 +822,130 @@ impl Db {
                 message: format!("full-text index applied change {applied}, store is at {last}"),
             });
         }
+        drop(fulltext);
+        let metas = self.store.metas()?;
         Ok(CheckReport {
             documents,
             fulltext_entries: self.reader.entries(),
+            vectors: VectorCounts {
+                nodes: metas.iter().map(|m| m.nodes as usize).sum(),
+                edus: metas.iter().map(|m| m.edus as usize).sum(),
+                dead: 0,
+            },
+            vector_graph_change: self.vector_graph_change(),
+            last_change: last,
         })
     }
 }
 
-/// Reads, decodes and analyses one source.
-fn prepare(source: &Source, options: IngestOptions) -> Result<Document> {
+impl Drop for Db {
+    /// Persists vector-index changes not yet written (see
+    /// [`Db::apply_to_vectors`]); a failure only costs a replay next time.
+    fn drop(&mut self) {
+        let vectors = self
+            .vectors
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(Err(err)) = vectors
+            .as_mut()
+            .filter(|index| index.is_dirty())
+            .map(VectorIndex::persist)
+        {
+            tracing::warn!("vector index not persisted ({err}); it will catch up on open");
+        }
+    }
+}
+
+/// Reads, decodes and analyses one source, and embeds its nodes and EDUs.
+fn prepare(
+    source: &Source,
+    options: IngestOptions,
+    embedder: &dyn Embedder,
+) -> Result<(Document, DocVectors)> {
     let bytes = source.read()?;
     let text = decode(&source.name(), bytes, options.lossy)?;
     let format = options
         .format
         .unwrap_or_else(|| detect_format(source.path(), &text));
-    analyze(&source.id, text, format)
+    let doc = analyze(&source.id, text, format)?;
+    let vectors = embed_document(&doc, embedder)?;
+    Ok((doc, vectors))
+}
+
+/// One vector per tree node (its full-text representation: title, child
+/// titles, leading text) and per EDU (its text).
+fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<DocVectors> {
+    let representations: Vec<String> = doc
+        .tree
+        .nodes
+        .iter()
+        .map(|node| crate::fulltext::representation(doc, node))
+        .collect();
+    let node_texts: Vec<&str> = representations.iter().map(String::as_str).collect();
+    let edu_texts: Vec<&str> = doc
+        .edus
+        .iter()
+        .map(|e| &doc.text[e.start as usize..e.end as usize])
+        .collect();
+    let flatten = |rows: Vec<Vec<f32>>| -> Result<Vec<f32>> {
+        let dimension = embedder.dimension();
+        let mut flat = Vec::with_capacity(rows.len() * dimension);
+        for row in rows {
+            if row.len() != dimension {
+                return Err(EmbedError::Dimension {
+                    identity: embedder.identity(),
+                    expected: dimension,
+                    found: row.len(),
+                }
+                .into());
+            }
+            flat.extend(row);
+        }
+        Ok(flat)
+    };
+    Ok(DocVectors {
+        dimension: embedder.dimension() as u32,
+        nodes: flatten(embedder.embed(&node_texts)?)?,
+        edus: flatten(embedder.embed(&edu_texts)?)?,
+    })
+}
+
+/// The embedder for `store`: the one recorded in it, or `given` (which
+/// must have the recorded identity); a new store records `given` or the
+/// default.
+fn store_embedder(
+    store: &Store,
+    given: Option<&EmbedderConfig>,
+) -> Result<(Box<dyn Embedder>, EmbedderConfig)> {
+    let recorded: Option<EmbedderConfig> = store
+        .embedder_config()?
+        .map(|json| {
+            serde_json::from_str(&json).map_err(|e| Error::Corrupt {
+                key: "embedder".into(),
+                message: e.to_string(),
+            })
+        })
+        .transpose()?;
+    let mut config = given.or(recorded.as_ref()).cloned().unwrap_or_default();
+    let embedder = config.build()?;
+    if let EmbedderConfig::Http(http) = &mut config {
+        http.dimension = Some(embedder.dimension());
+    }
+    match (recorded, given) {
+        (None, _) => {
+            let json = serde_json::to_string(&config).map_err(|e| Error::Storage(e.to_string()))?;
+            store.set_embedder_config(&json)?;
+        }
+        (Some(recorded), Some(_)) => {
+            let stored = recorded.build()?.identity();
+            if stored != embedder.identity() {
+                return Err(Error::EmbedderMismatch {
+                    stored,
+                    given: embedder.identity(),
+                });
+            }
+        }
+        (Some(_), None) => {}
+    }
+    Ok((embedder, config))
 }

@@ -65,7 +65,17 @@ pub struct Edu {
 
 /// A closed range of EDU ids `[first, last]`.
 #[derive(
-    Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize,
+    Archive,
+    Serialize,
+    Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[rkyv(compare(PartialEq), derive(Debug, Clone, Copy, PartialEq, Eq))]
 pub struct Span {
@@ -207,4 +217,19 @@ pub struct Document {
     pub edus: Vec<Edu>,
     /// The structural tree, nodes in pre-order.
     pub tree: crate::tree::Tree,
+}
+
+/// The embedding vectors of one document, row-major: one row of
+/// `dimension` values per tree node (in node id order) and per EDU (in EDU
+/// id order). Stored beside the document in the same atomic batch, so the
+/// vector index can be rebuilt without embedding anything again.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[rkyv(derive(Debug))]
+pub struct DocVectors {
+    /// Length of every row.
+    pub dimension: u32,
+    /// `nodes × dimension` values.
+    pub nodes: Vec<f32>,
+    /// `edus × dimension` values.
+    pub edus: Vec<f32>,
 }

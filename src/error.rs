@@ -139,6 +139,22 @@ pub enum Error {
     /// The full-text index failed.
     #[error("full-text index: {0}")]
     FullText(String),
+    /// Embedding text failed; nothing that needed the vectors was written.
+    #[error(transparent)]
+    Embedding(#[from] crate::embed::EmbedError),
+    /// The store was built with a different embedder than the one given.
+    #[error(
+        "this store's vectors were made by embedder {stored}, not {given}; open it with the same embedder (or omit it to use the recorded one)"
+    )]
+    EmbedderMismatch {
+        /// The identity recorded in the store.
+        stored: String,
+        /// The identity of the embedder given.
+        given: String,
+    },
+    /// The vector index failed.
+    #[error("vector index: {0}")]
+    Vectors(String),
     /// Other I/O on the store directory failed.
     #[error("I/O on {path}: {source}")]
     Io {
@@ -158,6 +174,8 @@ impl Error {
             Error::Storage(_)
                 | Error::Corrupt { .. }
                 | Error::FullText(_)
+                | Error::Embedding(_)
+                | Error::Vectors(_)
                 | Error::Io { .. }
                 | Error::Invariant { .. }
         )

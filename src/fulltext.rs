@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
+use tantivy::query::{Bm25Weight, BooleanQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
@@ -24,6 +24,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term, doc};
 
 use crate::document::{Document, EduKind, Node, NodeKind, Span};
 use crate::error::{Error, Result};
+use crate::rank::{RankedHit, Target};
 
 /// Memory budget of the single indexing thread.
 const WRITER_MEMORY: usize = 64 * 1024 * 1024;
@@ -32,30 +33,10 @@ const NO_NODE: u64 = u64::MAX;
 /// Weight of a section-title match against an EDU-text match in `search`:
 /// a heading that names the query is the better answer.
 const TITLE_BOOST: f32 = 2.0;
+/// tantivy's BM25 term-frequency saturation constant.
+const TANTIVY_BM25_K1: f32 = 1.2;
 /// Tokens of leading text in a node's representation.
 const REPRESENTATIVE_TOKENS: u32 = 128;
-
-/// One ranked full-text hit.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FullTextHit {
-    /// Document id.
-    pub doc: String,
-    /// The node matched, or `None` for an EDU match.
-    pub node: Option<u32>,
-    /// EDUs covered: the EDU itself, or the node's span.
-    pub span: Span,
-    /// BM25 score.
-    pub score: f32,
-}
-
-/// What [`FullTextReader::rank`] scores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// Tree nodes, by their representation.
-    Nodes,
-    /// EDUs, by their text.
-    Edus,
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Fields {
@@ -253,7 +234,7 @@ impl FullTextReader {
 
     /// BM25 search in tantivy query syntax over EDU texts and section
     /// titles, best first.
-    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<FullTextHit>> {
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<RankedHit>> {
         let mut parser =
             QueryParser::for_index(&self.index, vec![self.fields.text, self.fields.title]);
         parser.set_field_boost(self.fields.title, TITLE_BOOST);
@@ -262,6 +243,14 @@ impl FullTextReader {
             message: e.to_string(),
         })?;
         self.top(&parsed, limit)
+    }
+
+    /// The field nodes or EDUs are ranked on.
+    fn field_of(&self, target: Target) -> Field {
+        match target {
+            Target::Nodes => self.fields.node_text,
+            Target::Edus => self.fields.text,
+        }
     }
 
     /// Ranks nodes or EDUs by BM25 against free `text` (any of its terms;
@@ -273,20 +262,9 @@ impl FullTextReader {
         target: Target,
         docs: Option<&[&str]>,
         limit: usize,
-    ) -> Result<Vec<FullTextHit>> {
-        let field = match target {
-            Target::Nodes => self.fields.node_text,
-            Target::Edus => self.fields.text,
-        };
-        let mut analyzer = self.index.tokenizer_for_field(field).map_err(fulltext)?;
-        let mut terms: Vec<Term> = Vec::new();
-        let mut stream = analyzer.token_stream(text);
-        while let Some(token) = stream.next() {
-            let term = Term::from_field_text(field, &token.text);
-            if !terms.contains(&term) {
-                terms.push(term);
-            }
-        }
+    ) -> Result<Vec<RankedHit>> {
+        let field = self.field_of(target);
+        let terms = self.terms(text, field)?;
         if terms.is_empty() {
             return Ok(Vec::new());
         }
@@ -318,7 +296,41 @@ impl FullTextReader {
         self.top(&within_docs, limit)
     }
 
-    fn top(&self, query: &dyn Query, limit: usize) -> Result<Vec<FullTextHit>> {
+    /// The BM25 score that [`FullTextReader::rank`] would give an entry of
+    /// average length containing each of `text`'s terms once: the sum of
+    /// the terms' idf. A fixed scale for a query's scores (a hit matching
+    /// only its common words scores a small fraction of it), where dividing
+    /// by the best hit would lift any weak match to 1. 0 when nothing is
+    /// indexed or `text` has no terms.
+    pub fn rank_ceiling(&self, text: &str, target: Target) -> Result<f32> {
+        let terms = self.terms(text, self.field_of(target))?;
+        let searcher = self.reader.searcher();
+        if terms.is_empty() || searcher.num_docs() == 0 {
+            return Ok(0.0);
+        }
+        // tantivy's `max_score` is idf × (1 + k1) (an entry saturated with
+        // the terms); one occurrence at average length scores idf.
+        let saturated = Bm25Weight::for_terms(&searcher, &terms)
+            .map_err(fulltext)?
+            .max_score();
+        Ok(saturated / (1.0 + TANTIVY_BM25_K1))
+    }
+
+    /// The distinct terms `field`'s analyser makes of `text`.
+    fn terms(&self, text: &str, field: Field) -> Result<Vec<Term>> {
+        let mut analyzer = self.index.tokenizer_for_field(field).map_err(fulltext)?;
+        let mut terms: Vec<Term> = Vec::new();
+        let mut stream = analyzer.token_stream(text);
+        while let Some(token) = stream.next() {
+            let term = Term::from_field_text(field, &token.text);
+            if !terms.contains(&term) {
+                terms.push(term);
+            }
+        }
+        Ok(terms)
+    }
+
+    fn top(&self, query: &dyn Query, limit: usize) -> Result<Vec<RankedHit>> {
         let searcher = self.reader.searcher();
         let top = searcher
             .search(query, &TopDocs::with_limit(limit.max(1)).order_by_score())
@@ -385,7 +397,7 @@ impl Columns {
 
     /// Reads one hit's coordinates and the dictionary ordinal of its
     /// document id (the hit's `doc` is left empty).
-    fn hit(&self, row: tantivy::DocId, score: f32) -> Result<(u64, FullTextHit)> {
+    fn hit(&self, row: tantivy::DocId, score: f32) -> Result<(u64, RankedHit)> {
         let number = |column: &tantivy::columnar::Column<u64>, name: &str| {
             column
                 .first(row)
@@ -399,7 +411,7 @@ impl Columns {
         let node = Some(number(&self.node, "node")?)
             .filter(|&n| n != NO_NODE)
             .map(|n| n as u32);
-        let hit = FullTextHit {
+        let hit = RankedHit {
             doc: String::new(),
             node,
             span: Span::new(
@@ -421,5 +433,38 @@ impl Columns {
             })
             .map_err(fulltext)?;
         Ok(ords.iter().copied().zip(names).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Format;
+
+    #[test]
+    fn the_rank_ceiling_keeps_a_common_word_match_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = FullText::open(dir.path()).unwrap();
+        let docs = [
+            (
+                "a",
+                "The oven bakes the loaf.\n\nThe garden is green.\n\nThe river runs fast.\n",
+            ),
+            ("b", "The sky is blue.\n\nThe dough rises slowly.\n"),
+        ];
+        for (id, text) in docs {
+            let doc = crate::ingest::analyze(id, text.into(), Format::Text).unwrap();
+            index.replace(&doc).unwrap();
+        }
+        index.commit(docs.len() as u64).unwrap();
+        let reader = index.reader();
+        let query = "the oven loaf";
+        let ceiling = reader.rank_ceiling(query, Target::Edus).unwrap();
+        let hits = reader.rank(query, Target::Edus, None, 10).unwrap();
+        assert_eq!(hits.len(), 5, "every EDU has 'the': {hits:?}");
+        let (best, weakest) = (hits[0].score / ceiling, hits[4].score / ceiling);
+        assert!(best > 0.6, "all terms once: {best}");
+        assert!(weakest < 0.25, "only 'the': {weakest}");
+        assert_eq!(reader.rank_ceiling("", Target::Edus).unwrap(), 0.0);
     }
 }

@@ -17,23 +17,29 @@
 
 pub mod db;
 pub mod document;
+pub mod embed;
 pub mod error;
 pub mod fulltext;
 pub mod ingest;
 pub mod layout;
 pub mod progress;
 pub mod query;
+pub mod rank;
 pub mod segment;
 pub mod sources;
 pub mod store;
 pub mod tokens;
 pub mod tree;
+pub mod vectors;
 
-pub use db::{CheckReport, Db, EduText, IngestFailure, IngestReport, SearchHit, Stats};
+pub use db::{
+    CheckReport, Db, EduText, IngestFailure, IngestReport, OpenOptions, SearchHit, Stats,
+};
 pub use document::{DocMeta, Document, Edu, EduKind, Format, Node, NodeKind, Span};
 pub use error::{Error, Result};
 pub use ingest::IngestOptions;
 pub use progress::{CancelToken, NoProgress, Progress};
 pub use query::{Item, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
+pub use rank::{RankedHit, Target};
 pub use sources::Source;
 pub use tree::{Tree, TreeBuilder};

@@ -1,9 +1,10 @@
 //! The storage seam: the only module that calls sled. Everything the store
 //! persists goes through [`Store`], whose invariants are tested here:
 //!
-//! - a document is four records (meta, text, EDUs, tree) written with one
-//!   change-log entry in one atomic batch, so after a crash it is entirely
-//!   present or entirely absent;
+//! - a document is five records (meta, text, EDUs, tree, vectors) written
+//!   with one change-log entry in one atomic batch, so after a crash it is
+//!   entirely present or entirely absent;
+//! - the store records which embedder made its vectors;
 //! - every change gets a sequence number in the log, which derived indexes
 //!   replay to catch up;
 //! - records are rkyv archives, validated on access and read in place
@@ -16,12 +17,14 @@ use std::path::Path;
 use rkyv::rancor::BoxedError;
 use rkyv::vec::ArchivedVec;
 
-use crate::document::{ArchivedDocMeta, ArchivedEdu, DocMeta, Document, Edu};
+use crate::document::{
+    ArchivedDocMeta, ArchivedDocVectors, ArchivedEdu, DocMeta, DocVectors, Document, Edu,
+};
 use crate::error::{Error, Result};
 use crate::tree::{ArchivedTree, Tree};
 
 /// Version of the on-disk layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// How long [`Store::open`] waits for a previous in-process `Store` on the
 /// same path to release sled's file lock.
@@ -30,18 +33,24 @@ const SLED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 const VERSION_KEY: &[u8] = b"\0version";
 const SEQ_KEY: &[u8] = b"\0seq";
 const TRIMMED_KEY: &[u8] = b"\0trimmed";
+const EMBEDDER_KEY: &[u8] = b"\0embedder";
 const META: u8 = b'M';
 const TEXT: u8 = b'T';
 const EDUS: u8 = b'E';
 const TREE: u8 = b'N';
+const VECTORS: u8 = b'V';
 const LOG: u8 = b'L';
-const RECORDS: [u8; 4] = [META, TEXT, EDUS, TREE];
+const RECORDS: [u8; 5] = [META, TEXT, EDUS, TREE, VECTORS];
 
 /// The persistent document store.
 #[derive(Debug)]
 pub struct Store {
     db: sled::Db,
 }
+
+/// One document's vectors, read in place from the store's buffer.
+#[derive(Debug, Clone)]
+pub struct StoredVectors(sled::IVec);
 
 /// One stored document, read in place from the store's buffers.
 #[derive(Debug, Clone)]
@@ -155,9 +164,26 @@ impl Store {
         read_u64(self.db.get(TRIMMED_KEY).map_err(storage)?, "trimmed")
     }
 
-    /// Writes `doc` (replacing any document with its id) in one atomic
-    /// batch; returns the change's sequence number.
-    pub fn put(&self, doc: &Document) -> Result<u64> {
+    /// The embedder configuration recorded for this store, if any.
+    pub fn embedder_config(&self) -> Result<Option<String>> {
+        Ok(self
+            .db
+            .get(EMBEDDER_KEY)
+            .map_err(storage)?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Records the store's embedder configuration (durably).
+    pub fn set_embedder_config(&self, config: &str) -> Result<()> {
+        self.db
+            .insert(EMBEDDER_KEY, config.as_bytes())
+            .map_err(storage)?;
+        self.flush()
+    }
+
+    /// Writes `doc` and its vectors (replacing any document with its id) in
+    /// one atomic batch; returns the change's sequence number.
+    pub fn put(&self, doc: &Document, vectors: &DocVectors) -> Result<u64> {
         let id = &doc.meta.id;
         let seq = self.last_seq()? + 1;
         let mut batch = sled::Batch::default();
@@ -165,6 +191,7 @@ impl Store {
         batch.insert(key(TEXT, id), doc.text.as_bytes());
         batch.insert(key(EDUS, id), archive(&doc.edus)?.as_slice());
         batch.insert(key(TREE, id), archive(&doc.tree)?.as_slice());
+        batch.insert(key(VECTORS, id), archive(vectors)?.as_slice());
         batch.insert(&log_key(seq), id.as_bytes());
         batch.insert(SEQ_KEY, &seq.to_be_bytes());
         self.db.apply_batch(batch).map_err(storage)?;
@@ -191,7 +218,7 @@ impl Store {
     /// The stored document with this id, if any.
     pub fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
         let mut records = Vec::with_capacity(4);
-        for kind in RECORDS {
+        for kind in [META, TEXT, EDUS, TREE] {
             match self.db.get(key(kind, id)).map_err(storage)? {
                 Some(value) => records.push(value),
                 None if kind == META => return Ok(None),
@@ -214,6 +241,16 @@ impl Store {
         };
         doc.meta()?;
         Ok(Some(doc))
+    }
+
+    /// The vectors of the document with this id, if it exists.
+    pub fn vectors(&self, id: &str) -> Result<Option<StoredVectors>> {
+        let Some(value) = self.db.get(key(VECTORS, id)).map_err(storage)? else {
+            return Ok(None);
+        };
+        let vectors = StoredVectors(value);
+        vectors.get()?;
+        Ok(Some(vectors))
     }
 
     /// Metadata of every document, in id order.
@@ -268,11 +305,12 @@ impl Store {
         self.db.size_on_disk().map_err(storage)
     }
 
-    /// Checks the store's invariants: every document has all four records
+    /// Checks the store's invariants: every document has all five records
     /// and no record lacks its document; every document passes
-    /// [`StoredDoc::validate`]. Returns the number of documents checked.
+    /// [`StoredDoc::validate`] and has one vector per node and EDU. Returns
+    /// the number of documents checked.
     pub fn check(&self) -> Result<usize> {
-        for kind in [TEXT, EDUS, TREE] {
+        for kind in [TEXT, EDUS, TREE, VECTORS] {
             for entry in self.db.scan_prefix([kind]) {
                 let (record, _) = entry.map_err(storage)?;
                 let id = String::from_utf8_lossy(&record[1..]).into_owned();
@@ -291,8 +329,35 @@ impl Store {
                 message: "listed but not readable".into(),
             })?;
             doc.validate()?;
+            let vectors = self.vectors(&meta.id)?.ok_or_else(|| Error::Invariant {
+                doc: meta.id.clone(),
+                message: "vectors record missing".into(),
+            })?;
+            let v = vectors.get()?;
+            let dimension = v.dimension.to_native() as usize;
+            if v.nodes.len() != meta.nodes as usize * dimension
+                || v.edus.len() != meta.edus as usize * dimension
+            {
+                return Err(Error::Invariant {
+                    doc: meta.id.clone(),
+                    message: format!(
+                        "{} node and {} EDU vector values of dimension {dimension} for {} nodes and {} EDUs",
+                        v.nodes.len(),
+                        v.edus.len(),
+                        meta.nodes,
+                        meta.edus
+                    ),
+                });
+            }
         }
         Ok(metas.len())
+    }
+}
+
+impl StoredVectors {
+    /// The vectors, in place.
+    pub fn get(&self) -> Result<&ArchivedDocVectors> {
+        access::<ArchivedDocVectors>(&self.0, "vectors")
     }
 }
 
@@ -380,6 +445,19 @@ mod tests {
         analyze(id, text.to_owned(), Format::Markdown).unwrap()
     }
 
+    /// Vectors of the right shape for `doc` (dimension 2).
+    fn vectors(doc: &Document) -> DocVectors {
+        DocVectors {
+            dimension: 2,
+            nodes: vec![0.5; doc.tree.nodes.len() * 2],
+            edus: vec![0.25; doc.edus.len() * 2],
+        }
+    }
+
+    fn put(store: &Store, doc: &Document) -> u64 {
+        store.put(doc, &vectors(doc)).unwrap()
+    }
+
     fn keys_of(store: &Store, id: &str) -> usize {
         RECORDS
             .iter()
@@ -392,7 +470,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let original = doc("a", "# Title\n\nOne sentence here. Another one there.\n");
-        assert_eq!(store.put(&original).unwrap(), 1);
+        assert_eq!(put(&store, &original), 1);
         let stored = store.get("a").unwrap().unwrap();
         assert_eq!(stored.to_document().unwrap(), original);
         assert_eq!(stored.meta().unwrap().id.as_str(), "a");
@@ -404,16 +482,43 @@ mod tests {
         );
         stored.validate().unwrap();
         assert!(store.get("missing").unwrap().is_none());
+        let stored_vectors = store.vectors("a").unwrap().unwrap();
+        let v = stored_vectors.get().unwrap();
+        assert_eq!(v.dimension.to_native(), 2);
+        assert_eq!(v.edus.len(), original.edus.len() * 2);
+        assert_eq!(v.nodes[0].to_native(), 0.5);
+        assert!(store.vectors("missing").unwrap().is_none());
+    }
+
+    #[test]
+    fn embedder_config_is_recorded_and_vectors_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.embedder_config().unwrap(), None);
+        store.set_embedder_config("{\"kind\":\"hashed\"}").unwrap();
+        assert_eq!(
+            store.embedder_config().unwrap().as_deref(),
+            Some("{\"kind\":\"hashed\"}")
+        );
+        let a = doc("a", "Some text. More text.");
+        let mut short = vectors(&a);
+        short.edus.pop();
+        store.put(&a, &short).unwrap();
+        assert!(
+            matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "a" && message.contains("EDU vector"))
+        );
+        put(&store, &a);
+        assert_eq!(store.check().unwrap(), 1);
+        store.db.remove(key(VECTORS, "a")).unwrap();
+        assert!(matches!(store.check(), Err(Error::Invariant { .. })));
     }
 
     #[test]
     fn replace_and_remove_leave_no_stale_records() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        store.put(&doc("a", "First version of the text.")).unwrap();
-        store
-            .put(&doc("a", "# New\n\nSecond version. It is longer."))
-            .unwrap();
+        put(&store, &doc("a", "First version of the text."));
+        put(&store, &doc("a", "# New\n\nSecond version. It is longer."));
         assert_eq!(
             store.get("a").unwrap().unwrap().to_document().unwrap().text,
             "# New\n\nSecond version. It is longer."
@@ -429,8 +534,8 @@ mod tests {
     fn change_log_replays_and_trims() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        store.put(&doc("a", "Alpha text.")).unwrap();
-        store.put(&doc("b", "Beta text.")).unwrap();
+        put(&store, &doc("a", "Alpha text."));
+        put(&store, &doc("b", "Beta text."));
         store.remove("a").unwrap();
         assert_eq!(store.last_seq().unwrap(), 3);
         assert_eq!(
@@ -447,7 +552,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = Store::open(dir.path()).unwrap();
-            store.put(&doc("a", "Persisted text.")).unwrap();
+            put(&store, &doc("a", "Persisted text."));
             store.flush().unwrap();
         }
         let store = Store::open(dir.path()).unwrap();
@@ -485,7 +590,7 @@ mod tests {
     fn check_finds_orphans_and_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        store.put(&doc("a", "Some text.")).unwrap();
+        put(&store, &doc("a", "Some text."));
         store
             .db
             .insert(key(TEXT, "ghost"), b"orphan".as_slice())

@@ -552,10 +552,10 @@ fn errors_name_line_column_and_what_was_expected() {
             Some("did you mean section?"),
         ),
         (
-            "SELECT FROM * SEED HYBRID('x', 0.5)",
-            (1, 15),
-            "no vector index",
-            Some("use SEED BM25('...') for now"),
+            "SELECT FROM * SEED HYBRID('x', 1.5)",
+            (1, 32),
+            "HYBRID's alpha must be a number from 0 to 1",
+            None,
         ),
         (
             "SELECT FROM * SEED BM25('x') PROPAGATE STEPS 2",

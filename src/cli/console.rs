@@ -43,8 +43,7 @@ const COMMANDS: [(&str, &str); 6] = [
 
 /// Runs the console on the store at `path` until `.quit` or end of input.
 /// Reading from a pipe, a failed statement makes the exit code 1.
-pub fn run(path: &Path, format: OutputFormat) -> Result<ExitCode, Failure> {
-    let db = Db::open(path)?;
+pub fn run(db: Db, format: OutputFormat) -> Result<ExitCode, Failure> {
     let mut console = Console {
         db,
         format,

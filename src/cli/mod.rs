@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use edudb::{CancelToken, Db, Error, Format, IngestOptions, Params};
+use edudb::embed::EmbedderConfig;
+use edudb::embed::http::HttpConfig;
+use edudb::{CancelToken, Db, Error, Format, IngestOptions, OpenOptions, Params};
 use serde_json::json;
 
 mod bars;
@@ -32,8 +34,78 @@ struct Cli {
     /// Hide progress bars.
     #[arg(long, short, global = true)]
     quiet: bool,
+    #[command(flatten)]
+    embedder: EmbedderArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Which embedder makes the vectors. A new store records it; an existing
+/// store uses the recorded one unless these say otherwise (and then they
+/// must name the same model).
+#[derive(Debug, clap::Args)]
+struct EmbedderArgs {
+    /// Embedder: `hashed` (built in, no model) or `openai` (an
+    /// OpenAI-compatible /v1/embeddings server).
+    #[arg(long, global = true, env = "EDUDB_EMBEDDER", value_enum)]
+    embedder: Option<EmbedderKind>,
+    /// Vector length of the hashed embedder.
+    #[arg(long, global = true, default_value_t = edudb::embed::hashed::DEFAULT_DIMENSION)]
+    embed_dimension: usize,
+    /// Base URL of the embedding server, e.g. http://127.0.0.1:8080/v1.
+    #[arg(long, global = true, env = "EDUDB_EMBED_URL")]
+    embed_url: Option<String>,
+    /// Model name sent to the embedding server.
+    #[arg(long, global = true, env = "EDUDB_EMBED_MODEL")]
+    embed_model: Option<String>,
+    /// Name of the environment variable holding the server's API key.
+    #[arg(long, global = true)]
+    embed_key_env: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum EmbedderKind {
+    /// Hashed word and character n-grams.
+    Hashed,
+    /// An OpenAI-compatible embedding server.
+    Openai,
+}
+
+impl EmbedderArgs {
+    fn config(&self) -> edudb::Result<Option<EmbedderConfig>> {
+        Ok(match self.embedder {
+            None => None,
+            Some(EmbedderKind::Hashed) => Some(EmbedderConfig::Hashed {
+                dimension: self.embed_dimension,
+            }),
+            Some(EmbedderKind::Openai) => {
+                let need = |value: &Option<String>, flag: &str| {
+                    value
+                        .clone()
+                        .ok_or_else(|| Error::Usage(format!("--embedder openai needs {flag}")))
+                };
+                let mut config = HttpConfig::new(
+                    need(&self.embed_url, "--embed-url")?,
+                    need(&self.embed_model, "--embed-model")?,
+                );
+                config.api_key_env = self.embed_key_env.clone();
+                Some(EmbedderConfig::Http(config))
+            }
+        })
+    }
+}
+
+impl Cli {
+    /// Opens the store (creating it when `create`) with the chosen embedder.
+    fn open(&self, create: bool) -> edudb::Result<Db> {
+        Db::open_with(
+            &self.db,
+            &OpenOptions {
+                create,
+                embedder: self.embedder.config()?,
+            },
+        )
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -105,7 +177,7 @@ enum Command {
     },
     /// Show store totals.
     Stats,
-    /// Rebuild the full-text index from the store.
+    /// Rebuild the full-text and vector indexes from the store.
     Reindex,
     /// Validate every stored document and the index.
     Check,
@@ -205,7 +277,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
     let out = &mut anstream::stdout().lock();
     match &cli.command {
         Command::Init => {
-            let db = Db::create(&cli.db)?;
+            let db = cli.open(true)?;
             if cli.json {
                 render::json(out, &json!({ "path": db.path() }))?;
             } else {
@@ -219,7 +291,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             lossy,
         } => {
             let sources = edudb::sources::expand(paths, id.as_deref())?;
-            let db = Db::create(&cli.db)?;
+            let db = cli.open(true)?;
             let options = IngestOptions {
                 format: *format,
                 lossy: *lossy,
@@ -231,16 +303,16 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
                 return Ok(ExitCode::from(EXIT_USER));
             }
         }
-        Command::Docs => render::documents(out, &Db::open(&cli.db)?.documents()?, cli.json)?,
+        Command::Docs => render::documents(out, &cli.open(false)?.documents()?, cli.json)?,
         Command::Tree { doc, depth } => {
-            render::tree(out, &Db::open(&cli.db)?.tree(doc)?, *depth, cli.json)?
+            render::tree(out, &cli.open(false)?.tree(doc)?, *depth, cli.json)?
         }
         Command::Show { doc, range } => {
             let range = range.as_deref().map(parse_range).transpose()?;
-            render::edus(out, &Db::open(&cli.db)?.edus(doc, range)?, cli.json)?;
+            render::edus(out, &cli.open(false)?.edus(doc, range)?, cli.json)?;
         }
         Command::Search { query, limit } => {
-            let hits = Db::open(&cli.db)?.search(query, *limit as usize)?;
+            let hits = cli.open(false)?.search(query, *limit as usize)?;
             render::hits(out, &hits, cli.json)?;
         }
         Command::Query {
@@ -248,7 +320,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             format,
             params,
         } => {
-            let db = Db::open(&cli.db)?;
+            let db = cli.open(false)?;
             let result = db.query(statement, &bind_params(params))?;
             render::query_result(out, &result, cli.json || *format == OutputFormat::Json)?;
         }
@@ -258,10 +330,10 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             } else {
                 *format
             };
-            return console::run(&cli.db, format);
+            return console::run(cli.open(false)?, format);
         }
         Command::Rm { docs } => {
-            let db = Db::open(&cli.db)?;
+            let db = cli.open(false)?;
             for doc in docs {
                 db.remove(doc)?;
                 if !cli.json {
@@ -272,27 +344,45 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
                 render::json(out, &json!({ "removed": docs }))?;
             }
         }
-        Command::Stats => render::stats(out, &Db::open(&cli.db)?.stats()?, cli.json)?,
+        Command::Stats => render::stats(out, &cli.open(false)?.stats()?, cli.json)?,
         Command::Reindex => {
-            let db = Db::open(&cli.db)?;
+            let db = cli.open(false)?;
             db.reindex(&bars::Bars::new(cli.quiet || cli.json), &CancelToken::new())?;
             let entries = db.stats()?.fulltext_entries;
+            let vectors = db.vector_counts()?;
             if cli.json {
-                render::json(out, &json!({ "fulltext_entries": entries }))?;
+                render::json(
+                    out,
+                    &json!({ "fulltext_entries": entries, "vectors": vectors }),
+                )?;
             } else {
-                writeln!(out, "full-text index rebuilt: {entries} entries")?;
+                writeln!(
+                    out,
+                    "indexes rebuilt: {entries} full-text entries, {} node and {} EDU vectors",
+                    vectors.nodes, vectors.edus
+                )?;
             }
         }
         Command::Check => {
-            let report = Db::open(&cli.db)?.check()?;
+            let report = cli.open(false)?.check()?;
             if cli.json {
                 render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
             } else {
                 writeln!(
                     out,
-                    "ok: {} documents valid, {} full-text entries",
-                    report.documents, report.fulltext_entries
+                    "ok: {} documents valid, {} full-text entries, {} node and {} EDU vectors",
+                    report.documents,
+                    report.fulltext_entries,
+                    report.vectors.nodes,
+                    report.vectors.edus
                 )?;
+                if report.vector_graph_change < report.last_change {
+                    writeln!(
+                        out,
+                        "vector graph at change {} of {}: it catches up on the next vector search (or `edudb reindex`)",
+                        report.vector_graph_change, report.last_change
+                    )?;
+                }
             }
         }
         Command::Demo => demo::run(out, cli.quiet)?,

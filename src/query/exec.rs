@@ -8,13 +8,15 @@ use std::time::{Duration, Instant};
 
 use super::ast::{CompareOp, Order, Output};
 use super::cache::CachedDocument;
-use super::plan::{Catalog, Filter, Growth, Plan, PlanKind, SelectPlan, ShowPlan};
+use super::plan::{
+    Catalog, Filter, Growth, Plan, PlanKind, SeedMethod, SeedPlan, SelectPlan, ShowPlan,
+};
 use super::select::{Candidate, TokenPrefix, select};
 use super::{Item, QueryResult, Rows, Selection, Stage};
 use crate::db::Db;
 use crate::document::{Document, Node, Span};
 use crate::error::{Error, Result};
-use crate::fulltext::{FullTextHit, Target};
+use crate::rank::{RankedHit, Target};
 
 /// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
 const EDUS_PER_WALK_LEAF: usize = 3;
@@ -221,30 +223,69 @@ impl View {
     }
 }
 
-/// Seed hits of one ranking, scores divided by the best.
-fn normalised(mut hits: Vec<FullTextHit>) -> Vec<FullTextHit> {
+/// Seed hits of one ranking, scores divided by the best (negative cosine
+/// similarities count as 0).
+fn normalised(hits: Vec<RankedHit>) -> Vec<RankedHit> {
     let best = hits.iter().map(|h| h.score).fold(0.0f32, f32::max);
-    if best > 0.0 {
-        for hit in &mut hits {
-            hit.score /= best;
+    scaled(hits, best)
+}
+
+/// Hits with scores divided by `scale` and clamped to 0..=1 (all 0 when
+/// `scale` is not positive).
+fn scaled(mut hits: Vec<RankedHit>, scale: f32) -> Vec<RankedHit> {
+    for hit in &mut hits {
+        hit.score = if scale > 0.0 {
+            (hit.score / scale).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+    }
+    hits
+}
+
+/// HYBRID: the union of a BM25 ranking and a vector ranking (both scaled
+/// to 0..=1), each hit scored `alpha × vector + (1 − alpha) × BM25` (a hit
+/// missing from one ranking scores 0 there); the best `wanted`.
+fn fused(bm25: Vec<RankedHit>, near: Vec<RankedHit>, alpha: f32, wanted: usize) -> Vec<RankedHit> {
+    let mut by_item: HashMap<(String, Option<u32>, u32), RankedHit> = HashMap::new();
+    for (hits, weight) in [(bm25, 1.0 - alpha), (near, alpha)] {
+        for hit in hits {
+            let key = (hit.doc.clone(), hit.node, hit.span.first);
+            let contribution = weight * hit.score;
+            by_item
+                .entry(key)
+                .and_modify(|h| h.score += contribution)
+                .or_insert(RankedHit {
+                    score: contribution,
+                    ..hit
+                });
         }
     }
+    let mut hits: Vec<RankedHit> = by_item.into_values().collect();
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| (&a.doc, a.span.first).cmp(&(&b.doc, b.span.first)))
+    });
+    hits.truncate(wanted);
     hits
 }
 
 fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Selection> {
     let seeded = match &plan.seed {
-        Some(text) => {
+        Some(how) => {
             let timer = Timer::start();
-            let seeded = seed(db, plan, text)?;
+            let seeded = seed(db, plan, how)?;
+            let quoted = how.text.replace('\'', "''");
+            let method = match how.method {
+                SeedMethod::Bm25 => format!("BM25('{quoted}')"),
+                SeedMethod::Near => format!("NEAR('{quoted}')"),
+                SeedMethod::Hybrid { alpha } => format!("HYBRID('{quoted}', {alpha})"),
+            };
             timer.stop(
                 stages,
                 "seed",
-                format!(
-                    "BM25('{}') over nodes and EDUs in {}",
-                    text.replace('\'', "''"),
-                    plan.scope_text
-                ),
+                format!("{method} over nodes and EDUs in {}", plan.scope_text),
                 (0, seeded.nodes.len() + seeded.edus.len()),
             );
             Some(seeded)
@@ -276,7 +317,7 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
                 .enumerate()
                 .map(|(i, id)| (id.as_str(), i))
                 .collect();
-            let to_candidate = |hit: &FullTextHit| Candidate {
+            let to_candidate = |hit: &RankedHit| Candidate {
                 doc: index[hit.doc.as_str()],
                 node: hit.node,
                 span: hit.span,
@@ -398,8 +439,8 @@ fn limit_text(limit: usize) -> String {
 
 /// What a seed found: node and EDU hits, each ranking normalised by its best.
 struct Seeded {
-    nodes: Vec<FullTextHit>,
-    edus: Vec<FullTextHit>,
+    nodes: Vec<RankedHit>,
+    edus: Vec<RankedHit>,
 }
 
 impl Seeded {
@@ -417,9 +458,10 @@ impl Seeded {
     }
 }
 
-/// Ranks nodes and EDUs in scope by BM25 against `text`, fetching
-/// `max(64, 8 × LIMIT, BUDGET / 8)` of each, capped at 10,000.
-fn seed(db: &Db, plan: &SelectPlan, text: &str) -> Result<Seeded> {
+/// Ranks nodes and EDUs in scope against the seed text (BM25, vectors, or
+/// both), fetching `max(64, 8 × LIMIT, BUDGET / 8)` of each, capped at
+/// 10,000.
+fn seed(db: &Db, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
     let by_limit = if plan.limit == usize::MAX {
         0
     } else {
@@ -439,11 +481,43 @@ fn seed(db: &Db, plan: &SelectPlan, text: &str) -> Result<Seeded> {
         .docs
         .as_ref()
         .map(|ids| ids.iter().map(String::as_str).collect());
+    let text = how.text.as_str();
     let reader = db.full_text();
-    let rank = |target| reader.rank(text, target, scope.as_deref(), wanted);
+    let query_vector = match how.method {
+        SeedMethod::Bm25 => None,
+        SeedMethod::Near | SeedMethod::Hybrid { .. } => {
+            Some(db.embedder().embed(&[text])?.pop().unwrap_or_default())
+        }
+    };
+    let vectors = query_vector
+        .as_ref()
+        .map(|_| db.vector_index())
+        .transpose()?;
+    let rank = |target| -> Result<Vec<RankedHit>> {
+        let bm25 = || reader.rank(text, target, scope.as_deref(), wanted);
+        let near = || match (&vectors, &query_vector) {
+            (Some(guard), Some(query)) => match guard.as_ref() {
+                Some(index) => index.search(db.store(), target, query, wanted, scope.as_deref()),
+                None => Ok(Vec::new()),
+            },
+            _ => Ok(Vec::new()),
+        };
+        Ok(match how.method {
+            SeedMethod::Bm25 => normalised(bm25()?),
+            SeedMethod::Near => normalised(near()?),
+            // Both on a fixed scale before fusing, so a weak match in one
+            // ranking is not lifted to 1 just for being that ranking's best.
+            SeedMethod::Hybrid { alpha } => normalised(fused(
+                scaled(bm25()?, reader.rank_ceiling(text, target)?),
+                scaled(near()?, 1.0),
+                alpha,
+                wanted,
+            )),
+        })
+    };
     if plan.output == Output::Nodes {
         return Ok(Seeded {
-            nodes: normalised(rank(Target::Nodes)?),
+            nodes: rank(Target::Nodes)?,
             edus: Vec::new(),
         });
     }
@@ -456,12 +530,12 @@ fn seed(db: &Db, plan: &SelectPlan, text: &str) -> Result<Seeded> {
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (nodes, edus)
     });
-    let nodes = normalised(nodes?);
-    // No node matched: no EDU can either (node texts cover every EDU).
-    let edus = if nodes.is_empty() {
+    let nodes = nodes?;
+    // No node matched BM25: no EDU can either (node texts cover every EDU).
+    let edus = if nodes.is_empty() && how.method == SeedMethod::Bm25 {
         Vec::new()
     } else {
-        normalised(edus?)
+        edus?
     };
     Ok(Seeded { nodes, edus })
 }

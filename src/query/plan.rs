@@ -56,8 +56,8 @@ pub struct SelectPlan {
     pub scope_text: String,
     /// WHERE, compiled.
     pub filter: Option<Filter>,
-    /// BM25 seed text.
-    pub seed: Option<String>,
+    /// SEED: how relevance is scored, and against what text.
+    pub seed: Option<SeedPlan>,
     /// TRAVERSE: threshold and deepest level.
     pub traverse: Option<(f32, Option<u16>)>,
     /// EXPAND.
@@ -69,6 +69,32 @@ pub struct SelectPlan {
     /// Most items returned.
     pub limit: usize,
 }
+
+/// A bound SEED.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeedPlan {
+    /// The text relevance is measured against.
+    pub text: String,
+    /// How.
+    pub method: SeedMethod,
+}
+
+/// How a SEED scores nodes and EDUs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SeedMethod {
+    /// BM25 over the full-text index.
+    Bm25,
+    /// Cosine similarity over the vector index.
+    Near,
+    /// `alpha × cosine + (1 − alpha) × BM25`, each normalised by its best.
+    Hybrid {
+        /// Weight of the vector score, 0..=1.
+        alpha: f32,
+    },
+}
+
+/// HYBRID's alpha when none is given: vectors and BM25 weigh the same.
+pub const DEFAULT_HYBRID_ALPHA: f32 = 0.5;
 
 /// A compiled WHERE condition.
 #[derive(Debug, Clone)]
@@ -280,16 +306,23 @@ impl Binder<'_> {
         let filter = select.filter.as_ref().map(|p| self.filter(p)).transpose()?;
         let seed = match &select.seed {
             None => None,
-            Some((Seed::Bm25(text), _)) => Some(self.text(text)?),
-            Some((Seed::Near(_) | Seed::Hybrid(..), at)) => {
-                return Err(self
-                    .error(
-                        at.clone(),
-                        "NEAR and HYBRID need a vector index, and this store has no vector index",
-                    )
-                    .with_hint("use SEED BM25('...') for now")
-                    .into());
-            }
+            Some((Seed::Bm25(text), _)) => Some(SeedPlan {
+                text: self.text(text)?,
+                method: SeedMethod::Bm25,
+            }),
+            Some((Seed::Near(text), _)) => Some(SeedPlan {
+                text: self.text(text)?,
+                method: SeedMethod::Near,
+            }),
+            Some((Seed::Hybrid(text, alpha), _)) => Some(SeedPlan {
+                text: self.text(text)?,
+                method: SeedMethod::Hybrid {
+                    alpha: match alpha {
+                        Some(v) => self.real(v, "HYBRID's alpha", 0.0..1.0)? as f32,
+                        None => DEFAULT_HYBRID_ALPHA,
+                    },
+                },
+            }),
         };
         if let Some((_, at)) = &select.propagate {
             return Err(self

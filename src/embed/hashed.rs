@@ -1,0 +1,214 @@
+//! The built-in embedder: signed feature hashing of word unigrams, word
+//! bigrams and character n-grams, with sublinear term weighting, then L2
+//! normalisation. Deterministic, no model file, no network.
+//!
+//! What it can match: texts sharing words, word pairs, or word pieces
+//! (stems, inflections, compounds and misspellings share character
+//! trigrams and four-grams). What it cannot: meaning without shared
+//! surface form. "car" and "automobile" are unrelated to it; a paraphrase
+//! with new words scores near zero. Use an [`super::http::HttpEmbedder`]
+//! with a real model for that.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
+use super::{EmbedError, Embedder, normalise};
+
+/// Vector length of the default store embedder.
+pub const DEFAULT_DIMENSION: usize = 256;
+
+/// Character n-gram lengths hashed from every word (with boundary marks).
+const CHAR_NGRAMS: [usize; 2] = [3, 4];
+
+/// Relative weights of the three feature families.
+const UNIGRAM_WEIGHT: f32 = 1.0;
+const BIGRAM_WEIGHT: f32 = 0.7;
+const CHAR_NGRAM_WEIGHT: f32 = 0.35;
+
+/// Bumped whenever the features change, so stores built with an older
+/// version refuse to mix vectors.
+const VERSION: u32 = 1;
+
+/// Deterministic hashed n-gram embedder (see the module docs).
+#[derive(Debug, Clone)]
+pub struct HashedEmbedder {
+    dimension: usize,
+}
+
+/// A fixed-key hasher: feature hashing must give the same buckets in every
+/// process, so `std`'s randomly keyed hasher will not do.
+#[derive(Clone, Copy, Default)]
+struct FixedState;
+
+impl BuildHasher for FixedState {
+    type Hasher = std::hash::DefaultHasher;
+    fn build_hasher(&self) -> Self::Hasher {
+        std::hash::DefaultHasher::new()
+    }
+}
+
+fn feature_hash(family: u8, text: &str) -> u64 {
+    let mut hasher = FixedState.build_hasher();
+    hasher.write_u8(family);
+    hasher.write(text.as_bytes());
+    hasher.finish()
+}
+
+/// Lowercased words: runs of alphanumeric characters.
+pub fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+impl HashedEmbedder {
+    /// An embedder giving vectors of `dimension` (at least 16).
+    pub fn new(dimension: usize) -> Result<HashedEmbedder, EmbedError> {
+        if !(16..=65_536).contains(&dimension) {
+            return Err(EmbedError::Config(format!(
+                "hashed embedder dimension {dimension} is out of range 16..=65536"
+            )));
+        }
+        Ok(HashedEmbedder { dimension })
+    }
+
+    /// The features of `words`: feature hash → (occurrences, family weight).
+    fn features(&self, words: &[String]) -> HashMap<u64, (f32, f32)> {
+        let mut counts: HashMap<u64, (f32, f32)> = HashMap::new();
+        let mut add = |hash: u64, weight: f32| counts.entry(hash).or_insert((0.0, weight)).0 += 1.0;
+        for (i, word) in words.iter().enumerate() {
+            add(feature_hash(b'w', word), UNIGRAM_WEIGHT);
+            if let Some(next) = words.get(i + 1) {
+                add(feature_hash(b'b', &format!("{word} {next}")), BIGRAM_WEIGHT);
+            }
+            let marked: Vec<char> = std::iter::once('<')
+                .chain(word.chars())
+                .chain(std::iter::once('>'))
+                .collect();
+            for n in CHAR_NGRAMS {
+                for gram in marked.windows(n) {
+                    let gram: String = gram.iter().collect();
+                    add(feature_hash(b'c', &gram), CHAR_NGRAM_WEIGHT);
+                }
+            }
+        }
+        counts
+    }
+
+    /// Accumulates features into a vector: bucket `h mod d`, sign from the
+    /// top hash bit, weight `family weight × (1 + ln count)` (sublinear, so
+    /// a repeated word does not drown the rest).
+    fn vector(&self, words: &[String]) -> Vec<f32> {
+        let mut v = vec![0.0f32; self.dimension];
+        for (hash, (count, weight)) in self.features(words) {
+            let bucket = (hash % self.dimension as u64) as usize;
+            let sign = if hash >> 63 == 0 { 1.0 } else { -1.0 };
+            v[bucket] += sign * weight * (1.0 + count.ln());
+        }
+        normalise(&mut v);
+        v
+    }
+
+    /// One vector per word of `text` (the words [`words`] finds), each the
+    /// word's own features in the context of its neighbours (the word, and
+    /// the bigrams it is part of), L2-normalised. Used for token-level
+    /// attention, where each token needs its own vector.
+    pub fn token_vectors(&self, text: &str) -> Vec<Vec<f32>> {
+        let words = words(text);
+        (0..words.len())
+            .map(|i| {
+                let from = i.saturating_sub(1);
+                let to = (i + 2).min(words.len());
+                let mut window = self.vector(&words[i..=i]);
+                let context = self.vector(&words[from..to]);
+                window
+                    .iter_mut()
+                    .zip(&context)
+                    .for_each(|(w, c)| *w += 0.5 * c);
+                normalise(&mut window);
+                window
+            })
+            .collect()
+    }
+}
+
+impl Embedder for HashedEmbedder {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|t| self.vector(&words(t))).collect())
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn identity(&self) -> String {
+        format!("hashed-ngram-v{VERSION}:{}", self.dimension)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::dot;
+
+    fn embed_one(e: &HashedEmbedder, text: &str) -> Vec<f32> {
+        e.embed(&[text]).unwrap().remove(0)
+    }
+
+    #[test]
+    fn vectors_are_unit_length_and_deterministic() {
+        let e = HashedEmbedder::new(DEFAULT_DIMENSION).unwrap();
+        let a = embed_one(
+            &e,
+            "The borrow checker rejects aliasing mutable references.",
+        );
+        assert_eq!(a.len(), DEFAULT_DIMENSION);
+        assert!((dot(&a, &a) - 1.0).abs() < 1e-5);
+        let again = HashedEmbedder::new(DEFAULT_DIMENSION).unwrap();
+        assert_eq!(
+            a,
+            embed_one(
+                &again,
+                "The borrow checker rejects aliasing mutable references."
+            )
+        );
+    }
+
+    #[test]
+    fn shared_words_and_inflections_score_closer_than_unrelated_text() {
+        let e = HashedEmbedder::new(DEFAULT_DIMENSION).unwrap();
+        let query = embed_one(&e, "compiling generic functions");
+        let related = embed_one(
+            &e,
+            "The compiler compiles each generic function once per type.",
+        );
+        let unrelated = embed_one(&e, "Rainfall in the valley peaked during the monsoon.");
+        assert!(dot(&query, &related) > dot(&query, &unrelated) + 0.1);
+    }
+
+    #[test]
+    fn text_without_words_is_the_zero_vector() {
+        let e = HashedEmbedder::new(64).unwrap();
+        assert!(embed_one(&e, " \n\t—…").iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn token_vectors_follow_the_words() {
+        let e = HashedEmbedder::new(64).unwrap();
+        let tokens = e.token_vectors("Trees nest; spans tile.");
+        assert_eq!(tokens.len(), 4);
+        for t in &tokens {
+            assert!((dot(t, t) - 1.0).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn dimensions_out_of_range_are_refused() {
+        assert!(HashedEmbedder::new(8).is_err());
+        assert_eq!(
+            HashedEmbedder::new(32).unwrap().identity(),
+            "hashed-ngram-v1:32"
+        );
+    }
+}

@@ -1,0 +1,692 @@
+//! The vector index: two hnsw_rs graphs (tree nodes and EDUs) over the
+//! unit vectors stored with each document, searched by cosine similarity.
+//!
+//! Like the full-text index it is derived state. The vectors themselves
+//! live in the store ([`crate::store::Store::vectors`]), so the index is
+//! rebuilt from them without embedding anything again; it records the store
+//! sequence number it has applied, and [`crate::Db`] replays later changes.
+//!
+//! hnsw_rs cannot delete points: replacing or removing a document marks its
+//! entries dead (tombstones), searches skip them, and once a quarter of the
+//! entries are dead the owner rebuilds ([`VectorIndex::needs_rebuild`]).
+//!
+//! On disk (`<store>/vectors/`): each graph's hnsw_rs dump plus
+//! `manifest.json` (embedder identity, dimension, applied sequence number,
+//! entries, and a CRC-32 of every dump file). A new dump is written to a
+//! sibling directory and renamed into place, so a crash leaves either the
+//! old or the new dump; a dump whose checksums or identity do not match is
+//! never handed to hnsw_rs (which exits the process on corrupt input) and
+//! the index is rebuilt instead.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use hnsw_rs::anndists::dist::Distance;
+use hnsw_rs::prelude::{AnnT, Hnsw, HnswIo};
+use serde::{Deserialize, Serialize};
+
+use crate::document::{ArchivedDocVectors, Document, EduKind, Span};
+use crate::error::{Error, Result};
+use crate::rank::{RankedHit, Target};
+use crate::store::Store;
+
+/// Neighbours kept per point and layer.
+const MAX_CONNECTIONS: usize = 16;
+/// Candidates explored while inserting.
+const EF_CONSTRUCTION: usize = 100;
+/// hnsw_rs only dumps graphs built with its full 16 layers.
+const MAX_LAYERS: usize = 16;
+/// Candidates explored per search, at least (more for larger `k`).
+const EF_SEARCH: usize = 128;
+/// A scope with at most this many live vectors is searched exactly, by
+/// reading its documents' stored vectors: a filtered graph search loses
+/// recall when the scope is a small part of the store.
+const EXACT_SCOPE_LIMIT: usize = 20_000;
+/// Rebuild once this share of entries is dead.
+const REBUILD_DEAD_SHARE: f32 = 0.25;
+/// Version of the manifest layout.
+const MANIFEST_VERSION: u32 = 1;
+const MANIFEST: &str = "manifest.json";
+/// A one-line copy of the manifest's applied sequence number, readable
+/// without parsing the entries.
+const APPLIED_SEQ: &str = "applied_seq";
+/// Unpersisted changes are written once they are this old…
+const PERSIST_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+/// …or this many documents have changed.
+const PERSIST_AFTER_CHANGES: usize = 1_000;
+
+/// Cosine distance of unit vectors, `1 − a·b`, clamped at 0 (hnsw_rs's own
+/// `DistDot` asserts on the rounding error of a vector against itself).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UnitCosine;
+
+impl Distance<f32> for UnitCosine {
+    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
+        (1.0 - crate::embed::dot(a, b)).max(0.0)
+    }
+}
+
+/// Where one indexed vector came from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Entry {
+    doc: String,
+    /// Node id (node graph) or EDU id (EDU graph).
+    item: u32,
+    span: Span,
+    live: bool,
+}
+
+/// One hnsw_rs graph and the entries its data ids index.
+struct Graph {
+    hnsw: Hnsw<'static, f32, UnitCosine>,
+    entries: Vec<Entry>,
+    /// Live entry ids of each document.
+    by_doc: HashMap<String, Vec<usize>>,
+    dead: usize,
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("entries", &self.entries.len())
+            .field("dead", &self.dead)
+            .finish()
+    }
+}
+
+fn new_hnsw(capacity: usize) -> Hnsw<'static, f32, UnitCosine> {
+    Hnsw::new(
+        MAX_CONNECTIONS,
+        capacity.max(1024),
+        MAX_LAYERS,
+        EF_CONSTRUCTION,
+        UnitCosine,
+    )
+}
+
+impl Graph {
+    fn empty() -> Graph {
+        Graph {
+            hnsw: new_hnsw(0),
+            entries: Vec::new(),
+            by_doc: HashMap::new(),
+            dead: 0,
+        }
+    }
+
+    fn from_entries(hnsw: Hnsw<'static, f32, UnitCosine>, entries: Vec<Entry>) -> Graph {
+        let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut dead = 0;
+        for (id, entry) in entries.iter().enumerate() {
+            if entry.live {
+                by_doc.entry(entry.doc.clone()).or_default().push(id);
+            } else {
+                dead += 1;
+            }
+        }
+        Graph {
+            hnsw,
+            entries,
+            by_doc,
+            dead,
+        }
+    }
+
+    fn live(&self) -> usize {
+        self.entries.len() - self.dead
+    }
+
+    fn remove(&mut self, doc: &str) {
+        for id in self.by_doc.remove(doc).unwrap_or_default() {
+            self.entries[id].live = false;
+            self.dead += 1;
+        }
+    }
+
+    /// Adds `doc`'s rows (item, span, unit vector), skipping zero vectors
+    /// (text with no features).
+    fn add(&mut self, doc: &str, rows: Vec<(u32, Span, Vec<f32>)>) {
+        let first = self.entries.len();
+        let rows: Vec<(u32, Span, Vec<f32>)> = rows
+            .into_iter()
+            .filter(|(_, _, v)| v.iter().any(|&x| x != 0.0))
+            .collect();
+        if rows.is_empty() {
+            return;
+        }
+        let ids: Vec<usize> = (first..first + rows.len()).collect();
+        let data: Vec<(&[f32], usize)> = rows
+            .iter()
+            .zip(&ids)
+            .map(|((_, _, v), &id)| (v.as_slice(), id))
+            .collect();
+        self.hnsw.set_searching_mode(false);
+        self.hnsw.parallel_insert_slice(&data);
+        self.hnsw.set_searching_mode(true);
+        self.entries
+            .extend(rows.iter().map(|&(item, span, _)| Entry {
+                doc: doc.to_owned(),
+                item,
+                span,
+                live: true,
+            }));
+        self.by_doc.entry(doc.to_owned()).or_default().extend(ids);
+    }
+
+    /// The `k` live entries most similar to `query`, among documents in
+    /// `scope` when given, as (entry id, cosine similarity).
+    fn search(&self, query: &[f32], k: usize, scope: Option<&[&str]>) -> Vec<(usize, f32)> {
+        if self.live() == 0 || k == 0 {
+            return Vec::new();
+        }
+        let mut allowed: Vec<usize> = Vec::new();
+        let filtered = scope.is_some() || self.dead > 0;
+        if let Some(docs) = scope {
+            for doc in docs {
+                allowed.extend(self.by_doc.get(*doc).into_iter().flatten());
+            }
+            if allowed.is_empty() {
+                return Vec::new();
+            }
+            allowed.sort_unstable();
+        }
+        let ef = EF_SEARCH.max(2 * k);
+        let neighbours = if !filtered {
+            self.hnsw.search(query, k, ef)
+        } else if scope.is_some() {
+            self.hnsw.search_filter(query, k, ef, Some(&allowed))
+        } else {
+            let live = |id: &usize| self.entries[*id].live;
+            self.hnsw.search_filter(query, k, ef, Some(&live))
+        };
+        neighbours
+            .into_iter()
+            .filter(|n| self.entries.get(n.d_id).is_some_and(|e| e.live))
+            .map(|n| (n.d_id, 1.0 - n.distance))
+            .collect()
+    }
+}
+
+/// Counts what the index holds, for `stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct VectorCounts {
+    /// Live node vectors.
+    pub nodes: usize,
+    /// Live EDU vectors.
+    pub edus: usize,
+    /// Entries of replaced or removed documents still in the graphs.
+    pub dead: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Manifest {
+    version: u32,
+    identity: String,
+    dimension: usize,
+    applied_seq: u64,
+    nodes: Vec<Entry>,
+    edus: Vec<Entry>,
+    /// File name → CRC-32 of every dump file.
+    checksums: HashMap<String, u32>,
+}
+
+/// The vector index of one store (see the module docs).
+#[derive(Debug)]
+pub struct VectorIndex {
+    dir: PathBuf,
+    identity: String,
+    dimension: usize,
+    nodes: Graph,
+    edus: Graph,
+    /// Store change applied in memory.
+    applied_seq: u64,
+    /// Store change the dump on disk reflects.
+    persisted_seq: u64,
+    /// When the first change not on disk was applied, and how many.
+    unpersisted: Option<(std::time::Instant, usize)>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn crc_of(path: &Path) -> Result<u32> {
+    let mut file = std::fs::File::open(path).map_err(io(path))?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buffer).map_err(io(path))?;
+        if n == 0 {
+            return Ok(hasher.finalize());
+        }
+        hasher.update(&buffer[..n]);
+    }
+}
+
+fn graph_name(target: Target) -> &'static str {
+    match target {
+        Target::Nodes => "nodes",
+        Target::Edus => "edus",
+    }
+}
+
+/// The dump files of one graph.
+fn dump_files(name: &str) -> [String; 2] {
+    [format!("{name}.hnsw.graph"), format!("{name}.hnsw.data")]
+}
+
+impl VectorIndex {
+    /// Opens the index persisted in `dir` if it was built by the embedder
+    /// `identity` with vectors of `dimension` and is intact; otherwise an
+    /// empty index whose [`VectorIndex::applied_seq`] is 0, for the owner to
+    /// rebuild. The reason an existing dump was not used is logged.
+    pub fn open(dir: &Path, identity: &str, dimension: usize) -> VectorIndex {
+        let empty = || VectorIndex {
+            dir: dir.to_owned(),
+            identity: identity.to_owned(),
+            dimension,
+            nodes: Graph::empty(),
+            edus: Graph::empty(),
+            applied_seq: 0,
+            persisted_seq: 0,
+            unpersisted: None,
+        };
+        if !dir.join(MANIFEST).is_file() {
+            return empty();
+        }
+        match VectorIndex::load(dir, identity, dimension) {
+            Ok(index) => index,
+            Err(err) => {
+                tracing::warn!(
+                    "vector index at {} not used ({err}); rebuilding",
+                    dir.display()
+                );
+                empty()
+            }
+        }
+    }
+
+    fn load(dir: &Path, identity: &str, dimension: usize) -> Result<VectorIndex> {
+        let manifest_path = dir.join(MANIFEST);
+        let bytes = std::fs::read(&manifest_path).map_err(io(&manifest_path))?;
+        let manifest: Manifest =
+            serde_json::from_slice(&bytes).map_err(|e| Error::Vectors(format!("manifest: {e}")))?;
+        if manifest.version != MANIFEST_VERSION
+            || manifest.identity != identity
+            || manifest.dimension != dimension
+        {
+            return Err(Error::Vectors(format!(
+                "built by {} (dimension {}, manifest v{}), not {identity} (dimension {dimension})",
+                manifest.identity, manifest.dimension, manifest.version
+            )));
+        }
+        for (file, expected) in &manifest.checksums {
+            let found = crc_of(&dir.join(file))?;
+            if found != *expected {
+                return Err(Error::Vectors(format!("{file}: checksum mismatch")));
+            }
+        }
+        let load_graph = |name: &str, entries: Vec<Entry>| -> Result<Graph> {
+            if entries.is_empty() {
+                return Ok(Graph::empty());
+            }
+            if !manifest.checksums.contains_key(&dump_files(name)[0]) {
+                return Err(Error::Vectors(format!("{name}: dump missing")));
+            }
+            // hnsw_rs ties a loaded graph to its loader's lifetime; the
+            // loader is small and loaded once per open, so it is leaked to
+            // give the graph the lifetime of the index.
+            let loader: &'static mut HnswIo = Box::leak(Box::new(HnswIo::new(dir, name)));
+            let mut hnsw: Hnsw<'static, f32, UnitCosine> = loader
+                .load_hnsw()
+                .map_err(|e| Error::Vectors(format!("{name}: {e}")))?;
+            if hnsw.get_nb_point() != entries.len() {
+                return Err(Error::Vectors(format!(
+                    "{name}: {} points for {} entries",
+                    hnsw.get_nb_point(),
+                    entries.len()
+                )));
+            }
+            hnsw.set_searching_mode(true);
+            Ok(Graph::from_entries(hnsw, entries))
+        };
+        Ok(VectorIndex {
+            dir: dir.to_owned(),
+            identity: identity.to_owned(),
+            dimension,
+            nodes: load_graph(graph_name(Target::Nodes), manifest.nodes)?,
+            edus: load_graph(graph_name(Target::Edus), manifest.edus)?,
+            applied_seq: manifest.applied_seq,
+            persisted_seq: manifest.applied_seq,
+            unpersisted: None,
+        })
+    }
+
+    /// The store change the index persisted in `dir` reflects; 0 when there
+    /// is none (never built, or lost).
+    pub fn persisted_seq(dir: &Path) -> u64 {
+        std::fs::read_to_string(dir.join(APPLIED_SEQ))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The store change the index reflects in memory.
+    pub fn applied_seq(&self) -> u64 {
+        self.applied_seq
+    }
+
+    /// Records that the index now reflects store change `seq`.
+    pub fn set_applied(&mut self, seq: u64) {
+        if seq != self.applied_seq {
+            let (since, count) = self.unpersisted.unwrap_or((std::time::Instant::now(), 0));
+            self.unpersisted = Some((since, count + 1));
+        }
+        self.applied_seq = seq;
+    }
+
+    /// Whether changes are applied that the dump on disk lacks.
+    pub fn is_dirty(&self) -> bool {
+        self.applied_seq != self.persisted_seq
+    }
+
+    /// Whether unpersisted changes are old or many enough to write now.
+    pub fn persist_due(&self) -> bool {
+        self.unpersisted.is_some_and(|(since, count)| {
+            since.elapsed() >= PERSIST_AFTER || count >= PERSIST_AFTER_CHANGES
+        })
+    }
+
+    /// Vector length.
+    pub fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// What the index holds.
+    pub fn counts(&self) -> VectorCounts {
+        VectorCounts {
+            nodes: self.nodes.live(),
+            edus: self.edus.live(),
+            dead: self.nodes.dead + self.edus.dead,
+        }
+    }
+
+    /// Whether enough entries are dead that [`VectorIndex::clear`] and a
+    /// rebuild from the store pay off.
+    pub fn needs_rebuild(&self) -> bool {
+        let total = self.nodes.entries.len() + self.edus.entries.len();
+        total > 0 && (self.counts().dead as f32) >= REBUILD_DEAD_SHARE * total as f32
+    }
+
+    /// Drops everything, for a rebuild.
+    pub fn clear(&mut self) {
+        self.nodes = Graph::empty();
+        self.edus = Graph::empty();
+        self.applied_seq = 0;
+    }
+
+    /// Indexes `doc`'s vectors in place of any earlier version: one per
+    /// tree node and one per non-heading EDU (a heading's text is its
+    /// section's title, which the section's vector carries).
+    pub fn replace(&mut self, doc: &Document, vectors: &ArchivedDocVectors) -> Result<()> {
+        let id = doc.meta.id.as_str();
+        let dimension = vectors.dimension.to_native() as usize;
+        if dimension != self.dimension
+            || vectors.nodes.len() != doc.tree.nodes.len() * dimension
+            || vectors.edus.len() != doc.edus.len() * dimension
+        {
+            return Err(Error::Invariant {
+                doc: id.to_owned(),
+                message: format!(
+                    "stored vectors have dimension {dimension} and {}+{} values; the index expects dimension {} for {} nodes and {} EDUs",
+                    vectors.nodes.len(),
+                    vectors.edus.len(),
+                    self.dimension,
+                    doc.tree.nodes.len(),
+                    doc.edus.len()
+                ),
+            });
+        }
+        let row = |values: &rkyv::vec::ArchivedVec<rkyv::rend::unaligned::f32_ule>,
+                   i: usize|
+         -> Vec<f32> {
+            values[i * dimension..(i + 1) * dimension]
+                .iter()
+                .map(|x| x.to_native())
+                .collect()
+        };
+        self.remove(id);
+        let node_rows = (0..doc.tree.nodes.len())
+            .map(|i| {
+                let n = &doc.tree.nodes[i];
+                (i as u32, n.span, row(&vectors.nodes, i))
+            })
+            .collect();
+        let edu_rows = doc
+            .edus
+            .iter()
+            .filter(|e| e.kind != EduKind::Heading)
+            .map(|e| {
+                (
+                    e.id,
+                    Span::new(e.id, e.id),
+                    row(&vectors.edus, e.id as usize),
+                )
+            })
+            .collect();
+        self.nodes.add(id, node_rows);
+        self.edus.add(id, edu_rows);
+        Ok(())
+    }
+
+    /// Removes a document's vectors from results.
+    pub fn remove(&mut self, doc: &str) {
+        self.nodes.remove(doc);
+        self.edus.remove(doc);
+    }
+
+    /// The `k` nodes or EDUs most similar to the unit vector `query`
+    /// (cosine similarity, best first), among the documents in `scope` when
+    /// given. A scope of at most [`EXACT_SCOPE_LIMIT`] vectors is searched
+    /// exactly from the vectors in `store`; larger ones by a filtered graph
+    /// search.
+    pub fn search(
+        &self,
+        store: &Store,
+        target: Target,
+        query: &[f32],
+        k: usize,
+        scope: Option<&[&str]>,
+    ) -> Result<Vec<RankedHit>> {
+        if query.len() != self.dimension {
+            return Err(Error::Vectors(format!(
+                "query vector has dimension {}, the index {}",
+                query.len(),
+                self.dimension
+            )));
+        }
+        let graph = self.graph(target);
+        let scoped = scope.map(|docs| {
+            docs.iter()
+                .map(|d| graph.by_doc.get(*d).map_or(0, Vec::len))
+                .sum::<usize>()
+        });
+        let mut ranked = match scoped {
+            Some(n) if n <= EXACT_SCOPE_LIMIT => {
+                self.exact(store, target, query, k, scope.unwrap_or_default())?
+            }
+            _ => graph.search(query, k, scope),
+        };
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked.truncate(k);
+        Ok(self.hits(target, ranked))
+    }
+
+    /// Like [`VectorIndex::search`], but always exact: scores every live
+    /// vector in scope (every document when `scope` is `None`). The
+    /// baseline graph recall is measured against.
+    pub fn search_exact(
+        &self,
+        store: &Store,
+        target: Target,
+        query: &[f32],
+        k: usize,
+        scope: Option<&[&str]>,
+    ) -> Result<Vec<RankedHit>> {
+        let graph = self.graph(target);
+        let all: Vec<&str>;
+        let docs = match scope {
+            Some(docs) => docs,
+            None => {
+                all = graph.by_doc.keys().map(String::as_str).collect();
+                &all
+            }
+        };
+        let ranked = self.exact(store, target, query, k, docs)?;
+        Ok(self.hits(target, ranked))
+    }
+
+    /// Ranked entry ids as hits.
+    fn hits(&self, target: Target, ranked: Vec<(usize, f32)>) -> Vec<RankedHit> {
+        let graph = self.graph(target);
+        ranked
+            .into_iter()
+            .map(|(id, score)| {
+                let entry = &graph.entries[id];
+                RankedHit {
+                    doc: entry.doc.clone(),
+                    node: (target == Target::Nodes).then_some(entry.item),
+                    span: entry.span,
+                    score,
+                }
+            })
+            .collect()
+    }
+
+    fn graph(&self, target: Target) -> &Graph {
+        match target {
+            Target::Nodes => &self.nodes,
+            Target::Edus => &self.edus,
+        }
+    }
+
+    /// Exact search over the live entries of `docs`, reading their vectors
+    /// from the store.
+    fn exact(
+        &self,
+        store: &Store,
+        target: Target,
+        query: &[f32],
+        k: usize,
+        docs: &[&str],
+    ) -> Result<Vec<(usize, f32)>> {
+        let graph = self.graph(target);
+        let d = self.dimension;
+        let mut scored = Vec::new();
+        for doc in docs {
+            let Some(ids) = graph.by_doc.get(*doc) else {
+                continue;
+            };
+            let stored = store.vectors(doc)?.ok_or_else(|| Error::Invariant {
+                doc: (*doc).to_owned(),
+                message: "indexed but has no stored vectors".into(),
+            })?;
+            let vectors = stored.get()?;
+            let values = match target {
+                Target::Nodes => &vectors.nodes,
+                Target::Edus => &vectors.edus,
+            };
+            for &id in ids {
+                let at = graph.entries[id].item as usize * d;
+                let row = values.get(at..at + d).ok_or_else(|| Error::Invariant {
+                    doc: (*doc).to_owned(),
+                    message: "stored vectors shorter than the index expects".into(),
+                })?;
+                let score: f32 = row.iter().zip(query).map(|(x, q)| x.to_native() * q).sum();
+                scored.push((id, score));
+            }
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(k);
+        Ok(scored)
+    }
+
+    /// Writes the index to disk as reflecting [`VectorIndex::applied_seq`]:
+    /// dumps into a fresh sibling directory, then renames it into place.
+    pub fn persist(&mut self) -> Result<()> {
+        let seq = self.applied_seq;
+        let parent = self.dir.parent().unwrap_or(Path::new("."));
+        let name = self
+            .dir
+            .file_name()
+            .map_or_else(|| "vectors".into(), |n| n.to_string_lossy().into_owned());
+        let staging = parent.join(format!("{name}.new"));
+        let retired = parent.join(format!("{name}.old"));
+        for stale in [&staging, &retired] {
+            if stale.exists() {
+                std::fs::remove_dir_all(stale).map_err(io(stale))?;
+            }
+        }
+        std::fs::create_dir_all(&staging).map_err(io(&staging))?;
+        let mut checksums = HashMap::new();
+        for target in [Target::Nodes, Target::Edus] {
+            let graph = self.graph(target);
+            if graph.entries.is_empty() {
+                continue;
+            }
+            let name = graph_name(target);
+            let written = graph
+                .hnsw
+                .file_dump(&staging, name)
+                .map_err(|e| Error::Vectors(format!("dumping {name}: {e}")))?;
+            if written != name {
+                return Err(Error::Vectors(format!(
+                    "hnsw_rs dumped {written}, not {name}"
+                )));
+            }
+            for file in dump_files(name) {
+                let path = staging.join(&file);
+                std::fs::File::open(&path)
+                    .and_then(|f| f.sync_all())
+                    .map_err(io(&path))?;
+                checksums.insert(file, crc_of(&path)?);
+            }
+        }
+        let manifest = Manifest {
+            version: MANIFEST_VERSION,
+            identity: self.identity.clone(),
+            dimension: self.dimension,
+            applied_seq: seq,
+            nodes: self.nodes.entries.clone(),
+            edus: self.edus.entries.clone(),
+            checksums,
+        };
+        let manifest_path = staging.join(MANIFEST);
+        let json =
+            serde_json::to_vec(&manifest).map_err(|e| Error::Vectors(format!("manifest: {e}")))?;
+        let seq_path = staging.join(APPLIED_SEQ);
+        for (path, bytes) in [
+            (&manifest_path, json),
+            (&seq_path, seq.to_string().into_bytes()),
+        ] {
+            std::fs::write(path, bytes).map_err(io(path))?;
+            std::fs::File::open(path)
+                .and_then(|f| f.sync_all())
+                .map_err(io(path))?;
+        }
+        if self.dir.exists() {
+            std::fs::rename(&self.dir, &retired).map_err(io(&self.dir))?;
+        }
+        std::fs::rename(&staging, &self.dir).map_err(io(&staging))?;
+        if retired.exists() {
+            std::fs::remove_dir_all(&retired).map_err(io(&retired))?;
+        }
+        self.persisted_seq = seq;
+        self.unpersisted = None;
+        Ok(())
+    }
+}
