@@ -14,14 +14,13 @@ use std::cell::Cell;
 use std::time::SystemTime;
 
 use criterion::Criterion;
-use edudb::{CancelToken, Db, IngestOptions, NoProgress, Params, Source};
+use edudb::{CancelToken, Db, IngestOptions, NoProgress, Params};
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
 use tantivy::schema::{IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions};
 use tantivy::{Index, IndexReader, TantivyDocument};
 
 const GROUP: &str = "query";
-const PASSAGES_PER_DOCUMENT: usize = 50;
 const MIN_EDUS: u64 = 100_000;
 
 /// Questions mixing the two corpora's vocabulary; each iteration takes the next.
@@ -38,35 +37,11 @@ const QUESTIONS: &[&str] = &[
     "error handling with the question mark operator",
 ];
 
-fn passages_as_documents() -> Vec<Source> {
-    let path = common::shared_data().join("wiki2/hipporag_2wikimultihopqa_corpus.json");
-    let text = std::fs::read_to_string(&path).expect("2Wiki corpus in ../shared/data");
-    let passages: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
-    passages
-        .chunks(PASSAGES_PER_DOCUMENT)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let mut markdown = format!("# 2Wiki passages {i}\n\n");
-            for p in chunk {
-                markdown.push_str(&format!(
-                    "## {}\n\n{}\n\n",
-                    p["title"].as_str().unwrap_or_default(),
-                    p["text"].as_str().unwrap_or_default()
-                ));
-            }
-            Source {
-                id: format!("wiki2/{i:04}"),
-                origin: edudb::sources::Origin::Bytes(markdown.into_bytes()),
-            }
-        })
-        .collect()
-}
-
 fn build_store(dir: &std::path::Path) -> Db {
     let db = Db::create(dir.join("store")).unwrap();
     let mut sources = edudb::sources::expand(&[common::shared_data().join("rust_rfcs/text")], None)
         .expect("RFC corpus in ../shared/data");
-    sources.extend(passages_as_documents());
+    sources.extend(common::wiki2_documents());
     let markdown = IngestOptions {
         format: Some(edudb::Format::Markdown),
         ..IngestOptions::default()

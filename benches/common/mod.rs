@@ -12,6 +12,36 @@ pub fn shared_data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
 }
 
+/// 2WikiMultihopQA passages per Markdown document.
+const PASSAGES_PER_DOCUMENT: usize = 50;
+
+/// The 2WikiMultihopQA passages as Markdown documents of
+/// [`PASSAGES_PER_DOCUMENT`] passages, each under a heading with its title.
+#[allow(dead_code)] // Not every bench binary uses every helper.
+pub fn wiki2_documents() -> Vec<edudb::Source> {
+    let path = shared_data().join("wiki2/hipporag_2wikimultihopqa_corpus.json");
+    let text = std::fs::read_to_string(&path).expect("2Wiki corpus in ../shared/data");
+    let passages: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    passages
+        .chunks(PASSAGES_PER_DOCUMENT)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut markdown = format!("# 2Wiki passages {i}\n\n");
+            for p in chunk {
+                markdown.push_str(&format!(
+                    "## {}\n\n{}\n\n",
+                    p["title"].as_str().unwrap_or_default(),
+                    p["text"].as_str().unwrap_or_default()
+                ));
+            }
+            edudb::Source {
+                id: format!("wiki2/{i:04}"),
+                origin: edudb::sources::Origin::Bytes(markdown.into_bytes()),
+            }
+        })
+        .collect()
+}
+
 /// The directory criterion writes its estimates to; set explicitly so the
 /// ratio report can read them back.
 pub fn criterion_dir() -> PathBuf {

@@ -1,0 +1,124 @@
+//! The vector index over more than 100,000 vectors of the default dimension
+//! (the EDUs of the Rust RFCs and the 2WikiMultihopQA passages, embedded by
+//! the built-in hashed embedder): embedding throughput, index build time,
+//! and query time and recall@10 of the graph against exact brute-force
+//! search over the same vectors, all in one run. Ratios are printed at the
+//! end.
+//!
+//! `cargo bench --bench vectors` (add `-- --quick` for a short run).
+
+mod common;
+
+use std::time::{Instant, SystemTime};
+
+use criterion::Throughput;
+use edudb::embed::Embedder;
+use edudb::embed::hashed::{DEFAULT_DIMENSION, HashedEmbedder};
+use edudb::{CancelToken, Db, IngestOptions, NoProgress, Target};
+
+const GROUP: &str = "vectors";
+const MIN_VECTORS: usize = 100_000;
+/// Queries for recall: EDU texts spread over the store, cut to their first
+/// half so no query is identical to an indexed text.
+const RECALL_QUERIES: usize = 200;
+const K: usize = 10;
+
+fn build_store(dir: &std::path::Path) -> (Db, Vec<String>) {
+    let db = Db::create(dir.join("store")).unwrap();
+    let mut sources = edudb::sources::expand(&[common::shared_data().join("rust_rfcs/text")], None)
+        .expect("RFC corpus in ../shared/data");
+    sources.extend(common::wiki2_documents());
+    let markdown = IngestOptions {
+        format: Some(edudb::Format::Markdown),
+        ..IngestOptions::default()
+    };
+    let report = db
+        .ingest(&sources, markdown, &NoProgress, &CancelToken::new())
+        .unwrap();
+    assert!(report.failures.is_empty());
+    let mut texts = Vec::new();
+    for meta in db.documents().unwrap() {
+        texts.extend(db.edus(&meta.id, None).unwrap().into_iter().map(|e| e.text));
+    }
+    (db, texts)
+}
+
+fn half(text: &str) -> &str {
+    let mut cut = text.len() / 2;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut.max(1).min(text.len())]
+}
+
+fn main() {
+    let run_started = SystemTime::now();
+    let dir = tempfile::tempdir().unwrap();
+    let (db, texts) = build_store(dir.path());
+
+    // Build: ingest stores the vectors; the graph is built on first use.
+    let started = Instant::now();
+    let counts = db.vector_counts().unwrap();
+    let build = started.elapsed();
+    assert!(
+        counts.edus >= MIN_VECTORS,
+        "only {} EDU vectors",
+        counts.edus
+    );
+    println!(
+        "vectors: built the index over {} node and {} EDU vectors of dimension {DEFAULT_DIMENSION} in {:.1} s",
+        counts.nodes,
+        counts.edus,
+        build.as_secs_f64()
+    );
+
+    // Recall@10 of the graph against brute force, on the EDU vectors.
+    let step = texts.len() / RECALL_QUERIES;
+    let queries: Vec<&str> = (0..RECALL_QUERIES)
+        .map(|i| half(&texts[i * step]))
+        .collect();
+    let mut found = 0usize;
+    let mut wanted = 0usize;
+    for query in &queries {
+        let key = |h: &edudb::RankedHit| (h.doc.clone(), h.span.first);
+        let truth: Vec<_> = db.nearest(query, Target::Edus, K, true).unwrap();
+        let graph: Vec<_> = db.nearest(query, Target::Edus, K, false).unwrap();
+        let graph_keys: std::collections::HashSet<_> = graph.iter().map(key).collect();
+        wanted += truth.len();
+        found += truth
+            .iter()
+            .filter(|h| graph_keys.contains(&key(h)))
+            .count();
+    }
+    println!(
+        "vectors: recall@{K} of the graph against brute force over {} queries: {:.3}",
+        queries.len(),
+        found as f64 / wanted.max(1) as f64
+    );
+
+    let mut c = common::criterion();
+    let mut group = c.benchmark_group(GROUP);
+    let embedder = HashedEmbedder::new(DEFAULT_DIMENSION).unwrap();
+    let batch: Vec<&str> = texts.iter().take(1000).map(String::as_str).collect();
+    group.throughput(Throughput::Bytes(
+        batch.iter().map(|t| t.len() as u64).sum(),
+    ));
+    group.bench_function("embed_1000_edus", |b| {
+        b.iter(|| embedder.embed(&batch).unwrap())
+    });
+    group.throughput(Throughput::Elements(1));
+    let mut next = 0usize;
+    let mut query = || {
+        next += 1;
+        queries[next % queries.len()]
+    };
+    group.bench_function("exact_top10", |b| {
+        b.iter(|| db.nearest(query(), Target::Edus, K, true).unwrap())
+    });
+    group.bench_function("hnsw_top10", |b| {
+        b.iter(|| db.nearest(query(), Target::Edus, K, false).unwrap())
+    });
+    group.finish();
+    c.final_summary();
+    common::print_ratios(GROUP, "exact_top10", &["hnsw_top10"], run_started);
+}
