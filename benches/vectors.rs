@@ -1,9 +1,9 @@
 //! The vector index over more than 100,000 vectors of the default dimension
-//! (the EDUs of the Rust RFCs and the 2WikiMultihopQA passages, embedded by
-//! the built-in hashed embedder): embedding throughput, index build time,
-//! and query time and recall@10 of the graph against exact brute-force
-//! search over the same vectors, all in one run. Ratios are printed at the
-//! end.
+//! (the EDUs of the Rust RFCs and the 2WikiMultihopQA and MuSiQue passages,
+//! embedded by the built-in hashed embedder): embedding throughput, index
+//! build time, and query time and recall@10 of the graph (at several search
+//! efforts) against exact brute-force search over the same vectors, all in
+//! one run. Ratios are printed at the end.
 //!
 //! `cargo bench --bench vectors` (add `-- --quick` for a short run).
 
@@ -14,6 +14,7 @@ use std::time::{Instant, SystemTime};
 use criterion::Throughput;
 use edudb::embed::Embedder;
 use edudb::embed::hashed::{DEFAULT_DIMENSION, HashedEmbedder};
+use edudb::vectors::EF_SEARCH;
 use edudb::{CancelToken, Db, IngestOptions, NoProgress, Target};
 
 const GROUP: &str = "vectors";
@@ -22,12 +23,18 @@ const MIN_VECTORS: usize = 100_000;
 /// half so no query is identical to an indexed text.
 const RECALL_QUERIES: usize = 200;
 const K: usize = 10;
+/// Graph search efforts the recall curve is measured at.
+const SEARCH_EFFORTS: [usize; 6] = [32, 64, 128, 256, 512, 1024];
 
 fn build_store(dir: &std::path::Path) -> (Db, Vec<String>) {
     let db = Db::create(dir.join("store")).unwrap();
     let mut sources = edudb::sources::expand(&[common::shared_data().join("rust_rfcs/text")], None)
         .expect("RFC corpus in ../shared/data");
     sources.extend(common::wiki2_documents());
+    sources.extend(common::passage_documents(
+        "musique/hipporag_musique_train100_corpus.json",
+        "musique",
+    ));
     let markdown = IngestOptions {
         format: Some(edudb::Format::Markdown),
         ..IngestOptions::default()
@@ -72,29 +79,44 @@ fn main() {
         build.as_secs_f64()
     );
 
-    // Recall@10 of the graph against brute force, on the EDU vectors.
+    // Recall@10 of the graph against brute force, on the EDU vectors, and
+    // the mean graph query time, at several search efforts.
     let step = texts.len() / RECALL_QUERIES;
     let queries: Vec<&str> = (0..RECALL_QUERIES)
         .map(|i| half(&texts[i * step]))
         .collect();
-    let mut found = 0usize;
-    let mut wanted = 0usize;
-    for query in &queries {
-        let key = |h: &edudb::RankedHit| (h.doc.clone(), h.span.first);
-        let truth: Vec<_> = db.nearest(query, Target::Edus, K, true).unwrap();
-        let graph: Vec<_> = db.nearest(query, Target::Edus, K, false).unwrap();
-        let graph_keys: std::collections::HashSet<_> = graph.iter().map(key).collect();
-        wanted += truth.len();
-        found += truth
-            .iter()
-            .filter(|h| graph_keys.contains(&key(h)))
-            .count();
+    let key = |h: &edudb::RankedHit| (h.doc.clone(), h.span.first);
+    let truths: Vec<Vec<_>> = queries
+        .iter()
+        .map(|q| {
+            let truth = db.nearest(q, Target::Edus, K, true).unwrap();
+            truth.iter().map(key).collect()
+        })
+        .collect();
+    for effort in SEARCH_EFFORTS {
+        db.set_vector_search_effort(effort).unwrap();
+        let (mut found, mut wanted) = (0usize, 0usize);
+        let started = Instant::now();
+        for (query, truth) in queries.iter().zip(&truths) {
+            let graph = db.nearest(query, Target::Edus, K, false).unwrap();
+            let graph_keys: std::collections::HashSet<_> = graph.iter().map(key).collect();
+            wanted += truth.len();
+            found += truth.iter().filter(|k| graph_keys.contains(k)).count();
+        }
+        let mean = started.elapsed() / queries.len() as u32;
+        println!(
+            "vectors: search effort {effort:>4}: recall@{K} {:.3} over {} queries, {:.2} ms per query{}",
+            found as f64 / wanted.max(1) as f64,
+            queries.len(),
+            mean.as_secs_f64() * 1e3,
+            if effort == EF_SEARCH {
+                " (default)"
+            } else {
+                ""
+            }
+        );
     }
-    println!(
-        "vectors: recall@{K} of the graph against brute force over {} queries: {:.3}",
-        queries.len(),
-        found as f64 / wanted.max(1) as f64
-    );
+    db.set_vector_search_effort(EF_SEARCH).unwrap();
 
     let mut c = common::criterion();
     let mut group = c.benchmark_group(GROUP);

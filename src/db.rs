@@ -500,6 +500,16 @@ impl Db {
         }
     }
 
+    /// Sets how many candidates a vector-graph search explores, at least
+    /// (default [`crate::vectors::EF_SEARCH`]), for this `Db`'s lifetime;
+    /// loads the index if needed. See [`VectorIndex::set_search_effort`].
+    pub fn set_vector_search_effort(&self, candidates: usize) -> Result<()> {
+        self.with_vector_index(|index| {
+            index.set_search_effort(candidates);
+            Ok(())
+        })
+    }
+
     /// What the vector index holds (loading it if needed).
     pub fn vector_counts(&self) -> Result<VectorCounts> {
         Ok(self

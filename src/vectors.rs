@@ -37,8 +37,9 @@ const MAX_CONNECTIONS: usize = 16;
 const EF_CONSTRUCTION: usize = 100;
 /// hnsw_rs only dumps graphs built with its full 16 layers.
 const MAX_LAYERS: usize = 16;
-/// Candidates explored per search, at least (more for larger `k`).
-const EF_SEARCH: usize = 128;
+/// Candidates explored per search by default, at least (more for larger
+/// `k`); see [`VectorIndex::set_search_effort`].
+pub const EF_SEARCH: usize = 128;
 /// A scope with at most this many live vectors is searched exactly, by
 /// reading its documents' stored vectors: a filtered graph search loses
 /// recall when the scope is a small part of the store.
@@ -176,7 +177,13 @@ impl Graph {
 
     /// The `k` live entries most similar to `query`, among documents in
     /// `scope` when given, as (entry id, cosine similarity).
-    fn search(&self, query: &[f32], k: usize, scope: Option<&[&str]>) -> Vec<(usize, f32)> {
+    fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        effort: usize,
+        scope: Option<&[&str]>,
+    ) -> Vec<(usize, f32)> {
         if self.live() == 0 || k == 0 {
             return Vec::new();
         }
@@ -191,7 +198,7 @@ impl Graph {
             }
             allowed.sort_unstable();
         }
-        let ef = EF_SEARCH.max(2 * k);
+        let ef = effort.max(2 * k);
         let neighbours = if !filtered {
             self.hnsw.search(query, k, ef)
         } else if scope.is_some() {
@@ -245,6 +252,8 @@ pub struct VectorIndex {
     persisted_seq: u64,
     /// When the first change not on disk was applied, and how many.
     unpersisted: Option<(std::time::Instant, usize)>,
+    /// Candidates a graph search explores, at least (more for larger `k`).
+    search_effort: usize,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -294,6 +303,7 @@ impl VectorIndex {
             applied_seq: 0,
             persisted_seq: 0,
             unpersisted: None,
+            search_effort: EF_SEARCH,
         };
         if !dir.join(MANIFEST).is_file() {
             return empty();
@@ -363,6 +373,7 @@ impl VectorIndex {
             applied_seq: manifest.applied_seq,
             persisted_seq: manifest.applied_seq,
             unpersisted: None,
+            search_effort: EF_SEARCH,
         })
     }
 
@@ -413,6 +424,14 @@ impl VectorIndex {
             edus: self.edus.live(),
             dead: self.nodes.dead + self.edus.dead,
         }
+    }
+
+    /// Sets how many candidates a graph search explores, at least: more
+    /// finds more of the true nearest neighbours, more slowly (the
+    /// recall/time curve is in `docs/benchmarks.md`). Exact searches are
+    /// unaffected.
+    pub fn set_search_effort(&mut self, candidates: usize) {
+        self.search_effort = candidates.max(1);
     }
 
     /// Whether enough entries are dead that [`VectorIndex::clear`] and a
@@ -519,7 +538,7 @@ impl VectorIndex {
             Some(n) if n <= EXACT_SCOPE_LIMIT => {
                 self.exact(store, target, query, k, scope.unwrap_or_default())?
             }
-            _ => graph.search(query, k, scope),
+            _ => graph.search(query, k, self.search_effort, scope),
         };
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked.truncate(k);

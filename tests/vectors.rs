@@ -227,6 +227,38 @@ fn ingest_defers_the_graph_until_a_vector_search_needs_it() {
 }
 
 #[test]
+fn a_search_effort_beyond_the_store_size_matches_exact_search() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::create(dir.path().join("db")).unwrap();
+    let words = [
+        "river", "stone", "lamp", "violin", "harbour", "copper", "meadow", "signal", "pepper",
+        "glacier", "lantern", "orchid", "thunder", "velvet", "canyon", "ember",
+    ];
+    // 40 documents of 30 sentences: 1,200 EDUs of shuffled word triples.
+    for d in 0..40usize {
+        let mut text = format!("# Doc {d}\n\n");
+        for s in 0..30usize {
+            let n = d * 31 + s * 7;
+            let pick = |i: usize| words[(n * (i + 3) + i * i) % words.len()];
+            text.push_str(&format!("The {} near the {} and {}. ", pick(0), pick(1), pick(2)));
+        }
+        db.ingest_bytes(&format!("d{d}"), text.into_bytes(), markdown())
+            .unwrap();
+    }
+    db.set_vector_search_effort(5_000).unwrap();
+    for query in ["lamp near the violin", "copper canyon", "thunder and ember"] {
+        let graph = db.nearest(query, edudb::Target::Edus, 10, false).unwrap();
+        let exact = db.nearest(query, edudb::Target::Edus, 10, true).unwrap();
+        let scores = |hits: &[edudb::RankedHit]| -> Vec<i64> {
+            hits.iter().map(|h| (h.score * 1e4).round() as i64).collect()
+        };
+        // Ties may come in another order: compare the score lists.
+        assert_eq!(graph.len(), 10, "{query}");
+        assert_eq!(scores(&graph), scores(&exact), "{query}");
+    }
+}
+
+#[test]
 fn a_store_refuses_a_different_embedder() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("db");

@@ -12,21 +12,30 @@ pub fn shared_data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
 }
 
-/// 2WikiMultihopQA passages per Markdown document.
+/// Passages per Markdown document made from a passage corpus.
 const PASSAGES_PER_DOCUMENT: usize = 50;
 
-/// The 2WikiMultihopQA passages as Markdown documents of
-/// [`PASSAGES_PER_DOCUMENT`] passages, each under a heading with its title.
+/// The 2WikiMultihopQA passages as Markdown documents.
 #[allow(dead_code)] // Not every bench binary uses every helper.
 pub fn wiki2_documents() -> Vec<edudb::Source> {
-    let path = shared_data().join("wiki2/hipporag_2wikimultihopqa_corpus.json");
-    let text = std::fs::read_to_string(&path).expect("2Wiki corpus in ../shared/data");
+    passage_documents("wiki2/hipporag_2wikimultihopqa_corpus.json", "wiki2")
+}
+
+/// A HippoRAG passage corpus (a JSON list of `{title, text}`) under
+/// `../shared/data/<corpus>` as Markdown documents of
+/// [`PASSAGES_PER_DOCUMENT`] passages, each under a heading with its title,
+/// with ids `<prefix>/<n>`.
+#[allow(dead_code)] // Not every bench binary uses every helper.
+pub fn passage_documents(corpus: &str, prefix: &str) -> Vec<edudb::Source> {
+    let path = shared_data().join(corpus);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} in ../shared/data: {e}", path.display()));
     let passages: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
     passages
         .chunks(PASSAGES_PER_DOCUMENT)
         .enumerate()
         .map(|(i, chunk)| {
-            let mut markdown = format!("# 2Wiki passages {i}\n\n");
+            let mut markdown = format!("# {prefix} passages {i}\n\n");
             for p in chunk {
                 markdown.push_str(&format!(
                     "## {}\n\n{}\n\n",
@@ -35,7 +44,7 @@ pub fn wiki2_documents() -> Vec<edudb::Source> {
                 ));
             }
             edudb::Source {
-                id: format!("wiki2/{i:04}"),
+                id: format!("{prefix}/{i:04}"),
                 origin: edudb::sources::Origin::Bytes(markdown.into_bytes()),
             }
         })
