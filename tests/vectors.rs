@@ -240,7 +240,12 @@ fn a_search_effort_beyond_the_store_size_matches_exact_search() {
         for s in 0..30usize {
             let n = d * 31 + s * 7;
             let pick = |i: usize| words[(n * (i + 3) + i * i) % words.len()];
-            text.push_str(&format!("The {} near the {} and {}. ", pick(0), pick(1), pick(2)));
+            text.push_str(&format!(
+                "The {} near the {} and {}. ",
+                pick(0),
+                pick(1),
+                pick(2)
+            ));
         }
         db.ingest_bytes(&format!("d{d}"), text.into_bytes(), markdown())
             .unwrap();
@@ -250,7 +255,9 @@ fn a_search_effort_beyond_the_store_size_matches_exact_search() {
         let graph = db.nearest(query, edudb::Target::Edus, 10, false).unwrap();
         let exact = db.nearest(query, edudb::Target::Edus, 10, true).unwrap();
         let scores = |hits: &[edudb::RankedHit]| -> Vec<i64> {
-            hits.iter().map(|h| (h.score * 1e4).round() as i64).collect()
+            hits.iter()
+                .map(|h| (h.score * 1e4).round() as i64)
+                .collect()
         };
         // Ties may come in another order: compare the score lists.
         assert_eq!(graph.len(), 10, "{query}");
