@@ -390,6 +390,16 @@ impl Db {
         }
     }
 
+    /// The vector index as persisted (empty when missing or damaged), not
+    /// yet caught up.
+    fn open_vector_index(&self) -> VectorIndex {
+        VectorIndex::open(
+            &self.dir.join(VECTORS_DIR),
+            &self.embedder.identity(),
+            self.embedder.dimension(),
+        )
+    }
+
     /// Runs `f` on the loaded, caught-up vector index under the write lock.
     fn with_vector_index<R>(&self, f: impl FnOnce(&mut VectorIndex) -> Result<R>) -> Result<R> {
         let mut guard = self
@@ -397,11 +407,7 @@ impl Db {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if guard.is_none() {
-            let mut index = VectorIndex::open(
-                &self.dir.join(VECTORS_DIR),
-                &self.embedder.identity(),
-                self.embedder.dimension(),
-            );
+            let mut index = self.open_vector_index();
             self.catch_up_vectors(
                 &mut index,
                 &crate::progress::NoProgress,
@@ -415,20 +421,37 @@ impl Db {
         f(index)
     }
 
-    /// Brings the vector index up to the store's latest change: replays the
-    /// log past what it applied, or rebuilds it from the stored vectors
-    /// when the log no longer reaches back, it is ahead, or a quarter of
-    /// its entries are tombstones. Persists it when anything changed.
+    /// Brings the vector index up to the store's latest change (see
+    /// [`Db::replay_vectors`]) and persists it when anything changed.
     fn catch_up_vectors(
         &self,
         index: &mut VectorIndex,
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<()> {
+        if let Some(last) = self.replay_vectors(index, progress, cancel)? {
+            index.persist()?;
+            self.trim_log(last.min(self.fulltext().applied_seq()?))?;
+        }
+        Ok(())
+    }
+
+    /// Brings the vector index up to the store's latest change without
+    /// persisting it: replays the log past what it applied, or rebuilds it
+    /// from the stored vectors when the log no longer reaches back, it is
+    /// ahead, or a quarter of its entries are tombstones. Returns the change
+    /// it now reflects, or `None` when it was already there. On an error the
+    /// index is part-way and must be dropped, not used.
+    fn replay_vectors(
+        &self,
+        index: &mut VectorIndex,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<Option<u64>> {
         let applied = index.applied_seq();
         let last = self.store.last_seq()?;
         if applied == last && !index.needs_rebuild() {
-            return Ok(());
+            return Ok(None);
         }
         let ids: Vec<String> =
             if applied > last || applied < self.store.trimmed_seq()? || index.needs_rebuild() {
@@ -457,8 +480,7 @@ impl Db {
         progress.finish();
         result?;
         index.set_applied(last);
-        index.persist()?;
-        self.trim_log(last.min(self.fulltext().applied_seq()?))
+        Ok(Some(last))
     }
 
     /// Puts document `id`'s stored vectors into `index`, or removes it
@@ -593,7 +615,7 @@ impl Db {
             fulltext.commit(last)?;
             drop(fulltext);
             self.store.flush()?;
-            self.apply_to_vectors(&written, last)?;
+            self.apply_to_vectors()?;
         }
         outcome?;
         report.elapsed = started.elapsed();
@@ -727,19 +749,20 @@ impl Db {
         fulltext.commit(seq)?;
         drop(fulltext);
         self.store.flush()?;
-        self.apply_to_vectors(&[id.to_owned()], seq)
+        self.apply_to_vectors()
     }
 
-    /// Applies the store's current state of documents `ids` (changed up to
-    /// change `seq`) to the vector index when it is loaded. An index that
-    /// is not loaded is left alone: it catches up from the change log (or
-    /// rebuilds from the stored vectors) on its first use, so bulk ingest
-    /// does not pay for graph inserts until a vector search or
-    /// [`Db::reindex`] needs the graph. Persisting is deferred
-    /// ([`VectorIndex::persist_due`]; at the latest when the `Db` is
-    /// dropped): the change log is kept until it happens, so a crash before
-    /// it only means a replay on the next open.
-    fn apply_to_vectors(&self, ids: &[String], seq: u64) -> Result<()> {
+    /// Brings the vector index up to the store's latest change when it is
+    /// loaded, by replaying the change log (not the caller's list of
+    /// documents, so concurrent writers applying out of order, or a
+    /// document stored but not indexed after a failure, are never skipped).
+    /// An index that is not loaded is left alone: it catches up on its
+    /// first use, so bulk ingest does not pay for graph inserts until a
+    /// vector search or [`Db::reindex`] needs the graph. Persisting is
+    /// deferred ([`VectorIndex::persist_due`]; at the latest when the `Db`
+    /// is dropped): the change log is kept until it happens, so a crash
+    /// before it only means a replay on the next open.
+    fn apply_to_vectors(&self) -> Result<()> {
         let mut guard = self
             .vectors
             .write()
@@ -747,21 +770,18 @@ impl Db {
         let Some(index) = guard.as_mut() else {
             return Ok(());
         };
-        if index.applied_seq() >= seq {
-            return Ok(());
-        }
-        for id in ids {
-            self.index_vectors(index, id)?;
-        }
-        index.set_applied(seq);
-        if index.needs_rebuild() {
-            index.clear();
-            self.catch_up_vectors(index, &crate::progress::NoProgress, &CancelToken::new())
-        } else if index.persist_due() {
-            index.persist()?;
-            self.trim_log(seq)
-        } else {
-            Ok(())
+        let replayed =
+            self.replay_vectors(index, &crate::progress::NoProgress, &CancelToken::new());
+        match replayed {
+            Err(err) => {
+                *guard = None;
+                Err(err)
+            }
+            Ok(Some(last)) if index.persist_due() => {
+                index.persist()?;
+                self.trim_log(last)
+            }
+            Ok(_) => Ok(()),
         }
     }
 
@@ -813,10 +833,20 @@ impl Db {
         result?;
         fulltext.commit(last)?;
         drop(fulltext);
-        self.with_vector_index(|index| {
-            index.clear();
-            self.catch_up_vectors(index, progress, cancel)
-        })
+        let mut guard = self
+            .vectors
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut index = match guard.take() {
+            Some(index) => index,
+            None => self.open_vector_index(),
+        };
+        index.clear();
+        // Put back only when whole: a part-built index would answer
+        // searches with documents missing.
+        self.catch_up_vectors(&mut index, progress, cancel)?;
+        *guard = Some(index);
+        Ok(())
     }
 
     /// Validates every stored document, its stored vectors, and that the

@@ -16,7 +16,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use tantivy::collector::TopDocs;
-use tantivy::query::{Bm25Weight, BooleanQuery, Occur, Query, QueryParser, TermQuery};
+use tantivy::query::{
+    Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, TermQuery,
+};
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
@@ -289,9 +291,12 @@ impl FullTextReader {
                 (Occur::Should, q)
             })
             .collect();
+        // The scope only filters: scored, it would add the document id's
+        // idf to every hit and break the scale of `rank_ceiling`.
+        let scope = ConstScoreQuery::new(Box::new(BooleanQuery::new(any_doc)), 0.0);
         let within_docs = BooleanQuery::new(vec![
             (Occur::Must, Box::new(any_term) as Box<dyn Query>),
-            (Occur::Must, Box::new(BooleanQuery::new(any_doc))),
+            (Occur::Must, Box::new(scope)),
         ]);
         self.top(&within_docs, limit)
     }
@@ -466,5 +471,12 @@ mod tests {
         assert!(best > 0.6, "all terms once: {best}");
         assert!(weakest < 0.25, "only 'the': {weakest}");
         assert_eq!(reader.rank_ceiling("", Target::Edus).unwrap(), 0.0);
+        // A document scope filters without changing scores.
+        let scoped = reader.rank(query, Target::Edus, Some(&["a"]), 10).unwrap();
+        assert_eq!(scoped.len(), 3);
+        for hit in &scoped {
+            let unscoped = hits.iter().find(|h| h.span == hit.span && h.doc == "a");
+            assert_eq!(unscoped.map(|h| h.score), Some(hit.score), "{hit:?}");
+        }
     }
 }

@@ -86,7 +86,8 @@ pub enum SeedMethod {
     Bm25,
     /// Cosine similarity over the vector index.
     Near,
-    /// `alpha × cosine + (1 − alpha) × BM25`, each normalised by its best.
+    /// `alpha × cosine + (1 − alpha) × BM25`, cosine as it is and BM25
+    /// divided by the query's idf sum; the fused ranking divided by its best.
     Hybrid {
         /// Weight of the vector score, 0..=1.
         alpha: f32,
