@@ -266,6 +266,39 @@ fn a_search_effort_beyond_the_store_size_matches_exact_search() {
 }
 
 #[test]
+fn concurrent_writers_leave_every_document_in_the_loaded_graph() {
+    let (_dir, db) = store();
+    // Load the graph, so writes update it as they land.
+    db.nearest("oven", edudb::Target::Nodes, 1, false).unwrap();
+    std::thread::scope(|scope| {
+        for writer in 0..4 {
+            let db = &db;
+            scope.spawn(move || {
+                for n in 0..6 {
+                    let text = format!(
+                        "# Note {writer} {n}\n\nWriter {writer} wrote note {n} about item{writer}x{n}.\n"
+                    );
+                    db.ingest_bytes(&format!("w{writer}n{n}"), text.into_bytes(), markdown())
+                        .unwrap();
+                    if n % 2 == 1 {
+                        db.remove(&format!("w{writer}n{}", n - 1)).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let report = db.check().unwrap();
+    assert_eq!(report.vector_graph_change, report.last_change);
+    assert_eq!(db.vector_counts().unwrap().nodes, report.vectors.nodes);
+    for writer in 0..4 {
+        let hits = db
+            .nearest(&format!("item{writer}x5"), edudb::Target::Edus, 1, false)
+            .unwrap();
+        assert_eq!(hits[0].doc, format!("w{writer}n5"));
+    }
+}
+
+#[test]
 fn a_store_refuses_a_different_embedder() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("db");
