@@ -9,7 +9,7 @@
 //! with new words scores near zero. Use an [`super::http::HttpEmbedder`]
 //! with a real model for that.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 
 use super::{EmbedError, Embedder, normalise};
@@ -74,8 +74,11 @@ impl HashedEmbedder {
     }
 
     /// The features of `words`: feature hash → (occurrences, family weight).
-    fn features(&self, words: &[String]) -> HashMap<u64, (f32, f32)> {
-        let mut counts: HashMap<u64, (f32, f32)> = HashMap::new();
+    fn features(&self, words: &[String]) -> BTreeMap<u64, (f32, f32)> {
+        // Ordered, so features are summed in the same order every time and
+        // the vector is bit-for-bit deterministic (float addition is not
+        // associative; a HashMap's order changes per process).
+        let mut counts: BTreeMap<u64, (f32, f32)> = BTreeMap::new();
         let mut add = |hash: u64, weight: f32| counts.entry(hash).or_insert((0.0, weight)).0 += 1.0;
         for (i, word) in words.iter().enumerate() {
             add(feature_hash(b'w', word), UNIGRAM_WEIGHT);
@@ -165,14 +168,18 @@ mod tests {
         );
         assert_eq!(a.len(), DEFAULT_DIMENSION);
         assert!((dot(&a, &a) - 1.0).abs() < 1e-5);
-        let again = HashedEmbedder::new(DEFAULT_DIMENSION).unwrap();
-        assert_eq!(
-            a,
-            embed_one(
-                &again,
-                "The borrow checker rejects aliasing mutable references."
-            )
-        );
+        // Bit-for-bit, every time (a per-process hash order once made the
+        // last bit of some components vary).
+        for _ in 0..50 {
+            let again = HashedEmbedder::new(DEFAULT_DIMENSION).unwrap();
+            assert_eq!(
+                a,
+                embed_one(
+                    &again,
+                    "The borrow checker rejects aliasing mutable references."
+                )
+            );
+        }
     }
 
     #[test]
