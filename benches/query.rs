@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::time::SystemTime;
 
 use criterion::Criterion;
-use edudb::{CancelToken, Db, IngestOptions, NoProgress, Params};
+use edudb::{Db, Params};
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
 use tantivy::schema::{IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions};
@@ -38,18 +38,7 @@ const QUESTIONS: &[&str] = &[
 ];
 
 fn build_store(dir: &std::path::Path) -> Db {
-    let db = Db::create(dir.join("store")).unwrap();
-    let mut sources = edudb::sources::expand(&[common::shared_data().join("rust_rfcs/text")], None)
-        .expect("RFC corpus in ../shared/data");
-    sources.extend(common::wiki2_documents());
-    let markdown = IngestOptions {
-        format: Some(edudb::Format::Markdown),
-        ..IngestOptions::default()
-    };
-    let report = db
-        .ingest(&sources, markdown, &NoProgress, &CancelToken::new())
-        .unwrap();
-    assert!(report.failures.is_empty());
+    let (db, report) = common::markdown_store(dir, common::wiki2_documents());
     let edus = db.stats().unwrap().edus;
     assert!(edus >= MIN_EDUS, "store has {edus} EDUs");
     println!(

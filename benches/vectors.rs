@@ -15,7 +15,7 @@ use criterion::Throughput;
 use edudb::embed::Embedder;
 use edudb::embed::hashed::{DEFAULT_DIMENSION, HashedEmbedder};
 use edudb::vectors::EF_SEARCH;
-use edudb::{CancelToken, Db, IngestOptions, NoProgress, Target};
+use edudb::{Db, Target};
 
 const GROUP: &str = "vectors";
 const MIN_VECTORS: usize = 100_000;
@@ -27,22 +27,12 @@ const K: usize = 10;
 const SEARCH_EFFORTS: [usize; 6] = [32, 64, 128, 256, 512, 1024];
 
 fn build_store(dir: &std::path::Path) -> (Db, Vec<String>) {
-    let db = Db::create(dir.join("store")).unwrap();
-    let mut sources = edudb::sources::expand(&[common::shared_data().join("rust_rfcs/text")], None)
-        .expect("RFC corpus in ../shared/data");
-    sources.extend(common::wiki2_documents());
-    sources.extend(common::passage_documents(
+    let mut passages = common::wiki2_documents();
+    passages.extend(common::passage_documents(
         "musique/hipporag_musique_train100_corpus.json",
         "musique",
     ));
-    let markdown = IngestOptions {
-        format: Some(edudb::Format::Markdown),
-        ..IngestOptions::default()
-    };
-    let report = db
-        .ingest(&sources, markdown, &NoProgress, &CancelToken::new())
-        .unwrap();
-    assert!(report.failures.is_empty());
+    let (db, _) = common::markdown_store(dir, passages);
     let mut texts = Vec::new();
     for meta in db.documents().unwrap() {
         texts.extend(db.edus(&meta.id, None).unwrap().into_iter().map(|e| e.text));

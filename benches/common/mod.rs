@@ -51,6 +51,30 @@ pub fn passage_documents(corpus: &str, prefix: &str) -> Vec<edudb::Source> {
         .collect()
 }
 
+/// A fresh store at `dir/store` holding the Rust RFCs and `more` sources,
+/// all ingested as Markdown; panics if any input fails.
+#[allow(dead_code)] // Not every bench binary uses every helper.
+pub fn markdown_store(dir: &Path, more: Vec<edudb::Source>) -> (edudb::Db, edudb::IngestReport) {
+    let db = edudb::Db::create(dir.join("store")).unwrap();
+    let mut sources = edudb::sources::expand(&[shared_data().join("rust_rfcs/text")], None)
+        .expect("RFC corpus in ../shared/data");
+    sources.extend(more);
+    let markdown = edudb::IngestOptions {
+        format: Some(edudb::Format::Markdown),
+        ..edudb::IngestOptions::default()
+    };
+    let report = db
+        .ingest(
+            &sources,
+            markdown,
+            &edudb::NoProgress,
+            &edudb::CancelToken::new(),
+        )
+        .unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    (db, report)
+}
+
 /// The directory criterion writes its estimates to; set explicitly so the
 /// ratio report can read them back.
 pub fn criterion_dir() -> PathBuf {
