@@ -499,6 +499,11 @@ impl Db {
         }
     }
 
+    /// `text`'s vector from the store's embedder, as searches use it.
+    pub(crate) fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        Ok(self.embedder.embed(&[text])?.pop().unwrap_or_default())
+    }
+
     /// The `k` nodes or EDUs whose vectors are nearest to `text`'s (cosine
     /// similarity, best first), over the whole store. `exact` scores every
     /// stored vector instead of searching the graph: slow, but the truth
@@ -510,7 +515,7 @@ impl Db {
         k: usize,
         exact: bool,
     ) -> Result<Vec<RankedHit>> {
-        let query = self.embedder.embed(&[text])?.pop().unwrap_or_default();
+        let query = self.embed_query(text)?;
         let guard = self.vector_index()?;
         let Some(index) = guard.as_ref() else {
             return Ok(Vec::new());

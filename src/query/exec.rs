@@ -485,9 +485,7 @@ fn seed(db: &Db, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
     let reader = db.full_text();
     let query_vector = match how.method {
         SeedMethod::Bm25 => None,
-        SeedMethod::Near | SeedMethod::Hybrid { .. } => {
-            Some(db.embedder().embed(&[text])?.pop().unwrap_or_default())
-        }
+        SeedMethod::Near | SeedMethod::Hybrid { .. } => Some(db.embed_query(text)?),
     };
     let vectors = query_vector
         .as_ref()
