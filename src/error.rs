@@ -89,6 +89,16 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// An evaluation data set (JSONL or a converter's input) is malformed.
+    #[error("{path}:{line}: {message}")]
+    Dataset {
+        /// The file read.
+        path: PathBuf,
+        /// 1-based line of the bad record (0 when the fault is not on one line).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// The command-line or API arguments do not make sense together.
     #[error("{0}")]
     Usage(String),

@@ -19,6 +19,7 @@ pub mod db;
 pub mod document;
 pub mod embed;
 pub mod error;
+pub mod eval;
 pub mod fulltext;
 pub mod ingest;
 pub mod layout;

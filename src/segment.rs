@@ -60,8 +60,9 @@ pub fn split_edus(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
     edus
 }
 
-/// Sentence ranges of `text[range]`, trimmed and repaired.
-fn sentences(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
+/// Sentence ranges of `text[range]`, trimmed and repaired (abbreviations,
+/// initials, code spans and lowercase continuations do not end a sentence).
+pub fn sentences(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
     let slice = &text[range.clone()];
     // Hard line breaks inside a paragraph are not sentence boundaries; UAX #29
     // treats them as such, so segment a copy with line breaks as spaces

@@ -339,3 +339,116 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stderr(&out), "");
 }
+
+#[test]
+fn eval_converts_runs_and_reports_tables_json_plots_and_observations() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/hotpotqa");
+    let questions = data.join("hipporag_hotpotqa_train100.json");
+    let jsonl = dir.path().join("hotpot.jsonl");
+    let db = dir.path().join("unused");
+    let out = edudb(
+        &db,
+        &[
+            "eval",
+            "convert",
+            "hotpotqa",
+            questions.to_str().unwrap(),
+            "-o",
+            jsonl.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("100 documents, 100 questions"));
+    // Keep three questions (each follows its document) to stay quick.
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let small = dir.path().join("three.jsonl");
+    std::fs::write(&small, text.lines().take(6).collect::<Vec<_>>().join("\n")).unwrap();
+    let svg = dir.path().join("recall.svg");
+    let observations = dir.path().join("obs.jsonl");
+    let report = json(
+        &db,
+        &[
+            "eval",
+            "run",
+            small.to_str().unwrap(),
+            "--budgets",
+            "100,400",
+            "--resamples",
+            "50",
+            "--svg",
+            svg.to_str().unwrap(),
+            "--observations",
+            observations.to_str().unwrap(),
+        ],
+    );
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2 * 10);
+    for cell in cells {
+        assert_eq!(cell["dataset"], "three");
+        assert_eq!(cell["questions"], 3);
+        assert!(cell["tokens"]["mean"].as_f64().unwrap() <= cell["budget"].as_f64().unwrap());
+    }
+    assert_eq!(report["comparisons"].as_array().unwrap().len(), 2 * 2);
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("bm25-chunk-100") && plot.contains("three"));
+    assert_eq!(
+        std::fs::read_to_string(&observations)
+            .unwrap()
+            .lines()
+            .count(),
+        3 * 10 * 2
+    );
+    // The readable table, with only a custom template and no baselines.
+    let out = edudb(
+        &db,
+        &[
+            "eval",
+            "run",
+            small.to_str().unwrap(),
+            "--budgets",
+            "200",
+            "--no-baselines",
+            "--query",
+            "mine=SELECT FROM * SEED BM25($question) BUDGET $budget TOKENS",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("three (3 questions"), "{table}");
+    assert!(
+        table.contains("evidence recall") && table.contains("  mine "),
+        "{table}"
+    );
+    // A template without $budget is refused with exit 1.
+    let out = edudb(
+        &db,
+        &[
+            "eval",
+            "run",
+            small.to_str().unwrap(),
+            "--query",
+            "x=SELECT FROM * SEED BM25($question)",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("does not use $budget"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn eval_structure_scores_heading_recovery() {
+    let db = Path::new("unused");
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/demo/0002-rfc-process.md");
+    let report = json(db, &["eval", "structure", demo.to_str().unwrap()]);
+    assert_eq!(report["summary"]["documents"], 1);
+    let doc = &report["documents"][0];
+    assert_eq!(doc["document"], "0002-rfc-process");
+    // Seven headings, flat once the markers are gone: two subsections move up.
+    assert_eq!(doc["reference_nodes"], 8);
+    assert!(doc["heading_recall"].as_f64().unwrap() > 0.5, "{doc}");
+    assert!(doc["distance"].as_u64().unwrap() >= 2, "{doc}");
+}

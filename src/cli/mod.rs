@@ -14,6 +14,7 @@ use serde_json::json;
 mod bars;
 mod console;
 mod demo;
+mod eval;
 mod render;
 
 /// Exit code for bad input or usage.
@@ -183,6 +184,11 @@ enum Command {
     Check,
     /// Ingest the bundled demo corpus into a temporary store and tour it.
     Demo,
+    /// Retrieval-quality evaluation and structure-recovery scoring.
+    Eval {
+        #[command(subcommand)]
+        command: eval::EvalCommand,
+    },
 }
 
 /// How `query` prints results.
@@ -386,6 +392,9 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             }
         }
         Command::Demo => demo::run(out, cli.quiet)?,
+        Command::Eval { command } => {
+            eval::run(out, command, cli.embedder.config()?, cli.json, cli.quiet)?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

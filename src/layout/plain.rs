@@ -1,6 +1,7 @@
 //! Plain-text layout: the bytes are stored unchanged; paragraphs are
-//! separated by blank lines, numbered lines such as "2.3 Results" and short
-//! all-capital lines are headings, and bulleted lines are list items.
+//! separated by blank lines, numbered lines such as "2.3 Results", short
+//! all-capital lines and short capitalised lines standing alone before more
+//! text are headings, and bulleted lines are list items.
 
 use std::ops::Range;
 
@@ -10,12 +11,16 @@ use super::{Block, BlockKind, Layout, trim_range};
 const MAX_HEADING_BYTES: usize = 100;
 /// Most words a heading may have.
 const MAX_HEADING_WORDS: usize = 12;
+/// Most words of an unnumbered, mixed-case line standing alone as a heading.
+const MAX_TITLE_WORDS: usize = 8;
 
 /// Parses plain text.
 pub fn parse(text: &str) -> Layout {
     let mut blocks = Vec::new();
-    for chunk in paragraphs(text) {
-        push_chunk(text, chunk, &mut blocks);
+    let chunks = paragraphs(text);
+    let last = chunks.len().saturating_sub(1);
+    for (index, chunk) in chunks.into_iter().enumerate() {
+        push_chunk(text, chunk, index < last, &mut blocks);
     }
     Layout {
         text: text.to_owned(),
@@ -46,14 +51,18 @@ fn paragraphs(text: &str) -> Vec<Range<usize>> {
     chunks
 }
 
-/// Splits a chunk into a leading heading line, list items, or one paragraph.
-fn push_chunk(text: &str, chunk: Range<usize>, blocks: &mut Vec<Block>) {
+/// Splits a chunk into a leading heading line, list items, or one paragraph;
+/// `more_follows` when another chunk comes after it.
+fn push_chunk(text: &str, chunk: Range<usize>, more_follows: bool, blocks: &mut Vec<Block>) {
     let first_line_end = text[chunk.clone()]
         .find('\n')
         .map_or(chunk.end, |i| chunk.start + i);
     let first = trim_range(text, chunk.start..first_line_end);
     let mut rest = first_line_end..chunk.end;
-    if let Some(level) = heading_level(&text[first.clone()]) {
+    let alone = more_follows && text[rest.clone()].trim().is_empty();
+    let level = heading_level(&text[first.clone()])
+        .or_else(|| (alone && standalone_title(&text[first.clone()])).then_some(1));
+    if let Some(level) = level {
         blocks.push(Block {
             kind: BlockKind::Heading { level },
             range: first,
@@ -134,6 +143,21 @@ fn heading_level(line: &str) -> Option<u8> {
     shouting.then_some(1)
 }
 
+/// Whether a line standing alone between blank lines, with more text after
+/// it, reads as a title: short, capitalised, not ending like a sentence, and
+/// free of code punctuation.
+fn standalone_title(line: &str) -> bool {
+    let words = line.split_whitespace().count();
+    let capitalised = line.chars().next().is_some_and(char::is_uppercase);
+    let code_like = line.contains(['{', '}', ';', '=', '<', '>', '|']) || line.contains("//");
+    (1..=MAX_TITLE_WORDS).contains(&words)
+        && capitalised
+        && !code_like
+        && line.len() <= MAX_HEADING_BYTES
+        && !line.ends_with(['.', ',', ';', ':', '?', '!'])
+        && bullet(line).is_none()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +192,24 @@ mod tests {
         assert_eq!(heading_level("1999 was a year"), None);
         assert_eq!(heading_level("4. Method"), Some(1));
         assert_eq!(heading_level("OK"), None);
+    }
+
+    #[test]
+    fn a_short_capitalised_line_alone_before_more_text_is_a_heading() {
+        let text = "Motivation\n\nWe want things.\n\nDetailed design\n\nfoo(bar)\n\nlet x = 1\n\nSo it ends\n\nA sentence ends here.\n\nLast line\n";
+        assert_eq!(
+            blocks(text),
+            vec![
+                (BlockKind::Heading { level: 1 }, "Motivation"),
+                (BlockKind::Paragraph, "We want things."),
+                (BlockKind::Heading { level: 1 }, "Detailed design"),
+                (BlockKind::Paragraph, "foo(bar)"),
+                (BlockKind::Paragraph, "let x = 1"),
+                (BlockKind::Heading { level: 1 }, "So it ends"),
+                (BlockKind::Paragraph, "A sentence ends here."),
+                (BlockKind::Paragraph, "Last line"),
+            ]
+        );
     }
 
     #[test]

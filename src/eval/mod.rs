@@ -1,0 +1,358 @@
+//! Retrieval-quality evaluation: does a query pick the gold evidence under a
+//! token budget, and does it beat flat retrieval at the same budget?
+//!
+//! A [`Dataset`] (JSONL; converters in [`convert`]) holds documents and
+//! questions with gold sentences. [`evaluate`] builds one store per group
+//! (per question, or shared) in a temporary directory, runs every
+//! [`Method`] at every budget for every question, and returns
+//! [`Observation`]s; [`summarise`] turns them into means with bootstrap
+//! intervals and paired comparisons. [`structure`] scores how well the
+//! tree builder recovers headings from text alone.
+
+pub mod convert;
+pub mod dataset;
+pub mod flat;
+pub mod score;
+pub mod structure;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+pub use dataset::{Dataset, Record};
+pub use flat::Baseline;
+pub use score::{Observation, Summary, summarise};
+
+use crate::db::{Db, OpenOptions};
+use crate::document::{Document, Span};
+use crate::embed::EmbedderConfig;
+use crate::error::{Error, Result};
+use crate::progress::{CancelToken, Progress};
+use crate::query::{Params, Query, Rows};
+use crate::sources::{Origin, Source};
+use crate::{Format, IngestOptions};
+use flat::{FlatIndex, Unit};
+
+/// Budgets evaluated when none are given.
+pub const DEFAULT_BUDGETS: [u64; 4] = [128, 256, 512, 1024];
+
+/// Resamples behind each bootstrap interval by default.
+pub const DEFAULT_RESAMPLES: usize = 1000;
+
+/// A retrieval method under evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Method {
+    /// Its name in reports.
+    pub name: String,
+    /// What it runs.
+    pub kind: MethodKind,
+}
+
+/// What a method runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MethodKind {
+    /// A query-language statement using `$question` and `$budget`.
+    Query(String),
+    /// A flat baseline.
+    Flat(Baseline),
+}
+
+impl Method {
+    /// An edudb query template named `name`.
+    pub fn query(name: &str, statement: &str) -> Method {
+        Method {
+            name: name.to_owned(),
+            kind: MethodKind::Query(statement.to_owned()),
+        }
+    }
+
+    /// A flat baseline, under its own name.
+    pub fn baseline(baseline: Baseline) -> Method {
+        Method {
+            name: baseline.name(),
+            kind: MethodKind::Flat(baseline),
+        }
+    }
+}
+
+/// The methods run when none are given: two edudb templates (BM25 seeds
+/// with budgeted selection, and the same with a top-down traversal) and
+/// every flat baseline (chunks of 100, 200 and 300 tokens).
+pub fn default_methods() -> Vec<Method> {
+    let mut methods = vec![
+        Method::query(
+            "edudb",
+            "SELECT SPANS FROM * SEED BM25($question) BUDGET $budget TOKENS",
+        ),
+        Method::query(
+            "edudb-traverse",
+            "SELECT SPANS FROM * SEED BM25($question) TRAVERSE BUDGET $budget TOKENS",
+        ),
+    ];
+    for size in [100, 200, 300] {
+        methods.push(Method::baseline(Baseline::Bm25Chunks(size)));
+    }
+    for size in [100, 200, 300] {
+        methods.push(Method::baseline(Baseline::VectorChunks(size)));
+    }
+    methods.push(Method::baseline(Baseline::Bm25Edus));
+    methods.push(Method::baseline(Baseline::Truncate));
+    methods
+}
+
+/// How to evaluate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalOptions {
+    /// Methods, in report order.
+    pub methods: Vec<Method>,
+    /// Token budgets.
+    pub budgets: Vec<u64>,
+    /// The embedder of the stores built (and of the vector baselines).
+    pub embedder: EmbedderConfig,
+}
+
+impl Default for EvalOptions {
+    fn default() -> EvalOptions {
+        EvalOptions {
+            methods: default_methods(),
+            budgets: DEFAULT_BUDGETS.to_vec(),
+            embedder: EmbedderConfig::default(),
+        }
+    }
+}
+
+/// Checks the options before any work: budgets positive, method names
+/// unique, templates parse and use both `$question` and `$budget`.
+fn validate(options: &EvalOptions) -> Result<Vec<Option<Query>>> {
+    if options.budgets.is_empty() || options.budgets.contains(&0) {
+        return Err(Error::Usage(
+            "budgets must be positive token counts".to_owned(),
+        ));
+    }
+    let mut names = std::collections::HashSet::new();
+    options
+        .methods
+        .iter()
+        .map(|method| {
+            if !names.insert(method.name.as_str()) {
+                return Err(Error::Usage(format!(
+                    "method {:?} is named twice",
+                    method.name
+                )));
+            }
+            match &method.kind {
+                MethodKind::Query(statement) => {
+                    for param in ["$question", "$budget"] {
+                        if !statement.contains(param) {
+                            return Err(Error::Usage(format!(
+                                "query template {:?} does not use {param}: {statement}",
+                                method.name
+                            )));
+                        }
+                    }
+                    Ok(Some(Query::parse(statement)?))
+                }
+                MethodKind::Flat(_) => Ok(None),
+            }
+        })
+        .collect()
+}
+
+/// Evaluates every method of `options` on every question of `dataset` at
+/// every budget. Stores are built in a temporary directory and removed
+/// afterwards. Progress counts questions; cancelling stops between
+/// questions with [`Error::Cancelled`].
+pub fn evaluate(
+    dataset: &Dataset,
+    options: &EvalOptions,
+    progress: &dyn Progress,
+    cancel: &CancelToken,
+) -> Result<Vec<Observation>> {
+    let prepared = validate(options)?;
+    let work = tempfile::tempdir().map_err(|source| Error::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    progress.start(
+        &format!("eval {}", dataset.name),
+        dataset.questions.len() as u64,
+    );
+    let mut observations = Vec::new();
+    let outcome = (|| -> Result<()> {
+        for (number, group) in dataset.groups().iter().enumerate() {
+            let dir = work.path().join(format!("group-{number}"));
+            let run = GroupRun::build(dataset, group, &dir, options)?;
+            for question in &group.questions {
+                cancel.check()?;
+                run.ask(dataset, question, options, &prepared, &mut observations)?;
+                progress.advance(1, &question.id);
+            }
+        }
+        Ok(())
+    })();
+    progress.finish();
+    outcome.map(|()| observations)
+}
+
+/// One group's store and flat indexes.
+struct GroupRun {
+    db: Db,
+    docs: Vec<Document>,
+    doc_index: HashMap<String, usize>,
+    /// One per method; `None` for query methods.
+    flat: Vec<Option<FlatIndex>>,
+}
+
+impl GroupRun {
+    fn build(
+        dataset: &Dataset,
+        group: &dataset::Group<'_>,
+        dir: &std::path::Path,
+        options: &EvalOptions,
+    ) -> Result<GroupRun> {
+        let db = Db::open_with(
+            dir.join("store"),
+            &OpenOptions {
+                create: true,
+                embedder: Some(options.embedder.clone()),
+            },
+        )?;
+        for format in [Format::Markdown, Format::Text] {
+            let sources: Vec<Source> = group
+                .documents
+                .iter()
+                .filter(|d| d.format == format)
+                .map(|d| Source {
+                    id: d.id.clone(),
+                    origin: Origin::Bytes(d.text.clone().into_bytes()),
+                })
+                .collect();
+            if sources.is_empty() {
+                continue;
+            }
+            let report = db.ingest(
+                &sources,
+                IngestOptions {
+                    format: Some(format),
+                    lossy: false,
+                },
+                &crate::progress::NoProgress,
+                &CancelToken::new(),
+            )?;
+            if let Some(failure) = report.failures.first() {
+                return Err(Error::Dataset {
+                    path: PathBuf::from(&dataset.name),
+                    line: 0,
+                    message: format!("document {}: {}", failure.source, failure.error),
+                });
+            }
+        }
+        let docs = group
+            .documents
+            .iter()
+            .map(|d| db.document(&d.id)?.to_document())
+            .collect::<Result<Vec<_>>>()?;
+        let doc_index = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.meta.id.clone(), i))
+            .collect();
+        let flat = options
+            .methods
+            .iter()
+            .enumerate()
+            .map(|(i, method)| match method.kind {
+                MethodKind::Flat(baseline) => Ok(Some(FlatIndex::build(
+                    baseline,
+                    &docs,
+                    &dir.join(format!("flat-{i}")),
+                    db.embedder(),
+                )?)),
+                MethodKind::Query(_) => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(GroupRun {
+            db,
+            docs,
+            doc_index,
+            flat,
+        })
+    }
+
+    /// Runs every method at every budget on `question`.
+    fn ask(
+        &self,
+        dataset: &Dataset,
+        question: &dataset::EvalQuestion,
+        options: &EvalOptions,
+        prepared: &[Option<Query>],
+        out: &mut Vec<Observation>,
+    ) -> Result<()> {
+        let gold = score::gold_sentences(&question.evidence, &self.docs, |id| {
+            self.doc_index.get(id).copied()
+        });
+        let max_budget = options.budgets.iter().copied().max().unwrap_or(0);
+        for ((method, query), flat) in options.methods.iter().zip(prepared).zip(&self.flat) {
+            let mut observe = |budget: u64, picks: &[Unit], seconds: f64| {
+                let scores = score::score(&gold, picks, &self.docs);
+                out.push(Observation {
+                    dataset: dataset.name.clone(),
+                    question: question.id.clone(),
+                    method: method.name.clone(),
+                    structured: query.is_some(),
+                    budget,
+                    recall: scores.recall,
+                    precision: scores.precision,
+                    tokens: scores.tokens,
+                    latency_ms: seconds * 1000.0,
+                });
+            };
+            if let Some(query) = query {
+                for &budget in &options.budgets {
+                    let params = Params::new()
+                        .text("question", question.question.as_str())
+                        .number("budget", budget as f64);
+                    let started = Instant::now();
+                    let result = query.run(&self.db, &params)?;
+                    let seconds = started.elapsed().as_secs_f64();
+                    observe(budget, &self.picks_of(&method.name, &result.rows)?, seconds);
+                }
+            } else if let Some(index) = flat {
+                let started = Instant::now();
+                let limit = usize::try_from(max_budget)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1);
+                let ranked =
+                    index.rank(&question.question, limit, self.db.embedder(), &self.docs)?;
+                let ranking = started.elapsed().as_secs_f64();
+                for &budget in &options.budgets {
+                    let started = Instant::now();
+                    let picks = index.select(&ranked, budget);
+                    observe(budget, &picks, ranking + started.elapsed().as_secs_f64());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The EDU runs a query selected; an error when it was not a SELECT.
+    fn picks_of(&self, method: &str, rows: &Rows) -> Result<Vec<Unit>> {
+        let Rows::Selection(selection) = rows else {
+            return Err(Error::Usage(format!(
+                "query template {method:?} is not a SELECT"
+            )));
+        };
+        Ok(selection
+            .items
+            .iter()
+            .filter_map(|item| {
+                let doc = *self.doc_index.get(&item.doc)?;
+                let span = Span {
+                    first: item.edus[0],
+                    last: item.edus[1],
+                };
+                Some(flat::unit_of(&self.docs, doc, span))
+            })
+            .collect())
+    }
+}
