@@ -165,6 +165,18 @@ pub enum Error {
     /// The vector index failed.
     #[error("vector index: {0}")]
     Vectors(String),
+    /// The GPU failed while running a kernel (finding none is not an
+    /// error: the CPU serves instead).
+    #[error("GPU: {0}")]
+    Gpu(String),
+    /// Caller-supplied attention or DAG input is malformed.
+    #[error("{what}: {message}")]
+    DagInput {
+        /// The input at fault (a file, or the argument).
+        what: String,
+        /// What is wrong with it, and where.
+        message: String,
+    },
     /// Other I/O on the store directory failed.
     #[error("I/O on {path}: {source}")]
     Io {
@@ -186,6 +198,7 @@ impl Error {
                 | Error::FullText(_)
                 | Error::Embedding(_)
                 | Error::Vectors(_)
+                | Error::Gpu(_)
                 | Error::Io { .. }
                 | Error::Invariant { .. }
         )

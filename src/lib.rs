@@ -15,12 +15,16 @@
 //! # Ok(()) }
 //! ```
 
+pub mod dag;
 pub mod db;
+pub mod device;
 pub mod document;
 pub mod embed;
 pub mod error;
 pub mod eval;
 pub mod fulltext;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod ingest;
 pub mod layout;
 pub mod progress;

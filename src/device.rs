@@ -1,0 +1,124 @@
+//! Which device runs the batched arithmetic (attention aggregation at
+//! ingest, score propagation at query time): the CPU reference
+//! implementations in [`crate::dag`], or CUDA kernels when the crate is
+//! built with the `cuda` feature and a GPU with its driver and NVRTC is
+//! present at run time.
+//!
+//! [`Device::detect`] decides once and logs one line saying which device
+//! serves and why. `EDUDB_DEVICE=cpu` forces the CPU. Inputs smaller than
+//! a threshold stay on the CPU even with a GPU, where the launch and copy
+//! overhead would cost more than the arithmetic. The GPU is never required:
+//! any failure to find or start it falls back to the CPU.
+
+#[cfg(feature = "cuda")]
+use std::sync::Arc;
+
+use crate::dag::aggregate::{self, AttentionWindow, NodeWeights, VectorWindow};
+use crate::dag::propagate::{self, PropagateOptions, PropagationGraph};
+use crate::error::Result;
+
+/// Below this many multiply-adds a batch of attention windows runs on the CPU.
+pub const GPU_MIN_ATTENTION_WORK: usize = 1 << 24;
+/// Below this many edge × query products a propagation runs on the CPU.
+pub const GPU_MIN_PROPAGATION_WORK: usize = 1 << 22;
+
+/// Where batched arithmetic runs.
+#[derive(Debug, Clone)]
+pub enum Device {
+    /// The CPU reference implementations, on all cores.
+    Cpu,
+    /// A CUDA GPU through cudarc; small inputs still run on the CPU.
+    #[cfg(feature = "cuda")]
+    Cuda(Arc<crate::gpu::Gpu>),
+}
+
+impl Device {
+    /// The best device available: a GPU when built with `cuda` and one
+    /// starts (unless `EDUDB_DEVICE=cpu`), else the CPU. Logs which, once
+    /// per call.
+    pub fn detect() -> Device {
+        if std::env::var("EDUDB_DEVICE").is_ok_and(|v| v.eq_ignore_ascii_case("cpu")) {
+            tracing::info!("batched arithmetic runs on the CPU (EDUDB_DEVICE=cpu)");
+            return Device::Cpu;
+        }
+        Device::detect_gpu()
+    }
+
+    #[cfg(feature = "cuda")]
+    fn detect_gpu() -> Device {
+        match crate::gpu::Gpu::open() {
+            Ok(gpu) => {
+                tracing::info!("batched arithmetic runs on the GPU: {}", gpu.name());
+                Device::Cuda(Arc::new(gpu))
+            }
+            Err(why) => {
+                tracing::info!("batched arithmetic runs on the CPU: no usable GPU ({why})");
+                Device::Cpu
+            }
+        }
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn detect_gpu() -> Device {
+        tracing::info!("batched arithmetic runs on the CPU (built without the cuda feature)");
+        Device::Cpu
+    }
+
+    /// A short name for EXPLAIN and logs: `cpu` or `cuda:<GPU name>`.
+    pub fn name(&self) -> String {
+        match self {
+            Device::Cpu => "cpu".to_owned(),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(gpu) => format!("cuda:{}", gpu.name()),
+        }
+    }
+
+    /// Segment means of given attention matrices (see
+    /// [`aggregate::segment_mean`]).
+    pub fn segment_mean(&self, windows: &[AttentionWindow]) -> Result<Vec<NodeWeights>> {
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(gpu) = self {
+            let work: usize = windows.iter().map(|w| w.attention.len()).sum();
+            if work >= GPU_MIN_ATTENTION_WORK {
+                return gpu.segment_mean(windows);
+            }
+        }
+        Ok(aggregate::segment_mean_batch(windows))
+    }
+
+    /// Attention from token vectors, aggregated to node level (see
+    /// [`aggregate::vector_attention`]).
+    pub fn vector_attention(&self, windows: &[VectorWindow]) -> Result<Vec<NodeWeights>> {
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(gpu) = self {
+            let work: usize = windows
+                .iter()
+                .map(|w| w.queries.len() * w.key_tokens())
+                .sum();
+            if work >= GPU_MIN_ATTENTION_WORK {
+                return gpu.vector_attention(windows);
+            }
+        }
+        Ok(aggregate::vector_attention_batch(windows))
+    }
+
+    /// Propagates `batch` node-major score vectors and keeps each query's
+    /// `k` best nodes (see [`propagate::propagate`] and [`propagate::top_k`]).
+    pub fn propagate_top_k(
+        &self,
+        graph: &PropagationGraph,
+        seeds: &[f32],
+        batch: usize,
+        options: PropagateOptions,
+        k: usize,
+    ) -> Result<Vec<Vec<(u32, f32)>>> {
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(gpu) = self {
+            if graph.edges() * batch >= GPU_MIN_PROPAGATION_WORK {
+                return gpu.propagate_top_k(graph, seeds, batch, options, k);
+            }
+        }
+        let scores = propagate::propagate(graph, seeds, batch, options);
+        Ok(propagate::top_k(&scores, batch, k))
+    }
+}
