@@ -13,6 +13,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
+use crate::dag::attention::ComputedAttention;
+use crate::dag::index::DagIndex;
+use crate::dag::ip::{EduVectors, ExtractiveIpMaker};
+use crate::dag::propagate::PropagateOptions;
+use crate::dag::supplied::SuppliedAttention;
+use crate::dag::{Dag, DagConfig};
+use crate::device::Device;
 use crate::document::{DocMeta, DocVectors, Document, EduKind, Span};
 use crate::embed::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{Error, Result};
@@ -46,6 +53,11 @@ pub struct Db {
     embedder_config: EmbedderConfig,
     /// The vector index, loaded on first use (see [`Db::vector_index`]).
     vectors: RwLock<Option<VectorIndex>>,
+    /// Where attention aggregation and propagation run.
+    device: Device,
+    /// Every document's DAG as one graph, built on first use and rebuilt
+    /// after a change (see [`Db::dag_index`]).
+    dag_index: Mutex<Option<Arc<DagIndex>>>,
     /// Held for the lifetime of the `Db`; the OS releases it on exit or crash.
     _lock: File,
 }
@@ -122,6 +134,21 @@ pub struct SearchHit {
     pub score: f32,
     /// The EDU's text, or the section's title.
     pub text: String,
+}
+
+/// One node found by batched propagation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DagHit {
+    /// Document id.
+    pub doc: String,
+    /// The node's id in the document's DAG.
+    pub node: u32,
+    /// Its level (1: chunk).
+    pub level: u16,
+    /// The EDUs it stands for.
+    pub edus: Span,
+    /// Its propagated score.
+    pub score: f32,
 }
 
 /// Totals over the whole store.
@@ -277,6 +304,8 @@ impl Db {
             embedder,
             embedder_config,
             vectors: RwLock::new(None),
+            device: Device::detect(),
+            dag_index: Mutex::new(None),
             _lock: lock,
         };
         db.catch_up(rebuild)?;
@@ -572,7 +601,7 @@ impl Db {
         let outcome = std::thread::scope(|scope| -> Result<()> {
             let (sender, receiver) = std::sync::mpsc::sync_channel::<(
                 usize,
-                Result<(Document, DocVectors)>,
+                Result<(Document, DocVectors, Dag)>,
             )>(workers * 2);
             for _ in 0..workers {
                 let sender = sender.clone();
@@ -583,7 +612,8 @@ impl Db {
                         let Some(source) = sources.get(index) else {
                             break;
                         };
-                        let prepared = prepare(source, options, self.embedder.as_ref());
+                        let prepared =
+                            prepare(source, options, self.embedder.as_ref(), &self.device);
                         if sender.send((index, prepared)).is_err() {
                             break;
                         }
@@ -595,8 +625,8 @@ impl Db {
                 cancel.check()?;
                 let source = &sources[index];
                 match prepared {
-                    Ok((doc, vectors)) => {
-                        self.store.put(&doc, &vectors)?;
+                    Ok((doc, vectors, dag)) => {
+                        self.store.put(&doc, &vectors, &dag)?;
                         self.documents.invalidate(&doc.meta.id);
                         fulltext.replace(&doc)?;
                         written.push(doc.meta.id.clone());
@@ -651,6 +681,135 @@ impl Db {
             (None, Some(failure)) => Err(failure.error),
             (None, None) => Err(Error::Cancelled),
         }
+    }
+
+    /// Where batched arithmetic runs (see [`Device::detect`]).
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Document `id`'s weighted DAG.
+    pub fn dag(&self, id: &str) -> Result<Dag> {
+        self.store
+            .dag(id)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?
+            .to_dag()
+    }
+
+    /// Re-weights document `id`'s DAG edges from attention a caller
+    /// supplied (see [`crate::dag::supplied`]): checked, aggregated,
+    /// normalised and written in one atomic batch.
+    pub fn reweight_dag(&self, id: &str, supplied: &SuppliedAttention) -> Result<()> {
+        let mut fulltext = self.fulltext();
+        let dag = supplied.apply(&self.dag(id)?, &self.device, id)?;
+        let edus = self
+            .store
+            .get(id)?
+            .map_or(0, |d| d.edus().map_or(0, |e| e.len()));
+        dag.validate(edus as u32)
+            .map_err(|message| Error::DagInput {
+                what: format!("supplied attention for '{id}'"),
+                message,
+            })?;
+        let seq = self
+            .store
+            .put_dag(id, &dag)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+        // The text did not change; the index only records the change as applied.
+        fulltext.commit(seq)?;
+        drop(fulltext);
+        self.store.flush()?;
+        self.apply_to_vectors()
+    }
+
+    /// Every document's DAG as one graph (built from the store on first
+    /// use, and again after any change).
+    pub fn dag_index(&self) -> Result<Arc<DagIndex>> {
+        let mut cached = self
+            .dag_index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seq = self.store.last_seq()?;
+        if let Some(index) = cached.as_ref().filter(|index| index.seq == seq) {
+            return Ok(index.clone());
+        }
+        let dimension = self.embedder.dimension();
+        let metas = self.store.metas()?;
+        let index = Arc::new(DagIndex::build(
+            dimension,
+            seq,
+            metas.iter().map(|meta| -> Result<(String, Dag, Vec<f32>)> {
+                let dag = self.dag(&meta.id)?;
+                let vectors = self
+                    .store
+                    .vectors(&meta.id)?
+                    .ok_or_else(|| Error::NoSuchDocument(meta.id.clone()))?;
+                let edus = vectors.get()?.edus.iter().map(|v| v.to_native()).collect();
+                Ok((meta.id.clone(), dag, edus))
+            }),
+        )?);
+        *cached = Some(index.clone());
+        Ok(index)
+    }
+
+    /// Propagates `batch` score vectors at once over the whole store's DAG
+    /// ([`Db::dag_index`]; `seeds` node-major, `nodes × batch`, in its
+    /// global node order) and returns each query's `k` best nodes.
+    pub fn propagate_batch(
+        &self,
+        seeds: &[f32],
+        batch: usize,
+        options: PropagateOptions,
+        k: usize,
+    ) -> Result<Vec<Vec<DagHit>>> {
+        let index = self.dag_index()?;
+        if seeds.len() != index.nodes.len() * batch {
+            return Err(Error::DagInput {
+                what: "propagation seeds".into(),
+                message: format!(
+                    "{} values given; the store's DAG has {} nodes, so {batch} queries need {}",
+                    seeds.len(),
+                    index.nodes.len(),
+                    index.nodes.len() * batch
+                ),
+            });
+        }
+        let top = self
+            .device
+            .propagate_top_k(&index.graph, seeds, batch, options, k)?;
+        Ok(top
+            .into_iter()
+            .map(|hits| {
+                hits.into_iter()
+                    .map(|(global, score)| {
+                        let node = index.nodes[global as usize];
+                        DagHit {
+                            doc: index.documents[node.doc as usize].clone(),
+                            node: node.node,
+                            level: node.level,
+                            edus: node.span,
+                            score,
+                        }
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// [`Db::propagate_batch`] for text queries: each node's direct
+    /// similarity is the cosine of its vector to the query's embedding.
+    pub fn propagate_texts(
+        &self,
+        queries: &[&str],
+        options: PropagateOptions,
+        k: usize,
+    ) -> Result<Vec<Vec<DagHit>>> {
+        let vectors = queries
+            .iter()
+            .map(|q| self.embed_query(q))
+            .collect::<Result<Vec<_>>>()?;
+        let seeds = self.dag_index()?.similarities(&vectors);
+        self.propagate_batch(&seeds, queries.len(), options, k)
     }
 
     /// Metadata of every document, in id order.
@@ -901,12 +1060,14 @@ impl Drop for Db {
     }
 }
 
-/// Reads, decodes and analyses one source, and embeds its nodes and EDUs.
+/// Reads, decodes and analyses one source, embeds its nodes and EDUs, and
+/// builds its DAG.
 fn prepare(
     source: &Source,
     options: IngestOptions,
     embedder: &dyn Embedder,
-) -> Result<(Document, DocVectors)> {
+    device: &Device,
+) -> Result<(Document, DocVectors, Dag)> {
     let bytes = source.read()?;
     let text = decode(&source.name(), bytes, options.lossy)?;
     let format = options
@@ -914,7 +1075,17 @@ fn prepare(
         .unwrap_or_else(|| detect_format(source.path(), &text));
     let doc = analyze(&source.id, text, format)?;
     let vectors = embed_document(&doc, embedder)?;
-    Ok((doc, vectors))
+    let dag = crate::dag::build(
+        &doc,
+        &EduVectors {
+            values: &vectors.edus,
+            dimension: vectors.dimension as usize,
+        },
+        &DagConfig::default(),
+        &ExtractiveIpMaker::default(),
+        &ComputedAttention::new(device.clone()),
+    )?;
+    Ok((doc, vectors, dag))
 }
 
 /// One vector per tree node (its full-text representation: title, child

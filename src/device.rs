@@ -102,6 +102,31 @@ impl Device {
         Ok(aggregate::vector_attention_batch(windows))
     }
 
+    /// The GPU, when one would serve a propagation of `batch` queries
+    /// over `graph` (large enough to beat the launch and copy overhead).
+    #[cfg(feature = "cuda")]
+    fn gpu_for_propagation(
+        &self,
+        graph: &PropagationGraph,
+        batch: usize,
+    ) -> Option<&crate::gpu::Gpu> {
+        match self {
+            Device::Cuda(gpu) if graph.edges() * batch >= GPU_MIN_PROPAGATION_WORK => Some(gpu),
+            _ => None,
+        }
+    }
+
+    /// Which device a propagation of `batch` queries over `graph` runs on:
+    /// `cpu` or `cuda` (for EXPLAIN).
+    pub fn propagation_device(&self, graph: &PropagationGraph, batch: usize) -> &'static str {
+        #[cfg(feature = "cuda")]
+        if self.gpu_for_propagation(graph, batch).is_some() {
+            return "cuda";
+        }
+        let _ = (graph, batch);
+        "cpu"
+    }
+
     /// Propagates `batch` node-major score vectors and keeps each query's
     /// `k` best nodes (see [`propagate::propagate`] and [`propagate::top_k`]).
     pub fn propagate_top_k(
@@ -113,10 +138,8 @@ impl Device {
         k: usize,
     ) -> Result<Vec<Vec<(u32, f32)>>> {
         #[cfg(feature = "cuda")]
-        if let Device::Cuda(gpu) = self {
-            if graph.edges() * batch >= GPU_MIN_PROPAGATION_WORK {
-                return gpu.propagate_top_k(graph, seeds, batch, options, k);
-            }
+        if let Some(gpu) = self.gpu_for_propagation(graph, batch) {
+            return gpu.propagate_top_k(graph, seeds, batch, options, k);
         }
         let scores = propagate::propagate(graph, seeds, batch, options);
         Ok(propagate::top_k(&scores, batch, k))

@@ -38,7 +38,7 @@ pub mod tree;
 pub mod vectors;
 
 pub use db::{
-    CheckReport, Db, EduText, IngestFailure, IngestReport, OpenOptions, SearchHit, Stats,
+    CheckReport, DagHit, Db, EduText, IngestFailure, IngestReport, OpenOptions, SearchHit, Stats,
 };
 pub use document::{DocMeta, Document, Edu, EduKind, Format, Node, NodeKind, Span};
 pub use error::{Error, Result};

@@ -1,7 +1,7 @@
 //! The storage seam: the only module that calls sled. Everything the store
 //! persists goes through [`Store`], whose invariants are tested here:
 //!
-//! - a document is five records (meta, text, EDUs, tree, vectors) written
+//! - a document is six records (meta, text, EDUs, tree, vectors, DAG) written
 //!   with one change-log entry in one atomic batch, so after a crash it is
 //!   entirely present or entirely absent;
 //! - the store records which embedder made its vectors;
@@ -17,6 +17,7 @@ use std::path::Path;
 use rkyv::rancor::BoxedError;
 use rkyv::vec::ArchivedVec;
 
+use crate::dag::{ArchivedDag, Dag};
 use crate::document::{
     ArchivedDocMeta, ArchivedDocVectors, ArchivedEdu, DocMeta, DocVectors, Document, Edu,
 };
@@ -24,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::tree::{ArchivedTree, Tree};
 
 /// Version of the on-disk layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// How long [`Store::open`] waits for a previous in-process `Store` on the
 /// same path to release sled's file lock.
@@ -39,14 +40,19 @@ const TEXT: u8 = b'T';
 const EDUS: u8 = b'E';
 const TREE: u8 = b'N';
 const VECTORS: u8 = b'V';
+const DAG: u8 = b'G';
 const LOG: u8 = b'L';
-const RECORDS: [u8; 5] = [META, TEXT, EDUS, TREE, VECTORS];
+const RECORDS: [u8; 6] = [META, TEXT, EDUS, TREE, VECTORS, DAG];
 
 /// The persistent document store.
 #[derive(Debug)]
 pub struct Store {
     db: sled::Db,
 }
+
+/// One document's weighted DAG, read in place from the store's buffer.
+#[derive(Debug, Clone)]
+pub struct StoredDag(sled::IVec);
 
 /// One document's vectors, read in place from the store's buffer.
 #[derive(Debug, Clone)]
@@ -181,9 +187,9 @@ impl Store {
         self.flush()
     }
 
-    /// Writes `doc` and its vectors (replacing any document with its id) in
-    /// one atomic batch; returns the change's sequence number.
-    pub fn put(&self, doc: &Document, vectors: &DocVectors) -> Result<u64> {
+    /// Writes `doc`, its vectors and its DAG (replacing any document with
+    /// its id) in one atomic batch; returns the change's sequence number.
+    pub fn put(&self, doc: &Document, vectors: &DocVectors, dag: &Dag) -> Result<u64> {
         let id = &doc.meta.id;
         let seq = self.last_seq()? + 1;
         let mut batch = sled::Batch::default();
@@ -192,10 +198,27 @@ impl Store {
         batch.insert(key(EDUS, id), archive(&doc.edus)?.as_slice());
         batch.insert(key(TREE, id), archive(&doc.tree)?.as_slice());
         batch.insert(key(VECTORS, id), archive(vectors)?.as_slice());
+        batch.insert(key(DAG, id), archive(dag)?.as_slice());
         batch.insert(&log_key(seq), id.as_bytes());
         batch.insert(SEQ_KEY, &seq.to_be_bytes());
         self.db.apply_batch(batch).map_err(storage)?;
         Ok(seq)
+    }
+
+    /// Replaces the DAG of existing document `id` (with a change-log entry,
+    /// in one atomic batch); returns the change's sequence number, or
+    /// `None` when no such document exists.
+    pub fn put_dag(&self, id: &str, dag: &Dag) -> Result<Option<u64>> {
+        if !self.db.contains_key(key(META, id)).map_err(storage)? {
+            return Ok(None);
+        }
+        let seq = self.last_seq()? + 1;
+        let mut batch = sled::Batch::default();
+        batch.insert(key(DAG, id), archive(dag)?.as_slice());
+        batch.insert(&log_key(seq), id.as_bytes());
+        batch.insert(SEQ_KEY, &seq.to_be_bytes());
+        self.db.apply_batch(batch).map_err(storage)?;
+        Ok(Some(seq))
     }
 
     /// Deletes a document entirely in one atomic batch; returns the change's
@@ -253,6 +276,16 @@ impl Store {
         Ok(Some(vectors))
     }
 
+    /// The DAG of the document with this id, if it exists.
+    pub fn dag(&self, id: &str) -> Result<Option<StoredDag>> {
+        let Some(value) = self.db.get(key(DAG, id)).map_err(storage)? else {
+            return Ok(None);
+        };
+        let dag = StoredDag(value);
+        dag.get()?;
+        Ok(Some(dag))
+    }
+
     /// Metadata of every document, in id order.
     pub fn metas(&self) -> Result<Vec<DocMeta>> {
         self.db
@@ -305,12 +338,12 @@ impl Store {
         self.db.size_on_disk().map_err(storage)
     }
 
-    /// Checks the store's invariants: every document has all five records
+    /// Checks the store's invariants: every document has all six records
     /// and no record lacks its document; every document passes
-    /// [`StoredDoc::validate`] and has one vector per node and EDU. Returns
-    /// the number of documents checked.
+    /// [`StoredDoc::validate`], has one vector per node and EDU, and a DAG
+    /// passing [`Dag::validate`]. Returns the number of documents checked.
     pub fn check(&self) -> Result<usize> {
-        for kind in [TEXT, EDUS, TREE, VECTORS] {
+        for kind in [TEXT, EDUS, TREE, VECTORS, DAG] {
             for entry in self.db.scan_prefix([kind]) {
                 let (record, _) = entry.map_err(storage)?;
                 let id = String::from_utf8_lossy(&record[1..]).into_owned();
@@ -349,8 +382,33 @@ impl Store {
                     ),
                 });
             }
+            let dag = self.dag(&meta.id)?.ok_or_else(|| Error::Invariant {
+                doc: meta.id.clone(),
+                message: "DAG record missing".into(),
+            })?;
+            dag.to_dag()?
+                .validate(meta.edus)
+                .map_err(|message| Error::Invariant {
+                    doc: meta.id.clone(),
+                    message,
+                })?;
         }
         Ok(metas.len())
+    }
+}
+
+impl StoredDag {
+    /// The DAG, in place (its CSR arrays are read without parsing).
+    pub fn get(&self) -> Result<&ArchivedDag> {
+        access::<ArchivedDag>(&self.0, "dag")
+    }
+
+    /// An owned copy.
+    pub fn to_dag(&self) -> Result<Dag> {
+        rkyv::deserialize::<Dag, BoxedError>(self.get()?).map_err(|e| Error::Corrupt {
+            key: "dag".into(),
+            message: e.to_string(),
+        })
     }
 }
 
@@ -454,8 +512,20 @@ mod tests {
         }
     }
 
+    /// A one-chunk DAG for `doc`.
+    fn dag(doc: &Document) -> Dag {
+        Dag::from_edges(
+            vec![crate::dag::DagNode {
+                level: 1,
+                span: crate::document::Span::new(0, doc.edus.len() as u32 - 1),
+                points: Vec::new(),
+            }],
+            Vec::new(),
+        )
+    }
+
     fn put(store: &Store, doc: &Document) -> u64 {
-        store.put(doc, &vectors(doc)).unwrap()
+        store.put(doc, &vectors(doc), &dag(doc)).unwrap()
     }
 
     fn keys_of(store: &Store, id: &str) -> usize {
@@ -503,7 +573,7 @@ mod tests {
         let a = doc("a", "Some text. More text.");
         let mut short = vectors(&a);
         short.edus.pop();
-        store.put(&a, &short).unwrap();
+        store.put(&a, &short, &dag(&a)).unwrap();
         assert!(
             matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "a" && message.contains("EDU vector"))
         );

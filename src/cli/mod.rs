@@ -138,6 +138,23 @@ enum Command {
         #[arg(long)]
         depth: Option<u16>,
     },
+    /// Show a document's weighted DAG of information points: nodes, levels
+    /// and the strongest edges; `--json` lists every node and edge, `--dot`
+    /// writes Graphviz; `--attention FILE` re-weights the edges from
+    /// supplied attention (safetensors; see docs/architecture.md).
+    Dag {
+        /// Document id.
+        doc: String,
+        /// Show this level only (1: chunks).
+        #[arg(long)]
+        level: Option<u16>,
+        /// Write Graphviz DOT instead.
+        #[arg(long, conflicts_with = "attention")]
+        dot: bool,
+        /// Re-weight the DAG's edges from this safetensors file first.
+        #[arg(long)]
+        attention: Option<std::path::PathBuf>,
+    },
     /// Show EDUs with their coordinates; RANGE is `A..B` (inclusive) or `A`.
     Show {
         /// Document id.
@@ -312,6 +329,26 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
         Command::Docs => render::documents(out, &cli.open(false)?.documents()?, cli.json)?,
         Command::Tree { doc, depth } => {
             render::tree(out, &cli.open(false)?.tree(doc)?, *depth, cli.json)?
+        }
+        Command::Dag {
+            doc,
+            level,
+            dot,
+            attention,
+        } => {
+            let db = cli.open(false)?;
+            if let Some(path) = attention {
+                db.reweight_dag(doc, &edudb::dag::supplied::SuppliedAttention::read(path)?)?;
+            }
+            let stored = db.document(doc)?.to_document()?;
+            let listing = db.dag(doc)?.listing(&stored, *level);
+            if *dot {
+                render::dag_dot(out, &listing)?;
+            } else if cli.json {
+                render::json(out, &serde_json::to_value(&listing).unwrap_or_default())?;
+            } else {
+                render::dag(out, &listing)?;
+            }
         }
         Command::Show { doc, range } => {
             let range = range.as_deref().map(parse_range).transpose()?;

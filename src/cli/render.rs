@@ -6,6 +6,7 @@
 use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
+use edudb::dag::DagListing;
 use edudb::query::Output;
 use edudb::{
     DocMeta, EduText, IngestReport, QueryResult, Rows, SearchHit, Selection, Stage, Stats, Tree,
@@ -255,7 +256,91 @@ pub fn query_result(out: &mut dyn Write, result: &QueryResult, as_json: bool) ->
         Rows::Tree(t, depth) => tree(out, t, *depth, false),
         Rows::Edus(e) => edus(out, e, false),
         Rows::Stats(s) => stats(out, s, false),
+        Rows::Dag(listing) => dag(out, listing),
     }
+}
+
+/// Strongest out-edges shown per node in a DAG listing.
+const EDGES_SHOWN: usize = 3;
+
+/// Writes a DAG listing: one line per node (id, level, EDU span, text)
+/// and its strongest out-edges.
+pub fn dag(out: &mut dyn Write, listing: &DagListing) -> io::Result<()> {
+    for node in &listing.nodes {
+        writeln!(
+            out,
+            "{HEADING}#{}{HEADING:#} {DETAIL}L{}{DETAIL:#} {COORDINATES}[{}-{}]{COORDINATES:#} {}",
+            node.id,
+            node.level,
+            node.edus[0],
+            node.edus[1],
+            one_line(&node.text, 100)
+        )?;
+        let strongest: Vec<String> = listing
+            .edges
+            .iter()
+            .filter(|e| e.from == node.id)
+            .take(EDGES_SHOWN)
+            .map(|e| format!("#{} {:.3}", e.to, e.weight))
+            .collect();
+        if !strongest.is_empty() {
+            writeln!(out, "    {DETAIL}→ {}{DETAIL:#}", strongest.join(", "))?;
+        }
+    }
+    let level = listing
+        .level
+        .map_or_else(|| "all levels".to_owned(), |l| format!("level {l}"));
+    writeln!(
+        out,
+        "{DETAIL}({} nodes at {level} of {}, top level {}, {} edges){DETAIL:#}",
+        listing.nodes.len(),
+        listing.doc,
+        listing.top_level,
+        listing.edges.len()
+    )
+}
+
+/// Writes a DAG listing as a Graphviz digraph: nodes labelled with level,
+/// span and the start of their text, edges with their weights (pen width
+/// growing with weight), one rank per level.
+pub fn dag_dot(out: &mut dyn Write, listing: &DagListing) -> io::Result<()> {
+    let quote = |text: &str| text.replace('\\', "\\\\").replace('"', "\\\"");
+    writeln!(out, "digraph \"{}\" {{", quote(&listing.doc))?;
+    writeln!(out, "  rankdir=TB; node [shape=box, fontsize=10];")?;
+    for level in (1..=listing.top_level).rev() {
+        let ids: Vec<String> = listing
+            .nodes
+            .iter()
+            .filter(|n| n.level == level)
+            .map(|n| format!("n{}", n.id))
+            .collect();
+        if !ids.is_empty() {
+            writeln!(out, "  {{ rank=same; {}; }}", ids.join("; "))?;
+        }
+    }
+    for node in &listing.nodes {
+        writeln!(
+            out,
+            "  n{} [label=\"#{} L{} [{}-{}]\\n{}\"];",
+            node.id,
+            node.id,
+            node.level,
+            node.edus[0],
+            node.edus[1],
+            quote(&one_line(&node.text, 60))
+        )?;
+    }
+    for edge in &listing.edges {
+        writeln!(
+            out,
+            "  n{} -> n{} [label=\"{:.2}\", penwidth={:.2}];",
+            edge.from,
+            edge.to,
+            edge.weight,
+            0.5 + 3.0 * edge.weight
+        )?;
+    }
+    writeln!(out, "}}")
 }
 
 /// Writes the EXPLAIN table: one row per operator.

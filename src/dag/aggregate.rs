@@ -279,8 +279,12 @@ mod tests {
     #[test]
     fn vector_attention_equals_materialised_softmax_then_segment_mean() {
         let d = 4;
-        let queries: Vec<f32> = (0..3 * d).map(|i| ((i * 7 % 5) as f32 - 2.0) / 2.0).collect();
-        let keys: Vec<f32> = (0..5 * d).map(|i| ((i * 3 % 7) as f32 - 3.0) / 3.0).collect();
+        let queries: Vec<f32> = (0..3 * d)
+            .map(|i| ((i * 7 % 5) as f32 - 2.0) / 2.0)
+            .collect();
+        let keys: Vec<f32> = (0..5 * d)
+            .map(|i| ((i * 3 % 7) as f32 - 3.0) / 3.0)
+            .collect();
         let q = Segments(vec![0..1, 1..3]);
         let k = Segments(vec![0..2, 2..2, 2..5]);
         let fused = vector_attention(&VectorWindow {
@@ -294,7 +298,10 @@ mod tests {
         for x in 0..3 {
             let mut row: Vec<f32> = (0..5)
                 .map(|y| {
-                    (0..d).map(|c| queries[x * d + c] * keys[y * d + c]).sum::<f32>() / 2.0
+                    (0..d)
+                        .map(|c| queries[x * d + c] * keys[y * d + c])
+                        .sum::<f32>()
+                        / 2.0
                 })
                 .collect();
             softmax(&mut row);
@@ -317,7 +324,12 @@ mod tests {
     fn segments_validate_order_and_bounds() {
         assert!(Segments(vec![0..2, 2..4]).validate(4, "key").is_ok());
         assert!(Segments(vec![0..2, 1..4]).validate(4, "key").is_err());
-        assert!(Segments(vec![0..5]).validate(4, "key").unwrap_err().contains("key segment 0"));
+        assert!(
+            Segments(vec![0..5])
+                .validate(4, "key")
+                .unwrap_err()
+                .contains("key segment 0")
+        );
         assert_eq!(Segments::from_lengths([2, 0, 3]).0, vec![0..2, 2..2, 2..5]);
     }
 }

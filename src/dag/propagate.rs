@@ -146,7 +146,11 @@ pub fn propagate(
     options: PropagateOptions,
 ) -> Vec<f32> {
     use rayon::prelude::*;
-    assert_eq!(seeds.len(), graph.nodes() * batch, "seeds must be N × batch");
+    assert_eq!(
+        seeds.len(),
+        graph.nodes() * batch,
+        "seeds must be N × batch"
+    );
     let mut current = seeds.to_vec();
     let mut next = vec![0f32; current.len()];
     let rows_per_task = (16_384 / batch.max(1)).max(64);
@@ -231,7 +235,10 @@ mod tests {
         // Node 3: 0.5·(1.0·0.375 + 0.5·0.125); node 4: 0.5·0.2 + 0.5·0.5·0.125.
         assert!((two[3] - 0.21875).abs() < 1e-6);
         assert!((two[4] - 0.13125).abs() < 1e-6);
-        assert_eq!(propagate(&g, &seeds, 1, options(2)), propagate(&g, &seeds, 1, options(9)));
+        assert_eq!(
+            propagate(&g, &seeds, 1, options(2)),
+            propagate(&g, &seeds, 1, options(9))
+        );
     }
 
     #[test]
@@ -240,7 +247,10 @@ mod tests {
         let a = [1.0, 0.0, 0.5, 0.0, 0.0];
         let b = [0.0, 0.3, 0.0, 0.9, 0.1];
         let batched: Vec<f32> = a.iter().zip(&b).flat_map(|(&x, &y)| [x, y]).collect();
-        let options = PropagateOptions { steps: 3, alpha: 0.7 };
+        let options = PropagateOptions {
+            steps: 3,
+            alpha: 0.7,
+        };
         let together = propagate(&g, &batched, 2, options);
         let (alone_a, alone_b) = (propagate(&g, &a, 1, options), propagate(&g, &b, 1, options));
         for j in 0..5 {

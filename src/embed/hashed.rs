@@ -113,24 +113,29 @@ impl HashedEmbedder {
         v
     }
 
-    /// One vector per word of `text` (the words [`words`] finds), each the
-    /// word's own features in the context of its neighbours (the word, and
-    /// the bigrams it is part of), L2-normalised. Used for token-level
-    /// attention, where each token needs its own vector.
+    /// One vector per word of `text` (the words [`words`] finds): the
+    /// word's own features plus half its neighbours' (the words either
+    /// side), L2-normalised. Used for token-level attention, where each
+    /// token needs its own vector. Each distinct word is hashed once.
     pub fn token_vectors(&self, text: &str) -> Vec<Vec<f32>> {
         let words = words(text);
+        let mut own: std::collections::HashMap<&str, Vec<f32>> = std::collections::HashMap::new();
+        for word in &words {
+            own.entry(word.as_str())
+                .or_insert_with(|| self.vector(std::slice::from_ref(word)));
+        }
         (0..words.len())
             .map(|i| {
-                let from = i.saturating_sub(1);
-                let to = (i + 2).min(words.len());
-                let mut window = self.vector(&words[i..=i]);
-                let context = self.vector(&words[from..to]);
-                window
-                    .iter_mut()
-                    .zip(&context)
-                    .for_each(|(w, c)| *w += 0.5 * c);
-                normalise(&mut window);
-                window
+                let mut token = own[words[i].as_str()].clone();
+                let neighbours = [i.checked_sub(1), Some(i + 1).filter(|&n| n < words.len())];
+                for n in neighbours.into_iter().flatten() {
+                    token
+                        .iter_mut()
+                        .zip(&own[words[n].as_str()])
+                        .for_each(|(t, v)| *t += 0.5 * v);
+                }
+                normalise(&mut token);
+                token
             })
             .collect()
     }
@@ -208,6 +213,10 @@ mod tests {
         for t in &tokens {
             assert!((dot(t, t) - 1.0).abs() < 1e-5);
         }
+        // A word keeps most of its identity, and its context tells repeats apart.
+        let again = e.token_vectors("spans nest; trees tile.");
+        assert!(dot(&tokens[0], &again[2]) > 0.6);
+        assert!(dot(&tokens[0], &again[2]) < 0.999);
     }
 
     #[test]

@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use super::ast::{CompareOp, Order, Output};
 use super::cache::CachedDocument;
 use super::plan::{
-    Catalog, Filter, Growth, Plan, PlanKind, SeedMethod, SeedPlan, SelectPlan, ShowPlan,
+    Catalog, Filter, Growth, Plan, PlanKind, PropagatePlan, SeedMethod, SeedPlan, SelectPlan,
+    ShowPlan,
 };
 use super::select::{Candidate, TokenPrefix, select};
 use super::{Item, QueryResult, Rows, Selection, Stage};
+use crate::dag::propagate::{PropagateOptions, PropagationGraph};
 use crate::db::Db;
 use crate::document::{Document, Node, Span};
 use crate::error::{Error, Result};
@@ -24,7 +26,7 @@ const EDUS_PER_WALK_LEAF: usize = 3;
 const MIN_SEED_CANDIDATES: usize = 64;
 /// Most candidates a seed fetches from each ranking.
 const MAX_SEED_CANDIDATES: usize = 10_000;
-/// Every stage runs here until the GPU kernels land.
+/// Where every stage but propagation runs.
 const DEVICE: &str = "cpu";
 
 impl Catalog for Db {
@@ -79,13 +81,24 @@ impl Timer {
         detail: String,
         rows: (usize, usize),
     ) {
+        self.stop_on(stages, operator, detail, rows, DEVICE);
+    }
+
+    fn stop_on(
+        self,
+        stages: &mut Vec<Stage>,
+        operator: &'static str,
+        detail: String,
+        rows: (usize, usize),
+        device: &'static str,
+    ) {
         stages.push(Stage {
             operator,
             detail,
             rows_in: rows.0,
             rows_out: rows.1,
             elapsed: self.0.elapsed(),
-            device: DEVICE,
+            device,
         });
     }
 }
@@ -98,6 +111,13 @@ fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
         ShowPlan::Tree(doc, depth) => (
             format!("tree of '{doc}'"),
             Rows::Tree(db.tree(doc)?, *depth),
+        ),
+        ShowPlan::Dag(doc, level) => (
+            format!("DAG of '{doc}'"),
+            Rows::Dag(
+                db.dag(doc)?
+                    .listing(&View::load(db, doc)?.loaded.document, *level),
+            ),
         ),
         ShowPlan::Edus(doc, range) => (
             format!("EDUs of '{doc}'"),
@@ -128,6 +148,7 @@ fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
         Rows::Tree(t, _) => t.nodes.len(),
         Rows::Edus(e) => e.len(),
         Rows::Stats(_) => 1,
+        Rows::Dag(listing) => listing.nodes.len(),
     };
     timer.stop(stages, "show", detail, (0, count));
     Ok(rows)
@@ -325,8 +346,21 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
             };
             let nodes: Vec<Candidate> = seeded.nodes.iter().map(to_candidate).collect();
             let edus: Vec<Candidate> = seeded.edus.iter().map(to_candidate).collect();
-            match plan.traverse {
-                Some((threshold, depth)) => {
+            match (plan.traverse, plan.propagate) {
+                (_, Some(how)) => {
+                    let timer = Timer::start();
+                    let rows = nodes.len() + edus.len();
+                    let (propagated, detail, device) = propagate(db, &views, &edus, how)?;
+                    timer.stop_on(
+                        stages,
+                        "propagate",
+                        detail,
+                        (rows, propagated.len()),
+                        device,
+                    );
+                    propagated
+                }
+                (Some((threshold, depth)), None) => {
                     let timer = Timer::start();
                     let rows = nodes.len() + edus.len();
                     let (walked, visited) = traverse(&views, &nodes, &edus, threshold, depth);
@@ -341,7 +375,7 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
                     );
                     walked
                 }
-                None => nodes.into_iter().chain(edus).collect(),
+                (None, None) => nodes.into_iter().chain(edus).collect(),
             }
         }
         None => {
@@ -652,6 +686,101 @@ fn traverse(
         }
     }
     (out, visited)
+}
+
+/// PECAN's propagation over the DAGs of the documents the seed touched,
+/// as one graph. A DAG node's direct similarity is the best seed score of
+/// its EDUs; scores flow down the weighted edges ([`Device`] runs
+/// [`crate::dag::propagate`]) for STEPS levels (default: from the highest
+/// top level to the chunks). Every chunk with a positive score becomes a
+/// candidate scored by its propagated score; every seeded EDU is rescored
+/// `(1 − α)·own + α·(its chunk's score)`. Returns the candidates, the
+/// stage's detail and the device that ran it.
+///
+/// [`Device`]: crate::device::Device
+fn propagate(
+    db: &Db,
+    views: &[View],
+    edus: &[Candidate],
+    how: PropagatePlan,
+) -> Result<(Vec<Candidate>, String, &'static str)> {
+    let mut edu_scores: Vec<Vec<f32>> = views
+        .iter()
+        .map(|v| vec![0.0; v.document().edus.len()])
+        .collect();
+    for c in edus {
+        edu_scores[c.doc][c.span.first as usize] = c.score;
+    }
+    let mut dags = Vec::with_capacity(views.len());
+    let (mut seeds, mut edges, mut owners) = (Vec::new(), Vec::new(), Vec::new());
+    for (doc, view) in views.iter().enumerate() {
+        let dag = db.dag(&view.id)?;
+        let base = seeds.len() as u32;
+        for (i, node) in dag.nodes.iter().enumerate() {
+            let best = node
+                .edus()
+                .iter()
+                .map(|&e| edu_scores[doc][e as usize])
+                .fold(0.0f32, f32::max);
+            seeds.push(best);
+            owners.push((doc, i));
+        }
+        edges.extend(dag.edges().map(|(from, to, w)| (base + from, base + to, w)));
+        dags.push(dag);
+    }
+    let graph = PropagationGraph::from_edges(seeds.len(), edges);
+    let deepest = dags.iter().map(|d| d.top_level()).max().unwrap_or(1);
+    let options = PropagateOptions {
+        steps: how
+            .steps
+            .unwrap_or(u32::from(deepest.saturating_sub(1)).max(1)),
+        alpha: how.alpha,
+    };
+    let device = db.device().propagation_device(&graph, 1);
+    let scored = db
+        .device()
+        .propagate_top_k(&graph, &seeds, 1, options, seeds.len())?
+        .pop()
+        .unwrap_or_default();
+    let mut chunk_scores: Vec<Vec<(Span, f32)>> = vec![Vec::new(); views.len()];
+    let mut out = Vec::new();
+    for &(global, score) in &scored {
+        let (doc, i) = owners[global as usize];
+        let node = &dags[doc].nodes[i];
+        if node.level == 1 {
+            chunk_scores[doc].push((node.span, score));
+            out.push(Candidate {
+                doc,
+                node: None,
+                span: node.span,
+                score,
+            });
+        }
+    }
+    for chunks in &mut chunk_scores {
+        chunks.sort_by_key(|(span, _)| span.first);
+    }
+    for c in edus {
+        let chunks = &chunk_scores[c.doc];
+        let at = chunks.partition_point(|(span, _)| span.last < c.span.first);
+        let chunk = chunks
+            .get(at)
+            .filter(|(span, _)| span.first <= c.span.first)
+            .map_or(0.0, |&(_, s)| s);
+        out.push(Candidate {
+            score: (1.0 - how.alpha) * c.score + how.alpha * chunk,
+            ..*c
+        });
+    }
+    let detail = format!(
+        "STEPS {}, ALPHA {} over {} DAG nodes and {} edges of {} documents",
+        options.steps,
+        options.alpha,
+        graph.nodes(),
+        graph.edges(),
+        views.len()
+    );
+    Ok((out, detail, device))
 }
 
 fn matches(filter: &Filter, view: &View, candidate: &Candidate) -> bool {

@@ -162,6 +162,8 @@ pub enum Rows {
     Edus(Vec<EduText>),
     /// SHOW STATS.
     Stats(Stats),
+    /// SHOW DAG.
+    Dag(crate::dag::DagListing),
 }
 
 /// One operator of the pipeline, as EXPLAIN reports it.
@@ -178,7 +180,7 @@ pub struct Stage {
     /// Time it took.
     #[serde(serialize_with = "as_millis")]
     pub elapsed: Duration,
-    /// What ran it (`cpu` until the GPU kernels land).
+    /// What ran it: `cpu`, or `cuda` for a stage the GPU served.
     pub device: &'static str,
 }
 
@@ -219,6 +221,7 @@ impl QueryResult {
             Rows::Tree(tree, depth) => json!({ "tree": tree.to_json(*depth) }),
             Rows::Edus(edus) => json!({ "edus": to_value(edus).unwrap_or(Value::Null) }),
             Rows::Stats(stats) => json!({ "stats": to_value(stats).unwrap_or(Value::Null) }),
+            Rows::Dag(listing) => json!({ "dag": to_value(listing).unwrap_or(Value::Null) }),
         };
         value["elapsed_ms"] = json!(self.elapsed.as_secs_f64() * 1000.0);
         if self.explain {

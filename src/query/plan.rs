@@ -60,6 +60,8 @@ pub struct SelectPlan {
     pub seed: Option<SeedPlan>,
     /// TRAVERSE: threshold and deepest level.
     pub traverse: Option<(f32, Option<u16>)>,
+    /// PROPAGATE.
+    pub propagate: Option<PropagatePlan>,
     /// EXPAND.
     pub expand: Option<Growth>,
     /// BUDGET in tokens.
@@ -69,6 +71,20 @@ pub struct SelectPlan {
     /// Most items returned.
     pub limit: usize,
 }
+
+/// A bound PROPAGATE.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PropagatePlan {
+    /// Levels carried down; `None`: from each document's top level to its chunks.
+    pub steps: Option<u32>,
+    /// Weight of propagated against direct score.
+    pub alpha: f32,
+}
+
+/// PROPAGATE's alpha when none is given.
+pub const DEFAULT_PROPAGATE_ALPHA: f32 = 0.5;
+/// Largest accepted STEPS (the DAG has at most 17 levels).
+pub const MAX_STEPS: u64 = 16;
 
 /// A bound SEED.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +152,8 @@ pub enum ShowPlan {
     Docs,
     /// A tree, to a depth.
     Tree(String, Option<u16>),
+    /// A DAG, at one level or all.
+    Dag(String, Option<u16>),
     /// One node with its text.
     Node(String, u32),
     /// EDUs of a document.
@@ -325,14 +343,38 @@ impl Binder<'_> {
                 },
             }),
         };
-        if let Some((_, at)) = &select.propagate {
-            return Err(self
-                .error(
-                    at.clone(),
-                    "PROPAGATE needs the weighted DAG index, which this store does not have yet",
-                )
-                .into());
-        }
+        let propagate = match &select.propagate {
+            None => None,
+            Some((_, at)) if seed.is_none() => {
+                return Err(self
+                    .error(
+                        at.clone(),
+                        "PROPAGATE needs a SEED to score the DAG's nodes",
+                    )
+                    .with_hint("add SEED BM25('...')")
+                    .into());
+            }
+            Some((_, at)) if select.traverse.is_some() => {
+                return Err(self
+                    .error(
+                        at.clone(),
+                        "PROPAGATE and TRAVERSE are two ways to walk; use one of them",
+                    )
+                    .into());
+            }
+            Some((propagate, _)) => Some(PropagatePlan {
+                steps: propagate
+                    .steps
+                    .as_ref()
+                    .map(|v| self.whole(v, "STEPS", 1, MAX_STEPS))
+                    .transpose()?
+                    .map(|n| n as u32),
+                alpha: match &propagate.alpha {
+                    Some(v) => self.real(v, "PROPAGATE's alpha", 0.0..1.0)? as f32,
+                    None => DEFAULT_PROPAGATE_ALPHA,
+                },
+            }),
+        };
         let traverse = match &select.traverse {
             None => None,
             Some((_, at)) if seed.is_none() => {
@@ -399,6 +441,7 @@ impl Binder<'_> {
             filter,
             seed,
             traverse,
+            propagate,
             expand,
             budget,
             order,
@@ -505,14 +548,14 @@ impl Binder<'_> {
                 };
                 ShowPlan::Edus(id, range)
             }
-            Show::Dag(_, _, at) => {
-                return Err(self
-                    .error(
-                        at.clone(),
-                        "SHOW DAG needs the weighted DAG index, which this store does not have yet",
-                    )
-                    .into());
-            }
+            Show::Dag(doc, level, _) => ShowPlan::Dag(
+                self.document(doc)?,
+                level
+                    .as_ref()
+                    .map(|v| self.whole(v, "LEVEL", 1, MAX_LEVEL))
+                    .transpose()?
+                    .map(|l| l as u16),
+            ),
         })
     }
 }

@@ -1,0 +1,123 @@
+//! Where the DAG's token-level attention comes from, behind one
+//! [`AttentionSource`] trait:
+//!
+//! - [`ComputedAttention`] (the default): scaled dot-product attention
+//!   `softmax(QKᵀ/√d)` between an information point's token vectors and
+//!   the token vectors of the lower nodes of its window, from the store's
+//!   token embedder (hashed per-word vectors with their neighbours' context,
+//!   [`crate::embed::hashed::HashedEmbedder::token_vectors`]);
+//! - supplied attention: matrices a caller exported from its own model's
+//!   summarisation run, read by [`super::supplied`] and aggregated the same
+//!   way ([`super::aggregate::segment_mean`]).
+//!
+//! Either way the result is node-level weights per window, which
+//! [`super::build`] normalises into edges.
+
+use super::aggregate::{NodeWeights, Segments, VectorWindow};
+use crate::device::Device;
+use crate::document::Document;
+use crate::embed::hashed::HashedEmbedder;
+use crate::error::Result;
+
+/// Length of the token vectors computed attention uses.
+pub const TOKEN_DIMENSION: usize = 64;
+
+/// One summarisation window: its information points (queries) and the
+/// lower-level nodes they were made from (keys), each given as its EDUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    /// The IPs' EDUs.
+    pub queries: Vec<Vec<u32>>,
+    /// The lower nodes' EDUs.
+    pub keys: Vec<Vec<u32>>,
+}
+
+/// Gives node-level attention weights for windows of one document.
+pub trait AttentionSource: Send + Sync + std::fmt::Debug {
+    /// Weights `queries × keys` for each window, in order.
+    fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>>;
+}
+
+/// Attention computed from the store's token vectors on a [`Device`].
+#[derive(Debug, Clone)]
+pub struct ComputedAttention {
+    embedder: HashedEmbedder,
+    device: Device,
+}
+
+impl ComputedAttention {
+    /// Computed attention with [`TOKEN_DIMENSION`]-long token vectors, run on `device`.
+    pub fn new(device: Device) -> ComputedAttention {
+        ComputedAttention {
+            embedder: HashedEmbedder::new(TOKEN_DIMENSION)
+                .unwrap_or_else(|_| unreachable!("TOKEN_DIMENSION is a valid dimension")),
+            device,
+        }
+    }
+}
+
+/// Every EDU's token vectors, concatenated: EDU `e`'s rows are
+/// `values[starts[e] × d .. starts[e + 1] × d]`.
+struct TokenVectors {
+    starts: Vec<usize>,
+    values: Vec<f32>,
+}
+
+impl TokenVectors {
+    /// Token vectors of every EDU of `doc`, each scaled from unit length to
+    /// `√d`, the typical norm of a transformer's queries and keys, so the
+    /// attention logits are `√d · cosine` rather than nearly uniform.
+    fn of(doc: &Document, embedder: &HashedEmbedder) -> TokenVectors {
+        let scale = (TOKEN_DIMENSION as f32).sqrt();
+        let mut starts = Vec::with_capacity(doc.edus.len() + 1);
+        let mut values = Vec::new();
+        starts.push(0);
+        for edu in &doc.edus {
+            for token in embedder.token_vectors(&doc.text[edu.start as usize..edu.end as usize]) {
+                values.extend(token.iter().map(|v| v * scale));
+            }
+            starts.push(values.len() / TOKEN_DIMENSION);
+        }
+        TokenVectors { starts, values }
+    }
+
+    /// The rows of `nodes` (each a list of EDUs), end to end, and the
+    /// segment each node's tokens occupy.
+    fn gather(&self, nodes: &[Vec<u32>]) -> (Vec<f32>, Segments) {
+        let d = TOKEN_DIMENSION;
+        let mut rows = Vec::new();
+        let mut lengths = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let before = rows.len();
+            for &e in node {
+                let (a, b) = (self.starts[e as usize], self.starts[e as usize + 1]);
+                rows.extend_from_slice(&self.values[a * d..b * d]);
+            }
+            lengths.push(((rows.len() - before) / d) as u32);
+        }
+        (rows, Segments::from_lengths(lengths))
+    }
+}
+
+impl AttentionSource for ComputedAttention {
+    fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
+        let tokens = TokenVectors::of(doc, &self.embedder);
+        let gathered: Vec<_> = windows
+            .iter()
+            .map(|w| (tokens.gather(&w.queries), tokens.gather(&w.keys)))
+            .collect();
+        let views: Vec<VectorWindow> = gathered
+            .iter()
+            .map(
+                |((queries, query_segments), (keys, key_segments))| VectorWindow {
+                    queries,
+                    keys,
+                    dimension: TOKEN_DIMENSION,
+                    query_segments,
+                    key_segments,
+                },
+            )
+            .collect();
+        self.device.vector_attention(&views)
+    }
+}

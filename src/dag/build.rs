@@ -1,0 +1,206 @@
+//! Building a document's DAG: chunks, then levels of information points
+//! over windows of the level below, with attention-weighted edges.
+
+use super::aggregate::NodeWeights;
+use super::attention::{AttentionSource, Window};
+use super::ip::{EduVectors, IpMaker};
+use super::{Dag, DagNode};
+use crate::document::{Document, Span};
+use crate::error::Result;
+
+/// Edges lighter than this share of a node's attention are dropped (and
+/// the rest renormalised): they carry no information and would make the
+/// graph dense.
+pub const MIN_EDGE_WEIGHT: f32 = 0.01;
+/// Most levels built above the chunks.
+pub const MAX_LEVELS: u16 = 16;
+
+/// How a DAG is shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DagConfig {
+    /// Target chunk size in tokens (a chunk is never cut inside an EDU).
+    pub chunk_tokens: u32,
+    /// Tokens of lower-level text summarised together (PECAN's `s`).
+    pub window_tokens: u32,
+    /// A window's IPs use about `1 / compression` of its tokens.
+    pub compression: u32,
+    /// Levels are built until one has at most this many nodes.
+    pub top_nodes: usize,
+}
+
+impl Default for DagConfig {
+    fn default() -> DagConfig {
+        DagConfig {
+            chunk_tokens: 300,
+            window_tokens: 2048,
+            compression: 8,
+            top_nodes: 4,
+        }
+    }
+}
+
+/// One level under construction: each node's span, points and tokens.
+struct Level {
+    nodes: Vec<DagNode>,
+    tokens: Vec<u32>,
+}
+
+/// Builds `doc`'s DAG: chunks, then IP levels from `maker`, with edges
+/// weighted by `attention`.
+pub fn build(
+    doc: &Document,
+    vectors: &EduVectors,
+    config: &DagConfig,
+    maker: &dyn IpMaker,
+    attention: &dyn AttentionSource,
+) -> Result<Dag> {
+    let mut nodes: Vec<DagNode> = Vec::new();
+    let mut edges: Vec<Vec<(u32, f32)>> = Vec::new();
+    let mut level = chunks(doc, config.chunk_tokens);
+    let mut level_start = 0usize;
+    let mut number = 1u16;
+    loop {
+        let count = level.nodes.len();
+        nodes.extend(level.nodes.iter().cloned());
+        edges.resize(nodes.len(), Vec::new());
+        if count <= config.top_nodes || number > MAX_LEVELS {
+            break;
+        }
+        let batches = batches(&level.tokens, config.window_tokens);
+        let lower_edus: Vec<Vec<u32>> = (level_start..level_start + count)
+            .map(|i| nodes[i].edus())
+            .collect();
+        let mut windows = Vec::with_capacity(batches.len());
+        let mut upper = Level {
+            nodes: Vec::new(),
+            tokens: Vec::new(),
+        };
+        for batch in &batches {
+            let keys: Vec<Vec<u32>> = batch.clone().map(|i| lower_edus[i].clone()).collect();
+            let tokens: u32 = batch.clone().map(|i| level.tokens[i]).sum();
+            let budget = (tokens / config.compression.max(1)).max(1);
+            let points = maker.make(doc, vectors, &keys, budget);
+            let span = Span::new(
+                level.nodes[batch.start].span.first,
+                level.nodes[batch.end - 1].span.last,
+            );
+            for point in &points {
+                upper
+                    .tokens
+                    .push(point.iter().map(|&e| doc.edus[e as usize].tokens).sum());
+                upper.nodes.push(DagNode {
+                    level: number + 1,
+                    span,
+                    points: point.clone(),
+                });
+            }
+            windows.push(Window {
+                queries: points,
+                keys,
+            });
+        }
+        if upper.nodes.is_empty() || upper.nodes.len() >= count {
+            break; // No progress: this level is the top.
+        }
+        let weights = attention.weights(doc, &windows)?;
+        let upper_start = nodes.len();
+        let mut next_id = upper_start;
+        for (batch, window_weights) in batches.iter().zip(&weights) {
+            for row in normalised_rows(window_weights) {
+                let row_edges = row
+                    .into_iter()
+                    .map(|(column, w)| ((level_start + batch.start + column) as u32, w))
+                    .collect();
+                edges.resize(next_id + 1, Vec::new());
+                edges[next_id] = row_edges;
+                next_id += 1;
+            }
+        }
+        level_start = upper_start;
+        level = upper;
+        number += 1;
+    }
+    Ok(Dag::from_edges(nodes, edges))
+}
+
+/// Each row of `weights` as `(column, weight)` edges: normalised to sum 1,
+/// edges under [`MIN_EDGE_WEIGHT`] dropped, the rest normalised again. A
+/// row with no attention (all zero or not finite) has no edges.
+pub fn normalised_rows(weights: &NodeWeights) -> Vec<Vec<(usize, f32)>> {
+    (0..weights.rows)
+        .map(|i| {
+            let row = &weights.weights[i * weights.columns..][..weights.columns];
+            let kept = normalise(row.iter().copied().enumerate().collect());
+            let kept = kept
+                .into_iter()
+                .filter(|&(_, w)| w >= MIN_EDGE_WEIGHT)
+                .collect();
+            normalise(kept)
+        })
+        .collect()
+}
+
+/// Edges with positive, finite weights, scaled to sum 1 (none if none).
+fn normalise(edges: Vec<(usize, f32)>) -> Vec<(usize, f32)> {
+    let edges: Vec<(usize, f32)> = edges
+        .into_iter()
+        .filter(|&(_, w)| w > 0.0 && w.is_finite())
+        .collect();
+    let sum: f64 = edges.iter().map(|&(_, w)| f64::from(w)).sum();
+    edges
+        .into_iter()
+        .map(|(j, w)| (j, (f64::from(w) / sum) as f32))
+        .collect()
+}
+
+/// The chunks: runs of EDUs of about `target` tokens, cut only between EDUs.
+fn chunks(doc: &Document, target: u32) -> Level {
+    let mut level = Level {
+        nodes: Vec::new(),
+        tokens: Vec::new(),
+    };
+    let mut first = 0u32;
+    let mut tokens = 0u32;
+    for edu in &doc.edus {
+        if tokens > 0 && tokens + edu.tokens > target {
+            level.nodes.push(chunk(first, edu.id - 1));
+            level.tokens.push(tokens);
+            first = edu.id;
+            tokens = 0;
+        }
+        tokens += edu.tokens.max(1);
+    }
+    if !doc.edus.is_empty() {
+        level.nodes.push(chunk(first, doc.edus.len() as u32 - 1));
+        level.tokens.push(tokens);
+    }
+    level
+}
+
+fn chunk(first: u32, last: u32) -> DagNode {
+    DagNode {
+        level: 1,
+        span: Span::new(first, last),
+        points: Vec::new(),
+    }
+}
+
+/// Consecutive batches of nodes: each takes nodes while its tokens stay
+/// within `window` (at least one node each).
+fn batches(tokens: &[u32], window: u32) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut sum = 0u32;
+    for (i, &t) in tokens.iter().enumerate() {
+        if i > start && sum + t > window {
+            out.push(start..i);
+            start = i;
+            sum = 0;
+        }
+        sum += t;
+    }
+    if start < tokens.len() {
+        out.push(start..tokens.len());
+    }
+    out
+}
