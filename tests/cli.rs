@@ -452,3 +452,61 @@ fn eval_structure_scores_heading_recovery() {
     assert!(doc["heading_recall"].as_f64().unwrap() > 0.5, "{doc}");
     assert!(doc["distance"].as_u64().unwrap() >= 2, "{doc}");
 }
+
+#[test]
+fn dag_lists_nodes_and_edges_as_json_and_dot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store");
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/demo/2585-unsafe-block-in-unsafe-fn.md"
+    );
+    json(&db, &["ingest", demo]);
+    let id = "2585-unsafe-block-in-unsafe-fn";
+    let dag = json(&db, &["dag", id]);
+    let nodes = dag["nodes"].as_array().unwrap();
+    assert!(
+        nodes.iter().any(|n| n["level"] == 2),
+        "the demo RFC has information points"
+    );
+    for node in nodes {
+        let mut keys: Vec<&str> = node
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort();
+        assert_eq!(keys, ["edus", "id", "level", "points", "text"]);
+    }
+    let edges = dag["edges"].as_array().unwrap();
+    assert!(!edges.is_empty());
+    for edge in edges {
+        let weight = edge["weight"].as_f64().unwrap();
+        assert!(weight > 0.0 && weight <= 1.0);
+        assert_eq!(nodes[edge["to"].as_u64().unwrap() as usize]["level"], 1);
+    }
+    let dot = edudb(&db, &["dag", id, "--dot"]);
+    let dot = String::from_utf8(dot.stdout).unwrap();
+    assert!(dot.starts_with("digraph \"2585-unsafe-block-in-unsafe-fn\" {"));
+    assert_eq!(dot.matches(" -> ").count(), edges.len());
+    let level_two = edudb(&db, &["dag", id, "--level", "2"]);
+    let text = String::from_utf8(level_two.stdout).unwrap();
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with('#'))
+            .all(|l| l.contains(" L2 ")),
+        "{text}"
+    );
+    let bad = dir.path().join("bad.safetensors");
+    std::fs::write(&bad, b"nonsense").unwrap();
+    let out = edudb(&db, &["dag", id, "--attention", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not a safetensors file"),
+        "{}",
+        stderr(&out)
+    );
+    let missing = edudb(&db, &["dag", "nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+}

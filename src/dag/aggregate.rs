@@ -325,10 +325,10 @@ mod tests {
         assert!(Segments(vec![0..2, 2..4]).validate(4, "key").is_ok());
         assert!(Segments(vec![0..2, 1..4]).validate(4, "key").is_err());
         assert!(
-            Segments(vec![0..5])
+            Segments(vec![0..2, 2..5])
                 .validate(4, "key")
                 .unwrap_err()
-                .contains("key segment 0")
+                .contains("key segment 1")
         );
         assert_eq!(Segments::from_lengths([2, 0, 3]).0, vec![0..2, 2..2, 2..5]);
     }

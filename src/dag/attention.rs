@@ -56,29 +56,42 @@ impl ComputedAttention {
     }
 }
 
-/// Every EDU's token vectors, concatenated: EDU `e`'s rows are
-/// `values[starts[e] × d .. starts[e + 1] × d]`.
+/// Windows handed to the device at once: enough to fill a GPU launch,
+/// few enough that their token vectors stay small (64 windows of 2,048
+/// tokens are about 33 MB).
+pub const WINDOWS_PER_LAUNCH: usize = 64;
+
+/// Token vectors of some EDUs, concatenated: EDU `e`'s rows are
+/// `values[rows[e].0 × d .. rows[e].1 × d]`.
 struct TokenVectors {
-    starts: Vec<usize>,
+    rows: std::collections::HashMap<u32, (usize, usize)>,
     values: Vec<f32>,
 }
 
 impl TokenVectors {
-    /// Token vectors of every EDU of `doc`, each scaled from unit length to
-    /// `√d`, the typical norm of a transformer's queries and keys, so the
-    /// attention logits are `√d · cosine` rather than nearly uniform.
-    fn of(doc: &Document, embedder: &HashedEmbedder) -> TokenVectors {
+    /// Token vectors of the EDUs the windows use, each scaled from unit
+    /// length to `√d`, the typical norm of a transformer's queries and
+    /// keys, so the attention logits are `√d · cosine` rather than nearly
+    /// uniform.
+    fn of(doc: &Document, windows: &[Window], embedder: &HashedEmbedder) -> TokenVectors {
         let scale = (TOKEN_DIMENSION as f32).sqrt();
-        let mut starts = Vec::with_capacity(doc.edus.len() + 1);
+        let mut edus: Vec<u32> = windows
+            .iter()
+            .flat_map(|w| w.queries.iter().chain(&w.keys).flatten().copied())
+            .collect();
+        edus.sort_unstable();
+        edus.dedup();
+        let mut rows = std::collections::HashMap::with_capacity(edus.len());
         let mut values = Vec::new();
-        starts.push(0);
-        for edu in &doc.edus {
+        for e in edus {
+            let edu = &doc.edus[e as usize];
+            let start = values.len() / TOKEN_DIMENSION;
             for token in embedder.token_vectors(&doc.text[edu.start as usize..edu.end as usize]) {
                 values.extend(token.iter().map(|v| v * scale));
             }
-            starts.push(values.len() / TOKEN_DIMENSION);
+            rows.insert(e, (start, values.len() / TOKEN_DIMENSION));
         }
-        TokenVectors { starts, values }
+        TokenVectors { rows, values }
     }
 
     /// The rows of `nodes` (each a list of EDUs), end to end, and the
@@ -89,8 +102,8 @@ impl TokenVectors {
         let mut lengths = Vec::with_capacity(nodes.len());
         for node in nodes {
             let before = rows.len();
-            for &e in node {
-                let (a, b) = (self.starts[e as usize], self.starts[e as usize + 1]);
+            for e in node {
+                let (a, b) = self.rows[e];
                 rows.extend_from_slice(&self.values[a * d..b * d]);
             }
             lengths.push(((rows.len() - before) / d) as u32);
@@ -101,23 +114,27 @@ impl TokenVectors {
 
 impl AttentionSource for ComputedAttention {
     fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
-        let tokens = TokenVectors::of(doc, &self.embedder);
-        let gathered: Vec<_> = windows
-            .iter()
-            .map(|w| (tokens.gather(&w.queries), tokens.gather(&w.keys)))
-            .collect();
-        let views: Vec<VectorWindow> = gathered
-            .iter()
-            .map(
-                |((queries, query_segments), (keys, key_segments))| VectorWindow {
-                    queries,
-                    keys,
-                    dimension: TOKEN_DIMENSION,
-                    query_segments,
-                    key_segments,
-                },
-            )
-            .collect();
-        self.device.vector_attention(&views)
+        let mut out = Vec::with_capacity(windows.len());
+        for group in windows.chunks(WINDOWS_PER_LAUNCH) {
+            let tokens = TokenVectors::of(doc, group, &self.embedder);
+            let gathered: Vec<_> = group
+                .iter()
+                .map(|w| (tokens.gather(&w.queries), tokens.gather(&w.keys)))
+                .collect();
+            let views: Vec<VectorWindow> = gathered
+                .iter()
+                .map(
+                    |((queries, query_segments), (keys, key_segments))| VectorWindow {
+                        queries,
+                        keys,
+                        dimension: TOKEN_DIMENSION,
+                        query_segments,
+                        key_segments,
+                    },
+                )
+                .collect();
+            out.extend(self.device.vector_attention(&views)?);
+        }
+        Ok(out)
     }
 }

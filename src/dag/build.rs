@@ -12,6 +12,9 @@ use crate::error::Result;
 /// the rest renormalised): they carry no information and would make the
 /// graph dense.
 pub const MIN_EDGE_WEIGHT: f32 = 0.01;
+/// The tightest a level is summarised (and the most its window is widened)
+/// when it does not shrink otherwise.
+const MAX_COMPRESSION: u32 = 1024;
 /// Most levels built above the chunks.
 pub const MAX_LEVELS: u16 = 16;
 
@@ -59,6 +62,11 @@ pub fn build(
     let mut level = chunks(doc, config.chunk_tokens);
     let mut level_start = 0usize;
     let mut number = 1u16;
+    let summariser = Summariser {
+        doc,
+        vectors,
+        maker,
+    };
     loop {
         let count = level.nodes.len();
         nodes.extend(level.nodes.iter().cloned());
@@ -66,39 +74,23 @@ pub fn build(
         if count <= config.top_nodes || number > MAX_LEVELS {
             break;
         }
-        let batches = batches(&level.tokens, config.window_tokens);
         let lower_edus: Vec<Vec<u32>> = (level_start..level_start + count)
             .map(|i| nodes[i].edus())
             .collect();
-        let mut windows = Vec::with_capacity(batches.len());
-        let mut upper = Level {
-            nodes: Vec::new(),
-            tokens: Vec::new(),
-        };
-        for batch in &batches {
-            let keys: Vec<Vec<u32>> = batch.clone().map(|i| lower_edus[i].clone()).collect();
-            let tokens: u32 = batch.clone().map(|i| level.tokens[i]).sum();
-            let budget = (tokens / config.compression.max(1)).max(1);
-            let points = maker.make(doc, vectors, &keys, budget);
-            let span = Span::new(
-                level.nodes[batch.start].span.first,
-                level.nodes[batch.end - 1].span.last,
-            );
-            for point in &points {
-                upper
-                    .tokens
-                    .push(point.iter().map(|&e| doc.edus[e as usize].tokens).sum());
-                upper.nodes.push(DagNode {
-                    level: number + 1,
-                    span,
-                    points: point.clone(),
-                });
+        // A level that does not shrink (its nodes are large, so windows
+        // hold few of them) is summarised again over windows twice as
+        // wide, twice as tightly.
+        let (mut window, mut compression) = (config.window_tokens, config.compression.max(1));
+        let (batches, upper, windows) = loop {
+            let batches = batches(&level.tokens, window);
+            let (upper, windows) =
+                summariser.summarise(&level, &batches, &lower_edus, compression, number + 1);
+            if upper.nodes.len() < count || compression >= MAX_COMPRESSION {
+                break (batches, upper, windows);
             }
-            windows.push(Window {
-                queries: points,
-                keys,
-            });
-        }
+            window = window.saturating_mul(2);
+            compression *= 2;
+        };
         if upper.nodes.is_empty() || upper.nodes.len() >= count {
             break; // No progress: this level is the top.
         }
@@ -121,6 +113,60 @@ pub fn build(
         number += 1;
     }
     Ok(Dag::from_edges(nodes, edges))
+}
+
+/// What makes a document's information points.
+struct Summariser<'a> {
+    doc: &'a Document,
+    vectors: &'a EduVectors<'a>,
+    maker: &'a dyn IpMaker,
+}
+
+impl Summariser<'_> {
+    /// The next level (numbered `number`) over `level`'s `batches`: each
+    /// batch's information points (from about `1 / compression` of its
+    /// tokens) and its window.
+    fn summarise(
+        &self,
+        level: &Level,
+        batches: &[std::ops::Range<usize>],
+        lower_edus: &[Vec<u32>],
+        compression: u32,
+        number: u16,
+    ) -> (Level, Vec<Window>) {
+        let doc = self.doc;
+        let mut windows = Vec::with_capacity(batches.len());
+        let mut upper = Level {
+            nodes: Vec::new(),
+            tokens: Vec::new(),
+        };
+        for batch in batches {
+            let keys: Vec<Vec<u32>> = batch.clone().map(|i| lower_edus[i].clone()).collect();
+            let tokens: u32 = batch.clone().map(|i| level.tokens[i]).sum();
+            let points = self
+                .maker
+                .make(doc, self.vectors, &keys, (tokens / compression).max(1));
+            let span = Span::new(
+                level.nodes[batch.start].span.first,
+                level.nodes[batch.end - 1].span.last,
+            );
+            for point in &points {
+                upper
+                    .tokens
+                    .push(point.iter().map(|&e| doc.edus[e as usize].tokens).sum());
+                upper.nodes.push(DagNode {
+                    level: number,
+                    span,
+                    points: point.clone(),
+                });
+            }
+            windows.push(Window {
+                queries: points,
+                keys,
+            });
+        }
+        (upper, windows)
+    }
 }
 
 /// Each row of `weights` as `(column, weight)` edges: normalised to sum 1,

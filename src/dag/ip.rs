@@ -8,6 +8,7 @@
 
 use crate::document::{Document, EduKind};
 use crate::embed::dot;
+use crate::embed::hashed::words;
 
 /// Makes the information points of one batch.
 pub trait IpMaker: Send + Sync + std::fmt::Debug {
@@ -73,13 +74,16 @@ impl IpMaker for ExtractiveIpMaker {
         pool.sort_unstable();
         pool.dedup();
         // Headings are titles, not information; an EDU larger than the
-        // whole budget (a long code block) cannot be a point.
+        // whole budget (a long code block) cannot be a point, nor can one
+        // without words (attention would have no tokens to start from).
         let usable: Vec<u32> = pool
             .iter()
             .copied()
             .filter(|&e| {
                 let edu = &doc.edus[e as usize];
-                edu.kind != EduKind::Heading && edu.tokens <= budget.max(1)
+                edu.kind != EduKind::Heading
+                    && edu.tokens <= budget.max(1)
+                    && !words(&doc.text[edu.start as usize..edu.end as usize]).is_empty()
             })
             .collect();
         let candidates = if usable.is_empty() { pool } else { usable };

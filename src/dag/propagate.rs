@@ -178,7 +178,7 @@ pub fn propagate(
 /// or less (and NaN) left out.
 pub fn top_k(scores: &[f32], batch: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
     use rayon::prelude::*;
-    let nodes = if batch == 0 { 0 } else { scores.len() / batch };
+    let nodes = scores.len().checked_div(batch).unwrap_or(0);
     (0..batch)
         .into_par_iter()
         .map(|b| {

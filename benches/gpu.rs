@@ -1,0 +1,348 @@
+//! GPU benchmark of the CUDA kernels (needs `--features cuda` and a GPU;
+//! without one it says so in one line and exits 0).
+//!
+//! Propagation over random DAG-like graphs (up to 10M edges, batches
+//! 1..256): time per call (3 steps), achieved GB/s on the fewest bytes a
+//! step must move (graph once, current/seed/next scores once each) against
+//! the device-to-device copy bandwidth measured in the same run, GFLOP/s
+//! (2 per edge and query per step), the speed-up over the CPU reference,
+//! and one step against cuSPARSE SpMM on the same CSR.
+//!
+//! Attention windows up to 8K × 8K tokens: the fused online-softmax kernel
+//! against materialise-then-aggregate on the GPU and against the CPU.
+//! Attention times include the same uploads and downloads on both GPU paths.
+//!
+//! `cargo bench --features cuda --bench gpu`
+
+use std::ffi::c_void;
+use std::time::Instant;
+
+use cudarc::cusparse::sys as cs;
+use cudarc::driver::{CudaSlice, DevicePtr, sys};
+use edudb::dag::aggregate::{self, Segments, VectorWindow};
+use edudb::dag::propagate::{self, PropagateOptions, PropagationGraph};
+use edudb::gpu::Gpu;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn main() {
+    let gpu = match Gpu::open() {
+        Ok(gpu) => gpu,
+        Err(why) => {
+            println!("no GPU ({why}): nothing to benchmark");
+            return;
+        }
+    };
+    println!("device: {}", gpu.name());
+    let copy = copy_bandwidth(&gpu);
+    println!("device-to-device copy: {copy:.0} GB/s (bytes read + written)\n");
+    propagation(&gpu, copy);
+    attention(&gpu);
+}
+
+/// Median time in ms of `f`'s device work over `reps` runs after a warm-up,
+/// measured with events on the GPU's stream.
+fn device_ms(gpu: &Gpu, reps: usize, mut f: impl FnMut()) -> f64 {
+    let stream = gpu.stream();
+    let event = || {
+        stream
+            .context()
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .expect("event")
+    };
+    f();
+    let mut times: Vec<f64> = (0..reps)
+        .map(|_| {
+            let (start, end) = (event(), event());
+            start.record(stream).expect("record");
+            f();
+            end.record(stream).expect("record");
+            f64::from(start.elapsed_ms(&end).expect("elapsed"))
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Median wall time in ms of `f` (which waits for its own results).
+fn wall_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut times: Vec<f64> = (0..reps)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// GB/s of a 1 GiB device-to-device copy, counting bytes read and written.
+fn copy_bandwidth(gpu: &Gpu) -> f64 {
+    let bytes = 1usize << 30;
+    let stream = gpu.stream();
+    let source = stream.alloc_zeros::<u8>(bytes).expect("alloc");
+    let mut target = stream.alloc_zeros::<u8>(bytes).expect("alloc");
+    let ms = device_ms(gpu, 10, || {
+        stream.memcpy_dtod(&source, &mut target).expect("copy")
+    });
+    2.0 * bytes as f64 / (ms * 1e-3) / 1e9
+}
+
+/// A random DAG-like graph: each node but the first few takes a random
+/// number of parents (mean `degree`) among the nodes before it.
+fn dag(rng: &mut StdRng, nodes: usize, degree: usize) -> PropagationGraph {
+    let mut edges = Vec::with_capacity(nodes * degree);
+    for to in 1..nodes {
+        for _ in 0..rng.random_range(0..=2 * degree) {
+            edges.push((
+                rng.random_range(0..to) as u32,
+                to as u32,
+                rng.random::<f32>() / degree as f32,
+            ));
+        }
+    }
+    PropagationGraph::from_edges(nodes, edges)
+}
+
+fn propagation(gpu: &Gpu, copy: f64) {
+    let mut rng = StdRng::seed_from_u64(7);
+    let steps = 3;
+    println!(
+        "propagation, {steps} steps: ms per call | GB/s (of copy) | GFLOP/s | × CPU | one step vs cuSPARSE SpMM"
+    );
+    for (nodes, degree) in [(100_000, 10), (1_000_000, 10), (250_000, 40)] {
+        let graph = dag(&mut rng, nodes, degree);
+        let device = gpu.upload(&graph).expect("upload");
+        let spmm = Spmm::new(gpu, &graph);
+        for batch in [1usize, 8, 32, 128, 256] {
+            let seeds: Vec<f32> = (0..nodes * batch).map(|_| rng.random()).collect();
+            let on_device = device.upload_seeds(&seeds, batch).expect("seeds");
+            let options = PropagateOptions { steps, alpha: 0.5 };
+            let ms = device_ms(gpu, 10, || {
+                device
+                    .propagate_device(&on_device, batch, options)
+                    .expect("propagate");
+            });
+            let one_step = PropagateOptions {
+                steps: 1,
+                alpha: 0.5,
+            };
+            let step_ms = device_ms(gpu, 10, || {
+                device
+                    .propagate_device(&on_device, batch, one_step)
+                    .expect("propagate");
+            });
+            let spmm_ms = spmm.time(gpu, &on_device, batch);
+            let cpu_ms = wall_ms(1, || {
+                propagate::propagate(&graph, &seeds, batch, options);
+            });
+            let edges = graph.edges() as f64;
+            let scores = (nodes * batch) as f64;
+            let bytes =
+                steps as f64 * ((nodes + 1) as f64 * 4.0 + edges * 8.0 + 3.0 * scores * 4.0);
+            let gbs = bytes / (ms * 1e-3) / 1e9;
+            let gflops = steps as f64 * 2.0 * edges * batch as f64 / (ms * 1e-3) / 1e9;
+            println!(
+                "  N {nodes:>9}, E {:>9}, B {batch:>3}: {ms:>9.3} ms | {gbs:>6.0} GB/s ({:>3.0}%) | {gflops:>7.1} | {:>7.1}× | {step_ms:.3} vs {spmm_ms:.3} ms ({:.2}×)",
+                graph.edges(),
+                100.0 * gbs / copy,
+                cpu_ms / ms,
+                spmm_ms / step_ms
+            );
+        }
+    }
+    println!();
+}
+
+/// cuSPARSE SpMM on the target-grouped CSR (the graph's transpose): C = A·B
+/// with B and C the N × batch node-major scores.
+struct Spmm {
+    handle: cs::cusparseHandle_t,
+    matrix: cs::cusparseSpMatDescr_t,
+    nodes: usize,
+    // The CSR arrays the descriptor points into.
+    _arrays: (CudaSlice<i32>, CudaSlice<i32>, CudaSlice<f32>),
+}
+
+impl Spmm {
+    fn new(gpu: &Gpu, graph: &PropagationGraph) -> Spmm {
+        let stream = gpu.stream();
+        let as_i32 = |v: &[u32]| v.iter().map(|&x| x as i32).collect::<Vec<_>>();
+        let offsets = stream.clone_htod(&as_i32(&graph.offsets)).expect("upload");
+        let columns = stream.clone_htod(&as_i32(&graph.parents)).expect("upload");
+        let values = stream.clone_htod(&graph.weights).expect("upload");
+        let handle = cudarc::cusparse::result::create().expect("cusparse");
+        let mut matrix = std::ptr::null_mut();
+        let n = graph.nodes() as i64;
+        // SAFETY: the handle and the CSR arrays live as long as `Spmm`.
+        unsafe {
+            cs::cusparseSetStream(handle, stream.cu_stream() as cs::cudaStream_t)
+                .result()
+                .expect("stream");
+            cs::cusparseCreateCsr(
+                &mut matrix,
+                n,
+                n,
+                graph.edges() as i64,
+                pointer(gpu, &offsets),
+                pointer(gpu, &columns),
+                pointer(gpu, &values),
+                cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                cs::cudaDataType::CUDA_R_32F,
+            )
+            .result()
+            .expect("csr");
+        }
+        Spmm {
+            handle,
+            matrix,
+            nodes: graph.nodes(),
+            _arrays: (offsets, columns, values),
+        }
+    }
+
+    /// Median ms of one SpMM of the graph with `scores` (N × batch).
+    fn time(&self, gpu: &Gpu, scores: &CudaSlice<f32>, batch: usize) -> f64 {
+        let stream = gpu.stream();
+        let output = stream
+            .alloc_zeros::<f32>(self.nodes * batch)
+            .expect("alloc");
+        let dense = |buffer: &CudaSlice<f32>| {
+            let mut descriptor = std::ptr::null_mut();
+            let (rows, columns) = (self.nodes as i64, batch as i64);
+            // SAFETY: `buffer` holds rows × columns floats, row-major.
+            unsafe {
+                cs::cusparseCreateDnMat(
+                    &mut descriptor,
+                    rows,
+                    columns,
+                    columns,
+                    pointer(gpu, buffer),
+                    cs::cudaDataType::CUDA_R_32F,
+                    cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
+                )
+                .result()
+                .expect("dense");
+            }
+            descriptor
+        };
+        let (b, c) = (dense(scores), dense(&output));
+        let (one, zero) = (1.0f32, 0.0f32);
+        let op = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+        let algorithm = cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT;
+        let mut size = 0usize;
+        // SAFETY: descriptors and scalars outlive the calls; the work buffer
+        // is as large as cuSPARSE asks.
+        unsafe {
+            cs::cusparseSpMM_bufferSize(
+                self.handle,
+                op,
+                op,
+                (&one as *const f32).cast(),
+                self.matrix,
+                b,
+                (&zero as *const f32).cast(),
+                c,
+                cs::cudaDataType::CUDA_R_32F,
+                algorithm,
+                &mut size,
+            )
+            .result()
+            .expect("buffer size");
+        }
+        let work = stream.alloc_zeros::<u8>(size.max(1)).expect("alloc");
+        let ms = device_ms(gpu, 10, || {
+            // SAFETY: as above.
+            unsafe {
+                cs::cusparseSpMM(
+                    self.handle,
+                    op,
+                    op,
+                    (&one as *const f32).cast(),
+                    self.matrix,
+                    b,
+                    (&zero as *const f32).cast(),
+                    c,
+                    cs::cudaDataType::CUDA_R_32F,
+                    algorithm,
+                    pointer(gpu, &work),
+                )
+                .result()
+                .expect("spmm");
+            }
+        });
+        // SAFETY: the descriptors are no longer used.
+        unsafe {
+            cs::cusparseDestroyDnMat(b).result().expect("destroy");
+            cs::cusparseDestroyDnMat(c).result().expect("destroy");
+        }
+        ms
+    }
+}
+
+impl Drop for Spmm {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, used by no one else.
+        unsafe {
+            cs::cusparseDestroySpMat(self.matrix);
+            cs::cusparseDestroy(self.handle);
+        }
+    }
+}
+
+/// The raw device address of a buffer, for cuSPARSE.
+fn pointer<T>(gpu: &Gpu, buffer: &CudaSlice<T>) -> *mut c_void {
+    let (address, _record) = buffer.device_ptr(gpu.stream());
+    address as *mut c_void
+}
+
+fn attention(gpu: &Gpu) {
+    let mut rng = StdRng::seed_from_u64(11);
+    let dimension = 64;
+    println!(
+        "attention, d = {dimension}, nodes of 64 tokens: ms | fused GFLOP/s | materialised | CPU"
+    );
+    for (windows, tokens) in [(16usize, 512u32), (4, 2048), (1, 4096), (1, 8192)] {
+        let segments = Segments::from_lengths(std::iter::repeat_n(64, tokens as usize / 64));
+        let vectors: Vec<(Vec<f32>, Vec<f32>)> = (0..windows)
+            .map(|_| {
+                let mut random = || {
+                    (0..tokens as usize * dimension)
+                        .map(|_| rng.random_range(-1.0..1.0))
+                        .collect()
+                };
+                (random(), random())
+            })
+            .collect();
+        let batch: Vec<VectorWindow> = vectors
+            .iter()
+            .map(|(queries, keys)| VectorWindow {
+                queries,
+                keys,
+                dimension,
+                query_segments: &segments,
+                key_segments: &segments,
+            })
+            .collect();
+        let fused = wall_ms(5, || {
+            gpu.vector_attention(&batch).expect("fused");
+        });
+        let materialised = wall_ms(5, || {
+            gpu.materialised_attention(&batch).expect("materialised");
+        });
+        let cpu = wall_ms(1, || {
+            aggregate::vector_attention_batch(&batch);
+        });
+        let flops = 2.0 * windows as f64 * (tokens as f64).powi(2) * dimension as f64;
+        println!(
+            "  {windows:>2} × {tokens:>4}²: fused {fused:>9.3} ms ({:>6.0} GFLOP/s) | materialised {materialised:>9.3} ms ({:.1}× the fused) | CPU {cpu:>10.1} ms ({:.0}× the fused)",
+            flops / (fused * 1e-3) / 1e9,
+            materialised / fused,
+            cpu / fused
+        );
+    }
+}

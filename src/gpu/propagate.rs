@@ -1,0 +1,250 @@
+//! Host side of `kernels/propagate.cu`: a graph kept on the device
+//! ([`DeviceGraph`]) serves many batches of queries, one kernel launch per
+//! propagation step, then the top-k kernel.
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+
+use super::{Gpu, THREADS, gpu_error, grid};
+use crate::dag::propagate::{self, PropagateOptions, PropagationGraph};
+use crate::error::{Error, Result};
+
+/// The largest `k` the top-k kernel serves (`TOP_K_MAX`); a larger `k`
+/// downloads the scores and takes the CPU's [`propagate::top_k`].
+pub const TOP_K_MAX: usize = 64;
+
+/// A [`PropagationGraph`] uploaded once to the GPU.
+pub struct DeviceGraph<'g> {
+    gpu: &'g Gpu,
+    nodes: usize,
+    offsets: CudaSlice<u32>,
+    parents: CudaSlice<u32>,
+    weights: CudaSlice<f32>,
+    /// Lanes per node for small batches: the mean in-degree rounded up to a
+    /// power of two, 1..=32.
+    group: u32,
+}
+
+impl Gpu {
+    /// Checks `graph` and copies it to the device for [`DeviceGraph`]'s
+    /// batches.
+    pub fn upload(&self, graph: &PropagationGraph) -> Result<DeviceGraph<'_>> {
+        graph.validate().map_err(|message| Error::DagInput {
+            what: "propagation graph".into(),
+            message,
+        })?;
+        let nodes = graph.nodes();
+        if u32::try_from(nodes).is_err() {
+            return Err(Error::Gpu(format!(
+                "{nodes} nodes do not fit the kernels' u32 ids"
+            )));
+        }
+        let mean_degree = graph.edges().div_ceil(nodes.max(1)).clamp(1, 32);
+        Ok(DeviceGraph {
+            gpu: self,
+            nodes,
+            offsets: self.to_device(&graph.offsets)?,
+            parents: self.to_device(&graph.parents)?,
+            weights: self.to_device(&graph.weights)?,
+            group: mean_degree.next_power_of_two() as u32,
+        })
+    }
+
+    /// [`propagate::propagate`] on the GPU: uploads `graph`, runs, and
+    /// returns the node-major `N × batch` scores.
+    pub fn propagate(
+        &self,
+        graph: &PropagationGraph,
+        seeds: &[f32],
+        batch: usize,
+        options: PropagateOptions,
+    ) -> Result<Vec<f32>> {
+        self.upload(graph)?.propagate(seeds, batch, options)
+    }
+
+    /// Propagates on the GPU and keeps each query's `k` best nodes (see
+    /// [`DeviceGraph::propagate_top_k`]).
+    pub fn propagate_top_k(
+        &self,
+        graph: &PropagationGraph,
+        seeds: &[f32],
+        batch: usize,
+        options: PropagateOptions,
+        k: usize,
+    ) -> Result<Vec<Vec<(u32, f32)>>> {
+        self.upload(graph)?
+            .propagate_top_k(seeds, batch, options, k)
+    }
+}
+
+impl DeviceGraph<'_> {
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// Copies node-major seeds (`N × batch`) to the device after checking
+    /// their length.
+    pub fn upload_seeds(&self, seeds: &[f32], batch: usize) -> Result<CudaSlice<f32>> {
+        if Some(seeds.len()) != self.nodes.checked_mul(batch) {
+            return Err(Error::DagInput {
+                what: "propagation seeds".into(),
+                message: format!(
+                    "{} seeds for {} nodes × {batch} queries",
+                    seeds.len(),
+                    self.nodes
+                ),
+            });
+        }
+        self.gpu.to_device(seeds)
+    }
+
+    /// [`propagate::propagate`] from host seeds to host scores.
+    pub fn propagate(
+        &self,
+        seeds: &[f32],
+        batch: usize,
+        options: PropagateOptions,
+    ) -> Result<Vec<f32>> {
+        if seeds.is_empty() {
+            self.upload_seeds(seeds, batch)?;
+            return Ok(Vec::new());
+        }
+        let seeds = self.upload_seeds(seeds, batch)?;
+        let scores = self.propagate_device(&seeds, batch, options)?;
+        let mut scores = self.gpu.download(&scores)?;
+        scores.truncate(self.nodes * batch);
+        Ok(scores)
+    }
+
+    /// Propagates device-resident seeds (`N × batch`, node-major; see
+    /// [`DeviceGraph::upload_seeds`]) and leaves the scores on the device:
+    /// one launch per step over two ping-pong buffers, both poisoned with
+    /// NaN first. Lanes run over the batch when `batch ≥ 32`, else over
+    /// each node's in-edges.
+    pub fn propagate_device(
+        &self,
+        seeds: &CudaSlice<f32>,
+        batch: usize,
+        options: PropagateOptions,
+    ) -> Result<CudaSlice<f32>> {
+        let gpu = self.gpu;
+        let len = self.nodes * batch;
+        if options.steps == 0 || len == 0 {
+            return gpu.stream.clone_dtod(seeds).map_err(gpu_error("copy"));
+        }
+        let batch32 = u32::try_from(batch).map_err(|_| Error::Gpu("batch too large".into()))?;
+        let nodes = self.nodes as u32;
+        let (kernel, threads) = if batch >= 32 {
+            (
+                &gpu.kernels.propagate_batch,
+                self.nodes * batch.div_ceil(32) * 32,
+            )
+        } else {
+            (
+                &gpu.kernels.propagate_edges,
+                self.nodes * self.group as usize,
+            )
+        };
+        let config = grid(threads.div_ceil(THREADS as usize), 0)?;
+        let step = |current: &CudaSlice<f32>, next: &mut CudaSlice<f32>| {
+            let mut launch = gpu.stream.launch_builder(kernel);
+            launch
+                .arg(&self.offsets)
+                .arg(&self.parents)
+                .arg(&self.weights)
+                .arg(seeds)
+                .arg(current)
+                .arg(next)
+                .arg(&nodes)
+                .arg(&batch32)
+                .arg(&options.alpha);
+            if batch < 32 {
+                launch.arg(&self.group);
+            }
+            // SAFETY: arguments match the kernel's; the graph was validated
+            // and every buffer holds `nodes × batch` scores.
+            unsafe { launch.launch(config) }
+                .map(drop)
+                .map_err(gpu_error("propagate"))
+        };
+        let mut current = gpu.poisoned::<f32>(len, f32::NAN.to_bits())?;
+        step(seeds, &mut current)?;
+        if options.steps > 1 {
+            let mut spare = gpu.poisoned::<f32>(len, f32::NAN.to_bits())?;
+            for _ in 1..options.steps {
+                step(&current, &mut spare)?;
+                std::mem::swap(&mut current, &mut spare);
+            }
+        }
+        Ok(current)
+    }
+
+    /// [`propagate::propagate`] then [`propagate::top_k`]: each query's `k`
+    /// best `(node, score)`, best first, ties to the lower id, scores ≤ 0
+    /// and NaN left out. Only the `batch × k` best leave the device when
+    /// `k ≤` [`TOP_K_MAX`].
+    pub fn propagate_top_k(
+        &self,
+        seeds: &[f32],
+        batch: usize,
+        options: PropagateOptions,
+        k: usize,
+    ) -> Result<Vec<Vec<(u32, f32)>>> {
+        if k == 0 || seeds.is_empty() {
+            self.upload_seeds(seeds, batch)?;
+            return Ok(vec![Vec::new(); batch]);
+        }
+        let seeds = self.upload_seeds(seeds, batch)?;
+        let scores = self.propagate_device(&seeds, batch, options)?;
+        if k > TOP_K_MAX {
+            tracing::debug!("top-{k} is above the GPU's {TOP_K_MAX}: ranking on the CPU");
+            let mut scores = self.gpu.download(&scores)?;
+            scores.truncate(self.nodes * batch);
+            return Ok(propagate::top_k(&scores, batch, k));
+        }
+        self.top_k(&scores, batch, k)
+    }
+
+    /// The top-k kernel over device-resident node-major scores; `k` is
+    /// 1..=[`TOP_K_MAX`].
+    fn top_k(
+        &self,
+        scores: &CudaSlice<f32>,
+        batch: usize,
+        k: usize,
+    ) -> Result<Vec<Vec<(u32, f32)>>> {
+        let gpu = self.gpu;
+        let ids = gpu.poisoned::<u32>(batch * k, u32::MAX)?;
+        let values = gpu.poisoned::<f32>(batch * k, f32::NAN.to_bits())?;
+        let counts = gpu.poisoned::<u32>(batch, u32::MAX)?;
+        let (nodes, batch32, k32) = (self.nodes as u32, batch as u32, k as u32);
+        let mut launch = gpu.stream.launch_builder(&gpu.kernels.top_k);
+        launch
+            .arg(scores)
+            .arg(&nodes)
+            .arg(&batch32)
+            .arg(&k32)
+            .arg(&ids)
+            .arg(&values)
+            .arg(&counts);
+        // SAFETY: arguments match the kernel's; k ≤ TOP_K_MAX and the
+        // outputs hold batch × k entries.
+        unsafe { launch.launch(grid(batch, 0)?) }.map_err(gpu_error("top_k"))?;
+        let (ids, values, counts) = (
+            gpu.download(&ids)?,
+            gpu.download(&values)?,
+            gpu.download(&counts)?,
+        );
+        (0..batch)
+            .map(|b| {
+                let count = counts[b] as usize;
+                if count > k {
+                    return Err(Error::Gpu(format!("top_k left query {b} unwritten")));
+                }
+                Ok((0..count)
+                    .map(|i| (ids[b * k + i], values[b * k + i]))
+                    .collect())
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,444 @@
+//! The weighted DAG end to end: its invariants on real and random
+//! documents, supplied attention, PROPAGATE, SHOW DAG and batched
+//! propagation over the whole store.
+
+mod common;
+
+use edudb::dag::aggregate::Segments;
+use edudb::dag::attention::ComputedAttention;
+use edudb::dag::ip::{EduVectors, ExtractiveIpMaker};
+use edudb::dag::propagate::{PropagateOptions, PropagationGraph, propagate};
+use edudb::dag::supplied::{SuppliedAttention, SuppliedWindow};
+use edudb::dag::{Dag, DagConfig, WEIGHT_SUM_TOLERANCE};
+use edudb::device::Device;
+use edudb::embed::Embedder;
+use edudb::embed::hashed::HashedEmbedder;
+use edudb::{Db, Error, Format, IngestOptions, Params, Rows};
+use proptest::prelude::*;
+use tempfile::TempDir;
+
+/// The largest RFCs (by bytes), so their DAGs have information-point levels.
+fn large_rfcs(count: usize) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(common::rfcs())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (std::fs::metadata(&p).unwrap().len(), p))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .rev()
+        .take(count)
+        .map(|(_, p)| p)
+        .collect()
+}
+
+fn store_with(paths: &[std::path::PathBuf]) -> (TempDir, Db) {
+    let dir = TempDir::new().unwrap();
+    let db = Db::create(dir.path().join("db")).unwrap();
+    for path in paths {
+        let id = path.file_stem().unwrap().to_str().unwrap();
+        db.ingest_bytes(id, std::fs::read(path).unwrap(), IngestOptions::default())
+            .unwrap();
+    }
+    (dir, db)
+}
+
+/// Checks what every DAG must satisfy beyond [`Dag::validate`]: out-weights
+/// sum to 1, every IP's text is its points' exact source text, chunks stay
+/// near their target size.
+fn check_dag(dag: &Dag, doc: &edudb::Document) -> Result<(), String> {
+    dag.validate(doc.edus.len() as u32)?;
+    let config = DagConfig::default();
+    for (i, node) in dag.nodes.iter().enumerate() {
+        let sum: f32 = dag.edges_of(i).map(|(_, w)| w).sum();
+        if dag.edges_of(i).next().is_some() && (sum - 1.0).abs() > WEIGHT_SUM_TOLERANCE {
+            return Err(format!("node {i} out-weights sum to {sum}"));
+        }
+        let text = dag.node_text(doc, i);
+        for e in node.edus() {
+            let edu = &doc.edus[e as usize];
+            if !text.contains(&doc.text[edu.start as usize..edu.end as usize]) {
+                return Err(format!("node {i}'s text lacks EDU {e}"));
+            }
+        }
+        if node.level == 1 && node.span.len() > 1 {
+            let tokens: u32 = node
+                .edus()
+                .iter()
+                .map(|&e| doc.edus[e as usize].tokens)
+                .sum();
+            let last = doc.edus[node.span.last as usize].tokens;
+            if tokens - last > config.chunk_tokens {
+                return Err(format!("chunk {i} has {tokens} tokens"));
+            }
+        }
+        // Only a point with no words (so no tokens to attend from) lacks edges.
+        let has_words = !edudb::embed::hashed::words(&text).is_empty();
+        if node.level > 1 && dag.edges_of(i).next().is_none() && has_words {
+            return Err(format!("information point {i} has no edges"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn rfc_dags_are_valid_multi_level_and_extractive() {
+    let (_dir, db) = store_with(&large_rfcs(6));
+    let mut levels_above_chunks = 0;
+    for meta in db.documents().unwrap() {
+        let dag = db.dag(&meta.id).unwrap();
+        let doc = db.document(&meta.id).unwrap().to_document().unwrap();
+        check_dag(&dag, &doc).unwrap_or_else(|e| panic!("{}: {e}", meta.id));
+        levels_above_chunks += usize::from(dag.top_level() - 1);
+        // The top level is small, and every level below the top is pointed at.
+        let top = dag
+            .nodes
+            .iter()
+            .filter(|n| n.level == dag.top_level())
+            .count();
+        assert!(top <= DagConfig::default().top_nodes || dag.top_level() == 1);
+        let targets: std::collections::HashSet<u32> = dag.targets.iter().copied().collect();
+        assert!(
+            targets.len()
+                > dag
+                    .nodes
+                    .iter()
+                    .filter(|n| n.level < dag.top_level())
+                    .count()
+                    / 2
+        );
+    }
+    assert!(
+        levels_above_chunks >= 6,
+        "large RFCs have information points"
+    );
+    assert_eq!(db.check().unwrap().documents, 6);
+}
+
+fn markdown() -> IngestOptions {
+    IngestOptions {
+        format: Some(Format::Markdown),
+        ..IngestOptions::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Random documents of 1 to 400 sentences over a small vocabulary
+    /// (so attention has shared words to find): every DAG is valid, its
+    /// out-weights sum to 1, chunks tile the document.
+    #[test]
+    fn random_documents_give_valid_dags(
+        sentences in proptest::collection::vec(
+            proptest::collection::vec(0usize..40, 3..18), 1..400),
+        chunk_tokens in 40u32..400,
+        window_tokens in 100u32..3000,
+    ) {
+        let words: Vec<String> = (0..40).map(|i| format!("w{}x{}", i % 7, i)).collect();
+        let mut text = String::new();
+        for (n, s) in sentences.iter().enumerate() {
+            let sentence: Vec<&str> = s.iter().map(|&w| words[w].as_str()).collect();
+            text.push_str(&format!("Start {}.", sentence.join(" ")));
+            text.push_str(if n % 5 == 4 { "\n\n" } else { " " });
+        }
+        let doc = edudb::ingest::analyze("random", text, Format::Text).unwrap();
+        let embedder = HashedEmbedder::new(64).unwrap();
+        let edu_texts: Vec<&str> = doc.edus.iter().map(|e| &doc.text[e.start as usize..e.end as usize]).collect();
+        let vectors: Vec<f32> = embedder.embed(&edu_texts).unwrap().concat();
+        let config = DagConfig { chunk_tokens, window_tokens, ..DagConfig::default() };
+        let dag = edudb::dag::build(
+            &doc,
+            &EduVectors { values: &vectors, dimension: 64 },
+            &config,
+            &ExtractiveIpMaker::default(),
+            &ComputedAttention::new(Device::Cpu),
+        ).unwrap();
+        dag.validate(doc.edus.len() as u32).map_err(TestCaseError::fail)?;
+        for i in 0..dag.nodes.len() {
+            let sum: f32 = dag.edges_of(i).map(|(_, w)| w).sum();
+            prop_assert!(dag.edges_of(i).next().is_none() || (sum - 1.0).abs() <= WEIGHT_SUM_TOLERANCE);
+        }
+        let chunks: Vec<_> = dag.nodes.iter().filter(|n| n.level == 1).collect();
+        prop_assert_eq!(chunks.first().map(|c| c.span.first), Some(0));
+        prop_assert_eq!(chunks.last().map(|c| c.span.last), Some(doc.edus.len() as u32 - 1));
+    }
+}
+
+/// A store whose one document has an information-point level.
+fn one_large_rfc() -> (TempDir, Db, String) {
+    let (dir, db) = store_with(&large_rfcs(1));
+    let id = db.documents().unwrap()[0].id.clone();
+    assert!(db.dag(&id).unwrap().top_level() >= 2);
+    (dir, db, id)
+}
+
+#[test]
+fn supplied_attention_reweights_edges_by_segment_means() {
+    let (_dir, db, id) = one_large_rfc();
+    let before = db.dag(&id).unwrap();
+    let ip = before.nodes.iter().position(|n| n.level == 2).unwrap() as u32;
+    let chunks: Vec<u32> = (0..3).collect();
+    // Query node `ip` has 2 tokens (rows 1..3; row 0 is a prompt token);
+    // key chunks 0, 1, 2 have 1, 2 and 1 tokens (column 4 belongs to none).
+    #[rustfmt::skip]
+    let attention = vec![
+        0.9, 0.0, 0.0, 0.0, 0.1,
+        0.2, 0.2, 0.2, 0.0, 0.4,
+        0.4, 0.0, 0.4, 0.0, 0.2,
+    ];
+    let supplied = SuppliedAttention {
+        windows: vec![SuppliedWindow {
+            attention,
+            query_tokens: 3,
+            key_tokens: 5,
+            query_nodes: vec![ip],
+            query_segments: Segments(std::iter::once(1..3).collect()),
+            key_nodes: chunks.clone(),
+            key_segments: Segments(vec![0..1, 1..3, 3..4]),
+        }],
+    };
+    let bytes = supplied.to_bytes().unwrap();
+    let file = TempDir::new().unwrap();
+    let path = file.path().join("attention.safetensors");
+    std::fs::write(&path, &bytes).unwrap();
+    let read = SuppliedAttention::read(&path).unwrap();
+    assert_eq!(read, supplied);
+    db.reweight_dag(&id, &read).unwrap();
+    let after = db.dag(&id).unwrap();
+    // Segment means: chunk 0 (0.2 + 0.4) / 2 = 0.3; chunk 1 ((0.2 + 0.2) / 2
+    // + (0.0 + 0.4) / 2) / 2 = 0.2; chunk 2 0. Normalised: 0.6 and 0.4.
+    let edges: Vec<(u32, f32)> = after.edges_of(ip as usize).collect();
+    assert_eq!(edges.len(), 2, "{edges:?}");
+    assert_eq!(edges[0].0, 0);
+    assert!((edges[0].1 - 0.6).abs() < 1e-6, "{edges:?}");
+    assert!((edges[1].1 - 0.4).abs() < 1e-6, "{edges:?}");
+    // Every other node keeps its edges; the store stays consistent.
+    for i in (0..after.nodes.len()).filter(|&i| i != ip as usize) {
+        assert_eq!(
+            after.edges_of(i).collect::<Vec<_>>(),
+            before.edges_of(i).collect::<Vec<_>>()
+        );
+    }
+    db.check().unwrap();
+}
+
+#[test]
+fn bad_supplied_attention_is_refused_and_changes_nothing() {
+    let (_dir, db, id) = one_large_rfc();
+    let before = db.dag(&id).unwrap();
+    let ip = before.nodes.iter().position(|n| n.level == 2).unwrap() as u32;
+    let window = |query_nodes: Vec<u32>, key_nodes: Vec<u32>| SuppliedAttention {
+        windows: vec![SuppliedWindow {
+            attention: vec![1.0; 2],
+            query_tokens: 1,
+            key_tokens: 2,
+            query_nodes,
+            query_segments: Segments(std::iter::once(0..1).collect()),
+            key_nodes,
+            key_segments: Segments(vec![0..1, 1..2]),
+        }],
+    };
+    let cases = [
+        (window(vec![ip], vec![0, 99_999]), "names node 99999"),
+        (window(vec![ip], vec![0, ip]), "not one level below"),
+    ];
+    for (supplied, expected) in cases {
+        let error = db.reweight_dag(&id, &supplied).unwrap_err();
+        assert!(matches!(error, Error::DagInput { .. }), "{error}");
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+    for (bytes, expected) in [
+        (b"not safetensors".to_vec(), "not a safetensors file"),
+        (
+            window(vec![ip], vec![0, 1]).to_bytes().unwrap()[..40].to_vec(),
+            "not a safetensors file",
+        ),
+    ] {
+        let error = SuppliedAttention::from_bytes(&bytes, "attention.bin").unwrap_err();
+        assert!(error.to_string().contains(expected), "{error}");
+        assert!(error.to_string().starts_with("attention.bin"), "{error}");
+    }
+    assert_eq!(db.dag(&id).unwrap(), before);
+}
+
+#[test]
+fn propagate_scores_chunks_by_the_dag_and_blends_edus() {
+    let (_dir, db, id) = one_large_rfc();
+    let question = "how are the changes tested and documented";
+    let run = |statement: &str| {
+        db.query(statement, &Params::new().text("q", question))
+            .unwrap()
+    };
+    let Rows::Selection(edus) =
+        run("SELECT SPANS FROM * WHERE kind = edu SEED BM25($q) LIMIT 100000").rows
+    else {
+        panic!("a selection")
+    };
+    // ALPHA 1: a seeded EDU scores exactly its chunk's propagated score,
+    // so the chunk (wider, so picked first on the tie) absorbs it and every
+    // chunk item carries the chunk's own score.
+    let result = run("EXPLAIN SELECT SPANS FROM * SEED BM25($q) PROPAGATE ALPHA 1 LIMIT 100000");
+    assert!(
+        result
+            .stages
+            .iter()
+            .any(|s| s.operator == "propagate" && s.device == "cpu")
+    );
+    let Rows::Selection(propagated) = result.rows else {
+        panic!("a selection")
+    };
+    // Expected: the DAG's nodes seeded by their best EDU's seed score,
+    // propagated by the reference implementation.
+    let dag = db.dag(&id).unwrap();
+    let doc = db.document(&id).unwrap().to_document().unwrap();
+    let mut edu_score = vec![0.0f32; doc.edus.len()];
+    for item in &edus.items {
+        edu_score[item.edus[0] as usize] = item.score;
+    }
+    let seeds: Vec<f32> = dag
+        .nodes
+        .iter()
+        .map(|n| {
+            n.edus()
+                .iter()
+                .map(|&e| edu_score[e as usize])
+                .fold(0.0, f32::max)
+        })
+        .collect();
+    let graph = PropagationGraph::from_edges(dag.nodes.len(), dag.edges());
+    let options = PropagateOptions {
+        steps: u32::from(dag.top_level() - 1),
+        alpha: 1.0,
+    };
+    let expected = propagate(&graph, &seeds, 1, options);
+    let mut chunks_seen = 0;
+    for (i, node) in dag.nodes.iter().enumerate().filter(|(_, n)| n.level == 1) {
+        let item = propagated
+            .items
+            .iter()
+            .find(|it| it.edus == [node.span.first, node.span.last] && it.score == expected[i]);
+        if expected[i] > 0.0 {
+            assert!(item.is_some(), "chunk {i} scored {}", expected[i]);
+            chunks_seen += 1;
+        }
+    }
+    assert!(chunks_seen > 0);
+    // Some chunk gains from propagation over its own direct similarity.
+    assert!(
+        dag.nodes
+            .iter()
+            .enumerate()
+            .any(|(i, n)| n.level == 1 && expected[i] > 0.2 * seeds[i] + 1e-6)
+    );
+    // A budgeted PROPAGATE selects and linearises like every query.
+    let Rows::Selection(budgeted) =
+        run("SELECT FROM * SEED BM25($q) PROPAGATE BUDGET 300 TOKENS").rows
+    else {
+        panic!("a selection")
+    };
+    assert!(budgeted.tokens_used <= 300 && !budgeted.items.is_empty());
+    assert!(
+        budgeted
+            .items
+            .windows(2)
+            .all(|w| w[0].edus[1] < w[1].edus[0])
+    );
+}
+
+#[test]
+fn show_dag_lists_nodes_and_edges_with_their_text() {
+    let (_dir, db, id) = one_large_rfc();
+    let dag = db.dag(&id).unwrap();
+    let result = db
+        .query(&format!("SHOW DAG doc('{id}')"), &Params::new())
+        .unwrap();
+    let json = result.to_json();
+    assert_eq!(
+        json["dag"]["nodes"].as_array().unwrap().len(),
+        dag.nodes.len()
+    );
+    assert_eq!(
+        json["dag"]["edges"].as_array().unwrap().len(),
+        dag.targets.len()
+    );
+    let first = &json["dag"]["nodes"][0];
+    let doc = db.document(&id).unwrap().to_document().unwrap();
+    assert_eq!(first["text"], dag.node_text(&doc, 0));
+    let Rows::Dag(level_two) = db
+        .query(&format!("SHOW DAG doc('{id}') LEVEL 2"), &Params::new())
+        .unwrap()
+        .rows
+    else {
+        panic!("a DAG listing")
+    };
+    assert!(!level_two.nodes.is_empty() && level_two.nodes.iter().all(|n| n.level == 2));
+    assert!(
+        level_two
+            .edges
+            .iter()
+            .all(|e| dag.nodes[e.to as usize].level == 1)
+    );
+}
+
+#[test]
+fn batched_propagation_equals_each_query_alone() {
+    let (_dir, db) = store_with(&large_rfcs(3));
+    let queries = [
+        "error handling",
+        "unsafe code and soundness",
+        "traits and generics",
+    ];
+    let options = PropagateOptions {
+        steps: 3,
+        alpha: 0.6,
+    };
+    let together = db.propagate_texts(&queries, options, 10).unwrap();
+    assert_eq!(together.len(), 3);
+    for (query, hits) in queries.iter().zip(&together) {
+        assert_eq!(&db.propagate_texts(&[query], options, 10).unwrap()[0], hits);
+        assert!(!hits.is_empty() && hits.len() <= 10);
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+        for hit in hits {
+            let dag = db.dag(&hit.doc).unwrap();
+            assert_eq!(dag.nodes[hit.node as usize].span, hit.edus);
+        }
+    }
+    let index = db.dag_index().unwrap();
+    let error = db.propagate_batch(&[1.0; 3], 2, options, 5).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("{} nodes", index.nodes.len())),
+        "{error}"
+    );
+    // The store-wide graph follows writes.
+    db.remove(&index.documents[0]).unwrap();
+    assert_eq!(db.dag_index().unwrap().documents.len(), 2);
+}
+
+#[test]
+fn small_documents_have_only_chunks_and_propagate_still_answers() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::create(dir.path().join("db")).unwrap();
+    db.ingest_bytes(
+        "tiny",
+        b"# Tiny\n\nOne short sentence here. Another one.".to_vec(),
+        markdown(),
+    )
+    .unwrap();
+    let dag = db.dag("tiny").unwrap();
+    assert_eq!(dag.top_level(), 1);
+    assert!(dag.targets.is_empty());
+    let result = db
+        .query(
+            "SELECT FROM * SEED BM25('short sentence') PROPAGATE LIMIT 3",
+            &Params::new(),
+        )
+        .unwrap();
+    let Rows::Selection(selection) = result.rows else {
+        panic!("a selection")
+    };
+    assert!(!selection.items.is_empty());
+}
