@@ -1,6 +1,7 @@
 //! Query latency over a store of more than 100,000 EDUs (the Rust RFCs plus
 //! the 2WikiMultihopQA passages, 50 passages per Markdown document with a
-//! heading each): a typical SEED+BUDGET query and a TRAVERSE query, against
+//! heading each): a typical SEED+BUDGET query, a TRAVERSE query and a
+//! PROPAGATE query (down the weighted DAG), against
 //! a plain tantivy BM25 top-10 (with the hits' stored text) over the same
 //! EDU texts in the same run. The medians are printed as ratios to tantivy.
 //! The edudb queries run with the document cache warm (a service asking many
@@ -94,6 +95,9 @@ fn bench_query(c: &mut Criterion) {
     let traverse = db
         .prepare("SELECT FROM * SEED BM25($q) TRAVERSE BUDGET 512 TOKENS")
         .unwrap();
+    let propagate = db
+        .prepare("SELECT FROM * SEED BM25($q) PROPAGATE BUDGET 512 TOKENS")
+        .unwrap();
 
     let mut group = c.benchmark_group(GROUP);
     let counter = Cell::new(0);
@@ -112,6 +116,7 @@ fn bench_query(c: &mut Criterion) {
     for (name, statement) in [
         ("seed_budget_512", &seed_budget),
         ("traverse_budget_512", &traverse),
+        ("propagate_budget_512", &propagate),
     ] {
         group.bench_function(name, |b| {
             b.iter(|| {
@@ -143,6 +148,7 @@ fn main() {
         &[
             "seed_budget_512",
             "traverse_budget_512",
+            "propagate_budget_512",
             "seed_budget_512_uncached",
         ],
         run_started,
