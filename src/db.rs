@@ -53,8 +53,9 @@ pub struct Db {
     embedder_config: EmbedderConfig,
     /// The vector index, loaded on first use (see [`Db::vector_index`]).
     vectors: RwLock<Option<VectorIndex>>,
-    /// Where attention aggregation and propagation run.
-    device: Device,
+    /// Where attention aggregation and propagation run, detected on first
+    /// use (opening a GPU compiles its kernels, which plain commands skip).
+    device: std::sync::OnceLock<Device>,
     /// Every document's DAG as one graph, built on first use and rebuilt
     /// after a change (see [`Db::dag_index`]).
     dag_index: Mutex<Option<Arc<DagIndex>>>,
@@ -304,7 +305,7 @@ impl Db {
             embedder,
             embedder_config,
             vectors: RwLock::new(None),
-            device: Device::detect(),
+            device: std::sync::OnceLock::new(),
             dag_index: Mutex::new(None),
             _lock: lock,
         };
@@ -613,7 +614,7 @@ impl Db {
                             break;
                         };
                         let prepared =
-                            prepare(source, options, self.embedder.as_ref(), &self.device);
+                            prepare(source, options, self.embedder.as_ref(), self.device());
                         if sender.send((index, prepared)).is_err() {
                             break;
                         }
@@ -685,32 +686,60 @@ impl Db {
 
     /// Where batched arithmetic runs (see [`Device::detect`]).
     pub fn device(&self) -> &Device {
-        &self.device
+        self.device.get_or_init(Device::detect)
     }
 
-    /// Document `id`'s weighted DAG.
+    /// Document `id`'s weighted DAG, validated against the document (a
+    /// record that fails is [`Error::Corrupt`], never a panic later).
     pub fn dag(&self, id: &str) -> Result<Dag> {
-        self.store
+        let dag = self
+            .store
             .dag(id)?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?
-            .to_dag()
+            .to_dag()?;
+        let edus = self.cached_document(id)?.document.edus.len() as u32;
+        dag.validate(edus).map_err(|message| Error::Corrupt {
+            key: format!("dag of {id}"),
+            message,
+        })?;
+        Ok(dag)
     }
 
-    /// Re-weights document `id`'s DAG edges from attention a caller
-    /// supplied (see [`crate::dag::supplied`]): checked, aggregated,
-    /// normalised and written in one atomic batch.
+    /// Rebuilds document `id`'s DAG with edge weights from attention a
+    /// caller supplied for every one of its windows (see
+    /// [`crate::dag::supplied`]) instead of computed attention, and writes
+    /// it in one atomic batch. Nothing is written when the attention does
+    /// not fit the DAG.
     pub fn reweight_dag(&self, id: &str, supplied: &SuppliedAttention) -> Result<()> {
         let mut fulltext = self.fulltext();
-        let dag = supplied.apply(&self.dag(id)?, &self.device, id)?;
-        let edus = self
+        let doc = self.document(id)?.to_document()?;
+        let stored = self.dag(id)?;
+        let vectors = self
             .store
-            .get(id)?
-            .map_or(0, |d| d.edus().map_or(0, |e| e.len()));
-        dag.validate(edus as u32)
-            .map_err(|message| Error::DagInput {
+            .vectors(id)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+        let archived = vectors.get()?;
+        let edu_vectors: Vec<f32> = archived.edus.iter().map(|v| v.to_native()).collect();
+        let source = supplied.source(self.device());
+        let dag = crate::dag::build(
+            &doc,
+            &EduVectors {
+                values: &edu_vectors,
+                dimension: archived.dimension.to_native() as usize,
+            },
+            &DagConfig::default(),
+            &ExtractiveIpMaker::default(),
+            &source,
+        )?;
+        source.check_all_used(id)?;
+        if dag.nodes != stored.nodes {
+            return Err(Error::DagInput {
                 what: format!("supplied attention for '{id}'"),
-                message,
-            })?;
+                message:
+                    "the stored DAG was built with other settings; re-ingest the document first"
+                        .into(),
+            });
+        }
         let seq = self
             .store
             .put_dag(id, &dag)?
@@ -775,7 +804,7 @@ impl Db {
             });
         }
         let top = self
-            .device
+            .device()
             .propagate_top_k(&index.graph, seeds, batch, options, k)?;
         Ok(top
             .into_iter()

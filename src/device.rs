@@ -7,8 +7,10 @@
 //! [`Device::detect`] decides once and logs one line saying which device
 //! serves and why. `EDUDB_DEVICE=cpu` forces the CPU. Inputs smaller than
 //! a threshold stay on the CPU even with a GPU, where the launch and copy
-//! overhead would cost more than the arithmetic. The GPU is never required:
-//! any failure to find or start it falls back to the CPU.
+//! overhead would cost more than the arithmetic (the thresholds are
+//! provisional: no GPU has been available to measure the crossover). The
+//! GPU is never required: failing to find or start it, or a failure while
+//! it runs (out of memory, a kernel fault; logged), falls back to the CPU.
 
 #[cfg(feature = "cuda")]
 use std::sync::Arc;
@@ -21,6 +23,20 @@ use crate::error::Result;
 pub const GPU_MIN_ATTENTION_WORK: usize = 1 << 24;
 /// Below this many edge × query products a propagation runs on the CPU.
 pub const GPU_MIN_PROPAGATION_WORK: usize = 1 << 22;
+
+/// A GPU result, or `None` (logged) when the GPU failed at run time (out
+/// of memory, a kernel fault), so the caller computes it on the CPU.
+/// Malformed input is returned as the error it is.
+#[cfg(feature = "cuda")]
+fn served<T>(result: Result<T>) -> Option<Result<T>> {
+    match result {
+        Err(crate::error::Error::Gpu(why)) => {
+            tracing::warn!("GPU failed ({why}); computing on the CPU instead");
+            None
+        }
+        other => Some(other),
+    }
+}
 
 /// Where batched arithmetic runs.
 #[derive(Debug, Clone)]
@@ -79,8 +95,10 @@ impl Device {
         #[cfg(feature = "cuda")]
         if let Device::Cuda(gpu) = self {
             let work: usize = windows.iter().map(|w| w.attention.len()).sum();
-            if work >= GPU_MIN_ATTENTION_WORK {
-                return gpu.segment_mean(windows);
+            if work >= GPU_MIN_ATTENTION_WORK
+                && let Some(weights) = served(gpu.segment_mean(windows))
+            {
+                return weights;
             }
         }
         Ok(aggregate::segment_mean_batch(windows))
@@ -95,8 +113,10 @@ impl Device {
                 .iter()
                 .map(|w| w.queries.len() * w.key_tokens())
                 .sum();
-            if work >= GPU_MIN_ATTENTION_WORK {
-                return gpu.vector_attention(windows);
+            if work >= GPU_MIN_ATTENTION_WORK
+                && let Some(weights) = served(gpu.vector_attention(windows))
+            {
+                return weights;
             }
         }
         Ok(aggregate::vector_attention_batch(windows))
@@ -138,8 +158,10 @@ impl Device {
         k: usize,
     ) -> Result<Vec<Vec<(u32, f32)>>> {
         #[cfg(feature = "cuda")]
-        if let Some(gpu) = self.gpu_for_propagation(graph, batch) {
-            return gpu.propagate_top_k(graph, seeds, batch, options, k);
+        if let Some(gpu) = self.gpu_for_propagation(graph, batch)
+            && let Some(top) = served(gpu.propagate_top_k(graph, seeds, batch, options, k))
+        {
+            return top;
         }
         let scores = propagate::propagate(graph, seeds, batch, options);
         Ok(propagate::top_k(&scores, batch, k))

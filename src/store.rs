@@ -519,6 +519,7 @@ mod tests {
                 level: 1,
                 span: crate::document::Span::new(0, doc.edus.len() as u32 - 1),
                 points: Vec::new(),
+                window: None,
             }],
             Vec::new(),
         )
@@ -581,6 +582,58 @@ mod tests {
         assert_eq!(store.check().unwrap(), 1);
         store.db.remove(key(VECTORS, "a")).unwrap();
         assert!(matches!(store.check(), Err(Error::Invariant { .. })));
+    }
+
+    #[test]
+    fn dags_are_stored_replaced_alone_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let a = doc(
+            "a",
+            "# T\n\nOne sentence here. Another one there. A third.\n",
+        );
+        put(&store, &a);
+        assert_eq!(store.dag("a").unwrap().unwrap().to_dag().unwrap(), dag(&a));
+        assert!(store.dag("missing").unwrap().is_none());
+        // Two chunks and a point over both: a valid two-level DAG.
+        let chunk = |first, last| crate::dag::DagNode {
+            level: 1,
+            span: crate::document::Span::new(first, last),
+            points: Vec::new(),
+            window: None,
+        };
+        let last = a.edus.len() as u32 - 1;
+        let point = crate::dag::DagNode {
+            level: 2,
+            span: crate::document::Span::new(0, last),
+            points: vec![1],
+            window: Some([0, 1]),
+        };
+        let nodes = vec![chunk(0, 1), chunk(2, last), point];
+        let good = Dag::from_edges(
+            nodes.clone(),
+            vec![vec![], vec![], vec![(0, 0.25), (1, 0.75)]],
+        );
+        let seq = store.last_seq().unwrap();
+        assert_eq!(store.put_dag("a", &good).unwrap(), Some(seq + 1));
+        assert_eq!(
+            store.changes_after(seq).unwrap(),
+            [(seq + 1, "a".to_owned())]
+        );
+        assert_eq!(store.dag("a").unwrap().unwrap().to_dag().unwrap(), good);
+        assert_eq!(store.get("a").unwrap().unwrap().to_document().unwrap(), a);
+        assert_eq!(store.check().unwrap(), 1);
+        assert_eq!(store.put_dag("missing", &good).unwrap(), None);
+        // Out-weights that do not sum to 1, or an edge to itself's level.
+        for edges in [vec![(0, 0.25), (1, 0.5)], vec![(0, 0.5), (2, 0.5)]] {
+            let bad = Dag::from_edges(nodes.clone(), vec![vec![], vec![], edges]);
+            store.put_dag("a", &bad).unwrap();
+            assert!(matches!(store.check(), Err(Error::Invariant { doc, .. }) if doc == "a"));
+        }
+        store.db.remove(key(DAG, "a")).unwrap();
+        assert!(
+            matches!(store.check(), Err(Error::Invariant { message, .. }) if message.contains("DAG record missing"))
+        );
     }
 
     #[test]

@@ -477,7 +477,7 @@ fn dag_lists_nodes_and_edges_as_json_and_dot() {
             .map(String::as_str)
             .collect();
         keys.sort();
-        assert_eq!(keys, ["edus", "id", "level", "points", "text"]);
+        assert_eq!(keys, ["edus", "id", "level", "points", "text", "window"]);
     }
     let edges = dag["edges"].as_array().unwrap();
     assert!(!edges.is_empty());

@@ -174,52 +174,105 @@ fn one_large_rfc() -> (TempDir, Db, String) {
     (dir, db, id)
 }
 
+/// The DAG's windows as the supplied-attention format defines them: the
+/// information points sharing a `window` `[a, b]` (query nodes, by id) and
+/// nodes `a..=b` (key nodes).
+fn windows_of(dag: &Dag) -> Vec<(Vec<u32>, Vec<u32>)> {
+    let mut windows: Vec<([u32; 2], Vec<u32>)> = Vec::new();
+    for (i, node) in dag.nodes.iter().enumerate() {
+        let Some(window) = node.window else { continue };
+        match windows.last_mut() {
+            Some((last, queries)) if *last == window => queries.push(i as u32),
+            _ => windows.push((window, vec![i as u32])),
+        }
+    }
+    windows
+        .into_iter()
+        .map(|([a, b], queries)| (queries, (a..=b).collect()))
+        .collect()
+}
+
+/// Uniform attention (one token per node): every key node gets the same weight.
+fn uniform(query_nodes: Vec<u32>, key_nodes: Vec<u32>) -> SuppliedWindow {
+    let (q, k) = (query_nodes.len(), key_nodes.len());
+    SuppliedWindow {
+        attention: vec![1.0 / k as f32; q * k],
+        query_tokens: q,
+        key_tokens: k,
+        query_segments: Segments::from_lengths(vec![1; q]),
+        key_segments: Segments::from_lengths(vec![1; k]),
+        query_nodes,
+        key_nodes,
+    }
+}
+
 #[test]
 fn supplied_attention_reweights_edges_by_segment_means() {
     let (_dir, db, id) = one_large_rfc();
     let before = db.dag(&id).unwrap();
-    let ip = before.nodes.iter().position(|n| n.level == 2).unwrap() as u32;
-    let chunks: Vec<u32> = (0..3).collect();
-    // Query node `ip` has 2 tokens (rows 1..3; row 0 is a prompt token);
-    // key chunks 0, 1, 2 have 1, 2 and 1 tokens (column 4 belongs to none).
-    #[rustfmt::skip]
-    let attention = vec![
-        0.9, 0.0, 0.0, 0.0, 0.1,
-        0.2, 0.2, 0.2, 0.0, 0.4,
-        0.4, 0.0, 0.4, 0.0, 0.2,
-    ];
-    let supplied = SuppliedAttention {
-        windows: vec![SuppliedWindow {
-            attention,
-            query_tokens: 3,
-            key_tokens: 5,
-            query_nodes: vec![ip],
-            query_segments: Segments(std::iter::once(1..3).collect()),
-            key_nodes: chunks.clone(),
-            key_segments: Segments(vec![0..1, 1..3, 3..4]),
-        }],
+    let windows = windows_of(&before);
+    // The first window holding 3 or more key nodes gets hand-made attention.
+    let crafted = windows
+        .iter()
+        .position(|(_, keys)| keys.len() >= 3)
+        .unwrap();
+    let (queries, keys) = windows[crafted].clone();
+    let ip = queries[0];
+    // Row 0 is a prompt token; `ip` has rows 1..3; the other queries a row
+    // each. Key nodes 0, 1, 2 have columns 0, 1..3 and 3; column 4 belongs
+    // to none; every further key node has one column.
+    let (rows, columns) = (3 + queries.len() - 1, 5 + keys.len() - 3);
+    let mut attention = vec![0.0f32; rows * columns];
+    attention[..5].copy_from_slice(&[0.9, 0.0, 0.0, 0.0, 0.1]);
+    attention[columns..columns + 5].copy_from_slice(&[0.2, 0.2, 0.2, 0.0, 0.4]);
+    attention[2 * columns..2 * columns + 5].copy_from_slice(&[0.4, 0.0, 0.4, 0.0, 0.2]);
+    attention[3 * columns..].fill(0.5);
+    let mut key_segments = vec![0..1, 1..3, 3..4];
+    key_segments.extend((5..columns as u32).map(|c| c..c + 1));
+    let query_segments: Vec<_> = std::iter::once(1..3)
+        .chain((3..rows as u32).map(|r| r..r + 1))
+        .collect();
+    let mut supplied = SuppliedAttention {
+        windows: windows
+            .iter()
+            .map(|(q, k)| uniform(q.clone(), k.clone()))
+            .collect(),
     };
-    let bytes = supplied.to_bytes().unwrap();
+    supplied.windows[crafted] = SuppliedWindow {
+        attention,
+        query_tokens: rows,
+        key_tokens: columns,
+        query_nodes: queries.clone(),
+        query_segments: Segments(query_segments),
+        key_nodes: keys.clone(),
+        key_segments: Segments(key_segments),
+    };
     let file = TempDir::new().unwrap();
     let path = file.path().join("attention.safetensors");
-    std::fs::write(&path, &bytes).unwrap();
+    std::fs::write(&path, supplied.to_bytes().unwrap()).unwrap();
     let read = SuppliedAttention::read(&path).unwrap();
     assert_eq!(read, supplied);
     db.reweight_dag(&id, &read).unwrap();
     let after = db.dag(&id).unwrap();
-    // Segment means: chunk 0 (0.2 + 0.4) / 2 = 0.3; chunk 1 ((0.2 + 0.2) / 2
-    // + (0.0 + 0.4) / 2) / 2 = 0.2; chunk 2 0. Normalised: 0.6 and 0.4.
+    assert_eq!(after.nodes, before.nodes);
+    // Segment means: key 0 (0.2 + 0.4) / 2 = 0.3; key 1 ((0.2 + 0.2) / 2
+    // + (0.0 + 0.4) / 2) / 2 = 0.2; key 2 and the rest 0. Normalised: 0.6 and 0.4.
     let edges: Vec<(u32, f32)> = after.edges_of(ip as usize).collect();
     assert_eq!(edges.len(), 2, "{edges:?}");
-    assert_eq!(edges[0].0, 0);
+    assert_eq!((edges[0].0, edges[1].0), (keys[0], keys[1]));
     assert!((edges[0].1 - 0.6).abs() < 1e-6, "{edges:?}");
     assert!((edges[1].1 - 0.4).abs() < 1e-6, "{edges:?}");
-    // Every other node keeps its edges; the store stays consistent.
-    for i in (0..after.nodes.len()).filter(|&i| i != ip as usize) {
-        assert_eq!(
-            after.edges_of(i).collect::<Vec<_>>(),
-            before.edges_of(i).collect::<Vec<_>>()
-        );
+    // Every other point attends uniformly, so weighs its keys equally.
+    for (q, k) in &windows {
+        for &node in q.iter().filter(|&&n| n != ip) {
+            let edges: Vec<(u32, f32)> = after.edges_of(node as usize).collect();
+            assert_eq!(edges.iter().map(|e| e.0).collect::<Vec<_>>(), *k);
+            assert!(
+                edges
+                    .iter()
+                    .all(|e| (e.1 - 1.0 / k.len() as f32).abs() < 1e-6)
+            );
+        }
     }
     db.check().unwrap();
 }
@@ -228,39 +281,44 @@ fn supplied_attention_reweights_edges_by_segment_means() {
 fn bad_supplied_attention_is_refused_and_changes_nothing() {
     let (_dir, db, id) = one_large_rfc();
     let before = db.dag(&id).unwrap();
-    let ip = before.nodes.iter().position(|n| n.level == 2).unwrap() as u32;
-    let window = |query_nodes: Vec<u32>, key_nodes: Vec<u32>| SuppliedAttention {
-        windows: vec![SuppliedWindow {
-            attention: vec![1.0; 2],
-            query_tokens: 1,
-            key_tokens: 2,
-            query_nodes,
-            query_segments: Segments(std::iter::once(0..1).collect()),
-            key_nodes,
-            key_segments: Segments(vec![0..1, 1..2]),
-        }],
+    let windows = windows_of(&before);
+    let all = || SuppliedAttention {
+        windows: windows
+            .iter()
+            .map(|(q, k)| uniform(q.clone(), k.clone()))
+            .collect(),
     };
+    let mut missing = all();
+    missing.windows.pop();
+    let mut wrong_keys = all();
+    wrong_keys.windows[0].key_nodes.reverse();
+    let mut extra = all();
+    extra.windows.push(uniform(vec![999_999], vec![0]));
+    let mut twice = all();
+    twice.windows.push(twice.windows[0].clone());
     let cases = [
-        (window(vec![ip], vec![0, 99_999]), "names node 99999"),
-        (window(vec![ip], vec![0, ip]), "not one level below"),
+        (missing, "no window supplies attention for nodes"),
+        (wrong_keys, "the DAG's window is"),
+        (extra, "matches no window of the DAG"),
+        (twice, "is a query node in windows 0 and"),
     ];
     for (supplied, expected) in cases {
         let error = db.reweight_dag(&id, &supplied).unwrap_err();
         assert!(matches!(error, Error::DagInput { .. }), "{error}");
         assert!(error.to_string().contains(expected), "{error}");
     }
+    let valid = all().to_bytes().unwrap();
     for (bytes, expected) in [
         (b"not safetensors".to_vec(), "not a safetensors file"),
-        (
-            window(vec![ip], vec![0, 1]).to_bytes().unwrap()[..40].to_vec(),
-            "not a safetensors file",
-        ),
+        (valid[..40].to_vec(), "not a safetensors file"),
     ] {
         let error = SuppliedAttention::from_bytes(&bytes, "attention.bin").unwrap_err();
         assert!(error.to_string().contains(expected), "{error}");
         assert!(error.to_string().starts_with("attention.bin"), "{error}");
     }
     assert_eq!(db.dag(&id).unwrap(), before);
+    db.reweight_dag(&id, &all()).unwrap();
+    db.check().unwrap();
 }
 
 #[test]

@@ -69,11 +69,12 @@ fn segments(rng: &mut StdRng, tokens: u32, max_len: u32) -> Segments {
     let mut ranges = Vec::new();
     let mut at = 0;
     while at < tokens {
-        at += if rng.random_bool(0.2) {
+        let gap = if rng.random_bool(0.2) {
             rng.random_range(1..=3)
         } else {
             0
         };
+        at = (at + gap).min(tokens);
         let len = match rng.random_range(0..10) {
             0 => 0,
             1 => 1,

@@ -6,9 +6,9 @@
 //!   the token vectors of the lower nodes of its window, from the store's
 //!   token embedder (hashed per-word vectors with their neighbours' context,
 //!   [`crate::embed::hashed::HashedEmbedder::token_vectors`]);
-//! - supplied attention: matrices a caller exported from its own model's
-//!   summarisation run, read by [`super::supplied`] and aggregated the same
-//!   way ([`super::aggregate::segment_mean`]).
+//! - [`super::supplied::SuppliedSource`]: matrices a caller exported from
+//!   its own model's summarisation run, read by [`super::supplied`] and
+//!   aggregated the same way ([`super::aggregate::segment_mean`]).
 //!
 //! Either way the result is node-level weights per window, which
 //! [`super::build`] normalises into edges.
@@ -23,11 +23,16 @@ use crate::error::Result;
 pub const TOKEN_DIMENSION: usize = 64;
 
 /// One summarisation window: its information points (queries) and the
-/// lower-level nodes they were made from (keys), each given as its EDUs.
+/// lower-level nodes they were made from (keys), each given as its DAG
+/// node id and its EDUs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Window {
+    /// The IPs' DAG node ids.
+    pub query_nodes: Vec<u32>,
     /// The IPs' EDUs.
     pub queries: Vec<Vec<u32>>,
+    /// The lower nodes' DAG node ids.
+    pub key_nodes: Vec<u32>,
     /// The lower nodes' EDUs.
     pub keys: Vec<Vec<u32>>,
 }
@@ -56,10 +61,27 @@ impl ComputedAttention {
     }
 }
 
-/// Windows handed to the device at once: enough to fill a GPU launch,
-/// few enough that their token vectors stay small (64 windows of 2,048
-/// tokens are about 33 MB).
-pub const WINDOWS_PER_LAUNCH: usize = 64;
+/// Tokens of windows handed to the device at once: enough to fill a GPU
+/// launch, few enough that their token vectors stay small (about 33 MB).
+pub const TOKENS_PER_LAUNCH: u32 = 1 << 17;
+
+/// Consecutive groups of windows of about [`TOKENS_PER_LAUNCH`] tokens
+/// each (at least one window per group).
+fn launches<'a>(doc: &Document, windows: &'a [Window]) -> Vec<&'a [Window]> {
+    let sizes: Vec<u32> = windows
+        .iter()
+        .map(|w| {
+            (w.queries.iter().chain(&w.keys))
+                .flatten()
+                .map(|&e| doc.edus[e as usize].tokens)
+                .sum()
+        })
+        .collect();
+    super::build::batches(&sizes, TOKENS_PER_LAUNCH)
+        .into_iter()
+        .map(|range| &windows[range])
+        .collect()
+}
 
 /// Token vectors of some EDUs, concatenated: EDU `e`'s rows are
 /// `values[rows[e].0 × d .. rows[e].1 × d]`.
@@ -115,7 +137,7 @@ impl TokenVectors {
 impl AttentionSource for ComputedAttention {
     fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
         let mut out = Vec::with_capacity(windows.len());
-        for group in windows.chunks(WINDOWS_PER_LAUNCH) {
+        for group in launches(doc, windows) {
             let tokens = TokenVectors::of(doc, group, &self.embedder);
             let gathered: Vec<_> = group
                 .iter()

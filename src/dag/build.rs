@@ -83,8 +83,15 @@ pub fn build(
         let (mut window, mut compression) = (config.window_tokens, config.compression.max(1));
         let (batches, upper, windows) = loop {
             let batches = batches(&level.tokens, window);
-            let (upper, windows) =
-                summariser.summarise(&level, &batches, &lower_edus, compression, number + 1);
+            let first_ids = (level_start as u32, nodes.len() as u32);
+            let (upper, windows) = summariser.summarise(
+                &level,
+                &batches,
+                &lower_edus,
+                compression,
+                number + 1,
+                first_ids,
+            );
             if upper.nodes.len() < count || compression >= MAX_COMPRESSION {
                 break (batches, upper, windows);
             }
@@ -125,7 +132,8 @@ struct Summariser<'a> {
 impl Summariser<'_> {
     /// The next level (numbered `number`) over `level`'s `batches`: each
     /// batch's information points (from about `1 / compression` of its
-    /// tokens) and its window.
+    /// tokens) and its window. `first_ids` are the DAG ids of the level's
+    /// first node and of the first new point.
     fn summarise(
         &self,
         level: &Level,
@@ -133,6 +141,7 @@ impl Summariser<'_> {
         lower_edus: &[Vec<u32>],
         compression: u32,
         number: u16,
+        first_ids: (u32, u32),
     ) -> (Level, Vec<Window>) {
         let doc = self.doc;
         let mut windows = Vec::with_capacity(batches.len());
@@ -158,9 +167,16 @@ impl Summariser<'_> {
                     level: number,
                     span,
                     points: point.clone(),
+                    window: Some([
+                        first_ids.0 + batch.start as u32,
+                        first_ids.0 + batch.end as u32 - 1,
+                    ]),
                 });
             }
+            let first_point = first_ids.1 + (upper.nodes.len() - points.len()) as u32;
             windows.push(Window {
+                query_nodes: (first_point..first_point + points.len() as u32).collect(),
+                key_nodes: batch.clone().map(|i| first_ids.0 + i as u32).collect(),
                 queries: points,
                 keys,
             });
@@ -228,22 +244,23 @@ fn chunk(first: u32, last: u32) -> DagNode {
         level: 1,
         span: Span::new(first, last),
         points: Vec::new(),
+        window: None,
     }
 }
 
 /// Consecutive batches of nodes: each takes nodes while its tokens stay
 /// within `window` (at least one node each).
-fn batches(tokens: &[u32], window: u32) -> Vec<std::ops::Range<usize>> {
+pub(crate) fn batches(tokens: &[u32], window: u32) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut sum = 0u32;
     for (i, &t) in tokens.iter().enumerate() {
-        if i > start && sum + t > window {
+        if i > start && sum.saturating_add(t) > window {
             out.push(start..i);
             start = i;
             sum = 0;
         }
-        sum += t;
+        sum = sum.saturating_add(t);
     }
     if start < tokens.len() {
         out.push(start..tokens.len());

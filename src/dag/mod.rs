@@ -44,6 +44,9 @@ pub struct DagNode {
     /// An IP's salient EDUs in document order (its text); empty for a
     /// chunk, whose text is its whole span.
     pub points: Vec<u32>,
+    /// An IP's window: the ids `[first, last]` of the lower-level nodes it
+    /// was made from (its edges point only there); `None` for a chunk.
+    pub window: Option<[u32; 2]>,
 }
 
 impl DagNode {
@@ -178,14 +181,37 @@ impl Dag {
                     node.span
                 ));
             }
-            let mut sum = 0.0f32;
-            for (target, weight) in self.edges_of(i) {
-                let lower = self.nodes.get(target as usize).map(|t| t.level);
-                if lower != Some(node.level - 1) || !(weight > 0.0 && weight.is_finite()) {
+            let window = match node.window {
+                None if node.level == 1 => 0..0,
+                Some([a, b])
+                    if a <= b
+                        && (b as usize) < i
+                        && [a, b].iter().all(|&k| {
+                            let key = &self.nodes[k as usize];
+                            key.level + 1 == node.level && node.span.contains(&key.span)
+                        }) =>
+                {
+                    a..b + 1
+                }
+                _ => {
                     return Err(format!(
-                        "DAG edge {i} → {target} (weight {weight}) is not to the level below or not positive"
+                        "DAG node {i}'s window {:?} is not a run of nodes on the level below inside its span",
+                        node.window
                     ));
                 }
+            };
+            let mut sum = 0.0f32;
+            let mut previous = None;
+            for (target, weight) in self.edges_of(i) {
+                if !window.contains(&target)
+                    || previous.is_some_and(|p| p >= target)
+                    || !(weight > 0.0 && weight.is_finite())
+                {
+                    return Err(format!(
+                        "DAG edge {i} → {target} (weight {weight}) is outside the node's window, out of order or not positive"
+                    ));
+                }
+                previous = Some(target);
                 sum += weight;
             }
             let has_edges = self.offsets[i] < self.offsets[i + 1];
@@ -226,6 +252,9 @@ pub struct ListedNode {
     pub edus: [u32; 2],
     /// An IP's salient EDUs (empty for a chunk).
     pub points: Vec<u32>,
+    /// An IP's window: the lower nodes `[first, last]` it was made from
+    /// (`null` for a chunk).
+    pub window: Option<[u32; 2]>,
     /// The node's text.
     pub text: String,
 }
@@ -274,6 +303,7 @@ impl Dag {
                         level: node.level,
                         edus: [node.span.first, node.span.last],
                         points: node.points.clone(),
+                        window: node.window,
                         text: self.node_text(doc, i),
                     }
                 })

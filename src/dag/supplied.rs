@@ -16,19 +16,21 @@
 //! | `window.n.key_segments` | same | `[Nk, 2]` | each key node's columns `[start, end)` |
 //!
 //! Segments are ordered and disjoint; tokens in none (a prompt's own, say)
-//! are ignored. Each query node's out-edges are replaced by its aggregated,
-//! normalised attention to the window's key nodes; nodes in no window keep
-//! theirs.
+//! are ignored. The windows are the DAG's own (see [`SuppliedSource`]):
+//! the information points with the same `window` `[a, b]` (in `edudb dag
+//! DOC --json`) are one window's query nodes, in id order, and nodes `a`
+//! to `b` are its key nodes. The DAG is rebuilt with these weights in
+//! place of computed attention.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
-use super::aggregate::{AttentionWindow, Segments};
-use super::build::normalised_rows;
-use super::{Dag, DagNode};
+use super::aggregate::{AttentionWindow, NodeWeights, Segments};
+use super::attention::{AttentionSource, Window};
 use crate::device::Device;
+use crate::document::Document;
 use crate::error::{Error, Result};
 
 /// One window of supplied attention.
@@ -196,70 +198,106 @@ impl SuppliedAttention {
         })
     }
 
-    /// `dag` with the out-edges of every query node replaced by its
-    /// aggregated, normalised supplied attention (aggregated on `device`).
-    /// Node ids must exist, each key node must be one level below every
-    /// query node of its window, and a query node may appear in one window only.
-    pub fn apply(&self, dag: &Dag, device: &Device, doc: &str) -> Result<Dag> {
+    /// This attention as an [`AttentionSource`] for rebuilding a DAG,
+    /// aggregated on `device`.
+    pub fn source<'a>(&'a self, device: &'a Device) -> SuppliedSource<'a> {
+        SuppliedSource {
+            attention: self,
+            device,
+            used: std::sync::Mutex::new(vec![false; self.windows.len()]),
+        }
+    }
+}
+
+/// Supplied attention serving [`super::build`] (which asks once per
+/// level): every window of the DAG must have exactly one supplied window
+/// with the same query nodes and key nodes, in the same order, and after
+/// the build [`SuppliedSource::check_all_used`] refuses leftovers.
+#[derive(Debug)]
+pub struct SuppliedSource<'a> {
+    attention: &'a SuppliedAttention,
+    device: &'a Device,
+    used: std::sync::Mutex<Vec<bool>>,
+}
+
+impl SuppliedSource<'_> {
+    /// Fails, naming it, when a supplied window served no window of the DAG.
+    pub fn check_all_used(&self, doc: &str) -> Result<()> {
+        let used = self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match used.iter().position(|&u| !u) {
+            Some(n) => Err(Error::DagInput {
+                what: format!("supplied attention for '{doc}'"),
+                message: format!("window {n} matches no window of the DAG"),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl AttentionSource for SuppliedSource<'_> {
+    fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
         let fail = |message: String| Error::DagInput {
-            what: format!("supplied attention for '{doc}'"),
+            what: format!("supplied attention for '{}'", doc.meta.id),
             message,
         };
-        let level = |id: u32, n: usize| -> Result<u16> {
-            dag.nodes
-                .get(id as usize)
-                .map(|node: &DagNode| node.level)
-                .ok_or_else(|| {
-                    fail(format!(
-                        "window {n} names node {id}, but the DAG has nodes 0..{}",
-                        dag.nodes.len()
-                    ))
-                })
-        };
-        let mut replaced: HashMap<u32, usize> = HashMap::new();
-        for (n, w) in self.windows.iter().enumerate() {
+        let mut by_query: HashMap<u32, usize> = HashMap::new();
+        for (n, w) in self.attention.windows.iter().enumerate() {
             for &q in &w.query_nodes {
-                if let Some(previous) = replaced.insert(q, n) {
+                if let Some(previous) = by_query.insert(q, n) {
                     return Err(fail(format!(
                         "node {q} is a query node in windows {previous} and {n}"
                     )));
                 }
-                for &k in &w.key_nodes {
-                    if level(k, n)? + 1 != level(q, n)? {
-                        return Err(fail(format!(
-                            "window {n}: key node {k} is not one level below query node {q}"
-                        )));
-                    }
-                }
             }
         }
-        let windows: Vec<AttentionWindow> = self
-            .windows
-            .iter()
-            .map(|w| AttentionWindow {
-                attention: &w.attention,
-                query_tokens: w.query_tokens,
-                key_tokens: w.key_tokens,
-                query_segments: &w.query_segments,
-                key_segments: &w.key_segments,
-            })
-            .collect();
-        let weights = device.segment_mean(&windows)?;
-        let mut edges: Vec<Vec<(u32, f32)>> = (0..dag.nodes.len())
-            .map(|i| dag.edges_of(i).collect())
-            .collect();
-        for (w, window_weights) in self.windows.iter().zip(&weights) {
-            for (row, &q) in normalised_rows(window_weights)
-                .into_iter()
-                .zip(&w.query_nodes)
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut matched = Vec::with_capacity(windows.len());
+        for window in windows.iter().filter(|w| !w.query_nodes.is_empty()) {
+            let first = window.query_nodes[0];
+            let Some(&n) = by_query.get(&first) else {
+                return Err(fail(format!(
+                    "no window supplies attention for nodes {:?} over nodes {:?}",
+                    window.query_nodes, window.key_nodes
+                )));
+            };
+            let supplied = &self.attention.windows[n];
+            if supplied.query_nodes != window.query_nodes || supplied.key_nodes != window.key_nodes
             {
-                edges[q as usize] = row
-                    .into_iter()
-                    .map(|(j, weight)| (w.key_nodes[j], weight))
-                    .collect();
+                return Err(fail(format!(
+                    "window {n} has query nodes {:?} and key nodes {:?}; the DAG's window is {:?} over {:?}",
+                    supplied.query_nodes, supplied.key_nodes, window.query_nodes, window.key_nodes
+                )));
             }
+            used[n] = true;
+            matched.push(AttentionWindow {
+                attention: &supplied.attention,
+                query_tokens: supplied.query_tokens,
+                key_tokens: supplied.key_tokens,
+                query_segments: &supplied.query_segments,
+                key_segments: &supplied.key_segments,
+            });
         }
-        Ok(Dag::from_edges(dag.nodes.clone(), edges))
+        drop(used);
+        let mut weights = self.device.segment_mean(&matched)?.into_iter();
+        windows
+            .iter()
+            .map(|window| match window.query_nodes.is_empty() {
+                true => Ok(NodeWeights {
+                    rows: 0,
+                    columns: window.keys.len(),
+                    weights: Vec::new(),
+                }),
+                false => weights
+                    .next()
+                    .ok_or_else(|| fail("window count changed".into())),
+            })
+            .collect()
     }
 }
 

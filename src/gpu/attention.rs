@@ -340,7 +340,8 @@ impl Gpu {
             unsafe { self.stream.alloc::<f32>(staged.cells.max(1)) }.map_err(gpu_error("alloc"))?;
         if !staged.tiles.is_empty() {
             let dimension = windows.iter().map(|w| w.dimension).max().unwrap_or(0);
-            let shared = dimension * std::mem::size_of::<f32>();
+            // The kernel's own static shared memory: 32 floats of reduction slots.
+            let shared = dimension * std::mem::size_of::<f32>() + 32 * std::mem::size_of::<f32>();
             if shared > DEFAULT_SHARED_BYTES {
                 return Err(Error::Gpu(format!(
                     "dimension {dimension} is too large for the materialising kernel"
