@@ -328,9 +328,30 @@ impl Db {
     pub(crate) fn cached_document(&self, id: &str) -> Result<Arc<CachedDocument>> {
         self.documents
             .get_or_load(id, || {
-                self.store.get(id)?.map(|s| s.to_document()).transpose()
+                let Some(stored) = self.store.get(id)? else {
+                    return Ok(None);
+                };
+                let document = stored.to_document()?;
+                let dag = self.read_dag(id, document.edus.len() as u32)?;
+                Ok(Some(CachedDocument::new(document, dag)))
             })?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
+    }
+
+    /// Document `id`'s DAG record, validated against its `edus` EDUs (a
+    /// record that fails is [`Error::Corrupt`], never a panic later).
+    fn read_dag(&self, id: &str, edus: u32) -> Result<Dag> {
+        let corrupt = |message: String| Error::Corrupt {
+            key: format!("dag of {id}"),
+            message,
+        };
+        let dag = self
+            .store
+            .dag(id)?
+            .ok_or_else(|| corrupt("record missing".into()))?
+            .to_dag()?;
+        dag.validate(edus).map_err(corrupt)?;
+        Ok(dag)
     }
 
     /// Bounds the memory queries use to keep documents decoded between
@@ -689,20 +710,9 @@ impl Db {
         self.device.get_or_init(Device::detect)
     }
 
-    /// Document `id`'s weighted DAG, validated against the document (a
-    /// record that fails is [`Error::Corrupt`], never a panic later).
+    /// Document `id`'s weighted DAG (through the document cache).
     pub fn dag(&self, id: &str) -> Result<Dag> {
-        let dag = self
-            .store
-            .dag(id)?
-            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?
-            .to_dag()?;
-        let edus = self.cached_document(id)?.document.edus.len() as u32;
-        dag.validate(edus).map_err(|message| Error::Corrupt {
-            key: format!("dag of {id}"),
-            message,
-        })?;
-        Ok(dag)
+        Ok(self.cached_document(id)?.dag.clone())
     }
 
     /// Rebuilds document `id`'s DAG with edge weights from attention a
@@ -744,6 +754,7 @@ impl Db {
             .store
             .put_dag(id, &dag)?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+        self.documents.invalidate(id);
         // The text did not change; the index only records the change as applied.
         fulltext.commit(seq)?;
         drop(fulltext);
@@ -768,7 +779,7 @@ impl Db {
             dimension,
             seq,
             metas.iter().map(|meta| -> Result<(String, Dag, Vec<f32>)> {
-                let dag = self.dag(&meta.id)?;
+                let dag = self.read_dag(&meta.id, meta.edus)?;
                 let vectors = self
                     .store
                     .vectors(&meta.id)?

@@ -1,5 +1,5 @@
 //! Documents that queries read, kept deserialised between queries with
-//! their token prefix sums, so a service asking many questions of the same
+//! their token prefix sums and DAGs, so a service asking many questions of the same
 //! store validates and decodes each document once, not once per query.
 //!
 //! Bounded by an estimate of the bytes the documents occupy, least recently
@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lru::LruCache;
 
 use super::select::TokenPrefix;
+use crate::dag::{Dag, DagNode};
 use crate::document::{Document, Edu, Node};
 use crate::error::Result;
 
@@ -26,13 +27,19 @@ pub struct CachedDocument {
     pub document: Document,
     /// Prefix sums of its EDUs' token counts.
     pub tokens: TokenPrefix,
+    /// Its weighted DAG (validated against it).
+    pub dag: Dag,
 }
 
 impl CachedDocument {
-    /// Wraps `document`, computing its token prefix sums.
-    pub fn new(document: Document) -> CachedDocument {
+    /// Wraps `document` and its DAG, computing its token prefix sums.
+    pub fn new(document: Document, dag: Dag) -> CachedDocument {
         let tokens = TokenPrefix::new(document.edus.iter().map(|e| e.tokens));
-        CachedDocument { document, tokens }
+        CachedDocument {
+            document,
+            tokens,
+            dag,
+        }
     }
 
     /// Approximate heap bytes held.
@@ -44,7 +51,13 @@ impl CachedDocument {
             .iter()
             .map(|n| size_of::<Node>() + n.title.len() + n.children.len() * size_of::<u32>())
             .sum();
-        doc.text.len() + doc.edus.len() * (size_of::<Edu>() + size_of::<u64>()) + nodes
+        let dag = &self.dag;
+        let dag_bytes = dag.targets.len() * 8
+            + dag.offsets.len() * 4
+            + (dag.nodes.iter())
+                .map(|n| size_of::<DagNode>() + n.points.len() * 4)
+                .sum::<usize>();
+        doc.text.len() + doc.edus.len() * (size_of::<Edu>() + size_of::<u64>()) + nodes + dag_bytes
     }
 }
 
@@ -90,7 +103,7 @@ impl DocumentCache {
     pub fn get_or_load(
         &self,
         id: &str,
-        load: impl FnOnce() -> Result<Option<Document>>,
+        load: impl FnOnce() -> Result<Option<CachedDocument>>,
     ) -> Result<Option<Arc<CachedDocument>>> {
         let generation = {
             let mut inner = self.lock();
@@ -102,7 +115,7 @@ impl DocumentCache {
         let Some(document) = load()? else {
             return Ok(None);
         };
-        let loaded = Arc::new(CachedDocument::new(document));
+        let loaded = Arc::new(document);
         let mut inner = self.lock();
         if inner.generation == generation {
             inner.insert(id, Arc::clone(&loaded));
@@ -161,8 +174,11 @@ mod tests {
     use crate::document::Format;
     use crate::ingest::analyze;
 
-    fn document(id: &str, text: &str) -> Document {
-        analyze(id, text.to_owned(), Format::Text).unwrap()
+    fn document(id: &str, text: &str) -> CachedDocument {
+        CachedDocument::new(
+            analyze(id, text.to_owned(), Format::Text).unwrap(),
+            Dag::default(),
+        )
     }
 
     #[test]
@@ -212,7 +228,7 @@ mod tests {
     #[test]
     fn the_byte_bound_evicts_least_recently_used_first() {
         let sentence = "A sentence of some length for the cache to hold. ";
-        let one = CachedDocument::new(document("x", &sentence.repeat(20))).bytes();
+        let one = document("x", &sentence.repeat(20)).bytes();
         let cache = DocumentCache::new(2 * one + one / 2);
         for id in ["a", "b", "c"] {
             cache

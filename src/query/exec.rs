@@ -14,6 +14,7 @@ use super::plan::{
 };
 use super::select::{Candidate, TokenPrefix, select};
 use super::{Item, QueryResult, Rows, Selection, Stage};
+use crate::dag::Dag;
 use crate::dag::propagate::{PropagateOptions, PropagationGraph};
 use crate::db::Db;
 use crate::document::{Document, Node, Span};
@@ -114,10 +115,10 @@ fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
         ),
         ShowPlan::Dag(doc, level) => (
             format!("DAG of '{doc}'"),
-            Rows::Dag(
-                db.dag(doc)?
-                    .listing(&View::load(db, doc)?.loaded.document, *level),
-            ),
+            Rows::Dag({
+                let view = View::load(db, doc)?;
+                view.loaded.dag.listing(view.document(), *level)
+            }),
         ),
         ShowPlan::Edus(doc, range) => (
             format!("EDUs of '{doc}'"),
@@ -711,10 +712,9 @@ fn propagate(
     for c in edus {
         edu_scores[c.doc][c.span.first as usize] = c.score;
     }
-    let mut dags = Vec::with_capacity(views.len());
+    let dags: Vec<&Dag> = views.iter().map(|v| &v.loaded.dag).collect();
     let (mut seeds, mut edges, mut owners) = (Vec::new(), Vec::new(), Vec::new());
-    for (doc, view) in views.iter().enumerate() {
-        let dag = db.dag(&view.id)?;
+    for (doc, dag) in dags.iter().enumerate() {
         let base = seeds.len() as u32;
         for (i, node) in dag.nodes.iter().enumerate() {
             let best = node
@@ -726,7 +726,6 @@ fn propagate(
             owners.push((doc, i));
         }
         edges.extend(dag.edges().map(|(from, to, w)| (base + from, base + to, w)));
-        dags.push(dag);
     }
     let graph = PropagationGraph::from_edges(seeds.len(), edges);
     let deepest = dags.iter().map(|d| d.top_level()).max().unwrap_or(1);
