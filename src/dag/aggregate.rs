@@ -126,20 +126,57 @@ impl NodeWeights {
 
 /// Segment means of one given attention matrix (the reference for kernel (a)).
 pub fn segment_mean(window: &AttentionWindow) -> NodeWeights {
-    let (rows, columns) = (window.query_segments.len(), window.key_segments.len());
+    node_means(
+        window.query_segments,
+        window.key_segments.len(),
+        |x, out| {
+            let row = &window.attention[x as usize * window.key_tokens..][..window.key_tokens];
+            key_means(row, window.key_segments, out);
+        },
+    )
+}
+
+/// Attention computed from token vectors, aggregated to node level (the
+/// reference for the fused kernel (b)): for each query token, the softmax
+/// of its scaled dot products with every key token, then the same segment
+/// means as [`segment_mean`]. The full matrix exists only one row at a time.
+pub fn vector_attention(window: &VectorWindow) -> NodeWeights {
+    let d = window.dimension;
+    let scale = 1.0 / (d as f32).sqrt();
+    let mut logits = vec![0.0f32; window.key_tokens()];
+    node_means(
+        window.query_segments,
+        window.key_segments.len(),
+        |x, out| {
+            let q = &window.queries[x as usize * d..][..d];
+            for (y, logit) in logits.iter_mut().enumerate() {
+                *logit = crate::embed::dot(q, &window.keys[y * d..][..d]) * scale;
+            }
+            softmax(&mut logits);
+            key_means(&logits, window.key_segments, out);
+        },
+    )
+}
+
+/// PECAN's aggregate over every query node: `token_means(x, out)` gives
+/// query token `x`'s attention averaged over each key node's tokens; these
+/// are averaged over the node's tokens (an empty query node gets zeros).
+fn node_means(
+    queries: &Segments,
+    columns: usize,
+    mut token_means: impl FnMut(u32, &mut [f64]),
+) -> NodeWeights {
+    let rows = queries.len();
     let mut weights = vec![0.0f32; rows * columns];
-    let mut token_to_node = vec![0.0f64; columns];
-    for (i, query) in window.query_segments.0.iter().enumerate() {
+    let mut token = vec![0.0f64; columns];
+    for (i, query) in queries.0.iter().enumerate() {
         if query.is_empty() {
             continue;
         }
         let mut sums = vec![0.0f64; columns];
         for x in query.clone() {
-            let row = &window.attention[x as usize * window.key_tokens..][..window.key_tokens];
-            key_means(row, window.key_segments, &mut token_to_node);
-            sums.iter_mut()
-                .zip(&token_to_node)
-                .for_each(|(s, v)| *s += v);
+            token_means(x, &mut token);
+            sums.iter_mut().zip(&token).for_each(|(s, v)| *s += v);
         }
         let count = query.len() as f64;
         for (j, sum) in sums.iter().enumerate() {
@@ -165,46 +202,6 @@ fn key_means(row: &[f32], keys: &Segments, out: &mut [f64]) {
                 .sum();
             sum / key.len() as f64
         };
-    }
-}
-
-/// Attention computed from token vectors, aggregated to node level (the
-/// reference for the fused kernel (b)): for each query token, the softmax
-/// of its scaled dot products with every key token, then the same segment
-/// means as [`segment_mean`]. The full matrix exists only one row at a time.
-pub fn vector_attention(window: &VectorWindow) -> NodeWeights {
-    let d = window.dimension;
-    let (rows, columns) = (window.query_segments.len(), window.key_segments.len());
-    let key_tokens = window.key_tokens();
-    let scale = 1.0 / (d as f32).sqrt();
-    let mut weights = vec![0.0f32; rows * columns];
-    let mut logits = vec![0.0f32; key_tokens];
-    let mut token_to_node = vec![0.0f64; columns];
-    for (i, query) in window.query_segments.0.iter().enumerate() {
-        if query.is_empty() || key_tokens == 0 {
-            continue;
-        }
-        let mut sums = vec![0.0f64; columns];
-        for x in query.clone() {
-            let q = &window.queries[x as usize * d..][..d];
-            for (y, logit) in logits.iter_mut().enumerate() {
-                *logit = crate::embed::dot(q, &window.keys[y * d..][..d]) * scale;
-            }
-            softmax(&mut logits);
-            key_means(&logits, window.key_segments, &mut token_to_node);
-            sums.iter_mut()
-                .zip(&token_to_node)
-                .for_each(|(s, v)| *s += v);
-        }
-        let count = query.len() as f64;
-        for (j, sum) in sums.iter().enumerate() {
-            weights[i * columns + j] = (sum / count) as f32;
-        }
-    }
-    NodeWeights {
-        rows,
-        columns,
-        weights,
     }
 }
 
