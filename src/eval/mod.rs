@@ -75,9 +75,10 @@ impl Method {
     }
 }
 
-/// The methods run when none are given: two edudb templates (BM25 seeds
-/// with budgeted selection, and the same with a top-down traversal) and
-/// every flat baseline (chunks of 100, 200 and 300 tokens).
+/// The methods run when none are given: three edudb templates (BM25 seeds
+/// with budgeted selection, the same with a top-down traversal, and the
+/// same propagated down the weighted DAG) and every flat baseline (chunks
+/// of 100, 200 and 300 tokens).
 pub fn default_methods() -> Vec<Method> {
     let mut methods = vec![
         Method::query(
@@ -87,6 +88,10 @@ pub fn default_methods() -> Vec<Method> {
         Method::query(
             "edudb-traverse",
             "SELECT SPANS FROM * SEED BM25($question) TRAVERSE BUDGET $budget TOKENS",
+        ),
+        Method::query(
+            "edudb-propagate",
+            "SELECT SPANS FROM * SEED BM25($question) PROPAGATE BUDGET $budget TOKENS",
         ),
     ];
     for size in [100, 200, 300] {
