@@ -383,13 +383,14 @@ fn eval_converts_runs_and_reports_tables_json_plots_and_observations() {
         ],
     );
     let cells = report["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 2 * 10);
+    // 3 edudb templates and 8 flat baselines at 2 budgets.
+    assert_eq!(cells.len(), 2 * 11);
     for cell in cells {
         assert_eq!(cell["dataset"], "three");
         assert_eq!(cell["questions"], 3);
         assert!(cell["tokens"]["mean"].as_f64().unwrap() <= cell["budget"].as_f64().unwrap());
     }
-    assert_eq!(report["comparisons"].as_array().unwrap().len(), 2 * 2);
+    assert_eq!(report["comparisons"].as_array().unwrap().len(), 2 * 3);
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("bm25-chunk-100") && plot.contains("three"));
     assert_eq!(
@@ -397,7 +398,7 @@ fn eval_converts_runs_and_reports_tables_json_plots_and_observations() {
             .unwrap()
             .lines()
             .count(),
-        3 * 10 * 2
+        3 * 11 * 2
     );
     // The readable table, with only a custom template and no baselines.
     let out = edudb(
