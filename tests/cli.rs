@@ -255,6 +255,10 @@ fn demo_runs_without_any_setup() {
         "{text}"
     );
     assert!(
+        text.contains("nodes at level 2 of 2585-unsafe-block-in-unsafe-fn"),
+        "{text}"
+    );
+    assert!(
         std::fs::read_dir(dir.path()).unwrap().next().is_none(),
         "demo left files behind"
     );

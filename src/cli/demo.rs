@@ -86,6 +86,11 @@ fn tour(out: &mut dyn Write, dir: &std::path::Path, quiet: bool) -> Result<(), F
     writeln!(out, "\n$ edudb query \"{statement}\"")?;
     render::query_result(out, &db.query(statement, &edudb::Params::new())?, false)?;
 
+    let dag_doc = "2585-unsafe-block-in-unsafe-fn";
+    writeln!(out, "\n$ edudb dag {dag_doc} --level 2")?;
+    let stored = db.document(dag_doc)?.to_document()?;
+    render::dag(out, &db.dag(dag_doc)?.listing(&stored, Some(2)))?;
+
     writeln!(
         out,
         "\nEvery EDU is an exact byte range of its document; try `edudb --help`."
