@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use crate::dag::attention::ComputedAttention;
+use crate::dag::attention::{AttentionSource, ComputedAttention};
 use crate::dag::index::DagIndex;
 use crate::dag::ip::{EduVectors, ExtractiveIpMaker};
 use crate::dag::propagate::PropagateOptions;
 use crate::dag::supplied::SuppliedAttention;
-use crate::dag::{Dag, DagConfig};
+use crate::dag::{Dag, DagConfig, DagListing};
 use crate::device::Device;
 use crate::document::{DocMeta, DocVectors, Document, EduKind, Span};
 use crate::embed::{EmbedError, Embedder, EmbedderConfig};
@@ -715,6 +715,26 @@ impl Db {
         Ok(self.cached_document(id)?.dag.clone())
     }
 
+    /// The nodes at `level` (every level when `None`) of document `id`'s
+    /// DAG with their text and out-edges, as SHOW DAG and `edudb dag` list them.
+    pub fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<DagListing> {
+        let loaded = self.cached_document(id)?;
+        Ok(loaded.dag.listing(&loaded.document, level))
+    }
+
+    /// Document `id`'s stored EDU vectors (row-major) and their dimension.
+    fn edu_vectors(&self, id: &str) -> Result<(Vec<f32>, usize)> {
+        let stored = self
+            .store
+            .vectors(id)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+        let vectors = stored.get()?;
+        Ok((
+            vectors.edus.iter().map(|v| v.to_native()).collect(),
+            vectors.dimension.to_native() as usize,
+        ))
+    }
+
     /// Rebuilds document `id`'s DAG with edge weights from attention a
     /// caller supplied for every one of its windows (see
     /// [`crate::dag::supplied`]) instead of computed attention, and writes
@@ -722,27 +742,12 @@ impl Db {
     /// not fit the DAG.
     pub fn reweight_dag(&self, id: &str, supplied: &SuppliedAttention) -> Result<()> {
         let mut fulltext = self.fulltext();
-        let doc = self.document(id)?.to_document()?;
-        let stored = self.dag(id)?;
-        let vectors = self
-            .store
-            .vectors(id)?
-            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
-        let archived = vectors.get()?;
-        let edu_vectors: Vec<f32> = archived.edus.iter().map(|v| v.to_native()).collect();
+        let loaded = self.cached_document(id)?;
+        let (edu_vectors, dimension) = self.edu_vectors(id)?;
         let source = supplied.source(self.device());
-        let dag = crate::dag::build(
-            &doc,
-            &EduVectors {
-                values: &edu_vectors,
-                dimension: archived.dimension.to_native() as usize,
-            },
-            &DagConfig::default(),
-            &ExtractiveIpMaker::default(),
-            &source,
-        )?;
+        let dag = build_dag(&loaded.document, &edu_vectors, dimension, &source)?;
         source.check_all_used(id)?;
-        if dag.nodes != stored.nodes {
+        if dag.nodes != loaded.dag.nodes {
             return Err(Error::DagInput {
                 what: format!("supplied attention for '{id}'"),
                 message:
@@ -780,11 +785,7 @@ impl Db {
             seq,
             metas.iter().map(|meta| -> Result<(String, Dag, Vec<f32>)> {
                 let dag = self.read_dag(&meta.id, meta.edus)?;
-                let vectors = self
-                    .store
-                    .vectors(&meta.id)?
-                    .ok_or_else(|| Error::NoSuchDocument(meta.id.clone()))?;
-                let edus = vectors.get()?.edus.iter().map(|v| v.to_native()).collect();
+                let (edus, _) = self.edu_vectors(&meta.id)?;
                 Ok((meta.id.clone(), dag, edus))
             }),
         )?);
@@ -1115,17 +1116,35 @@ fn prepare(
         .unwrap_or_else(|| detect_format(source.path(), &text));
     let doc = analyze(&source.id, text, format)?;
     let vectors = embed_document(&doc, embedder)?;
-    let dag = crate::dag::build(
+    let dag = build_dag(
         &doc,
-        &EduVectors {
-            values: &vectors.edus,
-            dimension: vectors.dimension as usize,
-        },
-        &DagConfig::default(),
-        &ExtractiveIpMaker::default(),
+        &vectors.edus,
+        vectors.dimension as usize,
         &ComputedAttention::new(device.clone()),
     )?;
     Ok((doc, vectors, dag))
+}
+
+/// `doc`'s DAG with the store's settings (default shape, extractive
+/// information points over its EDU vectors) and edges weighted by
+/// `attention`. Ingest and [`Db::reweight_dag`] both build through here, so
+/// a rebuild has the stored DAG's nodes.
+fn build_dag(
+    doc: &Document,
+    edu_vectors: &[f32],
+    dimension: usize,
+    attention: &dyn AttentionSource,
+) -> Result<Dag> {
+    crate::dag::build(
+        doc,
+        &EduVectors {
+            values: edu_vectors,
+            dimension,
+        },
+        &DagConfig::default(),
+        &ExtractiveIpMaker::default(),
+        attention,
+    )
 }
 
 /// One vector per tree node (its full-text representation: title, child

@@ -28,6 +28,18 @@ fn json(db: &Path, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The keys of a JSON object, sorted.
+fn sorted_keys(value: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    keys
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -61,14 +73,10 @@ fn listings_have_the_documented_json_shapes() {
     assert_eq!(docs[0]["id"], "guide");
     assert_eq!(docs[1]["id"], "sub/page");
     for doc in docs.as_array().unwrap() {
-        let mut keys: Vec<&str> = doc
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        keys.sort();
-        assert_eq!(keys, ["bytes", "edus", "id", "nodes", "title", "tokens"]);
+        assert_eq!(
+            sorted_keys(doc),
+            ["bytes", "edus", "id", "nodes", "title", "tokens"]
+        );
     }
 
     let tree = json(&db, &["tree", "guide"]);
@@ -475,14 +483,10 @@ fn dag_lists_nodes_and_edges_as_json_and_dot() {
         "the demo RFC has information points"
     );
     for node in nodes {
-        let mut keys: Vec<&str> = node
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        keys.sort();
-        assert_eq!(keys, ["edus", "id", "level", "points", "text", "window"]);
+        assert_eq!(
+            sorted_keys(node),
+            ["edus", "id", "level", "points", "text", "window"]
+        );
     }
     let edges = dag["edges"].as_array().unwrap();
     assert!(!edges.is_empty());

@@ -88,8 +88,7 @@ fn tour(out: &mut dyn Write, dir: &std::path::Path, quiet: bool) -> Result<(), F
 
     let dag_doc = "2585-unsafe-block-in-unsafe-fn";
     writeln!(out, "\n$ edudb dag {dag_doc} --level 2")?;
-    let stored = db.document(dag_doc)?.to_document()?;
-    render::dag(out, &db.dag(dag_doc)?.listing(&stored, Some(2)))?;
+    render::dag(out, &db.dag_listing(dag_doc, Some(2))?)?;
 
     writeln!(
         out,

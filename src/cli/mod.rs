@@ -340,8 +340,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             if let Some(path) = attention {
                 db.reweight_dag(doc, &edudb::dag::supplied::SuppliedAttention::read(path)?)?;
             }
-            let stored = db.document(doc)?.to_document()?;
-            let listing = db.dag(doc)?.listing(&stored, *level);
+            let listing = db.dag_listing(doc, *level)?;
             if *dot {
                 render::dag_dot(out, &listing)?;
             } else if cli.json {

@@ -60,7 +60,7 @@ pub fn build(
     let mut nodes: Vec<DagNode> = Vec::new();
     let mut edges: Vec<Vec<(u32, f32)>> = Vec::new();
     let mut level = chunks(doc, config.chunk_tokens);
-    let mut level_start = 0usize;
+    let mut level_edges = vec![Vec::new(); level.nodes.len()];
     let mut number = 1u16;
     let summariser = Summariser {
         doc,
@@ -69,14 +69,13 @@ pub fn build(
     };
     loop {
         let count = level.nodes.len();
+        let level_start = nodes.len();
         nodes.extend(level.nodes.iter().cloned());
-        edges.resize(nodes.len(), Vec::new());
+        edges.append(&mut level_edges);
         if count <= config.top_nodes || number > MAX_LEVELS {
             break;
         }
-        let lower_edus: Vec<Vec<u32>> = (level_start..level_start + count)
-            .map(|i| nodes[i].edus())
-            .collect();
+        let lower_edus: Vec<Vec<u32>> = level.nodes.iter().map(DagNode::edus).collect();
         // A level that does not shrink (its nodes are large, so windows
         // hold few of them) is summarised again over windows twice as
         // wide, twice as tightly.
@@ -102,20 +101,18 @@ pub fn build(
             break; // No progress: this level is the top.
         }
         let weights = attention.weights(doc, &windows)?;
-        let upper_start = nodes.len();
-        let mut next_id = upper_start;
-        for (batch, window_weights) in batches.iter().zip(&weights) {
-            for row in normalised_rows(window_weights) {
-                let row_edges = row
-                    .into_iter()
-                    .map(|(column, w)| ((level_start + batch.start + column) as u32, w))
-                    .collect();
-                edges.resize(next_id + 1, Vec::new());
-                edges[next_id] = row_edges;
-                next_id += 1;
-            }
-        }
-        level_start = upper_start;
+        // One row per new point, in id order; columns are the batch's nodes.
+        level_edges = batches
+            .iter()
+            .zip(&weights)
+            .flat_map(|(batch, window_weights)| {
+                normalised_rows(window_weights).into_iter().map(|row| {
+                    row.into_iter()
+                        .map(|(column, w)| ((level_start + batch.start + column) as u32, w))
+                        .collect()
+                })
+            })
+            .collect();
         level = upper;
         number += 1;
     }

@@ -51,11 +51,10 @@ impl DagIndex {
             seq,
             ..DagIndex::default()
         };
-        let mut edges = Vec::new();
+        let mut dags = Vec::new();
         for entry in documents {
             let (id, dag, edu_vectors) = entry?;
             let doc = index.documents.len() as u32;
-            let base = index.nodes.len() as u32;
             index.documents.push(id);
             for (i, node) in dag.nodes.iter().enumerate() {
                 index.nodes.push(NodeRef {
@@ -72,9 +71,9 @@ impl DagIndex {
                 crate::embed::normalise(&mut mean);
                 index.vectors.extend(mean);
             }
-            edges.extend(dag.edges().map(|(from, to, w)| (base + from, base + to, w)));
+            dags.push(dag);
         }
-        index.graph = PropagationGraph::from_edges(index.nodes.len(), edges);
+        index.graph = PropagationGraph::of_dags(&dags);
         Ok(index)
     }
 

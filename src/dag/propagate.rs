@@ -19,6 +19,8 @@
 //! (`N × B`: node `j`'s `B` scores are contiguous), the layout the kernel
 //! reads coalesced.
 
+use super::Dag;
+
 /// The DAG's edges grouped by target (the CSR of `Eᵀ`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PropagationGraph {
@@ -56,6 +58,21 @@ impl PropagationGraph {
             parents,
             weights,
         }
+    }
+
+    /// Several DAGs as one graph, their nodes numbered end to end in order
+    /// (the first DAG's nodes first).
+    pub fn of_dags<'a>(dags: impl IntoIterator<Item = &'a Dag>) -> Self {
+        let mut nodes = 0u32;
+        let mut edges = Vec::new();
+        for dag in dags {
+            edges.extend(
+                dag.edges()
+                    .map(|(from, to, w)| (nodes + from, nodes + to, w)),
+            );
+            nodes += dag.nodes.len() as u32;
+        }
+        PropagationGraph::from_edges(nodes as usize, edges)
     }
 
     /// Number of nodes.

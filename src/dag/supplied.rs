@@ -144,6 +144,10 @@ impl SuppliedAttention {
 
     /// Writes the file format above (U32 integers).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let unwritable = |e: safetensors::SafeTensorError| Error::DagInput {
+            what: "supplied attention".into(),
+            message: e.to_string(),
+        };
         let mut buffers: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
         let u32s = |values: &mut dyn Iterator<Item = u32>| {
             values.flat_map(u32::to_le_bytes).collect::<Vec<u8>>()
@@ -157,30 +161,24 @@ impl SuppliedAttention {
                 vec![w.query_tokens, w.key_tokens],
                 w.attention.iter().flat_map(|v| v.to_le_bytes()).collect(),
             ));
-            buffers.push((
-                name("query_nodes"),
-                Dtype::U32,
-                vec![w.query_nodes.len()],
-                u32s(&mut w.query_nodes.iter().copied()),
-            ));
-            buffers.push((
-                name("query_segments"),
-                Dtype::U32,
-                vec![w.query_segments.len(), 2],
-                pairs(&w.query_segments),
-            ));
-            buffers.push((
-                name("key_nodes"),
-                Dtype::U32,
-                vec![w.key_nodes.len()],
-                u32s(&mut w.key_nodes.iter().copied()),
-            ));
-            buffers.push((
-                name("key_segments"),
-                Dtype::U32,
-                vec![w.key_segments.len(), 2],
-                pairs(&w.key_segments),
-            ));
+            let sides = [
+                ("query", &w.query_nodes, &w.query_segments),
+                ("key", &w.key_nodes, &w.key_segments),
+            ];
+            for (side, nodes, segments) in sides {
+                buffers.push((
+                    name(&format!("{side}_nodes")),
+                    Dtype::U32,
+                    vec![nodes.len()],
+                    u32s(&mut nodes.iter().copied()),
+                ));
+                buffers.push((
+                    name(&format!("{side}_segments")),
+                    Dtype::U32,
+                    vec![segments.len(), 2],
+                    pairs(segments),
+                ));
+            }
         }
         let views = buffers
             .iter()
@@ -188,14 +186,8 @@ impl SuppliedAttention {
                 TensorView::new(*dtype, shape.clone(), data).map(|view| (name.clone(), view))
             })
             .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| Error::DagInput {
-                what: "supplied attention".into(),
-                message: e.to_string(),
-            })?;
-        safetensors::serialize(views, None).map_err(|e| Error::DagInput {
-            what: "supplied attention".into(),
-            message: e.to_string(),
-        })
+            .map_err(unwritable)?;
+        safetensors::serialize(views, None).map_err(unwritable)
     }
 
     /// This attention as an [`AttentionSource`] for rebuilding a DAG,

@@ -115,10 +115,7 @@ fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
         ),
         ShowPlan::Dag(doc, level) => (
             format!("DAG of '{doc}'"),
-            Rows::Dag({
-                let view = View::load(db, doc)?;
-                view.loaded.dag.listing(view.document(), *level)
-            }),
+            Rows::Dag(db.dag_listing(doc, *level)?),
         ),
         ShowPlan::Edus(doc, range) => (
             format!("EDUs of '{doc}'"),
@@ -713,9 +710,8 @@ fn propagate(
         edu_scores[c.doc][c.span.first as usize] = c.score;
     }
     let dags: Vec<&Dag> = views.iter().map(|v| &v.loaded.dag).collect();
-    let (mut seeds, mut edges, mut owners) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut seeds, mut owners) = (Vec::new(), Vec::new());
     for (doc, dag) in dags.iter().enumerate() {
-        let base = seeds.len() as u32;
         for (i, node) in dag.nodes.iter().enumerate() {
             let best = node
                 .edus()
@@ -725,9 +721,8 @@ fn propagate(
             seeds.push(best);
             owners.push((doc, i));
         }
-        edges.extend(dag.edges().map(|(from, to, w)| (base + from, base + to, w)));
     }
-    let graph = PropagationGraph::from_edges(seeds.len(), edges);
+    let graph = PropagationGraph::of_dags(dags.iter().copied());
     let deepest = dags.iter().map(|d| d.top_level()).max().unwrap_or(1);
     let options = PropagateOptions {
         steps: how
