@@ -14,15 +14,17 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use tantivy::collector::TopDocs;
+use tantivy::index::SegmentId;
 use tantivy::query::{
     Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, TermQuery,
 };
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term, doc};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, doc};
 
 use crate::document::{Document, EduKind, Node, NodeKind, Span};
 use crate::error::{Error, Result};
@@ -66,6 +68,9 @@ pub struct FullTextReader {
     index: Index,
     reader: IndexReader,
     fields: Fields,
+    /// Each live segment's opened coordinate columns, shared by every clone:
+    /// opening them costs more than reading a query's hits from them.
+    columns: Arc<Mutex<HashMap<SegmentId, Columns>>>,
 }
 
 impl std::fmt::Debug for FullText {
@@ -156,6 +161,7 @@ impl FullText {
                 index,
                 reader,
                 fields,
+                columns: Arc::default(),
             },
         })
     }
@@ -340,16 +346,15 @@ impl FullTextReader {
         let top = searcher
             .search(query, &TopDocs::with_limit(limit.max(1)).order_by_score())
             .map_err(fulltext)?;
-        // Columns are opened once per segment, and each segment's document
-        // ids are read from its dictionary in one ordered pass, not one
-        // dictionary lookup per hit.
+        // Each segment's document ids are read from its dictionary in one
+        // ordered pass, not one dictionary lookup per hit.
         let mut segments: Vec<Option<Columns>> = vec![None; searcher.segment_readers().len()];
         let mut ords: Vec<Vec<u64>> = vec![Vec::new(); segments.len()];
         let mut rows = Vec::with_capacity(top.len());
         for (score, address) in top {
             let slot = &mut segments[address.segment_ord as usize];
             if slot.is_none() {
-                *slot = Some(Columns::open(searcher.segment_reader(address.segment_ord))?);
+                *slot = Some(self.columns_of(&searcher, address.segment_ord)?);
             }
             let columns = slot.as_ref().expect("opened above");
             let (ord, hit) = columns.hit(address.doc_id, score)?;
@@ -374,6 +379,27 @@ impl FullTextReader {
                 Ok(hit)
             })
             .collect()
+    }
+
+    /// The coordinate columns of `searcher`'s segment `ordinal`, opened on
+    /// first use and kept while the segment lives (a segment never changes;
+    /// merges make new ones, and columns of segments gone are dropped).
+    fn columns_of(&self, searcher: &Searcher, ordinal: u32) -> Result<Columns> {
+        let segment = searcher.segment_reader(ordinal);
+        let id = segment.segment_id();
+        let mut cache = self.columns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(columns) = cache.get(&id) {
+            return Ok(columns.clone());
+        }
+        let columns = Columns::open(segment)?;
+        let live: Vec<SegmentId> = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| s.segment_id())
+            .collect();
+        cache.retain(|id, _| live.contains(id));
+        cache.insert(id, columns.clone());
+        Ok(columns)
     }
 }
 
@@ -478,5 +504,37 @@ mod tests {
             let unscoped = hits.iter().find(|h| h.span == hit.span && h.doc == "a");
             assert_eq!(unscoped.map(|h| h.score), Some(hit.score), "{hit:?}");
         }
+    }
+
+    #[test]
+    fn cached_columns_follow_replaced_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = FullText::open(dir.path()).unwrap();
+        let analyze = |text: &str| crate::ingest::analyze("a", text.into(), Format::Text).unwrap();
+        let first = analyze("The oven bakes the loaf.\n");
+        index.replace(&first).unwrap();
+        index.commit(1).unwrap();
+        let reader = index.reader();
+        let hits = reader.rank("oven", Target::Edus, None, 10).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].span, Span::new(0, 0));
+        // The replacement puts the oven in the third EDU, in a new segment.
+        let second = analyze("The sky is blue.\n\nThe river runs.\n\nThe oven is hot.\n");
+        index.replace(&second).unwrap();
+        index.commit(2).unwrap();
+        let hits = reader.rank("oven", Target::Edus, None, 10).unwrap();
+        assert_eq!(hits.len(), 1, "the old entry is deleted: {hits:?}");
+        assert_eq!((hits[0].doc.as_str(), hits[0].span), ("a", Span::new(2, 2)));
+        let searcher = reader.reader.searcher();
+        let live: Vec<SegmentId> = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| s.segment_id())
+            .collect();
+        let cached = reader.columns.lock().unwrap();
+        assert!(
+            cached.keys().all(|id| live.contains(id)),
+            "only live segments stay cached"
+        );
     }
 }

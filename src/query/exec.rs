@@ -24,7 +24,7 @@ use crate::rank::{RankedHit, Target};
 /// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
 const EDUS_PER_WALK_LEAF: usize = 3;
 /// Fewest candidates a seed fetches from each of the node and EDU rankings.
-const MIN_SEED_CANDIDATES: usize = 64;
+const MIN_SEED_CANDIDATES: usize = 32;
 /// Most candidates a seed fetches from each ranking.
 const MAX_SEED_CANDIDATES: usize = 10_000;
 /// Where every stage but propagation runs.
@@ -491,7 +491,7 @@ impl Seeded {
 }
 
 /// Ranks nodes and EDUs in scope against the seed text (BM25, vectors, or
-/// both), fetching `max(64, 8 × LIMIT, BUDGET / 8)` of each, capped at
+/// both), fetching `max(32, 8 × LIMIT, BUDGET / 16)` of each, capped at
 /// 10,000.
 fn seed(db: &Db, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
     let by_limit = if plan.limit == usize::MAX {
@@ -499,7 +499,7 @@ fn seed(db: &Db, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
     } else {
         plan.limit.saturating_mul(8)
     };
-    let by_budget = plan.budget.map_or(0, |b| (b / 8) as usize);
+    let by_budget = plan.budget.map_or(0, |b| (b / 16) as usize);
     let wanted = by_limit
         .max(by_budget)
         .clamp(MIN_SEED_CANDIDATES, MAX_SEED_CANDIDATES);
@@ -551,15 +551,9 @@ fn seed(db: &Db, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
             edus: Vec::new(),
         });
     }
-    // The two rankings are independent searches: run them side by side.
-    let (nodes, edus) = std::thread::scope(|scope| {
-        let edus = scope.spawn(|| rank(Target::Edus));
-        let nodes = rank(Target::Nodes);
-        let edus = edus
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (nodes, edus)
-    });
+    // The two rankings are independent searches: run them side by side, on
+    // the shared pool (a thread spawned per query costs a visible share).
+    let (nodes, edus) = rayon::join(|| rank(Target::Nodes), || rank(Target::Edus));
     let nodes = nodes?;
     // No node matched BM25: no EDU can either (node texts cover every EDU).
     let edus = if nodes.is_empty() && how.method == SeedMethod::Bm25 {
