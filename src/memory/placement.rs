@@ -5,8 +5,11 @@
 //! [`Decision`] with the similarities it used:
 //!
 //! 1. **Topic.** The cosine of the new turn's vector (the unit mean of its
-//!    EDU vectors) with each topic's centroid. Stay on the active topic
-//!    when its similarity is at least [`CONTINUE_THRESHOLD`]; else switch
+//!    EDU vectors) with each topic's centroid; for the active topic, the
+//!    larger of that and the cosine with the current turn (a reply
+//!    resembles what it answers more than the topic's average). Stay on
+//!    the active topic when its similarity is at least
+//!    [`CONTINUE_THRESHOLD`]; else switch
 //!    to the most similar other topic when that is at least
 //!    [`SWITCH_THRESHOLD`]; else start a new topic.
 //! 2. **Fork point.** Inside the chosen topic, the turn most similar to
@@ -23,19 +26,21 @@ use crate::error::{Error, Result};
 
 /// Stay on the active topic when the new turn's cosine to its centroid is
 /// at least this. A heuristic for the built-in hashed n-gram embedder,
-/// whose cosines between unrelated English sentences sit around 0.05–0.15
+/// whose cosines between unrelated English turns sit around 0.03–0.12
 /// (shared function words and character n-grams) and between turns on one
-/// subject around 0.2–0.4; a semantic embedder may want other values.
-pub const CONTINUE_THRESHOLD: f32 = 0.2;
+/// subject around 0.15–0.35 (measured on the travel dialogue in
+/// `tests/memory.rs`); a semantic embedder may want other values.
+pub const CONTINUE_THRESHOLD: f32 = 0.15;
 /// Switch to another topic when the new turn's cosine to its centroid is at
 /// least this (and the active topic stayed under [`CONTINUE_THRESHOLD`]).
 /// A heuristic for the hashed embedder, like [`CONTINUE_THRESHOLD`]: a
 /// switch needs clearer evidence than staying.
-pub const SWITCH_THRESHOLD: f32 = 0.22;
+pub const SWITCH_THRESHOLD: f32 = 0.2;
 /// Fork at an earlier turn only when it is this much more similar to the
 /// new turn than the leaf is. A heuristic for the hashed embedder: small
-/// differences in its cosines are noise from shared words.
-pub const FORK_MARGIN: f32 = 0.12;
+/// differences in its cosines are noise from shared words, and a question
+/// resembles the previous question more than the answer between them.
+pub const FORK_MARGIN: f32 = 0.2;
 
 /// How the topic was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -72,7 +77,8 @@ pub struct Decision {
     pub topic: TopicChoice,
     /// How the branch was chosen.
     pub branch: BranchChoice,
-    /// Cosine to the active topic's centroid (Auto with a previous turn).
+    /// Similarity to the active topic (Auto with a previous turn): the
+    /// larger of the cosines to its centroid and to the current turn.
     pub active_topic_similarity: Option<f32>,
     /// The most similar other topic and its cosine (Auto, when there is one).
     pub best_other_topic: Option<(u32, f32)>,
@@ -181,7 +187,8 @@ pub(crate) fn resolve(
             let active = current.topic;
             let similarity =
                 |topic: u32| cosine(vector, &dialogue.topics[topic as usize].vector_sum);
-            let active_similarity = similarity(active);
+            let active_similarity =
+                similarity(active).max(cosine(vector, &turn_vector(current.number)?));
             decision.active_topic_similarity = Some(active_similarity);
             decision.best_other_topic = dialogue
                 .topics
