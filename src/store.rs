@@ -850,6 +850,158 @@ mod tests {
         assert!(matches!(Store::open(dir.path()), Err(Error::NotAStore(_))));
     }
 
+    /// A one-turn dialogue for session `session` naming `doc`.
+    fn dialogue(session: &str, doc: &Document) -> Dialogue {
+        use crate::memory::{Branch, SummaryPick, Topic, Turn};
+        let pick = SummaryPick {
+            turn: 0,
+            edus: crate::document::Span::new(0, 0),
+            bytes: [doc.edus[0].start, doc.edus[0].end],
+            tokens: doc.edus[0].tokens,
+        };
+        Dialogue {
+            id: session.to_owned(),
+            turns: vec![Turn {
+                number: 0,
+                role: crate::memory::Role::User,
+                doc: doc.meta.id.clone(),
+                parent: None,
+                topic: 0,
+                branch: 0,
+                summary: pick,
+                edus: doc.meta.edus,
+                bytes: [doc.edus[0].start, doc.edus[doc.edus.len() - 1].end],
+                tokens: doc.meta.tokens,
+            }],
+            topics: vec![Topic {
+                id: 0,
+                branches: vec![0],
+                last_turn: 0,
+                turns: 1,
+                summary: vec![pick],
+                vector_sum: vec![1.0, 0.0],
+            }],
+            branches: vec![Branch {
+                id: 0,
+                topic: 0,
+                fork: None,
+                turns: vec![0],
+                summary: vec![pick],
+                vector_sum: vec![1.0, 0.0],
+            }],
+            current: 0,
+        }
+    }
+
+    fn turn(session: &str, number: u32) -> Document {
+        let id = crate::memory::turn_doc_id(session, number);
+        analyze(
+            &id,
+            "Plan a winter trip. Pack warm clothes.".into(),
+            Format::Text,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_turn_and_its_dialogue_are_written_together_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let t0 = turn("s", 0);
+        let d = dialogue("s", &t0);
+        assert!(!store.has_sessions().unwrap());
+        let seq = store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
+        // Both records, one log entry naming the turn document.
+        assert_eq!(store.dialogue("s").unwrap(), Some(d.clone()));
+        assert_eq!(
+            store
+                .get(&t0.meta.id)
+                .unwrap()
+                .unwrap()
+                .to_document()
+                .unwrap(),
+            t0
+        );
+        assert_eq!(
+            store.changes_after(seq - 1).unwrap(),
+            [(seq, t0.meta.id.clone())]
+        );
+        assert!(store.has_sessions().unwrap());
+        assert_eq!(store.check().unwrap(), 1);
+        // A dialogue that does not end with the document is refused whole:
+        // neither the document nor the dialogue is written.
+        let t1 = turn("s", 1);
+        let other = turn("x", 0);
+        for (doc, record) in [(&t1, &d), (&other, &d), (&t0, &dialogue("x", &t0))] {
+            let err = store
+                .put_turn(doc, &vectors(doc), &dag(doc), record)
+                .unwrap_err();
+            assert!(matches!(err, Error::Invariant { .. }), "{err}");
+            assert_eq!(store.last_seq().unwrap(), seq);
+        }
+        assert!(store.get(&t1.meta.id).unwrap().is_none());
+        assert!(store.dialogue("x").unwrap().is_none());
+        assert_eq!(store.dialogues().unwrap(), [d]);
+    }
+
+    #[test]
+    fn check_refuses_a_dialogue_without_its_turn_or_a_turn_without_its_dialogue() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let t0 = turn("s", 0);
+        let d = dialogue("s", &t0);
+        store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
+        // What a torn write would leave: the dialogue without the document…
+        for kind in RECORDS {
+            store.db.remove(key(kind, &t0.meta.id)).unwrap();
+        }
+        assert!(
+            matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "session s" && message.contains("missing"))
+        );
+        // …or the document without the dialogue.
+        store.put(&t0, &vectors(&t0), &dag(&t0)).unwrap();
+        store.check().unwrap();
+        store.db.remove(key(SESSION, "s")).unwrap();
+        assert!(matches!(store.check(), Err(Error::Invariant { doc, .. }) if doc == t0.meta.id));
+        // A parent that does not precede its child is caught.
+        let mut bad = d.clone();
+        bad.turns[0].parent = Some(0);
+        store
+            .db
+            .insert(key(SESSION, "s"), archive(&bad).unwrap().as_slice())
+            .unwrap();
+        assert!(matches!(store.check(), Err(Error::Invariant { .. })));
+        // A summary span outside its turn is caught.
+        let mut bad = d;
+        bad.topics[0].summary[0].edus = crate::document::Span::new(0, 99);
+        store
+            .db
+            .insert(key(SESSION, "s"), archive(&bad).unwrap().as_slice())
+            .unwrap();
+        assert!(matches!(store.check(), Err(Error::Invariant { .. })));
+    }
+
+    #[test]
+    fn remove_session_removes_every_turn_and_the_dialogue_in_one_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let t0 = turn("s", 0);
+        let d = dialogue("s", &t0);
+        let seq = store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
+        put(&store, &doc("keep", "Another document."));
+        assert_eq!(store.remove_session("missing").unwrap(), None);
+        let (last, removed) = store.remove_session("s").unwrap().unwrap();
+        assert_eq!(removed, [t0.meta.id.clone()]);
+        assert_eq!(last, seq + 2);
+        assert_eq!(keys_of(&store, &t0.meta.id), 0);
+        assert!(store.dialogue("s").unwrap().is_none());
+        assert_eq!(
+            store.changes_after(seq + 1).unwrap(),
+            [(last, t0.meta.id.clone())]
+        );
+        assert_eq!(store.check().unwrap(), 1);
+    }
+
     #[test]
     fn check_finds_orphans_and_corruption() {
         let dir = tempfile::tempdir().unwrap();

@@ -7,11 +7,12 @@
 //! 1. **Topic.** The cosine of the new turn's vector (the unit mean of its
 //!    EDU vectors) with each topic's centroid; for the active topic, the
 //!    larger of that and the cosine with the current turn (a reply
-//!    resembles what it answers more than the topic's average). Stay on
-//!    the active topic when its similarity is at least
-//!    [`CONTINUE_THRESHOLD`]; else switch
-//!    to the most similar other topic when that is at least
-//!    [`SWITCH_THRESHOLD`]; else start a new topic.
+//!    resembles what it answers more than the topic's average). Switch to
+//!    the most similar other topic when that is at least
+//!    [`SWITCH_THRESHOLD`] and either the active topic is under
+//!    [`CONTINUE_THRESHOLD`] or the other beats it by [`SWITCH_MARGIN`];
+//!    else stay on the active topic when it is at least
+//!    [`CONTINUE_THRESHOLD`]; else start a new topic.
 //! 2. **Fork point.** Inside the chosen topic, the turn most similar to
 //!    the new one. When it is not the leaf the turn would continue (the
 //!    current turn, or the topic's latest turn after a switch) and beats
@@ -31,11 +32,15 @@ use crate::error::{Error, Result};
 /// subject around 0.15–0.35 (measured on the travel dialogue in
 /// `tests/memory.rs`); a semantic embedder may want other values.
 pub const CONTINUE_THRESHOLD: f32 = 0.15;
-/// Switch to another topic when the new turn's cosine to its centroid is at
-/// least this (and the active topic stayed under [`CONTINUE_THRESHOLD`]).
-/// A heuristic for the hashed embedder, like [`CONTINUE_THRESHOLD`]: a
-/// switch needs clearer evidence than staying.
+/// Switch to another topic only when the new turn's cosine to its centroid
+/// is at least this. A heuristic for the hashed embedder, like
+/// [`CONTINUE_THRESHOLD`]: a switch needs clearer evidence than staying.
 pub const SWITCH_THRESHOLD: f32 = 0.2;
+/// Switch away from an active topic that is similar enough to stay on
+/// only when another topic is this much more similar. A heuristic for the
+/// hashed embedder: a turn shares some words with most topics of a
+/// conversation, so only a clear lead counts.
+pub const SWITCH_MARGIN: f32 = 0.15;
 /// Fork at an earlier turn only when it is this much more similar to the
 /// new turn than the leaf is. A heuristic for the hashed embedder: small
 /// differences in its cosines are noise from shared words, and a question
@@ -196,21 +201,24 @@ pub(crate) fn resolve(
                 .filter(|t| t.id != active)
                 .map(|t| (t.id, similarity(t.id)))
                 .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
-            let (topic, choice, leaf) = if active_similarity >= CONTINUE_THRESHOLD {
-                (active, TopicChoice::Stay, current.number)
-            } else {
-                match decision.best_other_topic {
-                    Some((other, s)) if s >= SWITCH_THRESHOLD => (
+            let stay = active_similarity >= CONTINUE_THRESHOLD;
+            let (topic, choice, leaf) = match decision.best_other_topic {
+                Some((other, s))
+                    if s >= SWITCH_THRESHOLD
+                        && (!stay || s >= active_similarity + SWITCH_MARGIN) =>
+                {
+                    (
                         other,
                         TopicChoice::Switch,
                         dialogue.topics[other as usize].last_turn,
-                    ),
-                    _ => {
-                        return Ok(new_topic(Decision {
-                            topic: TopicChoice::New,
-                            ..decision
-                        }));
-                    }
+                    )
+                }
+                _ if stay => (active, TopicChoice::Stay, current.number),
+                _ => {
+                    return Ok(new_topic(Decision {
+                        topic: TopicChoice::New,
+                        ..decision
+                    }));
                 }
             };
             let mut best: Option<(u32, f32)> = None;
