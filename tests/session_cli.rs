@@ -141,7 +141,7 @@ fn session_add_show_context_ls_rm() {
     );
     assert!(shown.contains("├── topic 0 (active)"), "{shown}");
     assert!(
-        shown.contains("└── branch 1 forks at #0 (active)"),
+        shown.contains("└── branch 2 forks at #0 (active)"),
         "{shown}"
     );
     assert!(
@@ -156,7 +156,9 @@ fn session_add_show_context_ls_rm() {
     // context: JSON contract and text.
     let context = json(&db, &["session", "context", "trip", "--budget", "1000"]);
     assert!(context["tokens_used"].as_u64().unwrap() <= 1000);
-    assert!(context["tokens_used"].as_u64() < context["history_tokens"].as_u64());
+    // One-EDU turns: each summary is its whole turn, so no saving here
+    // (tests/memory.rs measures the saving on longer turns).
+    assert!(context["tokens_used"].as_u64() <= context["history_tokens"].as_u64());
     let kinds: Vec<&str> = context["items"]
         .as_array()
         .unwrap()
