@@ -991,7 +991,7 @@ mod tests {
         put(&store, &doc("keep", "Another document."));
         assert_eq!(store.remove_session("missing").unwrap(), None);
         let (last, removed) = store.remove_session("s").unwrap().unwrap();
-        assert_eq!(removed, [t0.meta.id.clone()]);
+        assert_eq!(removed, std::slice::from_ref(&t0.meta.id));
         assert_eq!(last, seq + 2);
         assert_eq!(keys_of(&store, &t0.meta.id), 0);
         assert!(store.dialogue("s").unwrap().is_none());
