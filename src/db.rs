@@ -180,8 +180,10 @@ pub struct Stats {
 /// Result of [`Db::check`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CheckReport {
-    /// Documents whose records were validated.
+    /// Documents whose records were validated (session turns included).
     pub documents: usize,
+    /// Sessions whose dialogue records were validated against their turns.
+    pub sessions: usize,
     /// Full-text entries.
     pub fulltext_entries: u64,
     /// Node and EDU vectors stored (and checked against the documents'
@@ -193,6 +195,15 @@ pub struct CheckReport {
     pub vector_graph_change: u64,
     /// The store's latest change.
     pub last_change: u64,
+}
+
+/// What a write under [`Db::write`] changed in the store.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    /// Documents written (replacing any with their ids).
+    pub put: Vec<Document>,
+    /// Ids of documents removed.
+    pub removed: Vec<String>,
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -649,8 +660,7 @@ impl Db {
                 match prepared {
                     Ok((doc, vectors, dag)) => {
                         self.store.put(&doc, &vectors, &dag)?;
-                        self.documents.invalidate(&doc.meta.id);
-                        fulltext.replace(&doc)?;
+                        self.index_put(&mut fulltext, &doc)?;
                         written.push(doc.meta.id.clone());
                         report.documents.push(doc.meta);
                     }
@@ -668,11 +678,7 @@ impl Db {
         });
         progress.finish();
         if !written.is_empty() {
-            let last = self.store.last_seq()?;
-            fulltext.commit(last)?;
-            drop(fulltext);
-            self.store.flush()?;
-            self.apply_to_vectors()?;
+            self.finish_writes(fulltext)?;
         }
         outcome?;
         report.elapsed = started.elapsed();
@@ -723,7 +729,7 @@ impl Db {
     }
 
     /// Document `id`'s stored EDU vectors (row-major) and their dimension.
-    fn edu_vectors(&self, id: &str) -> Result<(Vec<f32>, usize)> {
+    pub(crate) fn edu_vectors(&self, id: &str) -> Result<(Vec<f32>, usize)> {
         let stored = self
             .store
             .vectors(id)?
@@ -853,9 +859,13 @@ impl Db {
         self.propagate_batch(&seeds, queries.len(), options, k)
     }
 
-    /// Metadata of every document, in id order.
+    /// Metadata of every document, in id order. Session turns are
+    /// documents too, but are not listed here ([`Db::sessions`] lists
+    /// sessions; [`Db::document`] still reads a turn by its id).
     pub fn documents(&self) -> Result<Vec<DocMeta>> {
-        self.store.metas()
+        let mut metas = self.store.metas()?;
+        metas.retain(|m| !crate::memory::is_turn_id(&m.id));
+        Ok(metas)
     }
 
     /// The stored document `id`, read in place.
@@ -942,19 +952,78 @@ impl Db {
         Ok(out)
     }
 
-    /// Deletes document `id` completely (records and index entries).
+    /// Deletes document `id` completely (records and index entries). A
+    /// session's turn is refused ([`Error::TurnDocument`]): turns go with
+    /// their session ([`Db::remove_session`]).
     pub fn remove(&self, id: &str) -> Result<()> {
+        if let Some((session, turn)) = crate::memory::parse_turn_id(id) {
+            return Err(Error::TurnDocument {
+                doc: id.to_owned(),
+                session: session.to_owned(),
+                turn: turn.to_owned(),
+            });
+        }
+        self.write(|| {
+            self.store
+                .remove(id)?
+                .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+            Ok((
+                (),
+                Written {
+                    put: Vec::new(),
+                    removed: vec![id.to_owned()],
+                },
+            ))
+        })
+    }
+
+    /// Runs `write`, which changes the store, as the store's only writer
+    /// (holding the full-text index, as ingest does), then brings the
+    /// derived state along for what it [`Written`]: the document cache,
+    /// the full-text index (committed at the store's latest change), the
+    /// store's durability, and the loaded vector graph. Nothing derived is
+    /// touched when `write` fails.
+    pub(crate) fn write<R>(&self, write: impl FnOnce() -> Result<(R, Written)>) -> Result<R> {
         let mut fulltext = self.fulltext();
-        let seq = self
-            .store
-            .remove(id)?
-            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
-        self.documents.invalidate(id);
-        fulltext.remove(id);
-        fulltext.commit(seq)?;
+        let (result, written) = write()?;
+        for doc in &written.put {
+            self.index_put(&mut fulltext, doc)?;
+        }
+        for id in &written.removed {
+            self.documents.invalidate(id);
+            fulltext.remove(id);
+        }
+        self.finish_writes(fulltext)?;
+        Ok(result)
+    }
+
+    /// After `doc` was written to the store: drops its cached copy and
+    /// re-indexes its text (uncommitted).
+    fn index_put(&self, fulltext: &mut FullText, doc: &Document) -> Result<()> {
+        self.documents.invalidate(&doc.meta.id);
+        fulltext.replace(doc)
+    }
+
+    /// Commits the full-text index at the store's latest change, makes the
+    /// store durable and updates the loaded vector graph.
+    fn finish_writes(&self, mut fulltext: std::sync::MutexGuard<'_, FullText>) -> Result<()> {
+        fulltext.commit(self.store.last_seq()?)?;
         drop(fulltext);
         self.store.flush()?;
         self.apply_to_vectors()
+    }
+
+    /// Analyses `text` as document `id` in `format`, embeds its nodes and
+    /// EDUs and builds its DAG with the store's settings: everything a
+    /// document's atomic batch holds. Ingest and session turns both go
+    /// through here.
+    pub(crate) fn prepare_text(
+        &self,
+        id: &str,
+        text: String,
+        format: crate::document::Format,
+    ) -> Result<(Document, DocVectors, Dag)> {
+        prepare_text(id, text, format, self.embedder.as_ref(), self.device())
     }
 
     /// Brings the vector index up to the store's latest change when it is
@@ -1071,6 +1140,7 @@ impl Db {
         let metas = self.store.metas()?;
         Ok(CheckReport {
             documents,
+            sessions: self.store.dialogues()?.len(),
             fulltext_entries: self.reader.entries(),
             vectors: VectorCounts {
                 nodes: metas.iter().map(|m| m.nodes as usize).sum(),
@@ -1109,12 +1179,25 @@ fn prepare(
     embedder: &dyn Embedder,
     device: &Device,
 ) -> Result<(Document, DocVectors, Dag)> {
+    // Sources built by library callers skip `sources::expand`'s check.
+    crate::ingest::validate_id(&source.id)?;
     let bytes = source.read()?;
     let text = decode(&source.name(), bytes, options.lossy)?;
     let format = options
         .format
         .unwrap_or_else(|| detect_format(source.path(), &text));
-    let doc = analyze(&source.id, text, format)?;
+    prepare_text(&source.id, text, format, embedder, device)
+}
+
+/// Analyses decoded `text`, embeds the document and builds its DAG.
+fn prepare_text(
+    id: &str,
+    text: String,
+    format: crate::document::Format,
+    embedder: &dyn Embedder,
+    device: &Device,
+) -> Result<(Document, DocVectors, Dag)> {
+    let doc = analyze(id, text, format)?;
     let vectors = embed_document(&doc, embedder)?;
     let dag = build_dag(
         &doc,

@@ -177,6 +177,63 @@ pub enum Error {
         /// What is wrong with it, and where.
         message: String,
     },
+    /// A session id is not acceptable.
+    #[error("invalid session id {id:?}: {reason}")]
+    InvalidSession {
+        /// The rejected id.
+        id: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// No session has this id.
+    #[error("no session with id {0:?}")]
+    NoSuchSession(String),
+    /// A session has no turn with this number.
+    #[error("session {session:?} has no turn {turn} (it has turns 0..{count})")]
+    NoSuchTurn {
+        /// The session id.
+        session: String,
+        /// The requested turn number.
+        turn: u32,
+        /// How many turns the session has.
+        count: u32,
+    },
+    /// A session has no topic with this id.
+    #[error("session {session:?} has no topic {topic} (it has topics 0..{count})")]
+    NoSuchTopic {
+        /// The session id.
+        session: String,
+        /// The requested topic id.
+        topic: u32,
+        /// How many topics the session has.
+        count: u32,
+    },
+    /// A turn's text is empty or only whitespace.
+    #[error("session {session:?}: a turn needs text; this one is empty")]
+    EmptyTurn {
+        /// The session id.
+        session: String,
+    },
+    /// A session holds as many turns as its turn ids can number.
+    #[error("session {session:?} already has {limit} turns, the most a session can hold")]
+    SessionFull {
+        /// The session id.
+        session: String,
+        /// The largest number of turns.
+        limit: u32,
+    },
+    /// The document is a session's turn, which only its session may change.
+    #[error(
+        "document {doc:?} is turn {turn} of session {session:?}; turns are removed with their session (remove_session / `edudb session rm`)"
+    )]
+    TurnDocument {
+        /// The turn document's id.
+        doc: String,
+        /// Its session.
+        session: String,
+        /// Its turn number.
+        turn: String,
+    },
     /// Other I/O on the store directory failed.
     #[error("I/O on {path}: {source}")]
     Io {

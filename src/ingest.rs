@@ -81,8 +81,22 @@ fn sniff_format(text: &str) -> Format {
     }
 }
 
-/// Checks a document id: non-empty, at most [`MAX_ID_BYTES`], no control characters.
+/// Checks a document id a caller gives: [`check_id`], and not in the
+/// namespace reserved for session turns ([`crate::memory::SESSION_PREFIX`]).
 pub fn validate_id(id: &str) -> Result<()> {
+    if id.starts_with(crate::memory::SESSION_PREFIX) {
+        return Err(Error::InvalidId {
+            id: id.to_owned(),
+            reason: "ids starting with \"@session/\" are reserved for session turns; append turns with `edudb session add`",
+        });
+    }
+    check_id(id)
+}
+
+/// Checks the form of any document id, a session turn's included:
+/// non-empty, at most [`MAX_ID_BYTES`], no control characters, no
+/// surrounding whitespace.
+pub fn check_id(id: &str) -> Result<()> {
     let reason = if id.is_empty() {
         Some("ids must not be empty")
     } else if id.len() > MAX_ID_BYTES {
@@ -157,7 +171,7 @@ pub fn analyze_with(
     format: Format,
     builder: &dyn TreeBuilder,
 ) -> Result<Document> {
-    validate_id(id)?;
+    check_id(id)?;
     let layout = match format {
         Format::Text => layout::plain::parse(&text),
         Format::Markdown => layout::markdown::parse(&text),

@@ -27,6 +27,7 @@ pub mod fulltext;
 pub mod gpu;
 pub mod ingest;
 pub mod layout;
+pub mod memory;
 pub mod progress;
 pub mod query;
 pub mod rank;
@@ -43,6 +44,10 @@ pub use db::{
 pub use document::{DocMeta, Document, Edu, EduKind, Format, Node, NodeKind, Span};
 pub use error::{Error, Result};
 pub use ingest::IngestOptions;
+pub use memory::{
+    ContextItem, ContextKind, Placement, Role, SessionContext, SessionMeta, SessionView,
+    TurnReceipt,
+};
 pub use progress::{CancelToken, NoProgress, Progress};
 pub use query::{Item, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
 pub use rank::{RankedHit, Target};

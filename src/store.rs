@@ -10,6 +10,11 @@
 //! - records are rkyv archives, validated on access and read in place
 //!   (rkyv's `unaligned` layout, so sled's unaligned buffers need no copy).
 //!
+//! - a session's turn is written with its dialogue record (the session's
+//!   tree, key prefix `S`) in the same batch as the turn's document, and a
+//!   session is removed with all its turns in one batch, so a crash never
+//!   leaves a dialogue naming a missing turn or a turn its dialogue lacks.
+//!
 //! Swapping the engine means rewriting this module only.
 
 use std::path::Path;
@@ -22,6 +27,7 @@ use crate::document::{
     ArchivedDocMeta, ArchivedDocVectors, ArchivedEdu, DocMeta, DocVectors, Document, Edu,
 };
 use crate::error::{Error, Result};
+use crate::memory::{ArchivedDialogue, Dialogue};
 use crate::tree::{ArchivedTree, Tree};
 
 /// Version of the on-disk layout; bumped on any incompatible change.
@@ -42,6 +48,9 @@ const TREE: u8 = b'N';
 const VECTORS: u8 = b'V';
 const DAG: u8 = b'G';
 const LOG: u8 = b'L';
+/// A session's dialogue record (added without a format bump: a new record
+/// kind under a new prefix, which older stores simply do not have).
+const SESSION: u8 = b'S';
 const RECORDS: [u8; 6] = [META, TEXT, EDUS, TREE, VECTORS, DAG];
 
 /// The persistent document store.
@@ -116,6 +125,15 @@ where
 {
     rkyv::access::<T, BoxedError>(bytes).map_err(|e| Error::Corrupt {
         key: what.into(),
+        message: e.to_string(),
+    })
+}
+
+fn decode_dialogue(value: &[u8], id: &str) -> Result<Dialogue> {
+    let name = format!("session {id}");
+    let archived = access::<ArchivedDialogue>(value, &name)?;
+    rkyv::deserialize::<Dialogue, BoxedError>(archived).map_err(|e| Error::Corrupt {
+        key: name,
         message: e.to_string(),
     })
 }
@@ -236,6 +254,100 @@ impl Store {
         batch.insert(SEQ_KEY, &seq.to_be_bytes());
         self.db.apply_batch(batch).map_err(storage)?;
         Ok(Some(seq))
+    }
+
+    /// Writes a session's new turn: the turn's document, vectors and DAG
+    /// (as [`Store::put`]) and the session's updated `dialogue`, whose
+    /// latest turn must be that document, in one atomic batch with one
+    /// change-log entry; returns its sequence number. A dialogue that does
+    /// not end with `doc` is refused and nothing is written.
+    pub fn put_turn(
+        &self,
+        doc: &Document,
+        vectors: &DocVectors,
+        dag: &Dag,
+        dialogue: &Dialogue,
+    ) -> Result<u64> {
+        let id = &doc.meta.id;
+        let names_doc = dialogue.turns.last().is_some_and(|t| &t.doc == id)
+            && crate::memory::parse_turn_id(id).is_some_and(|(s, _)| s == dialogue.id);
+        if !names_doc {
+            return Err(Error::Invariant {
+                doc: id.clone(),
+                message: format!(
+                    "a turn document must be the latest turn of its session's dialogue ({:?})",
+                    dialogue.id
+                ),
+            });
+        }
+        let seq = self.last_seq()? + 1;
+        let mut batch = sled::Batch::default();
+        batch.insert(key(META, id), archive(&doc.meta)?.as_slice());
+        batch.insert(key(TEXT, id), doc.text.as_bytes());
+        batch.insert(key(EDUS, id), archive(&doc.edus)?.as_slice());
+        batch.insert(key(TREE, id), archive(&doc.tree)?.as_slice());
+        batch.insert(key(VECTORS, id), archive(vectors)?.as_slice());
+        batch.insert(key(DAG, id), archive(dag)?.as_slice());
+        batch.insert(key(SESSION, &dialogue.id), archive(dialogue)?.as_slice());
+        batch.insert(&log_key(seq), id.as_bytes());
+        batch.insert(SEQ_KEY, &seq.to_be_bytes());
+        self.db.apply_batch(batch).map_err(storage)?;
+        Ok(seq)
+    }
+
+    /// The dialogue record of session `id`, if it exists.
+    pub fn dialogue(&self, id: &str) -> Result<Option<Dialogue>> {
+        self.db
+            .get(key(SESSION, id))
+            .map_err(storage)?
+            .map(|value| decode_dialogue(&value, id))
+            .transpose()
+    }
+
+    /// Every session's dialogue record, in id order.
+    pub fn dialogues(&self) -> Result<Vec<Dialogue>> {
+        self.db
+            .scan_prefix([SESSION])
+            .map(|entry| {
+                let (key, value) = entry.map_err(storage)?;
+                decode_dialogue(&value, &String::from_utf8_lossy(&key[1..]))
+            })
+            .collect()
+    }
+
+    /// True when the store holds at least one session.
+    pub fn has_sessions(&self) -> Result<bool> {
+        Ok(self
+            .db
+            .scan_prefix([SESSION])
+            .next()
+            .transpose()
+            .map_err(storage)?
+            .is_some())
+    }
+
+    /// Deletes session `id`: every turn document's records and the
+    /// dialogue record, in one atomic batch with a change-log entry per
+    /// turn document. Returns the last sequence number and the documents
+    /// removed, or `None` when no such session exists.
+    pub fn remove_session(&self, id: &str) -> Result<Option<(u64, Vec<String>)>> {
+        let Some(dialogue) = self.dialogue(id)? else {
+            return Ok(None);
+        };
+        let mut seq = self.last_seq()?;
+        let mut batch = sled::Batch::default();
+        let docs: Vec<String> = dialogue.turns.iter().map(|t| t.doc.clone()).collect();
+        for doc in &docs {
+            for kind in RECORDS {
+                batch.remove(key(kind, doc));
+            }
+            seq += 1;
+            batch.insert(&log_key(seq), doc.as_bytes());
+        }
+        batch.remove(key(SESSION, id));
+        batch.insert(SEQ_KEY, &seq.to_be_bytes());
+        self.db.apply_batch(batch).map_err(storage)?;
+        Ok(Some((seq, docs)))
     }
 
     /// The stored document with this id, if any.
@@ -393,7 +505,36 @@ impl Store {
                     message,
                 })?;
         }
+        self.check_sessions(&metas)?;
         Ok(metas.len())
+    }
+
+    /// Checks every dialogue record ([`Dialogue::validate`] against the
+    /// stored documents) and that every turn document belongs to its
+    /// session's dialogue.
+    fn check_sessions(&self, metas: &[DocMeta]) -> Result<()> {
+        let edus: std::collections::HashMap<&str, u32> =
+            metas.iter().map(|m| (m.id.as_str(), m.edus)).collect();
+        let mut turn_docs = std::collections::HashSet::new();
+        for dialogue in self.dialogues()? {
+            dialogue
+                .validate(&|doc| edus.get(doc).copied())
+                .map_err(|message| Error::Invariant {
+                    doc: format!("session {}", dialogue.id),
+                    message,
+                })?;
+            turn_docs.extend(dialogue.turns.into_iter().map(|t| t.doc));
+        }
+        if let Some(orphan) = metas
+            .iter()
+            .find(|m| crate::memory::is_turn_id(&m.id) && !turn_docs.contains(&m.id))
+        {
+            return Err(Error::Invariant {
+                doc: orphan.id.clone(),
+                message: "a turn document that no session's dialogue lists".into(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -707,6 +848,158 @@ mod tests {
             db.flush().unwrap();
         }
         assert!(matches!(Store::open(dir.path()), Err(Error::NotAStore(_))));
+    }
+
+    /// A one-turn dialogue for session `session` naming `doc`.
+    fn dialogue(session: &str, doc: &Document) -> Dialogue {
+        use crate::memory::{Branch, SummaryPick, Topic, Turn};
+        let pick = SummaryPick {
+            turn: 0,
+            edus: crate::document::Span::new(0, 0),
+            bytes: [doc.edus[0].start, doc.edus[0].end],
+            tokens: doc.edus[0].tokens,
+        };
+        Dialogue {
+            id: session.to_owned(),
+            turns: vec![Turn {
+                number: 0,
+                role: crate::memory::Role::User,
+                doc: doc.meta.id.clone(),
+                parent: None,
+                topic: 0,
+                branch: 0,
+                summary: pick,
+                edus: doc.meta.edus,
+                bytes: [doc.edus[0].start, doc.edus[doc.edus.len() - 1].end],
+                tokens: doc.meta.tokens,
+            }],
+            topics: vec![Topic {
+                id: 0,
+                branches: vec![0],
+                last_turn: 0,
+                turns: 1,
+                summary: vec![pick],
+                vector_sum: vec![1.0, 0.0],
+            }],
+            branches: vec![Branch {
+                id: 0,
+                topic: 0,
+                fork: None,
+                turns: vec![0],
+                summary: vec![pick],
+                vector_sum: vec![1.0, 0.0],
+            }],
+            current: 0,
+        }
+    }
+
+    fn turn(session: &str, number: u32) -> Document {
+        let id = crate::memory::turn_doc_id(session, number);
+        analyze(
+            &id,
+            "Plan a winter trip. Pack warm clothes.".into(),
+            Format::Text,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_turn_and_its_dialogue_are_written_together_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let t0 = turn("s", 0);
+        let d = dialogue("s", &t0);
+        assert!(!store.has_sessions().unwrap());
+        let seq = store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
+        // Both records, one log entry naming the turn document.
+        assert_eq!(store.dialogue("s").unwrap(), Some(d.clone()));
+        assert_eq!(
+            store
+                .get(&t0.meta.id)
+                .unwrap()
+                .unwrap()
+                .to_document()
+                .unwrap(),
+            t0
+        );
+        assert_eq!(
+            store.changes_after(seq - 1).unwrap(),
+            [(seq, t0.meta.id.clone())]
+        );
+        assert!(store.has_sessions().unwrap());
+        assert_eq!(store.check().unwrap(), 1);
+        // A dialogue that does not end with the document is refused whole:
+        // neither the document nor the dialogue is written.
+        let t1 = turn("s", 1);
+        let other = turn("x", 0);
+        for (doc, record) in [(&t1, &d), (&other, &d), (&t0, &dialogue("x", &t0))] {
+            let err = store
+                .put_turn(doc, &vectors(doc), &dag(doc), record)
+                .unwrap_err();
+            assert!(matches!(err, Error::Invariant { .. }), "{err}");
+            assert_eq!(store.last_seq().unwrap(), seq);
+        }
+        assert!(store.get(&t1.meta.id).unwrap().is_none());
+        assert!(store.dialogue("x").unwrap().is_none());
+        assert_eq!(store.dialogues().unwrap(), [d]);
+    }
+
+    #[test]
+    fn check_refuses_a_dialogue_without_its_turn_or_a_turn_without_its_dialogue() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let t0 = turn("s", 0);
+        let d = dialogue("s", &t0);
+        store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
+        // What a torn write would leave: the dialogue without the document…
+        for kind in RECORDS {
+            store.db.remove(key(kind, &t0.meta.id)).unwrap();
+        }
+        assert!(
+            matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "session s" && message.contains("missing"))
+        );
+        // …or the document without the dialogue.
+        store.put(&t0, &vectors(&t0), &dag(&t0)).unwrap();
+        store.check().unwrap();
+        store.db.remove(key(SESSION, "s")).unwrap();
+        assert!(matches!(store.check(), Err(Error::Invariant { doc, .. }) if doc == t0.meta.id));
+        // A parent that does not precede its child is caught.
+        let mut bad = d.clone();
+        bad.turns[0].parent = Some(0);
+        store
+            .db
+            .insert(key(SESSION, "s"), archive(&bad).unwrap().as_slice())
+            .unwrap();
+        assert!(matches!(store.check(), Err(Error::Invariant { .. })));
+        // A summary span outside its turn is caught.
+        let mut bad = d;
+        bad.topics[0].summary[0].edus = crate::document::Span::new(0, 99);
+        store
+            .db
+            .insert(key(SESSION, "s"), archive(&bad).unwrap().as_slice())
+            .unwrap();
+        assert!(matches!(store.check(), Err(Error::Invariant { .. })));
+    }
+
+    #[test]
+    fn remove_session_removes_every_turn_and_the_dialogue_in_one_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let t0 = turn("s", 0);
+        let d = dialogue("s", &t0);
+        let seq = store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
+        put(&store, &doc("keep", "Another document."));
+        assert_eq!(store.remove_session("missing").unwrap(), None);
+        let (last, removed) = store.remove_session("s").unwrap().unwrap();
+        assert_eq!(removed, std::slice::from_ref(&t0.meta.id));
+        assert_eq!(last, seq + 2);
+        assert_eq!(keys_of(&store, &t0.meta.id), 0);
+        assert!(store.dialogue("s").unwrap().is_none());
+        assert_eq!(
+            store.changes_after(seq + 1).unwrap(),
+            [(last, t0.meta.id.clone())]
+        );
+        assert_eq!(store.check().unwrap(), 1);
     }
 
     #[test]

@@ -593,7 +593,12 @@ fn errors_name_line_column_and_what_was_expected() {
             "LEVEL must be at least 1",
             None,
         ),
-        ("SELECT FROM session('s1')", (1, 13), "agent memory", None),
+        (
+            "SELECT FROM session('s1')",
+            (1, 21),
+            "no session 's1'",
+            Some("SHOW SESSIONS lists the sessions"),
+        ),
         (
             "SELECT FROM * TRAVERSE",
             (1, 15),

@@ -16,6 +16,7 @@ mod console;
 mod demo;
 mod eval;
 mod render;
+mod session;
 
 /// Exit code for bad input or usage.
 const EXIT_USER: u8 = 1;
@@ -201,6 +202,12 @@ enum Command {
     Check,
     /// Ingest the bundled demo corpus into a temporary store and tour it.
     Demo,
+    /// Agent memory: append turns to a session, show its dialogue tree,
+    /// build the context for its next turn, list and remove sessions.
+    Session {
+        #[command(subcommand)]
+        command: session::SessionCommand,
+    },
     /// Retrieval-quality evaluation and structure-recovery scoring.
     Eval {
         #[command(subcommand)]
@@ -428,6 +435,9 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             }
         }
         Command::Demo => demo::run(out, cli.quiet)?,
+        Command::Session { command } => {
+            session::run(out, command, &|create| cli.open(create), cli.json)?
+        }
         Command::Eval { command } => {
             eval::run(out, command, cli.embedder.config()?, cli.json, cli.quiet)?
         }

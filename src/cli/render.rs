@@ -7,9 +7,11 @@ use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
 use edudb::dag::DagListing;
+use edudb::memory::SummaryText;
 use edudb::query::Output;
 use edudb::{
-    DocMeta, EduText, IngestReport, QueryResult, Rows, SearchHit, Selection, Stage, Stats, Tree,
+    ContextKind, DocMeta, EduText, IngestReport, QueryResult, Rows, SearchHit, Selection,
+    SessionContext, SessionMeta, SessionView, Stage, Stats, Tree, TurnReceipt,
 };
 use serde_json::{Value, json};
 
@@ -257,7 +259,173 @@ pub fn query_result(out: &mut dyn Write, result: &QueryResult, as_json: bool) ->
         Rows::Edus(e) => edus(out, e, false),
         Rows::Stats(s) => stats(out, s, false),
         Rows::Dag(listing) => dag(out, listing),
+        Rows::Sessions(list) => sessions(out, list, false),
+        Rows::Session(view) => session(out, view, false),
     }
+}
+
+/// Lists sessions.
+pub fn sessions(out: &mut dyn Write, list: &[SessionMeta], as_json: bool) -> io::Result<()> {
+    if as_json {
+        return json(out, &serde_json::to_value(list).unwrap_or_default());
+    }
+    let width = list
+        .iter()
+        .map(|s| s.id.chars().count())
+        .max()
+        .unwrap_or(2)
+        .max(2);
+    writeln!(
+        out,
+        "{HEADING}{:width$}  {:>6}  {:>6}  {:>8}  {:>8}  {:>7}{HEADING:#}",
+        "ID", "TURNS", "TOPICS", "BRANCHES", "TOKENS", "CURRENT"
+    )?;
+    for s in list {
+        writeln!(
+            out,
+            "{:width$}  {:>6}  {:>6}  {:>8}  {:>8}  {:>7}",
+            s.id, s.turns, s.topics, s.branches, s.tokens, s.current
+        )?;
+    }
+    Ok(())
+}
+
+/// Summary picks on one line: `text` of each, joined with ` … `.
+fn summary_line(picks: &[SummaryText], max: usize) -> String {
+    let joined: Vec<String> = picks.iter().map(|p| one_line(&p.text, max)).collect();
+    joined.join(" … ")
+}
+
+/// Draws a session's dialogue tree (topics, branches, turns with role,
+/// summary span and text; the current turn marked), or writes it as JSON.
+pub fn session(out: &mut dyn Write, view: &SessionView, as_json: bool) -> io::Result<()> {
+    if as_json {
+        return json(out, &serde_json::to_value(view).unwrap_or_default());
+    }
+    writeln!(
+        out,
+        "{HEADING}session {}{HEADING:#} {DETAIL}({} turns, {} topics, {} tokens; current turn {}){DETAIL:#}",
+        view.id,
+        view.turns,
+        view.topics.len(),
+        view.tokens,
+        view.current
+    )?;
+    let mark = |last: bool| if last { "└── " } else { "├── " };
+    let indent = |last: bool| if last { "    " } else { "│   " };
+    for (t, topic) in view.topics.iter().enumerate() {
+        let last_topic = t + 1 == view.topics.len();
+        writeln!(
+            out,
+            "{}{HEADING}topic {}{HEADING:#}{} {DETAIL}{}{DETAIL:#}",
+            mark(last_topic),
+            topic.id,
+            if topic.active { " (active)" } else { "" },
+            summary_line(&topic.summary, 60)
+        )?;
+        let prefix = indent(last_topic);
+        for (b, branch) in topic.branches.iter().enumerate() {
+            let last_branch = b + 1 == topic.branches.len();
+            let fork = branch
+                .fork
+                .map_or_else(String::new, |f| format!(" forks at #{f}"));
+            writeln!(
+                out,
+                "{prefix}{}{HEADING}branch {}{HEADING:#}{fork}{} {DETAIL}{}{DETAIL:#}",
+                mark(last_branch),
+                branch.id,
+                if branch.active { " (active)" } else { "" },
+                summary_line(&branch.summary, 60)
+            )?;
+            let prefix = format!("{prefix}{}", indent(last_branch));
+            for (n, turn) in branch.turns.iter().enumerate() {
+                writeln!(
+                    out,
+                    "{prefix}{}#{} {} {COORDINATES}[{}-{}] {}..{}{COORDINATES:#} {}{}",
+                    mark(n + 1 == branch.turns.len()),
+                    turn.number,
+                    turn.role,
+                    turn.summary.edus[0],
+                    turn.summary.edus[1],
+                    turn.summary.bytes[0],
+                    turn.summary.bytes[1],
+                    one_line(&turn.summary.text, 80),
+                    if turn.current { "  ◀ current" } else { "" }
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes where an appended turn went and why.
+pub fn receipt(out: &mut dyn Write, receipt: &TurnReceipt, as_json: bool) -> io::Result<()> {
+    if as_json {
+        return json(out, &serde_json::to_value(receipt).unwrap_or_default());
+    }
+    let d = &receipt.decision;
+    let parent = receipt
+        .parent
+        .map_or_else(|| "none".to_owned(), |p| format!("#{p}"));
+    writeln!(
+        out,
+        "turn {} ({}) → topic {}, branch {}, parent {parent}  {DETAIL}{} EDUs, {} tok{DETAIL:#}",
+        receipt.turn, receipt.role, receipt.topic, receipt.branch, receipt.edus, receipt.tokens
+    )?;
+    let similarity = |s: Option<f32>| s.map_or_else(|| "-".to_owned(), |s| format!("{s:.3}"));
+    let pair =
+        |p: Option<(u32, f32)>| p.map_or_else(|| "-".to_owned(), |(i, s)| format!("{i} ({s:.3})"));
+    writeln!(
+        out,
+        "decision: topic {}, branch {} {DETAIL}(asked {}; active topic {}, best other topic {}, most similar turn {}, leaf {}){DETAIL:#}",
+        serde_json::to_value(d.topic)
+            .unwrap_or_default()
+            .as_str()
+            .unwrap_or("?"),
+        serde_json::to_value(d.branch)
+            .unwrap_or_default()
+            .as_str()
+            .unwrap_or("?"),
+        serde_json::to_value(d.requested).unwrap_or_default(),
+        similarity(d.active_topic_similarity),
+        pair(d.best_other_topic),
+        pair(d.fork_candidate),
+        similarity(d.leaf_similarity),
+    )
+}
+
+/// Writes the context for a session's next turn.
+pub fn context(out: &mut dyn Write, context: &SessionContext, as_json: bool) -> io::Result<()> {
+    if as_json {
+        return json(out, &serde_json::to_value(context).unwrap_or_default());
+    }
+    for item in &context.items {
+        let what = match item.kind {
+            ContextKind::PathTurn => format!("turn #{} {}", item.turn, item.role),
+            ContextKind::BranchSummary => {
+                format!("branch {} summary (turn #{})", item.branch, item.turn)
+            }
+            ContextKind::TopicSummary => {
+                format!("topic {} summary (turn #{})", item.topic, item.turn)
+            }
+        };
+        writeln!(
+            out,
+            "{HEADING}──{HEADING:#} {what} {COORDINATES}{} [{}-{}] bytes {}..{}{COORDINATES:#} {DETAIL}{} tok{DETAIL:#}",
+            item.doc, item.edus[0], item.edus[1], item.bytes[0], item.bytes[1], item.tokens
+        )?;
+        writeln!(out, "{}", item.text.trim_end())?;
+    }
+    writeln!(
+        out,
+        "{DETAIL}({} items, {} of {} tokens; the whole history is {} tokens; {} of {} path turns left out){DETAIL:#}",
+        context.items.len(),
+        context.tokens_used,
+        context.budget,
+        context.history_tokens,
+        context.path_turns_dropped,
+        context.path_turns
+    )
 }
 
 /// Strongest out-edges shown per node in a DAG listing.

@@ -202,4 +202,8 @@ pub enum Show {
     Dag(Value, Option<Value>, Range<usize>),
     /// `SHOW STATS`
     Stats,
+    /// `SHOW SESSIONS`
+    Sessions,
+    /// `SHOW SESSION 'id'`
+    Session(Value),
 }

@@ -32,7 +32,19 @@ const DEVICE: &str = "cpu";
 
 impl Catalog for Db {
     fn document_ids(&self) -> Result<Vec<String>> {
-        Ok(self.store().metas()?.into_iter().map(|m| m.id).collect())
+        Ok(self.documents()?.into_iter().map(|m| m.id).collect())
+    }
+
+    fn has_sessions(&self) -> Result<bool> {
+        self.store().has_sessions()
+    }
+
+    fn session_ids(&self) -> Result<Vec<String>> {
+        Ok(self.sessions()?.into_iter().map(|s| s.id).collect())
+    }
+
+    fn session_turns(&self, id: &str) -> Result<Option<Vec<String>>> {
+        self.session_turn_ids(id)
     }
 
     fn document_size(&self, id: &str) -> Result<Option<(u32, u32)>> {
@@ -109,6 +121,11 @@ fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
     let (detail, rows) = match show {
         ShowPlan::Docs => ("docs".to_owned(), Rows::Docs(db.documents()?)),
         ShowPlan::Stats => ("stats".to_owned(), Rows::Stats(db.stats()?)),
+        ShowPlan::Sessions => ("sessions".to_owned(), Rows::Sessions(db.sessions()?)),
+        ShowPlan::Session(id) => (
+            format!("session '{id}'"),
+            Rows::Session(Box::new(db.session(id)?)),
+        ),
         ShowPlan::Tree(doc, depth) => (
             format!("tree of '{doc}'"),
             Rows::Tree(db.tree(doc)?, *depth),
@@ -147,6 +164,8 @@ fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
         Rows::Edus(e) => e.len(),
         Rows::Stats(_) => 1,
         Rows::Dag(listing) => listing.nodes.len(),
+        Rows::Sessions(sessions) => sessions.len(),
+        Rows::Session(view) => view.turns as usize,
     };
     timer.stop(stages, "show", detail, (0, count));
     Ok(rows)

@@ -164,6 +164,10 @@ pub enum Rows {
     Stats(Stats),
     /// SHOW DAG.
     Dag(crate::dag::DagListing),
+    /// SHOW SESSIONS.
+    Sessions(Vec<crate::memory::SessionMeta>),
+    /// SHOW SESSION: one session's dialogue tree.
+    Session(Box<crate::memory::SessionView>),
 }
 
 /// One operator of the pipeline, as EXPLAIN reports it.
@@ -222,6 +226,10 @@ impl QueryResult {
             Rows::Edus(edus) => json!({ "edus": to_value(edus).unwrap_or(Value::Null) }),
             Rows::Stats(stats) => json!({ "stats": to_value(stats).unwrap_or(Value::Null) }),
             Rows::Dag(listing) => json!({ "dag": to_value(listing).unwrap_or(Value::Null) }),
+            Rows::Sessions(sessions) => {
+                json!({ "sessions": to_value(sessions).unwrap_or(Value::Null) })
+            }
+            Rows::Session(view) => json!({ "session": to_value(view).unwrap_or(Value::Null) }),
         };
         value["elapsed_ms"] = json!(self.elapsed.as_secs_f64() * 1000.0);
         if self.explain {

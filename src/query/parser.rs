@@ -10,7 +10,7 @@ use super::lexer::{Token, TokenKind, tokenize};
 
 /// Every word of the grammar, spelt as in `docs/query-language.md` (for
 /// completion in the console; a test keeps it equal to the documented EBNF).
-pub const KEYWORDS: [&str; 47] = [
+pub const KEYWORDS: [&str; 49] = [
     "ALPHA",
     "AND",
     "BM25",
@@ -40,6 +40,8 @@ pub const KEYWORDS: [&str; 47] = [
     "SCORE",
     "SEED",
     "SELECT",
+    "SESSION",
+    "SESSIONS",
     "SHOW",
     "SIBLINGS",
     "SPANS",
@@ -511,12 +513,16 @@ impl Parser<'_> {
 
     fn show(&mut self) -> Result<Show, QueryError> {
         let what = self.one_of(
-            &["DOCS", "TREE", "NODE", "EDUS", "DAG", "STATS"],
-            "DOCS, TREE, NODE, EDUS, DAG or STATS",
+            &[
+                "DOCS", "TREE", "NODE", "EDUS", "DAG", "STATS", "SESSIONS", "SESSION",
+            ],
+            "DOCS, TREE, NODE, EDUS, DAG, STATS, SESSIONS or SESSION",
         )?;
         Ok(match what {
             "DOCS" => Show::Docs,
             "STATS" => Show::Stats,
+            "SESSIONS" => Show::Sessions,
+            "SESSION" => Show::Session(self.string("a session id in quotes")?),
             "TREE" => {
                 let doc = self.doc_ref()?;
                 let depth = if self.eat_word("DEPTH") {

@@ -160,6 +160,10 @@ pub enum ShowPlan {
     Edus(String, Option<(u32, u32)>),
     /// Store totals.
     Stats,
+    /// Every session.
+    Sessions,
+    /// One session's dialogue tree.
+    Session(String),
 }
 
 /// Names `kind =` accepts.
@@ -167,10 +171,16 @@ pub const KIND_NAMES: [&str; 6] = ["document", "section", "segment", "paragraph"
 
 /// What the binder needs to know about the store.
 pub trait Catalog {
-    /// Every document id, sorted.
+    /// Every document id, sorted (session turns are not listed).
     fn document_ids(&self) -> crate::Result<Vec<String>>;
     /// Number of nodes and EDUs of a document, `None` when it does not exist.
     fn document_size(&self, id: &str) -> crate::Result<Option<(u32, u32)>>;
+    /// True when the store holds any session.
+    fn has_sessions(&self) -> crate::Result<bool>;
+    /// Every session id, sorted.
+    fn session_ids(&self) -> crate::Result<Vec<String>>;
+    /// A session's turn document ids in turn order, `None` when it does not exist.
+    fn session_turns(&self, id: &str) -> crate::Result<Option<Vec<String>>>;
 }
 
 /// Binds `statement` (parsed from `source`) with `params` against `catalog`.
@@ -297,9 +307,29 @@ impl Binder<'_> {
         .into())
     }
 
+    /// An existing session id and its turn documents, or an error
+    /// suggesting the nearest session.
+    fn session(&self, value: &ast::Value) -> crate::Result<(String, Vec<String>)> {
+        let id = self.text(value)?;
+        if let Some(turns) = self.catalog.session_turns(&id)? {
+            return Ok((id, turns));
+        }
+        let ids = self.catalog.session_ids()?;
+        let candidates: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let error = QueryError::new(self.source, value.at.clone(), format!("no session '{id}'"));
+        Err(match nearest(&id, &candidates) {
+            Some(near) => error.with_hint(format!("did you mean '{near}'?")),
+            None => error.with_hint("SHOW SESSIONS lists the sessions"),
+        }
+        .into())
+    }
+
     fn select(&self, select: &ast::Select) -> crate::Result<SelectPlan> {
         let (docs, scope_text) = match &select.scope {
-            None | Some((Scope::All, _)) => (None, "*".to_owned()),
+            // Session turns are documents but not part of `*`: when the
+            // store has any, `*` is the list of ordinary documents.
+            None | Some((Scope::All, _)) if !self.catalog.has_sessions()? => (None, "*".to_owned()),
+            None | Some((Scope::All, _)) => (Some(self.catalog.document_ids()?), "*".to_owned()),
             Some((Scope::Doc(value), at)) => (
                 Some(vec![self.document(value)?]),
                 self.source[at.clone()].to_owned(),
@@ -313,14 +343,10 @@ impl Binder<'_> {
                 let matching = ids.into_iter().filter(|id| matcher.is_match(id)).collect();
                 (Some(matching), self.source[at.clone()].to_owned())
             }
-            Some((Scope::Session(_), at)) => {
-                return Err(self
-                    .error(
-                        at.clone(),
-                        "session scopes need agent memory, which this store does not have yet",
-                    )
-                    .into());
-            }
+            Some((Scope::Session(value), at)) => (
+                Some(self.session(value)?.1),
+                self.source[at.clone()].to_owned(),
+            ),
         };
         let filter = select.filter.as_ref().map(|p| self.filter(p)).transpose()?;
         let seed = match &select.seed {
@@ -511,6 +537,8 @@ impl Binder<'_> {
         Ok(match show {
             Show::Docs => ShowPlan::Docs,
             Show::Stats => ShowPlan::Stats,
+            Show::Sessions => ShowPlan::Sessions,
+            Show::Session(value) => ShowPlan::Session(self.session(value)?.0),
             Show::Tree(doc, depth) => ShowPlan::Tree(
                 self.document(doc)?,
                 depth

@@ -1,0 +1,245 @@
+//! Where a new turn goes: Context-Agent's topic and branch decisions,
+//! model-free, from the store's embedder.
+//!
+//! [`Placement::Auto`] decides in two steps, each recorded in the
+//! [`Decision`] with the similarities it used:
+//!
+//! 1. **Topic.** The cosine of the new turn's vector (the unit mean of its
+//!    EDU vectors) with each topic's centroid; for the active topic, the
+//!    larger of that and the cosine with the current turn (a reply
+//!    resembles what it answers more than the topic's average). Switch to
+//!    the most similar other topic when that is at least
+//!    [`SWITCH_THRESHOLD`] and either the active topic is under
+//!    [`CONTINUE_THRESHOLD`] or the other beats it by [`SWITCH_MARGIN`];
+//!    else stay on the active topic when it is at least
+//!    [`CONTINUE_THRESHOLD`]; else start a new topic.
+//! 2. **Fork point.** Inside the chosen topic, the turn most similar to
+//!    the new one. When it is not the leaf the turn would continue (the
+//!    current turn, or the topic's latest turn after a switch) and beats
+//!    the leaf's similarity by [`FORK_MARGIN`], a new branch forks there;
+//!    else the turn continues the leaf's branch.
+//!
+//! The explicit placements skip the decisions they name; unknown topics and
+//! turns are errors.
+
+use super::{Dialogue, Placement, cosine};
+use crate::error::{Error, Result};
+
+/// Stay on the active topic when the new turn's cosine to its centroid is
+/// at least this. A heuristic for the built-in hashed n-gram embedder,
+/// whose cosines between unrelated English turns sit around 0.03–0.12
+/// (shared function words and character n-grams) and between turns on one
+/// subject around 0.15–0.35 (measured on the travel dialogue in
+/// `tests/memory.rs`); a semantic embedder may want other values.
+pub const CONTINUE_THRESHOLD: f32 = 0.15;
+/// Switch to another topic only when the new turn's cosine to its centroid
+/// is at least this. A heuristic for the hashed embedder, like
+/// [`CONTINUE_THRESHOLD`]: a switch needs clearer evidence than staying.
+pub const SWITCH_THRESHOLD: f32 = 0.2;
+/// Switch away from an active topic that is similar enough to stay on
+/// only when another topic is this much more similar. A heuristic for the
+/// hashed embedder: a turn shares some words with most topics of a
+/// conversation, so only a clear lead counts.
+pub const SWITCH_MARGIN: f32 = 0.15;
+/// Fork at an earlier turn only when it is this much more similar to the
+/// new turn than the leaf is. A heuristic for the hashed embedder: small
+/// differences in its cosines are noise from shared words, and a question
+/// resembles the previous question more than the answer between them.
+pub const FORK_MARGIN: f32 = 0.2;
+
+/// How the topic was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopicChoice {
+    /// The session's first turn starts topic 0.
+    First,
+    /// Stayed on the active topic.
+    Stay,
+    /// Switched to another existing topic.
+    Switch,
+    /// Started a new topic.
+    New,
+}
+
+/// How the branch was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BranchChoice {
+    /// Continued the leaf's branch.
+    Continue,
+    /// Started a new branch forking at an earlier turn.
+    Fork,
+    /// The first branch of a new topic.
+    NewTopic,
+}
+
+/// The decision made for a turn, and why.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Decision {
+    /// What the caller asked for.
+    pub requested: Placement,
+    /// How the topic was chosen.
+    pub topic: TopicChoice,
+    /// How the branch was chosen.
+    pub branch: BranchChoice,
+    /// Similarity to the active topic (Auto with a previous turn): the
+    /// larger of the cosines to its centroid and to the current turn.
+    pub active_topic_similarity: Option<f32>,
+    /// The most similar other topic and its cosine (Auto, when there is one).
+    pub best_other_topic: Option<(u32, f32)>,
+    /// The chosen topic's turn most similar to the new turn and its cosine (Auto).
+    pub fork_candidate: Option<(u32, f32)>,
+    /// Cosine of the leaf the turn would continue (Auto).
+    pub leaf_similarity: Option<f32>,
+}
+
+/// Where the new turn goes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Resolved {
+    /// The topic (`None`: a new one).
+    pub topic: Option<u32>,
+    /// The branch (`None`: a new one).
+    pub branch: Option<u32>,
+    /// The parent turn.
+    pub parent: Option<u32>,
+    /// Why.
+    pub decision: Decision,
+}
+
+/// Resolves `placement` for a turn with unit vector `vector` in `dialogue`
+/// (`None` for a new session, named `session`). `turn_vector` gives an
+/// existing turn's unit vector. Errors name the unknown session, topic or
+/// turn; nothing is decided then.
+pub(crate) fn resolve(
+    session: &str,
+    dialogue: Option<&Dialogue>,
+    placement: Placement,
+    vector: &[f32],
+    turn_vector: &mut dyn FnMut(u32) -> Result<Vec<f32>>,
+) -> Result<Resolved> {
+    let mut decision = Decision {
+        requested: placement,
+        topic: TopicChoice::First,
+        branch: BranchChoice::NewTopic,
+        active_topic_similarity: None,
+        best_other_topic: None,
+        fork_candidate: None,
+        leaf_similarity: None,
+    };
+    let new_topic = |decision: Decision| Resolved {
+        topic: None,
+        branch: None,
+        parent: None,
+        decision,
+    };
+    let Some(dialogue) = dialogue else {
+        return match placement {
+            Placement::Topic(_) | Placement::Fork(_) => {
+                Err(Error::NoSuchSession(session.to_owned()))
+            }
+            _ => Ok(new_topic(decision)),
+        };
+    };
+    let current = dialogue.current_turn();
+    let continue_at = |leaf: u32, topic: TopicChoice, decision: Decision| {
+        let turn = &dialogue.turns[leaf as usize];
+        Resolved {
+            topic: Some(turn.topic),
+            branch: Some(turn.branch),
+            parent: Some(leaf),
+            decision: Decision {
+                topic,
+                branch: BranchChoice::Continue,
+                ..decision
+            },
+        }
+    };
+    let fork_at = |turn: u32, topic: TopicChoice, decision: Decision| Resolved {
+        topic: Some(dialogue.turns[turn as usize].topic),
+        branch: None,
+        parent: Some(turn),
+        decision: Decision {
+            topic,
+            branch: BranchChoice::Fork,
+            ..decision
+        },
+    };
+    match placement {
+        Placement::Continue => Ok(continue_at(current.number, TopicChoice::Stay, decision)),
+        Placement::NewTopic => Ok(new_topic(Decision {
+            topic: TopicChoice::New,
+            ..decision
+        })),
+        Placement::Topic(topic) => {
+            let leaf = dialogue.topic(topic)?.last_turn;
+            let choice = if topic == current.topic {
+                TopicChoice::Stay
+            } else {
+                TopicChoice::Switch
+            };
+            Ok(continue_at(leaf, choice, decision))
+        }
+        Placement::Fork(turn) => {
+            let topic = dialogue.turn(turn)?.topic;
+            let choice = if topic == current.topic {
+                TopicChoice::Stay
+            } else {
+                TopicChoice::Switch
+            };
+            Ok(fork_at(turn, choice, decision))
+        }
+        Placement::Auto => {
+            let active = current.topic;
+            let similarity =
+                |topic: u32| cosine(vector, &dialogue.topics[topic as usize].vector_sum);
+            let active_similarity =
+                similarity(active).max(cosine(vector, &turn_vector(current.number)?));
+            decision.active_topic_similarity = Some(active_similarity);
+            decision.best_other_topic = dialogue
+                .topics
+                .iter()
+                .filter(|t| t.id != active)
+                .map(|t| (t.id, similarity(t.id)))
+                .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
+            let stay = active_similarity >= CONTINUE_THRESHOLD;
+            let (topic, choice, leaf) = match decision.best_other_topic {
+                Some((other, s))
+                    if s >= SWITCH_THRESHOLD
+                        && (!stay || s >= active_similarity + SWITCH_MARGIN) =>
+                {
+                    (
+                        other,
+                        TopicChoice::Switch,
+                        dialogue.topics[other as usize].last_turn,
+                    )
+                }
+                _ if stay => (active, TopicChoice::Stay, current.number),
+                _ => {
+                    return Ok(new_topic(Decision {
+                        topic: TopicChoice::New,
+                        ..decision
+                    }));
+                }
+            };
+            let mut best: Option<(u32, f32)> = None;
+            let mut leaf_similarity = 0.0;
+            for turn in dialogue.turns.iter().filter(|t| t.topic == topic) {
+                let s = cosine(vector, &turn_vector(turn.number)?);
+                if turn.number == leaf {
+                    leaf_similarity = s;
+                }
+                if best.is_none_or(|(_, b)| s > b) {
+                    best = Some((turn.number, s));
+                }
+            }
+            decision.fork_candidate = best;
+            decision.leaf_similarity = Some(leaf_similarity);
+            match best {
+                Some((turn, s)) if turn != leaf && s >= leaf_similarity + FORK_MARGIN => {
+                    Ok(fork_at(turn, choice, decision))
+                }
+                _ => Ok(continue_at(leaf, choice, decision)),
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The [`Db`] methods of agent memory: append a turn, read a session's
+//! tree, list sessions, build the next turn's context, remove a session.
+
+use super::placement::{self, Decision};
+use super::{
+    BranchView, Dialogue, MAX_TURNS, NewTurn, Placement, Role, SessionMeta, SessionView,
+    SummaryPick, SummaryText, TopicView, TurnView, context, mean_unit, summary, turn_doc_id,
+    validate_session_id,
+};
+use crate::db::{Db, Written};
+use crate::document::Format;
+use crate::error::{Error, Result};
+
+/// What [`Db::append_turn`] did: where the turn went and why.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TurnReceipt {
+    /// The session id.
+    pub session: String,
+    /// The turn's number.
+    pub turn: u32,
+    /// Its document id.
+    pub doc: String,
+    /// Who spoke it.
+    pub role: Role,
+    /// Its parent turn (`None`: the first turn of a topic).
+    pub parent: Option<u32>,
+    /// Its topic.
+    pub topic: u32,
+    /// Its branch.
+    pub branch: u32,
+    /// Its EDUs.
+    pub edus: u32,
+    /// Its tokens.
+    pub tokens: u64,
+    /// Its summary: a closed EDU span of its own text.
+    pub summary: [u32; 2],
+    /// The placement decision and the similarities behind it.
+    pub decision: Decision,
+}
+
+impl Db {
+    /// Appends a turn spoken by `role` to session `session` (created by its
+    /// first turn), placed as `placement` says ([`Placement::Auto`]
+    /// decides from similarities; see [`crate::memory::placement`]). The
+    /// turn is stored as its own plain-text document
+    /// ([`crate::memory::turn_doc_id`]) and written with the session's
+    /// updated dialogue record in one atomic batch; it becomes the current
+    /// turn. Empty text, a bad session id, and an unknown session, topic or
+    /// turn for [`Placement::Topic`]/[`Placement::Fork`] are errors that
+    /// write nothing.
+    pub fn append_turn(
+        &self,
+        session: &str,
+        role: Role,
+        text: &str,
+        placement: Placement,
+    ) -> Result<TurnReceipt> {
+        validate_session_id(session)?;
+        if text.trim().is_empty() {
+            return Err(Error::EmptyTurn {
+                session: session.to_owned(),
+            });
+        }
+        self.write(|| {
+            let store = self.store();
+            let existing = store.dialogue(session)?;
+            let number = existing.as_ref().map_or(0, |d| d.turns.len() as u32);
+            if number >= MAX_TURNS {
+                return Err(Error::SessionFull {
+                    session: session.to_owned(),
+                    limit: MAX_TURNS,
+                });
+            }
+            // Unknown targets fail before any analysis.
+            match (&existing, placement) {
+                (None, Placement::Topic(_) | Placement::Fork(_)) => {
+                    return Err(Error::NoSuchSession(session.to_owned()));
+                }
+                (Some(d), Placement::Topic(topic)) => {
+                    d.topic(topic)?;
+                }
+                (Some(d), Placement::Fork(turn)) => {
+                    d.turn(turn)?;
+                }
+                _ => {}
+            }
+            let id = turn_doc_id(session, number);
+            let (doc, vectors, dag) = self.prepare_text(&id, text.to_owned(), Format::Text)?;
+            let dimension = vectors.dimension as usize;
+            let vector = mean_unit(&vectors.edus, dimension, 0, doc.edus.len() - 1);
+            let mut turn_vector = |turn: u32| -> Result<Vec<f32>> {
+                let (edus, dimension) = self.edu_vectors(&turn_doc_id(session, turn))?;
+                let rows = edus.len() / dimension.max(1);
+                Ok(mean_unit(&edus, dimension, 0, rows.saturating_sub(1)))
+            };
+            let resolved = placement::resolve(
+                session,
+                existing.as_ref(),
+                placement,
+                &vector,
+                &mut turn_vector,
+            )?;
+            let (pick, pick_vector) = summary::turn_summary(number, &doc, &vectors.edus, dimension);
+            let mut stored_pick_vector = |p: &SummaryPick| -> Result<Vec<f32>> {
+                let (edus, dimension) = self.edu_vectors(&turn_doc_id(session, p.turn))?;
+                Ok(mean_unit(
+                    &edus,
+                    dimension,
+                    p.edus.first as usize,
+                    p.edus.last as usize,
+                ))
+            };
+            let mut dialogue = existing.unwrap_or_else(|| Dialogue {
+                id: session.to_owned(),
+                turns: Vec::new(),
+                topics: Vec::new(),
+                branches: Vec::new(),
+                current: 0,
+            });
+            let (first, last) = (&doc.edus[0], &doc.edus[doc.edus.len() - 1]);
+            dialogue.add_turn(
+                &resolved,
+                NewTurn {
+                    role,
+                    doc: id.clone(),
+                    summary: pick,
+                    edus: doc.meta.edus,
+                    bytes: [first.start, last.end],
+                    tokens: doc.meta.tokens,
+                    vector,
+                    summary_vector: pick_vector,
+                },
+                &mut stored_pick_vector,
+            )?;
+            store.put_turn(&doc, &vectors, &dag, &dialogue)?;
+            let turn = dialogue.current_turn();
+            let receipt = TurnReceipt {
+                session: session.to_owned(),
+                turn: number,
+                doc: id,
+                role,
+                parent: turn.parent,
+                topic: turn.topic,
+                branch: turn.branch,
+                edus: turn.edus,
+                tokens: turn.tokens,
+                summary: [pick.edus.first, pick.edus.last],
+                decision: resolved.decision,
+            };
+            Ok((
+                receipt,
+                Written {
+                    put: vec![doc],
+                    removed: Vec::new(),
+                },
+            ))
+        })
+    }
+
+    /// Session `id`'s stored dialogue record, or [`Error::NoSuchSession`].
+    pub fn dialogue(&self, id: &str) -> Result<Dialogue> {
+        validate_session_id(id)?;
+        self.store()
+            .dialogue(id)?
+            .ok_or_else(|| Error::NoSuchSession(id.to_owned()))
+    }
+
+    /// Session `id`'s dialogue tree with the text of every summary:
+    /// topics, their branches, their turns; the current turn marked.
+    pub fn session(&self, id: &str) -> Result<SessionView> {
+        let dialogue = self.dialogue(id)?;
+        let mut texts = TurnTexts::new(self, &dialogue);
+        let current = dialogue.current_turn();
+        let mut topics = Vec::with_capacity(dialogue.topics.len());
+        for topic in &dialogue.topics {
+            let mut branches = Vec::with_capacity(topic.branches.len());
+            for &branch in &topic.branches {
+                let b = &dialogue.branches[branch as usize];
+                let mut turns = Vec::with_capacity(b.turns.len());
+                for &number in &b.turns {
+                    let turn = &dialogue.turns[number as usize];
+                    turns.push(TurnView {
+                        number,
+                        role: turn.role,
+                        doc: turn.doc.clone(),
+                        parent: turn.parent,
+                        tokens: turn.tokens,
+                        current: number == dialogue.current,
+                        summary: texts.pick(&turn.summary)?,
+                    });
+                }
+                branches.push(BranchView {
+                    id: branch,
+                    fork: b.fork,
+                    active: branch == current.branch,
+                    summary: texts.picks(&b.summary)?,
+                    turns,
+                });
+            }
+            topics.push(TopicView {
+                id: topic.id,
+                active: topic.id == current.topic,
+                summary: texts.picks(&topic.summary)?,
+                branches,
+            });
+        }
+        Ok(SessionView {
+            id: dialogue.id.clone(),
+            current: dialogue.current,
+            turns: dialogue.turns.len() as u32,
+            tokens: dialogue.tokens(),
+            topics,
+        })
+    }
+
+    /// Every session, in id order.
+    pub fn sessions(&self) -> Result<Vec<SessionMeta>> {
+        Ok(self
+            .store()
+            .dialogues()?
+            .iter()
+            .map(Dialogue::meta)
+            .collect())
+    }
+
+    /// The context for session `id`'s next turn within `budget` tokens:
+    /// the active path in full, then the stored summaries of the active
+    /// topic's other branches and of the other topics (see
+    /// [`crate::memory::context`]). Never over the budget.
+    pub fn session_context(&self, id: &str, budget: u64) -> Result<context::SessionContext> {
+        let dialogue = self.dialogue(id)?;
+        let mut text_of =
+            |doc: &str| -> Result<String> { Ok(self.document(doc)?.text()?.to_owned()) };
+        context::build(&dialogue, budget, &mut text_of)
+    }
+
+    /// Removes session `id`: all its turn documents (records and index
+    /// entries) and its dialogue record, in one atomic batch.
+    pub fn remove_session(&self, id: &str) -> Result<()> {
+        validate_session_id(id)?;
+        self.write(|| {
+            let (_, docs) = self
+                .store()
+                .remove_session(id)?
+                .ok_or_else(|| Error::NoSuchSession(id.to_owned()))?;
+            Ok((
+                (),
+                Written {
+                    put: Vec::new(),
+                    removed: docs,
+                },
+            ))
+        })
+    }
+
+    /// The turn document ids of session `id` in turn order, or `None` when
+    /// it does not exist (for the `session('id')` query scope).
+    pub(crate) fn session_turn_ids(&self, id: &str) -> Result<Option<Vec<String>>> {
+        Ok(self
+            .store()
+            .dialogue(id)?
+            .map(|d| d.turns.into_iter().map(|t| t.doc).collect()))
+    }
+}
+
+/// Reads turn texts for summary picks, each document once.
+struct TurnTexts<'a> {
+    db: &'a Db,
+    dialogue: &'a Dialogue,
+    texts: std::collections::HashMap<u32, String>,
+}
+
+impl<'a> TurnTexts<'a> {
+    fn new(db: &'a Db, dialogue: &'a Dialogue) -> TurnTexts<'a> {
+        TurnTexts {
+            db,
+            dialogue,
+            texts: std::collections::HashMap::new(),
+        }
+    }
+
+    fn pick(&mut self, pick: &SummaryPick) -> Result<SummaryText> {
+        let doc = &self.dialogue.turns[pick.turn as usize].doc;
+        if !self.texts.contains_key(&pick.turn) {
+            let text = self.db.document(doc)?.text()?.to_owned();
+            self.texts.insert(pick.turn, text);
+        }
+        let text = &self.texts[&pick.turn];
+        Ok(SummaryText {
+            turn: pick.turn,
+            doc: doc.clone(),
+            edus: [pick.edus.first, pick.edus.last],
+            bytes: pick.bytes,
+            tokens: pick.tokens,
+            text: text
+                .get(pick.bytes[0] as usize..pick.bytes[1] as usize)
+                .unwrap_or_default()
+                .to_owned(),
+        })
+    }
+
+    fn picks(&mut self, picks: &[SummaryPick]) -> Result<Vec<SummaryText>> {
+        picks.iter().map(|p| self.pick(p)).collect()
+    }
+}

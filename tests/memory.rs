@@ -1,0 +1,737 @@
+//! Agent memory: sessions of turns stored as documents, the dialogue tree,
+//! placement, incremental summaries, context for the next turn, the
+//! `session('id')` scope, and failure modes.
+
+use std::collections::HashSet;
+
+use edudb::memory::{
+    BranchChoice, ContextKind, Dialogue, Placement, Role, TopicChoice, is_turn_id, turn_doc_id,
+};
+use edudb::{Db, Error, IngestOptions, Params, Rows};
+use proptest::prelude::*;
+use tempfile::TempDir;
+
+/// Turns of a family travel dialogue (after the Context-Agent paper's
+/// travel example), all on one topic.
+const TRAVEL: [(Role, &str); 4] = [
+    (
+        Role::User,
+        "Our family of three, with a 10-year-old child, is planning an 8-day international trip in winter with a budget of around 20,000 dollars. How about Japan, Australia or Thailand?",
+    ),
+    (
+        Role::Assistant,
+        "Japan offers snow festivals and hot springs in winter, Australia has summer beaches, and Thailand is warm and affordable for a family trip.",
+    ),
+    (
+        Role::User,
+        "I think Japan is a good destination. Could you provide a detailed itinerary for Hokkaido, Japan?",
+    ),
+    (
+        Role::Assistant,
+        "A Hokkaido itinerary for the family: Sapporo and its Snow Festival, the Otaru canal, skiing lessons in Niseko for the child, and the hot springs of Noboribetsu.",
+    ),
+];
+
+/// A turn unrelated to travel.
+const PYTHON: &str = "Could you recommend some Python libraries for parsing JSON files quickly?";
+/// A turn clearly back on the travel topic.
+const BACK_TO_TRAVEL: &str = "Regarding Thailand instead of Japan, how should our family of three handle visas for the winter trip?";
+
+fn store() -> (TempDir, Db) {
+    let dir = TempDir::new().unwrap();
+    let db = Db::create(dir.path().join("db")).unwrap();
+    (dir, db)
+}
+
+fn travel(db: &Db, session: &str) {
+    for (role, text) in TRAVEL {
+        db.append_turn(session, role, text, Placement::Continue)
+            .unwrap();
+    }
+}
+
+/// The store's change counter: any write moves it.
+fn last_change(db: &Db) -> u64 {
+    db.stats().unwrap().last_change
+}
+
+#[test]
+fn turns_get_coordinates_and_stay_out_of_document_listings() {
+    let (_dir, db) = store();
+    db.ingest_bytes(
+        "guide",
+        b"# Guide\n\nA guide about winter trips to Japan and hot springs.\n".to_vec(),
+        IngestOptions::default(),
+    )
+    .unwrap();
+    for (n, (role, text)) in TRAVEL.into_iter().enumerate() {
+        let receipt = db.append_turn("trip", role, text, Placement::Auto).unwrap();
+        assert_eq!(receipt.turn, n as u32);
+        assert_eq!(receipt.doc, turn_doc_id("trip", n as u32));
+        assert_eq!(receipt.doc, format!("@session/trip/{n:06}"));
+        // The turn is an ordinary document: plain text stored unchanged,
+        // EDUs that slice it exactly, covering all its words.
+        let stored = db.document(&receipt.doc).unwrap();
+        assert_eq!(stored.text().unwrap(), text);
+        let edus = db.edus(&receipt.doc, None).unwrap();
+        assert_eq!(edus.len() as u32, receipt.edus);
+        for edu in &edus {
+            assert_eq!(edu.text, text[edu.bytes[0] as usize..edu.bytes[1] as usize]);
+        }
+        let joined: Vec<&str> = edus.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(
+            joined.join(" ").split_whitespace().collect::<Vec<_>>(),
+            text.split_whitespace().collect::<Vec<_>>()
+        );
+        // Its summary is one of its own EDUs.
+        let [a, b] = receipt.summary;
+        assert!(a <= b && b < receipt.edus);
+    }
+    // Hidden from documents(), SHOW DOCS, `*` and docs('glob').
+    let ids: Vec<String> = db.documents().unwrap().into_iter().map(|m| m.id).collect();
+    assert_eq!(ids, ["guide"]);
+    let shown = db.query("SHOW DOCS", &Params::new()).unwrap();
+    let Rows::Docs(docs) = shown.rows else {
+        panic!("SHOW DOCS gave {:?}", shown.rows)
+    };
+    assert_eq!(docs.len(), 1);
+    for statement in [
+        "SELECT FROM * SEED BM25('winter Japan hot springs') BUDGET 2000 TOKENS",
+        "SELECT FROM * SEED NEAR('winter Japan hot springs') LIMIT 50",
+        "SELECT FROM * BUDGET 5000 TOKENS",
+        "SELECT FROM docs('*') SEED BM25('Japan') LIMIT 50",
+    ] {
+        let selection = db.query(statement, &Params::new()).unwrap();
+        let Rows::Selection(selection) = selection.rows else {
+            panic!()
+        };
+        assert!(!selection.items.is_empty(), "{statement}");
+        assert!(
+            selection.items.iter().all(|i| i.doc == "guide"),
+            "{statement}: {:?}",
+            selection.items
+        );
+    }
+    // But a turn is readable by its id, and the whole store still checks.
+    let tree = db
+        .query("SHOW TREE doc('@session/trip/000000')", &Params::new())
+        .unwrap();
+    assert!(matches!(tree.rows, Rows::Tree(..)));
+    let report = db.check().unwrap();
+    assert_eq!((report.documents, report.sessions), (5, 1));
+    // Turn documents cannot be removed or written directly.
+    let before = last_change(&db);
+    assert!(matches!(
+        db.remove("@session/trip/000001"),
+        Err(Error::TurnDocument { .. })
+    ));
+    let err = db
+        .ingest_bytes(
+            "@session/trip/000009",
+            b"sneaky".to_vec(),
+            IngestOptions::default(),
+        )
+        .unwrap_err();
+    assert!(matches!(&err, Error::InvalidId { .. }), "{err}");
+    assert!(err.to_string().contains("reserved"), "{err}");
+    assert_eq!(last_change(&db), before);
+}
+
+#[test]
+fn explicit_placements_build_topics_branches_and_parents() {
+    let (_dir, db) = store();
+    let add = |text: &str, placement| db.append_turn("s", Role::User, text, placement).unwrap();
+    let t0 = add("We plan a winter trip to Hokkaido.", Placement::Continue);
+    let t1 = add(
+        "Sapporo has a snow festival in February.",
+        Placement::Continue,
+    );
+    let t2 = add(
+        "Niseko offers ski lessons for children.",
+        Placement::Continue,
+    );
+    let t3 = add("What about Otaru instead of Niseko?", Placement::Fork(1));
+    let t4 = add(
+        "Which Python library parses JSON fastest?",
+        Placement::NewTopic,
+    );
+    let t5 = add("And the hot springs near Sapporo?", Placement::Topic(0));
+    let t6 = add("Is orjson faster than ujson?", Placement::Topic(1));
+    let t7 = add("Start over: what about Thailand?", Placement::Fork(0));
+    let t8 = add("Phuket or Chiang Mai for a family?", Placement::Continue);
+
+    let at = |r: &edudb::TurnReceipt| (r.parent, r.topic, r.branch);
+    assert_eq!(at(&t0), (None, 0, 0));
+    assert_eq!(t0.decision.topic, TopicChoice::First);
+    assert_eq!(at(&t1), (Some(0), 0, 0));
+    assert_eq!(at(&t2), (Some(1), 0, 0));
+    assert_eq!(at(&t3), (Some(1), 0, 1));
+    assert_eq!(t3.decision.branch, BranchChoice::Fork);
+    assert_eq!(at(&t4), (None, 1, 2));
+    assert_eq!(t4.decision.topic, TopicChoice::New);
+    // Back to topic 0: continues its latest turn (3), on that turn's branch.
+    assert_eq!(at(&t5), (Some(3), 0, 1));
+    assert_eq!(t5.decision.topic, TopicChoice::Switch);
+    assert_eq!(at(&t6), (Some(4), 1, 2));
+    assert_eq!(at(&t7), (Some(0), 0, 3));
+    assert_eq!(at(&t8), (Some(7), 0, 3));
+
+    let dialogue = db.dialogue("s").unwrap();
+    assert_eq!(dialogue.current, 8);
+    assert_eq!(dialogue.active_path(), [0, 7, 8]);
+    assert_eq!(dialogue.topics[0].branches, [0, 1, 3]);
+    assert_eq!(dialogue.topics[1].branches, [2]);
+    assert_eq!(dialogue.branches[1].turns, [3, 5]);
+    assert_eq!(dialogue.branches[1].fork, Some(1));
+    let view = db.session("s").unwrap();
+    assert_eq!(view.topics.len(), 2);
+    let current: Vec<u32> = view
+        .topics
+        .iter()
+        .flat_map(|t| &t.branches)
+        .flat_map(|b| &b.turns)
+        .filter(|t| t.current)
+        .map(|t| t.number)
+        .collect();
+    assert_eq!(current, [8]);
+    assert!(view.topics[0].active && !view.topics[1].active);
+    let metas = db.sessions().unwrap();
+    assert_eq!(metas.len(), 1);
+    assert_eq!(
+        (metas[0].turns, metas[0].topics, metas[0].branches),
+        (9, 2, 4)
+    );
+}
+
+#[test]
+fn auto_placement_stays_starts_new_topics_and_returns() {
+    let (_dir, db) = store();
+    let mut receipts = Vec::new();
+    for (role, text) in TRAVEL {
+        receipts.push(db.append_turn("trip", role, text, Placement::Auto).unwrap());
+    }
+    // Same-topic follow-ups stay on topic 0.
+    assert!(receipts.iter().all(|r| r.topic == 0), "{receipts:#?}");
+    for r in &receipts[1..] {
+        assert_eq!(r.decision.topic, TopicChoice::Stay, "{r:#?}");
+        assert!(r.decision.active_topic_similarity.is_some());
+    }
+    // An unrelated turn starts a new topic, and records why.
+    let python = db
+        .append_turn("trip", Role::User, PYTHON, Placement::Auto)
+        .unwrap();
+    assert_eq!(python.decision.topic, TopicChoice::New, "{python:#?}");
+    assert_eq!((python.topic, python.parent), (1, None));
+    let similarity = python.decision.active_topic_similarity.unwrap();
+    assert!(similarity < edudb::memory::placement::CONTINUE_THRESHOLD);
+    // A follow-up on Python stays there.
+    let orjson = db
+        .append_turn(
+            "trip",
+            Role::Assistant,
+            "For parsing JSON files in Python, orjson and ujson are faster than the standard json library.",
+            Placement::Auto,
+        )
+        .unwrap();
+    assert_eq!((orjson.topic, orjson.parent), (1, Some(4)), "{orjson:#?}");
+    // A turn clearly about the trip goes back to topic 0.
+    let back = db
+        .append_turn("trip", Role::User, BACK_TO_TRAVEL, Placement::Auto)
+        .unwrap();
+    assert_eq!(back.decision.topic, TopicChoice::Switch, "{back:#?}");
+    assert_eq!(back.topic, 0);
+    let (other, s) = back.decision.best_other_topic.unwrap();
+    assert_eq!(other, 0);
+    assert!(s >= edudb::memory::placement::SWITCH_THRESHOLD);
+    assert!(back.parent.is_some_and(|p| p < 4), "{back:#?}");
+}
+
+/// A session with an inactive branch and an inactive topic: topic 0 has
+/// branch 0 (turns 0-3) and branch 2 forking at turn 1 (turns 6, 7;
+/// current); topic 1 (turns 4, 5) is about Python.
+fn branched(db: &Db) {
+    travel(db, "trip");
+    db.append_turn("trip", Role::User, PYTHON, Placement::NewTopic)
+        .unwrap();
+    db.append_turn(
+        "trip",
+        Role::Assistant,
+        "orjson and ujson parse JSON faster than the standard library.",
+        Placement::Continue,
+    )
+    .unwrap();
+    db.append_turn(
+        "trip",
+        Role::User,
+        "Hokkaido in winter might be too cold for our child. Let us consider Thailand instead: Phuket or Chiang Mai?",
+        Placement::Fork(1),
+    )
+    .unwrap();
+    db.append_turn(
+        "trip",
+        Role::Assistant,
+        "Phuket has calm beaches for families; Chiang Mai has temples, night markets and an elephant sanctuary.",
+        Placement::Continue,
+    )
+    .unwrap();
+}
+
+#[test]
+fn context_is_the_active_path_plus_summaries_within_the_budget() {
+    let (_dir, db) = store();
+    branched(&db);
+    let dialogue = db.dialogue("trip").unwrap();
+    assert_eq!(dialogue.active_path(), [0, 1, 6, 7]);
+    let context = db.session_context("trip", 100_000).unwrap();
+    assert_eq!(context.history_tokens, dialogue.tokens());
+    assert!(context.tokens_used < context.history_tokens);
+    assert_eq!(context.path_turns, 4);
+    assert_eq!(context.path_turns_dropped, 0);
+    // The active path, complete, in order, each turn's text in full.
+    let path: Vec<&edudb::ContextItem> = context
+        .items
+        .iter()
+        .filter(|i| i.kind == ContextKind::PathTurn)
+        .collect();
+    assert_eq!(
+        path.iter().map(|i| i.turn).collect::<Vec<_>>(),
+        [0, 1, 6, 7]
+    );
+    for item in &path {
+        let text = db.document(&item.doc).unwrap().text().unwrap().to_owned();
+        assert_eq!(item.text, text.trim());
+        assert_eq!(
+            item.text,
+            text[item.bytes[0] as usize..item.bytes[1] as usize]
+        );
+    }
+    // Everything else only as stored summaries: branch 0's turns 2-3 and
+    // topic 1, each a span of its turn.
+    let on_path: HashSet<u32> = [0, 1, 6, 7].into();
+    let mut summarised_topics = HashSet::new();
+    for item in context
+        .items
+        .iter()
+        .filter(|i| i.kind != ContextKind::PathTurn)
+    {
+        assert!(!on_path.contains(&item.turn), "{item:?}");
+        let text = db.document(&item.doc).unwrap().text().unwrap().to_owned();
+        assert_eq!(
+            item.text,
+            text[item.bytes[0] as usize..item.bytes[1] as usize]
+        );
+        let turn = &dialogue.turns[item.turn as usize];
+        match item.kind {
+            ContextKind::BranchSummary => {
+                assert_eq!((turn.topic, turn.branch, item.branch), (0, 0, 0));
+                assert!(
+                    dialogue.branches[0]
+                        .summary
+                        .iter()
+                        .any(|p| p.turn == item.turn)
+                );
+            }
+            ContextKind::TopicSummary => {
+                assert_eq!(turn.topic, 1);
+                summarised_topics.insert(item.topic);
+            }
+            ContextKind::PathTurn => unreachable!(),
+        }
+    }
+    assert_eq!(summarised_topics, HashSet::from([1]));
+    assert!(
+        context
+            .items
+            .iter()
+            .any(|i| i.kind == ContextKind::BranchSummary)
+    );
+    // Never over the budget, at any budget; tight budgets keep the most
+    // recent path turns first.
+    let current_tokens = dialogue.turns[7].tokens;
+    for budget in [0, 5, current_tokens, current_tokens + 10, 60, 90, 150, 250] {
+        let context = db.session_context("trip", budget).unwrap();
+        assert!(context.tokens_used <= budget, "{budget}: {context:?}");
+        let path: Vec<u32> = context
+            .items
+            .iter()
+            .filter(|i| i.kind == ContextKind::PathTurn)
+            .map(|i| i.turn)
+            .collect();
+        // A suffix of the active path.
+        assert!([0u32, 1, 6, 7].ends_with(&path), "{budget}: {path:?}");
+        if budget >= current_tokens {
+            assert_eq!(path.last(), Some(&7), "{budget}");
+        }
+        if !path.is_empty() && path.len() < 4 {
+            // Summaries only fill what the path left.
+            let dropped = dialogue.turns[[0, 1, 6, 7][3 - path.len()] as usize].tokens;
+            let path_tokens: u64 = context
+                .items
+                .iter()
+                .filter(|i| i.kind == ContextKind::PathTurn)
+                .map(|i| i.tokens)
+                .sum();
+            assert!(path_tokens + dropped > budget, "{budget}");
+        }
+    }
+    assert!(matches!(
+        db.session_context("nobody", 100),
+        Err(Error::NoSuchSession(_))
+    ));
+}
+
+/// The stored bytes of a branch record, as rkyv archives it.
+fn branch_bytes(dialogue: &Dialogue, branch: u32) -> Vec<u8> {
+    rkyv::to_bytes::<rkyv::rancor::Error>(&dialogue.branches[branch as usize])
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn summaries_are_spans_of_their_turns_and_updated_incrementally() {
+    let (_dir, db) = store();
+    branched(&db);
+    let before = db.dialogue("trip").unwrap();
+    let branch_0 = branch_bytes(&before, 0);
+    let topic_1 = rkyv::to_bytes::<rkyv::rancor::Error>(&before.topics[1]).unwrap();
+    // A turn on branch 2 (current) leaves branch 0 and topic 1 as stored.
+    let receipt = db
+        .append_turn(
+            "trip",
+            Role::User,
+            "Chiang Mai sounds good. Which family hotel near the night markets would you suggest?",
+            Placement::Continue,
+        )
+        .unwrap();
+    assert_eq!(receipt.branch, 2);
+    let after = db.dialogue("trip").unwrap();
+    assert_eq!(branch_bytes(&after, 0), branch_0);
+    assert_eq!(
+        rkyv::to_bytes::<rkyv::rancor::Error>(&after.topics[1])
+            .unwrap()
+            .as_slice(),
+        topic_1.as_slice()
+    );
+    // Branch 2 and topic 0 changed: the new turn joined them.
+    assert_ne!(branch_bytes(&after, 2), branch_bytes(&before, 2));
+    assert_ne!(after.topics[0].vector_sum, before.topics[0].vector_sum);
+    // Every summary pick is an EDU span of one of its own turns.
+    let check = |picks: &[edudb::memory::SummaryPick], belongs: &dyn Fn(u32) -> bool| {
+        assert!(!picks.is_empty());
+        let tokens: u32 = picks.iter().map(|p| p.tokens).sum();
+        assert!(picks.len() == 1 || tokens <= edudb::memory::summary::SUMMARY_TOKEN_CAP);
+        for pick in picks {
+            assert!(belongs(pick.turn));
+            let doc = &after.turns[pick.turn as usize].doc;
+            let edus = db
+                .edus(doc, Some((pick.edus.first, pick.edus.last)))
+                .unwrap();
+            assert_eq!(
+                [edus[0].bytes[0], edus[edus.len() - 1].bytes[1]],
+                pick.bytes
+            );
+            let tokens: u32 = edus.iter().map(|e| e.tokens).sum();
+            assert_eq!(tokens, pick.tokens);
+        }
+    };
+    for branch in &after.branches {
+        check(&branch.summary, &|t| {
+            after.turns[t as usize].branch == branch.id
+        });
+    }
+    for topic in &after.topics {
+        check(&topic.summary, &|t| {
+            after.turns[t as usize].topic == topic.id
+        });
+    }
+    for turn in &after.turns {
+        check(&[turn.summary], &|t| t == turn.number);
+    }
+}
+
+#[test]
+fn session_scope_queries_only_that_sessions_turns_in_order() {
+    let (_dir, db) = store();
+    travel(&db, "trip");
+    db.append_turn(
+        "other",
+        Role::User,
+        "Japan winter trips: hot springs for a family.",
+        Placement::Auto,
+    )
+    .unwrap();
+    db.ingest_bytes(
+        "guide",
+        b"Japan in winter: hot springs and snow festivals.".to_vec(),
+        IngestOptions::default(),
+    )
+    .unwrap();
+    let trip: Vec<String> = (0..4).map(|n| turn_doc_id("trip", n)).collect();
+    let run = |statement: &str| {
+        let Rows::Selection(s) = db.query(statement, &Params::new()).unwrap().rows else {
+            panic!()
+        };
+        s.items
+    };
+    // Without a seed: every turn, chronological (turn ids sort in order).
+    let all = run("SELECT FROM session('trip') ORDER BY POSITION BUDGET 100000 TOKENS");
+    let docs: Vec<&str> = all.iter().map(|i| i.doc.as_str()).collect();
+    let mut deduped = docs.clone();
+    deduped.dedup();
+    assert_eq!(deduped, trip);
+    for statement in [
+        "SELECT FROM session('trip') SEED BM25('Japan winter hot springs family') BUDGET 500 TOKENS",
+        "SELECT FROM session('trip') SEED NEAR('Japan winter hot springs') LIMIT 20",
+        "SELECT FROM session('trip') SEED HYBRID('Japan hot springs', 0.5) TRAVERSE EXPAND CONTEXT 1 BUDGET 300 TOKENS",
+    ] {
+        let items = run(statement);
+        assert!(!items.is_empty(), "{statement}");
+        assert!(
+            items.iter().all(|i| trip.contains(&i.doc)),
+            "{statement}: {items:?}"
+        );
+        // Inside each turn, position order.
+        for pair in items.windows(2) {
+            if pair[0].doc == pair[1].doc {
+                assert!(pair[0].edus[0] < pair[1].edus[0], "{statement}");
+            }
+        }
+    }
+    // An unknown session: a semantic error pointing at the id.
+    let err = db
+        .query("SELECT FROM session('trp') LIMIT 3", &Params::new())
+        .unwrap_err();
+    let Error::Query(q) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!((q.line, q.column), (1, 21));
+    assert!(q.message.contains("no session 'trp'"), "{err}");
+    assert_eq!(q.hint.as_deref(), Some("did you mean 'trip'?"));
+    // SHOW SESSIONS and SHOW SESSION.
+    let Rows::Sessions(list) = db.query("SHOW SESSIONS", &Params::new()).unwrap().rows else {
+        panic!()
+    };
+    assert_eq!(
+        list.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        ["other", "trip"]
+    );
+    let shown = db.query("SHOW SESSION 'trip'", &Params::new()).unwrap();
+    let json = shown.to_json();
+    assert_eq!(json["session"]["id"], "trip");
+    assert_eq!(json["session"]["turns"], 4);
+    let Rows::Session(view) = shown.rows else {
+        panic!()
+    };
+    assert_eq!(*view, db.session("trip").unwrap());
+}
+
+#[test]
+fn bad_input_writes_nothing() {
+    let (_dir, db) = store();
+    travel(&db, "trip");
+    let before = (
+        last_change(&db),
+        db.dialogue("trip").unwrap(),
+        db.stats().unwrap().documents,
+    );
+    let attempts: Vec<(&str, &str, Placement)> = vec![
+        ("trip", "   \n\t ", Placement::Auto),
+        ("trip", "", Placement::Continue),
+        ("a/b", "Some text.", Placement::Auto),
+        ("", "Some text.", Placement::Auto),
+        ("trip", "Some text.", Placement::Topic(7)),
+        ("trip", "Some text.", Placement::Fork(99)),
+        ("new-session", "Some text.", Placement::Fork(0)),
+        ("new-session", "Some text.", Placement::Topic(0)),
+    ];
+    for (session, text, placement) in attempts {
+        let err = db
+            .append_turn(session, Role::User, text, placement)
+            .unwrap_err();
+        assert!(err.is_user_error(), "{err}");
+        let expected = match (session, text.trim().is_empty(), placement) {
+            (_, true, _) => matches!(err, Error::EmptyTurn { .. }),
+            ("a/b" | "", ..) => matches!(err, Error::InvalidSession { .. }),
+            ("new-session", ..) => matches!(err, Error::NoSuchSession(_)),
+            (_, _, Placement::Topic(7)) => {
+                matches!(
+                    err,
+                    Error::NoSuchTopic {
+                        topic: 7,
+                        count: 1,
+                        ..
+                    }
+                )
+            }
+            _ => matches!(
+                err,
+                Error::NoSuchTurn {
+                    turn: 99,
+                    count: 4,
+                    ..
+                }
+            ),
+        };
+        assert!(expected, "{session:?} {text:?} {placement:?}: {err}");
+    }
+    let after = (
+        last_change(&db),
+        db.dialogue("trip").unwrap(),
+        db.stats().unwrap().documents,
+    );
+    assert_eq!(after, before);
+    assert!(db.sessions().unwrap().iter().all(|s| s.id == "trip"));
+    assert!(matches!(
+        db.remove_session("nobody"),
+        Err(Error::NoSuchSession(_))
+    ));
+    assert!(matches!(
+        db.session("a/b"),
+        Err(Error::InvalidSession { .. })
+    ));
+    db.check().unwrap();
+}
+
+#[test]
+fn sessions_survive_reopen_and_remove_session_removes_everything() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("db");
+    let (view, context) = {
+        let db = Db::create(&path).unwrap();
+        db.ingest_bytes(
+            "guide",
+            b"A guide to winter in Japan.".to_vec(),
+            IngestOptions::default(),
+        )
+        .unwrap();
+        branched(&db);
+        travel(&db, "second");
+        (
+            db.session("trip").unwrap(),
+            db.session_context("trip", 200).unwrap(),
+        )
+    };
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.session("trip").unwrap(), view);
+    assert_eq!(db.session_context("trip", 200).unwrap(), context);
+    assert_eq!(db.check().unwrap().sessions, 2);
+    let documents = db.stats().unwrap().documents;
+    assert_eq!(documents, 1 + 8 + 4);
+
+    db.remove_session("trip").unwrap();
+    assert!(matches!(db.session("trip"), Err(Error::NoSuchSession(_))));
+    assert_eq!(db.stats().unwrap().documents, 1 + 4);
+    assert!(matches!(
+        db.document(&turn_doc_id("trip", 0)),
+        Err(Error::NoSuchDocument(_))
+    ));
+    // Gone from the indexes too: a search finds only what is left.
+    for hit in db.search("Phuket Chiang Mai Hokkaido Python", 50).unwrap() {
+        assert!(!hit.doc.starts_with("@session/trip/"), "{hit:?}");
+    }
+    let near = db
+        .nearest("Phuket Chiang Mai", edudb::Target::Edus, 50, true)
+        .unwrap();
+    assert!(near.iter().all(|h| !h.doc.starts_with("@session/trip/")));
+    assert!(matches!(
+        db.query("SELECT FROM session('trip')", &Params::new()),
+        Err(Error::Query(_))
+    ));
+    assert_eq!(
+        db.sessions()
+            .unwrap()
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect::<Vec<_>>(),
+        ["second"]
+    );
+    db.check().unwrap();
+    drop(db);
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.sessions().unwrap().len(), 1);
+    assert!(db.documents().unwrap().iter().all(|m| !is_turn_id(&m.id)));
+    db.check().unwrap();
+}
+
+/// One step of the property test.
+#[derive(Debug, Clone)]
+enum Step {
+    Auto(usize),
+    Continue(usize),
+    NewTopic(usize),
+    Topic(u32, usize),
+    Fork(u32, usize),
+}
+
+/// Turn texts for the property test: travel, Python and cooking.
+const TEXTS: [&str; 6] = [
+    "Which ski resort in Hokkaido suits a child?",
+    "Sapporo snow festival dates in February.",
+    "How fast is orjson at parsing JSON in Python?",
+    "Python json module versus ujson for large files.",
+    "A risotto needs arborio rice and warm stock.",
+    "Stir the risotto slowly and add parmesan at the end.",
+];
+
+fn step() -> impl Strategy<Value = Step> {
+    let text = 0..TEXTS.len();
+    prop_oneof![
+        text.clone().prop_map(Step::Auto),
+        text.clone().prop_map(Step::Continue),
+        text.clone().prop_map(Step::NewTopic),
+        (0u32..4, text.clone()).prop_map(|(t, x)| Step::Topic(t, x)),
+        (0u32..10, text).prop_map(|(t, x)| Step::Fork(t, x)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10))]
+
+    /// Random placements keep the dialogue tree valid: parents precede
+    /// children, every turn is on exactly one branch, the active path is a
+    /// chain from a topic root to the current turn; invalid targets are
+    /// refused and change nothing.
+    #[test]
+    fn random_placements_keep_the_tree_valid(steps in prop::collection::vec(step(), 1..10)) {
+        let (_dir, db) = store();
+        for step in steps {
+            let before = db.dialogue("p").ok();
+            let (placement, text) = match step {
+                Step::Auto(x) => (Placement::Auto, x),
+                Step::Continue(x) => (Placement::Continue, x),
+                Step::NewTopic(x) => (Placement::NewTopic, x),
+                Step::Topic(t, x) => (Placement::Topic(t), x),
+                Step::Fork(t, x) => (Placement::Fork(t), x),
+            };
+            match db.append_turn("p", Role::User, TEXTS[text], placement) {
+                Ok(receipt) => {
+                    let d = db.dialogue("p").unwrap();
+                    prop_assert_eq!(d.current, receipt.turn);
+                    if let Placement::Fork(t) = placement {
+                        prop_assert_eq!(receipt.parent, Some(t));
+                    }
+                }
+                Err(err) => {
+                    prop_assert!(err.is_user_error(), "{}", err);
+                    prop_assert_eq!(db.dialogue("p").ok(), before);
+                }
+            }
+            let Ok(d) = db.dialogue("p") else { continue };
+            for turn in &d.turns {
+                if let Some(parent) = turn.parent {
+                    prop_assert!(parent < turn.number);
+                    prop_assert_eq!(d.turns[parent as usize].topic, turn.topic);
+                }
+                let holding = d.branches.iter().filter(|b| b.turns.contains(&turn.number)).count();
+                prop_assert_eq!(holding, 1);
+            }
+            let path = d.active_path();
+            prop_assert_eq!(*path.last().unwrap(), d.current);
+            prop_assert!(d.turns[path[0] as usize].parent.is_none());
+            for pair in path.windows(2) {
+                prop_assert_eq!(d.turns[pair[1] as usize].parent, Some(pair[0]));
+            }
+            db.check().unwrap();
+        }
+    }
+}
