@@ -774,7 +774,7 @@ impl Db {
     }
 
     /// Every document's DAG as one graph (built from the store on first
-    /// use, and again after any change).
+    /// use, and again after any change); session turns are left out.
     pub fn dag_index(&self) -> Result<Arc<DagIndex>> {
         let mut cached = self
             .dag_index
@@ -785,7 +785,7 @@ impl Db {
             return Ok(index.clone());
         }
         let dimension = self.embedder.dimension();
-        let metas = self.store.metas()?;
+        let metas = self.documents()?;
         let index = Arc::new(DagIndex::build(
             dimension,
             seq,

@@ -28,6 +28,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, doc
 
 use crate::document::{Document, EduKind, Node, NodeKind, Span};
 use crate::error::{Error, Result};
+use crate::memory::is_turn_id;
 use crate::rank::{RankedHit, Target};
 
 /// Memory budget of the single indexing thread.
@@ -54,6 +55,10 @@ struct Fields {
     title: Field,
     /// Node representations.
     node_text: Field,
+    /// Session turns' EDU texts: kept apart so `*` never ranks them.
+    turn_text: Field,
+    /// Session turns' node representations.
+    turn_node_text: Field,
 }
 
 /// The tantivy index and its single writer.
@@ -101,7 +106,9 @@ fn schema() -> Schema {
     let text = TextOptions::default().set_indexing_options(indexing);
     builder.add_text_field("text", text.clone());
     builder.add_text_field("title", text.clone());
-    builder.add_text_field("node_text", text);
+    builder.add_text_field("node_text", text.clone());
+    builder.add_text_field("turn_text", text.clone());
+    builder.add_text_field("turn_node_text", text);
     builder.build()
 }
 
@@ -154,6 +161,8 @@ impl FullText {
             text: field("text")?,
             title: field("title")?,
             node_text: field("node_text")?,
+            turn_text: field("turn_text")?,
+            turn_node_text: field("turn_node_text")?,
         };
         Ok(FullText {
             writer,
@@ -184,10 +193,17 @@ impl FullText {
     }
 
     /// Replaces the entries of `doc`: one per EDU (headings excepted, their
-    /// sections stand for them) and one per node.
+    /// sections stand for them) and one per node. A session turn's entries
+    /// go to the turn fields.
     pub fn replace(&mut self, doc: &Document) -> Result<()> {
         let id = doc.meta.id.as_str();
         let fields = self.reader.fields;
+        let turn = is_turn_id(id);
+        let (text_field, node_field) = if turn {
+            (fields.turn_text, fields.turn_node_text)
+        } else {
+            (fields.text, fields.node_text)
+        };
         self.remove(id);
         for edu in doc.edus.iter().filter(|e| e.kind != EduKind::Heading) {
             let text = &doc.text[edu.start as usize..edu.end as usize];
@@ -197,7 +213,7 @@ impl FullText {
                     fields.node => NO_NODE,
                     fields.first => u64::from(edu.id),
                     fields.last => u64::from(edu.id),
-                    fields.text => text,
+                    text_field => text,
                 ))
                 .map_err(fulltext)?;
         }
@@ -207,9 +223,9 @@ impl FullText {
                 fields.node => u64::from(node.id),
                 fields.first => u64::from(node.span.first),
                 fields.last => u64::from(node.span.last),
-                fields.node_text => representation(doc, node),
+                node_field => representation(doc, node),
             );
-            if node.kind == NodeKind::Section {
+            if node.kind == NodeKind::Section && !turn {
                 entry.add_text(fields.title, &node.title);
             }
             self.writer.add_document(entry).map_err(fulltext)?;
@@ -241,7 +257,7 @@ impl FullTextReader {
     }
 
     /// BM25 search in tantivy query syntax over EDU texts and section
-    /// titles, best first.
+    /// titles (of documents, not session turns), best first.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<RankedHit>> {
         let mut parser =
             QueryParser::for_index(&self.index, vec![self.fields.text, self.fields.title]);
@@ -253,17 +269,22 @@ impl FullTextReader {
         self.top(&parsed, limit)
     }
 
-    /// The field nodes or EDUs are ranked on.
-    fn field_of(&self, target: Target) -> Field {
-        match target {
-            Target::Nodes => self.fields.node_text,
-            Target::Edus => self.fields.text,
+    /// The field nodes or EDUs are ranked on: the turn fields when `docs`
+    /// names only session turns, else the documents' fields.
+    fn field_of(&self, target: Target, docs: Option<&[&str]>) -> Field {
+        let turns = docs.is_some_and(|ids| !ids.is_empty() && ids.iter().all(|id| is_turn_id(id)));
+        match (target, turns) {
+            (Target::Nodes, false) => self.fields.node_text,
+            (Target::Edus, false) => self.fields.text,
+            (Target::Nodes, true) => self.fields.turn_node_text,
+            (Target::Edus, true) => self.fields.turn_text,
         }
     }
 
     /// Ranks nodes or EDUs by BM25 against free `text` (any of its terms;
     /// no query syntax, so any user text is accepted), within `docs` when
-    /// given, best first.
+    /// given, best first. Session turns are ranked only when `docs` names
+    /// nothing else (a `session('id')` scope); otherwise only documents.
     pub fn rank(
         &self,
         text: &str,
@@ -271,7 +292,7 @@ impl FullTextReader {
         docs: Option<&[&str]>,
         limit: usize,
     ) -> Result<Vec<RankedHit>> {
-        let field = self.field_of(target);
+        let field = self.field_of(target, docs);
         let terms = self.terms(text, field)?;
         if terms.is_empty() {
             return Ok(Vec::new());
@@ -312,9 +333,9 @@ impl FullTextReader {
     /// the terms' idf. A fixed scale for a query's scores (a hit matching
     /// only its common words scores a small fraction of it), where dividing
     /// by the best hit would lift any weak match to 1. 0 when nothing is
-    /// indexed or `text` has no terms.
-    pub fn rank_ceiling(&self, text: &str, target: Target) -> Result<f32> {
-        let terms = self.terms(text, self.field_of(target))?;
+    /// indexed or `text` has no terms. `docs` picks the fields as `rank` does.
+    pub fn rank_ceiling(&self, text: &str, target: Target, docs: Option<&[&str]>) -> Result<f32> {
+        let terms = self.terms(text, self.field_of(target, docs))?;
         let searcher = self.reader.searcher();
         if terms.is_empty() || searcher.num_docs() == 0 {
             return Ok(0.0);
@@ -490,13 +511,13 @@ mod tests {
         index.commit(docs.len() as u64).unwrap();
         let reader = index.reader();
         let query = "the oven loaf";
-        let ceiling = reader.rank_ceiling(query, Target::Edus).unwrap();
+        let ceiling = reader.rank_ceiling(query, Target::Edus, None).unwrap();
         let hits = reader.rank(query, Target::Edus, None, 10).unwrap();
         assert_eq!(hits.len(), 5, "every EDU has 'the': {hits:?}");
         let (best, weakest) = (hits[0].score / ceiling, hits[4].score / ceiling);
         assert!(best > 0.6, "all terms once: {best}");
         assert!(weakest < 0.25, "only 'the': {weakest}");
-        assert_eq!(reader.rank_ceiling("", Target::Edus).unwrap(), 0.0);
+        assert_eq!(reader.rank_ceiling("", Target::Edus, None).unwrap(), 0.0);
         // A document scope filters without changing scores.
         let scoped = reader.rank(query, Target::Edus, Some(&["a"]), 10).unwrap();
         assert_eq!(scoped.len(), 3);

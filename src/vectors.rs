@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::document::{ArchivedDocVectors, Document, EduKind, Span};
 use crate::error::{Error, Result};
+use crate::memory::is_turn_id;
 use crate::rank::{RankedHit, Target};
 use crate::store::Store;
 
@@ -78,6 +79,13 @@ struct Entry {
     live: bool,
 }
 
+impl Entry {
+    /// Live and not a session turn: what a search without a scope may return.
+    fn searched_unscoped(&self) -> bool {
+        self.live && !is_turn_id(&self.doc)
+    }
+}
+
 /// One hnsw_rs graph and the entries its data ids index.
 struct Graph {
     hnsw: Hnsw<'static, f32, UnitCosine>,
@@ -85,6 +93,9 @@ struct Graph {
     /// Live entry ids of each document.
     by_doc: HashMap<String, Vec<usize>>,
     dead: usize,
+    /// Live entries of session turns, which only a scope naming them
+    /// searches.
+    turns: usize,
 }
 
 impl std::fmt::Debug for Graph {
@@ -113,17 +124,21 @@ impl Graph {
             entries: Vec::new(),
             by_doc: HashMap::new(),
             dead: 0,
+            turns: 0,
         }
     }
 
     fn from_entries(hnsw: Hnsw<'static, f32, UnitCosine>, entries: Vec<Entry>) -> Graph {
         let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut dead = 0;
+        let (mut dead, mut turns) = (0, 0);
         for (id, entry) in entries.iter().enumerate() {
-            if entry.live {
-                by_doc.entry(entry.doc.clone()).or_default().push(id);
-            } else {
+            if !entry.live {
                 dead += 1;
+                continue;
+            }
+            by_doc.entry(entry.doc.clone()).or_default().push(id);
+            if is_turn_id(&entry.doc) {
+                turns += 1;
             }
         }
         Graph {
@@ -131,6 +146,7 @@ impl Graph {
             entries,
             by_doc,
             dead,
+            turns,
         }
     }
 
@@ -139,7 +155,11 @@ impl Graph {
     }
 
     fn remove(&mut self, doc: &str) {
-        for id in self.by_doc.remove(doc).unwrap_or_default() {
+        let ids = self.by_doc.remove(doc).unwrap_or_default();
+        if is_turn_id(doc) {
+            self.turns -= ids.len();
+        }
+        for id in ids {
             self.entries[id].live = false;
             self.dead += 1;
         }
@@ -172,11 +192,15 @@ impl Graph {
                 span,
                 live: true,
             }));
+        if is_turn_id(doc) {
+            self.turns += ids.len();
+        }
         self.by_doc.entry(doc.to_owned()).or_default().extend(ids);
     }
 
     /// The `k` live entries most similar to `query`, among documents in
-    /// `scope` when given, as (entry id, cosine similarity).
+    /// `scope` when given, else among all but session turns, as (entry id,
+    /// cosine similarity).
     fn search(
         &self,
         query: &[f32],
@@ -188,7 +212,7 @@ impl Graph {
             return Vec::new();
         }
         let mut allowed: Vec<usize> = Vec::new();
-        let filtered = scope.is_some() || self.dead > 0;
+        let filtered = scope.is_some() || self.dead > 0 || self.turns > 0;
         if let Some(docs) = scope {
             for doc in docs {
                 allowed.extend(self.by_doc.get(*doc).into_iter().flatten());
@@ -204,12 +228,16 @@ impl Graph {
         } else if scope.is_some() {
             self.hnsw.search_filter(query, k, ef, Some(&allowed))
         } else {
-            let live = |id: &usize| self.entries[*id].live;
-            self.hnsw.search_filter(query, k, ef, Some(&live))
+            let searched = |id: &usize| self.entries[*id].searched_unscoped();
+            self.hnsw.search_filter(query, k, ef, Some(&searched))
         };
         neighbours
             .into_iter()
-            .filter(|n| self.entries.get(n.d_id).is_some_and(|e| e.live))
+            .filter(|n| {
+                self.entries
+                    .get(n.d_id)
+                    .is_some_and(|e| e.live && (scope.is_some() || e.searched_unscoped()))
+            })
             .map(|n| (n.d_id, 1.0 - n.distance))
             .collect()
     }
@@ -561,7 +589,10 @@ impl VectorIndex {
         let docs = match scope {
             Some(docs) => docs,
             None => {
-                all = graph.by_doc.keys().map(String::as_str).collect();
+                all = (graph.by_doc.keys())
+                    .map(String::as_str)
+                    .filter(|doc| !is_turn_id(doc))
+                    .collect();
                 &all
             }
         };

@@ -19,6 +19,7 @@ use crate::dag::propagate::{PropagateOptions, PropagationGraph};
 use crate::db::Db;
 use crate::document::{Document, Node, Span};
 use crate::error::{Error, Result};
+use crate::memory::parse_turn_id;
 use crate::rank::{RankedHit, Target};
 
 /// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
@@ -33,10 +34,6 @@ const DEVICE: &str = "cpu";
 impl Catalog for Db {
     fn document_ids(&self) -> Result<Vec<String>> {
         Ok(self.documents()?.into_iter().map(|m| m.id).collect())
-    }
-
-    fn has_sessions(&self) -> Result<bool> {
-        self.store().has_sessions()
     }
 
     fn session_ids(&self) -> Result<Vec<String>> {
@@ -557,7 +554,10 @@ fn seed(db: &Db, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
             // Both on a fixed scale before fusing, so a weak match in one
             // ranking is not lifted to 1 just for being that ranking's best.
             SeedMethod::Hybrid { alpha } => normalised(fused(
-                scaled(bm25()?, reader.rank_ceiling(text, target)?),
+                scaled(
+                    bm25()?,
+                    reader.rank_ceiling(text, target, scope.as_deref())?,
+                ),
                 scaled(near()?, 1.0),
                 alpha,
                 wanted,
@@ -864,14 +864,23 @@ fn expand(view: &View, candidate: &Candidate, growth: Growth) -> Candidate {
 fn linearise(views: &[View], mut picks: Vec<Candidate>, order: Order) -> Vec<Item> {
     match order {
         Order::Position => {
-            let mut best = vec![f32::NEG_INFINITY; views.len()];
+            // A session reads as one document: its turns in the order spoken
+            // (their ids are zero-padded turn numbers).
+            let unit_of = |doc: usize| match parse_turn_id(&views[doc].id) {
+                Some((session, _)) => (true, session),
+                None => (false, views[doc].id.as_str()),
+            };
+            let mut best: HashMap<(bool, &str), f32> = HashMap::new();
             for pick in &picks {
-                best[pick.doc] = best[pick.doc].max(pick.score);
+                let unit = best.entry(unit_of(pick.doc)).or_insert(f32::NEG_INFINITY);
+                *unit = unit.max(pick.score);
             }
             picks.sort_by(|a, b| {
-                best[b.doc]
-                    .total_cmp(&best[a.doc])
-                    .then(a.doc.cmp(&b.doc))
+                let (unit_a, unit_b) = (unit_of(a.doc), unit_of(b.doc));
+                best[&unit_b]
+                    .total_cmp(&best[&unit_a])
+                    .then(unit_a.cmp(&unit_b))
+                    .then(views[a.doc].id.cmp(&views[b.doc].id))
                     .then(a.span.first.cmp(&b.span.first))
             });
         }

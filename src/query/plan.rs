@@ -175,8 +175,6 @@ pub trait Catalog {
     fn document_ids(&self) -> crate::Result<Vec<String>>;
     /// Number of nodes and EDUs of a document, `None` when it does not exist.
     fn document_size(&self, id: &str) -> crate::Result<Option<(u32, u32)>>;
-    /// True when the store holds any session.
-    fn has_sessions(&self) -> crate::Result<bool>;
     /// Every session id, sorted.
     fn session_ids(&self) -> crate::Result<Vec<String>>;
     /// A session's turn document ids in turn order, `None` when it does not exist.
@@ -326,10 +324,9 @@ impl Binder<'_> {
 
     fn select(&self, select: &ast::Select) -> crate::Result<SelectPlan> {
         let (docs, scope_text) = match &select.scope {
-            // Session turns are documents but not part of `*`: when the
-            // store has any, `*` is the list of ordinary documents.
-            None | Some((Scope::All, _)) if !self.catalog.has_sessions()? => (None, "*".to_owned()),
-            None | Some((Scope::All, _)) => (Some(self.catalog.document_ids()?), "*".to_owned()),
+            // Session turns are documents but not part of `*`: the indexes
+            // keep them apart (see `FullTextReader::rank`).
+            None | Some((Scope::All, _)) => (None, "*".to_owned()),
             Some((Scope::Doc(value), at)) => (
                 Some(vec![self.document(value)?]),
                 self.source[at.clone()].to_owned(),
