@@ -2,7 +2,8 @@
 //! random moments, many rounds over the same store. After every kill the
 //! store must open, pass `check` (every document whole, the full-text index
 //! caught up), and hold only documents that equal a complete analysis of
-//! their source file.
+//! their source file. `edudb session add` and `session rm` get the same
+//! treatment: every turn a session lists is whole.
 
 #![cfg(unix)]
 
@@ -18,6 +19,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const ROUNDS: usize = 24;
+/// Rounds of the session test: each appends or removes at most one turn.
+const SESSION_ROUNDS: usize = 32;
 
 fn spawn(db: &Path, args: &[&str]) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_edudb"))
@@ -123,4 +126,88 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
         .unwrap()
         .len();
     assert_eq!(verify(&db, &mut rng), total);
+}
+
+/// Turn texts: the paragraphs of one RFC, in order.
+fn turn_texts() -> Vec<String> {
+    let text = std::fs::read_to_string(common::rfcs().join("0002-rfc-process.md")).unwrap();
+    text.split("\n\n")
+        .map(str::trim)
+        .filter(|p| p.split_whitespace().count() >= 3)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// After a kill during `edudb session add`/`session rm`: the store opens and
+/// checks, and session `s`, when present, holds turns 0..n whose documents
+/// are the texts appended, whole. Returns n.
+fn verify_session(db_path: &Path, texts: &[String]) -> usize {
+    let db = match Db::open(db_path) {
+        Err(edudb::Error::NoStore(_)) => return 0,
+        opened => opened.expect("store must open after a crash"),
+    };
+    db.check().expect("store must pass check after a crash");
+    let dialogue = match db.dialogue("s") {
+        Err(edudb::Error::NoSuchSession(_)) => return 0,
+        found => found.unwrap(),
+    };
+    for turn in &dialogue.turns {
+        let stored = db.document(&turn.doc).unwrap().to_document().unwrap();
+        let expected = analyze(
+            &turn.doc,
+            texts[turn.number as usize % texts.len()].clone(),
+            Format::Text,
+        )
+        .unwrap();
+        assert_eq!(stored, expected, "turn {} is not whole", turn.number);
+    }
+    dialogue.turns.len()
+}
+
+#[test]
+fn sigkill_during_turn_appends_leaves_whole_turns_only() {
+    let seed = std::env::var("EDUDB_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let texts = turn_texts();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store");
+    let (mut partial_rounds, mut most_turns) = (0, 0);
+    let mut turns = 0;
+    for round in 0..SESSION_ROUNDS {
+        let mut child = if round % 8 == 7 {
+            spawn(&db, &["session", "rm", "s"])
+        } else {
+            let text = &texts[turns % texts.len()];
+            let placement = ["--continue", "--new-topic", "--fork=0"][round % 3];
+            let placement = if turns == 0 { "--new-topic" } else { placement };
+            spawn(
+                &db,
+                &["session", "add", "s", placement, "--", text.as_str()],
+            )
+        };
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..250)));
+        let finished = child.try_wait().unwrap().is_some();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        turns = verify_session(&db, &texts);
+        most_turns = most_turns.max(turns);
+        if !finished {
+            partial_rounds += 1;
+        }
+        eprintln!(
+            "session round {round} (seed {seed}): killed {} with {turns} turns",
+            if finished { "after exit" } else { "mid-run" }
+        );
+    }
+    assert!(
+        partial_rounds >= SESSION_ROUNDS / 4,
+        "only {partial_rounds} rounds were killed mid-run"
+    );
+    assert!(
+        most_turns >= 3,
+        "the session never grew: {most_turns} turns"
+    );
 }

@@ -101,6 +101,13 @@ fn store() -> (tempfile::TempDir, Db) {
         IngestOptions::default(),
     )
     .unwrap();
+    for text in [
+        "When should I water the roses?",
+        "Water them at dawn, and prune in winter.",
+    ] {
+        db.append_turn("s", edudb::Role::User, text, edudb::Placement::Continue)
+            .unwrap();
+    }
     (dir, db)
 }
 
