@@ -978,22 +978,32 @@ impl Db {
     }
 
     /// Runs `write`, which changes the store, as the store's only writer
-    /// (holding the full-text index, as ingest does), then brings the
-    /// derived state along for what it [`Written`]: the document cache,
-    /// the full-text index (committed at the store's latest change), the
-    /// store's durability, and the loaded vector graph. Nothing derived is
-    /// touched when `write` fails.
+    /// (holding the full-text index, as ingest does), makes the change
+    /// durable, then brings the derived state along for what it
+    /// [`Written`]: the document cache, the full-text index (committed at
+    /// the store's latest change) and the loaded vector graph. Nothing
+    /// derived is touched when `write` fails; a failure after the change is
+    /// durable is [`Error::IndexBehind`], so the caller knows not to repeat
+    /// it.
     pub(crate) fn write<R>(&self, write: impl FnOnce() -> Result<(R, Written)>) -> Result<R> {
         let mut fulltext = self.fulltext();
         let (result, written) = write()?;
-        for doc in &written.put {
-            self.index_put(&mut fulltext, doc)?;
-        }
-        for id in &written.removed {
+        self.store.flush()?;
+        for id in written.put.iter().map(|d| &d.meta.id).chain(&written.removed) {
             self.documents.invalidate(id);
-            fulltext.remove(id);
         }
-        self.finish_writes(fulltext)?;
+        let mut update_indexes = || -> Result<()> {
+            for doc in &written.put {
+                fulltext.replace(doc)?;
+            }
+            for id in &written.removed {
+                fulltext.remove(id);
+            }
+            Ok(())
+        };
+        update_indexes()
+            .and_then(|()| self.finish_writes(fulltext))
+            .map_err(|source| Error::IndexBehind(Box::new(source)))?;
         Ok(result)
     }
 
@@ -1004,12 +1014,13 @@ impl Db {
         fulltext.replace(doc)
     }
 
-    /// Commits the full-text index at the store's latest change, makes the
-    /// store durable and updates the loaded vector graph.
+    /// Makes the store durable, then commits the full-text index at its
+    /// latest change (never ahead of what is durable) and updates the
+    /// loaded vector graph.
     fn finish_writes(&self, mut fulltext: std::sync::MutexGuard<'_, FullText>) -> Result<()> {
+        self.store.flush()?;
         fulltext.commit(self.store.last_seq()?)?;
         drop(fulltext);
-        self.store.flush()?;
         self.apply_to_vectors()
     }
 

@@ -87,6 +87,30 @@ fn key(kind: u8, id: &str) -> Vec<u8> {
     key
 }
 
+/// Adds the records of `doc`, its vectors and its DAG to `batch`.
+fn insert_document(
+    batch: &mut sled::Batch,
+    doc: &Document,
+    vectors: &DocVectors,
+    dag: &Dag,
+) -> Result<()> {
+    let id = &doc.meta.id;
+    batch.insert(key(META, id), archive(&doc.meta)?.as_slice());
+    batch.insert(key(TEXT, id), doc.text.as_bytes());
+    batch.insert(key(EDUS, id), archive(&doc.edus)?.as_slice());
+    batch.insert(key(TREE, id), archive(&doc.tree)?.as_slice());
+    batch.insert(key(VECTORS, id), archive(vectors)?.as_slice());
+    batch.insert(key(DAG, id), archive(dag)?.as_slice());
+    Ok(())
+}
+
+/// Adds the removal of every record of document `id` to `batch`.
+fn remove_document(batch: &mut sled::Batch, id: &str) {
+    for kind in RECORDS {
+        batch.remove(key(kind, id));
+    }
+}
+
 fn log_key(seq: u64) -> [u8; 9] {
     let mut key = [LOG; 9];
     key[1..].copy_from_slice(&seq.to_be_bytes());
@@ -208,16 +232,20 @@ impl Store {
     /// Writes `doc`, its vectors and its DAG (replacing any document with
     /// its id) in one atomic batch; returns the change's sequence number.
     pub fn put(&self, doc: &Document, vectors: &DocVectors, dag: &Dag) -> Result<u64> {
-        let id = &doc.meta.id;
-        let seq = self.last_seq()? + 1;
         let mut batch = sled::Batch::default();
-        batch.insert(key(META, id), archive(&doc.meta)?.as_slice());
-        batch.insert(key(TEXT, id), doc.text.as_bytes());
-        batch.insert(key(EDUS, id), archive(&doc.edus)?.as_slice());
-        batch.insert(key(TREE, id), archive(&doc.tree)?.as_slice());
-        batch.insert(key(VECTORS, id), archive(vectors)?.as_slice());
-        batch.insert(key(DAG, id), archive(dag)?.as_slice());
-        batch.insert(&log_key(seq), id.as_bytes());
+        insert_document(&mut batch, doc, vectors, dag)?;
+        self.apply_logged(batch, &[&doc.meta.id])
+    }
+
+    /// Appends a change-log entry for each of `ids`, numbered after the last
+    /// change, to `batch` and applies it atomically; returns the last
+    /// sequence number. The caller holds the only writer.
+    fn apply_logged(&self, mut batch: sled::Batch, ids: &[&str]) -> Result<u64> {
+        let mut seq = self.last_seq()?;
+        for id in ids {
+            seq += 1;
+            batch.insert(&log_key(seq), id.as_bytes());
+        }
         batch.insert(SEQ_KEY, &seq.to_be_bytes());
         self.db.apply_batch(batch).map_err(storage)?;
         Ok(seq)
@@ -230,13 +258,9 @@ impl Store {
         if !self.db.contains_key(key(META, id)).map_err(storage)? {
             return Ok(None);
         }
-        let seq = self.last_seq()? + 1;
         let mut batch = sled::Batch::default();
         batch.insert(key(DAG, id), archive(dag)?.as_slice());
-        batch.insert(&log_key(seq), id.as_bytes());
-        batch.insert(SEQ_KEY, &seq.to_be_bytes());
-        self.db.apply_batch(batch).map_err(storage)?;
-        Ok(Some(seq))
+        self.apply_logged(batch, &[id]).map(Some)
     }
 
     /// Deletes a document entirely in one atomic batch; returns the change's
@@ -245,15 +269,9 @@ impl Store {
         if !self.db.contains_key(key(META, id)).map_err(storage)? {
             return Ok(None);
         }
-        let seq = self.last_seq()? + 1;
         let mut batch = sled::Batch::default();
-        for kind in RECORDS {
-            batch.remove(key(kind, id));
-        }
-        batch.insert(&log_key(seq), id.as_bytes());
-        batch.insert(SEQ_KEY, &seq.to_be_bytes());
-        self.db.apply_batch(batch).map_err(storage)?;
-        Ok(Some(seq))
+        remove_document(&mut batch, id);
+        self.apply_logged(batch, &[id]).map(Some)
     }
 
     /// Writes a session's new turn: the turn's document, vectors and DAG
@@ -280,19 +298,10 @@ impl Store {
                 ),
             });
         }
-        let seq = self.last_seq()? + 1;
         let mut batch = sled::Batch::default();
-        batch.insert(key(META, id), archive(&doc.meta)?.as_slice());
-        batch.insert(key(TEXT, id), doc.text.as_bytes());
-        batch.insert(key(EDUS, id), archive(&doc.edus)?.as_slice());
-        batch.insert(key(TREE, id), archive(&doc.tree)?.as_slice());
-        batch.insert(key(VECTORS, id), archive(vectors)?.as_slice());
-        batch.insert(key(DAG, id), archive(dag)?.as_slice());
+        insert_document(&mut batch, doc, vectors, dag)?;
         batch.insert(key(SESSION, &dialogue.id), archive(dialogue)?.as_slice());
-        batch.insert(&log_key(seq), id.as_bytes());
-        batch.insert(SEQ_KEY, &seq.to_be_bytes());
-        self.db.apply_batch(batch).map_err(storage)?;
-        Ok(seq)
+        self.apply_logged(batch, &[id])
     }
 
     /// The dialogue record of session `id`, if it exists.
@@ -317,26 +326,21 @@ impl Store {
 
     /// Deletes session `id`: every turn document's records and the
     /// dialogue record, in one atomic batch with a change-log entry per
-    /// turn document. Returns the last sequence number and the documents
-    /// removed, or `None` when no such session exists.
-    pub fn remove_session(&self, id: &str) -> Result<Option<(u64, Vec<String>)>> {
+    /// turn document. Returns the documents removed, or `None` when no such
+    /// session exists.
+    pub fn remove_session(&self, id: &str) -> Result<Option<Vec<String>>> {
         let Some(dialogue) = self.dialogue(id)? else {
             return Ok(None);
         };
-        let mut seq = self.last_seq()?;
         let mut batch = sled::Batch::default();
         let docs: Vec<String> = dialogue.turns.iter().map(|t| t.doc.clone()).collect();
         for doc in &docs {
-            for kind in RECORDS {
-                batch.remove(key(kind, doc));
-            }
-            seq += 1;
-            batch.insert(&log_key(seq), doc.as_bytes());
+            remove_document(&mut batch, doc);
         }
         batch.remove(key(SESSION, id));
-        batch.insert(SEQ_KEY, &seq.to_be_bytes());
-        self.db.apply_batch(batch).map_err(storage)?;
-        Ok(Some((seq, docs)))
+        let ids: Vec<&str> = docs.iter().map(String::as_str).collect();
+        self.apply_logged(batch, &ids)?;
+        Ok(Some(docs))
     }
 
     /// The stored document with this id, if any.
@@ -979,8 +983,9 @@ mod tests {
         let seq = store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
         put(&store, &doc("keep", "Another document."));
         assert_eq!(store.remove_session("missing").unwrap(), None);
-        let (last, removed) = store.remove_session("s").unwrap().unwrap();
+        let removed = store.remove_session("s").unwrap().unwrap();
         assert_eq!(removed, std::slice::from_ref(&t0.meta.id));
+        let last = store.last_seq().unwrap();
         assert_eq!(last, seq + 2);
         assert_eq!(keys_of(&store, &t0.meta.id), 0);
         assert!(store.dialogue("s").unwrap().is_none());

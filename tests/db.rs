@@ -375,3 +375,44 @@ fn a_fifty_megabyte_document_is_ingested_whole() {
     );
     stored.validate().unwrap();
 }
+
+#[test]
+fn a_change_stored_before_the_index_fails_says_so_and_is_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::create(dir.path()).unwrap();
+    ingest(&db, "kept", "# Kept\n\nThe first document stays.\n");
+    // Take the full-text directory away under the open index: its next
+    // commit cannot write (even as root), after the store has the change.
+    let index_dir = dir.path().join("fulltext");
+    let moved = dir.path().join("fulltext.moved");
+    std::fs::rename(&index_dir, &moved).unwrap();
+    std::fs::write(&index_dir, b"not a directory").unwrap();
+    let err = db
+        .append_turn(
+            "s",
+            edudb::Role::User,
+            "Where do the otters sleep?",
+            edudb::Placement::Auto,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::IndexBehind(_)), "{err}");
+    assert!(!err.is_user_error());
+    assert!(err.to_string().contains("the change is stored"), "{err}");
+    drop(db);
+    std::fs::remove_file(&index_dir).unwrap();
+    std::fs::rename(&moved, &index_dir).unwrap();
+    // Reopened: the turn is there once, and the index caught up with it.
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(db.dialogue("s").unwrap().turns.len(), 1);
+    db.check().unwrap();
+    let found = db
+        .query(
+            "SELECT FROM session('s') SEED BM25('otters') LIMIT 1",
+            &edudb::Params::new(),
+        )
+        .unwrap();
+    let edudb::Rows::Selection(found) = found.rows else {
+        panic!()
+    };
+    assert_eq!(found.items.len(), 1);
+}

@@ -239,7 +239,7 @@ impl Db {
     pub fn remove_session(&self, id: &str) -> Result<()> {
         validate_session_id(id)?;
         self.write(|| {
-            let (_, docs) = self
+            let docs = self
                 .store()
                 .remove_session(id)?
                 .ok_or_else(|| Error::NoSuchSession(id.to_owned()))?;
