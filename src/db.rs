@@ -989,7 +989,12 @@ impl Db {
         let mut fulltext = self.fulltext();
         let (result, written) = write()?;
         self.store.flush()?;
-        for id in written.put.iter().map(|d| &d.meta.id).chain(&written.removed) {
+        for id in written
+            .put
+            .iter()
+            .map(|d| &d.meta.id)
+            .chain(&written.removed)
+        {
             self.documents.invalidate(id);
         }
         let mut update_indexes = || -> Result<()> {

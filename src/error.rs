@@ -141,7 +141,9 @@ pub enum Error {
     /// A change was stored durably, but updating the derived indexes
     /// afterwards failed: do not repeat the change; the indexes catch up
     /// from the store's change log when it is next opened.
-    #[error("the change is stored, but updating the indexes failed: {0}; they catch up when the store is next opened")]
+    #[error(
+        "the change is stored, but updating the indexes failed: {0}; they catch up when the store is next opened"
+    )]
     IndexBehind(Box<Error>),
     /// A stored record failed validation.
     #[error("corrupt record {key}: {message}")]
