@@ -78,8 +78,11 @@ fn interactive(console: &mut Console) -> Result<(), Failure> {
         .build();
     let mut editor: Editor<Completion, DefaultHistory> =
         Editor::with_config(config).map_err(readline_failure)?;
-    let doc_ids = console.db.documents()?.into_iter().map(|d| d.id).collect();
-    editor.set_helper(Some(Completion { doc_ids }));
+    let names = Names {
+        documents: console.db.documents()?.into_iter().map(|d| d.id).collect(),
+        sessions: console.db.sessions()?.into_iter().map(|s| s.id).collect(),
+    };
+    editor.set_helper(Some(Completion { names }));
     let history = history_path();
     if let Some(path) = &history {
         // A missing history file is the normal first run.
@@ -279,14 +282,20 @@ fn help(out: &mut dyn Write) -> io::Result<()> {
          SHOW TREE doc('id') DEPTH 2;\n  \
          SELECT FROM * SEED BM25('words') BUDGET 300 TOKENS;\n  \
          EXPLAIN SELECT SPANS FROM * SEED BM25('words') TRAVERSE LIMIT 5;\n\
-         Tab completes keywords, kinds and document ids."
+         Tab completes keywords, kinds, document and session ids."
     )
 }
 
 /// Tab completion for the console's line editor.
 #[derive(Helper, Hinter, Validator, Highlighter)]
 struct Completion {
-    doc_ids: Vec<String>,
+    names: Names,
+}
+
+/// The ids quoted names complete to.
+struct Names {
+    documents: Vec<String>,
+    sessions: Vec<String>,
 }
 
 impl Completer for Completion {
@@ -298,7 +307,7 @@ impl Completer for Completion {
         pos: usize,
         _: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<String>)> {
-        Ok(complete(line, pos, &self.doc_ids))
+        Ok(complete(line, pos, &self.names))
     }
 }
 
@@ -306,19 +315,28 @@ impl Completer for Completion {
 static DOC_ID_PREFIX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\bdocs?\s*(?:\(|=)\s*'([^']*)$").expect("valid regex"));
 
+/// An unfinished quoted session id: `session('…` or `SHOW SESSION '…`.
+static SESSION_ID_PREFIX: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)\bsession\s*\(?\s*'([^']*)$").expect("valid regex"));
+
 /// The start of the text to replace and the completions for the word
-/// before `pos`: document ids (closed with `'`) inside a quoted doc id,
-/// console commands at the start of a line, otherwise keywords and kind
+/// before `pos`: document or session ids (closed with `'`) inside a quoted
+/// id, console commands at the start of a line, otherwise keywords and kind
 /// names in the case the word was typed in.
-fn complete(line: &str, pos: usize, doc_ids: &[String]) -> (usize, Vec<String>) {
+fn complete(line: &str, pos: usize, names: &Names) -> (usize, Vec<String>) {
     let before = &line[..pos];
-    if let Some(partial) = DOC_ID_PREFIX.captures(before).and_then(|c| c.get(1)) {
-        let ids = doc_ids
-            .iter()
-            .filter(|id| id.starts_with(partial.as_str()))
-            .map(|id| format!("{id}'"))
-            .collect();
-        return (partial.start(), ids);
+    for (prefix, ids) in [
+        (&DOC_ID_PREFIX, &names.documents),
+        (&SESSION_ID_PREFIX, &names.sessions),
+    ] {
+        if let Some(partial) = prefix.captures(before).and_then(|c| c.get(1)) {
+            let ids = ids
+                .iter()
+                .filter(|id| id.starts_with(partial.as_str()))
+                .map(|id| format!("{id}'"))
+                .collect();
+            return (partial.start(), ids);
+        }
     }
     if before.starts_with('.') && !before.contains(char::is_whitespace) {
         let commands = COMMANDS
@@ -359,8 +377,11 @@ fn complete(line: &str, pos: usize, doc_ids: &[String]) -> (usize, Vec<String>) 
 mod tests {
     use super::*;
 
-    fn ids() -> Vec<String> {
-        vec!["alpha".into(), "alpine".into(), "beta".into()]
+    fn ids() -> Names {
+        Names {
+            documents: vec!["alpha".into(), "alpine".into(), "beta".into()],
+            sessions: vec!["trip".into(), "triage".into()],
+        }
     }
 
     #[test]
@@ -386,6 +407,16 @@ mod tests {
         assert_eq!(complete(line, line.len(), &ids()).1, vec!["beta'"]);
         let line = "SELECT FROM docs('";
         assert_eq!(complete(line, line.len(), &ids()).1.len(), 3);
+    }
+
+    #[test]
+    fn session_ids_complete_inside_quotes() {
+        let line = "SELECT FROM session('tri";
+        let (start, words) = complete(line, line.len(), &ids());
+        assert_eq!(start, line.len() - 3);
+        assert_eq!(words, vec!["trip'".to_owned(), "triage'".to_owned()]);
+        let line = "show session 'tria";
+        assert_eq!(complete(line, line.len(), &ids()).1, vec!["triage'"]);
     }
 
     #[test]
