@@ -266,6 +266,8 @@ fn demo_runs_without_any_setup() {
         text.contains("nodes at level 2 of 2585-unsafe-block-in-unsafe-fn"),
         "{text}"
     );
+    assert!(text.contains("session rfc-chat (5 turns"), "{text}");
+    assert!(text.contains("of 120 tokens"), "{text}");
     assert!(
         std::fs::read_dir(dir.path()).unwrap().next().is_none(),
         "demo left files behind"

@@ -1,9 +1,10 @@
 //! `edudb demo`: ingests the bundled corpus (five Rust RFCs, MIT/Apache-2.0,
 //! see `src/demo/README.md`) into a temporary store and shows a tree, some
-//! EDUs with coordinates, and a search. Needs nothing outside the binary.
+//! EDUs with coordinates, a search, a query, a DAG level and an agent's
+//! session about the RFCs. Needs nothing outside the binary.
 
 use edudb::sources::{Origin, Source};
-use edudb::{CancelToken, Db, Format, IngestOptions};
+use edudb::{CancelToken, Db, Format, IngestOptions, Placement, Role};
 
 use std::io::Write;
 
@@ -30,6 +31,30 @@ const CORPUS: &[(&str, &str)] = &[
     (
         "2585-unsafe-block-in-unsafe-fn",
         include_str!("../demo/2585-unsafe-block-in-unsafe-fn.md"),
+    ),
+];
+
+/// A short dialogue about the RFCs: two topics, placed automatically.
+const DIALOGUE: &[(Role, &str)] = &[
+    (
+        Role::User,
+        "Which changes to Rust need an RFC, and which can skip the RFC process?",
+    ),
+    (
+        Role::Assistant,
+        "Substantial changes need an RFC: new language features, removals, and changes to the standard library's public API. Bug fixes and small internal improvements skip the RFC process.",
+    ),
+    (
+        Role::User,
+        "Why should unsafe operations inside an unsafe fn need their own unsafe block?",
+    ),
+    (
+        Role::Assistant,
+        "Under RFC 2585 the body of an unsafe fn is not an unsafe block: each unsafe operation inside it is wrapped in its own unsafe block, so the unsafe operations stay visible.",
+    ),
+    (
+        Role::User,
+        "Back to the RFC process: who reviews an RFC before it is merged, and can changes skip it?",
     ),
 ];
 
@@ -89,6 +114,20 @@ fn tour(out: &mut dyn Write, dir: &std::path::Path, quiet: bool) -> Result<(), F
     let dag_doc = "2585-unsafe-block-in-unsafe-fn";
     writeln!(out, "\n$ edudb dag {dag_doc} --level 2")?;
     render::dag(out, &db.dag_listing(dag_doc, Some(2))?)?;
+
+    writeln!(out)?;
+    for (role, text) in DIALOGUE {
+        writeln!(out, "$ edudb session add rfc-chat --role {role} \"{text}\"")?;
+        render::receipt(
+            out,
+            &db.append_turn("rfc-chat", *role, text, Placement::Auto)?,
+            false,
+        )?;
+    }
+    writeln!(out, "\n$ edudb session show rfc-chat")?;
+    render::session(out, &db.session("rfc-chat")?, false)?;
+    writeln!(out, "\n$ edudb session context rfc-chat --budget 120")?;
+    render::context(out, &db.session_context("rfc-chat", 120)?, false)?;
 
     writeln!(
         out,
