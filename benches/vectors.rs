@@ -3,7 +3,9 @@
 //! embedded by the built-in hashed embedder): embedding throughput, index
 //! build time, and query time and recall@10 of the graph (at several search
 //! efforts) against exact brute-force search over the same vectors, all in
-//! one run. Ratios are printed at the end.
+//! one run: edudb's exact search (which reads the stored vectors through the
+//! store) and a plain in-memory scan of the same texts' vectors, the
+//! cheapest brute force there is. Ratios are printed at the end.
 //!
 //! `cargo bench --bench vectors` (add `-- --quick` for a short run).
 
@@ -130,7 +132,36 @@ fn main() {
     group.bench_function("hnsw_top10", |b| {
         b.iter(|| db.nearest(query(), Target::Edus, K, false).unwrap())
     });
+    // Brute force at its cheapest: every EDU text's vector in one flat
+    // in-memory matrix, scanned per query (embedding the query included,
+    // as in the two functions above).
+    let all: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let matrix: Vec<f32> = embedder.embed(&all).unwrap().concat();
+    println!(
+        "vectors: in-memory brute force over {} vectors ({:.0} MiB)",
+        all.len(),
+        (matrix.len() * 4) as f64 / (1024.0 * 1024.0)
+    );
+    group.bench_function("brute_force_in_memory_top10", |b| {
+        b.iter(|| {
+            let q = embedder.embed(&[query()]).unwrap().pop().unwrap();
+            let mut scored: Vec<(f32, usize)> = matrix
+                .chunks_exact(DEFAULT_DIMENSION)
+                .enumerate()
+                .map(|(i, row)| (edudb::embed::dot(row, &q), i))
+                .collect();
+            scored.select_nth_unstable_by(K, |a, b| b.0.total_cmp(&a.0));
+            scored.truncate(K);
+            scored
+        })
+    });
     group.finish();
     c.final_summary();
     common::print_ratios(GROUP, "exact_top10", &["hnsw_top10"], run_started);
+    common::print_ratios(
+        GROUP,
+        "brute_force_in_memory_top10",
+        &["hnsw_top10"],
+        run_started,
+    );
 }
