@@ -330,3 +330,77 @@ impl<'a> TurnTexts<'a> {
         picks.iter().map(|p| self.pick(p)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store with session "s" of two turns, and what re-writing its last
+    /// turn with the dialogue `corrupt` makes of it needs.
+    fn rewrite(corrupt: impl FnOnce(&mut Dialogue)) -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::create(dir.path().join("db")).unwrap();
+        let text = "- apples\n- pears\n- plums, and a long list item";
+        db.append_turn("s", Role::User, "Which fruit?", Placement::Auto)
+            .unwrap();
+        db.append_turn("s", Role::User, text, Placement::Continue)
+            .unwrap();
+        db.check().unwrap();
+        let mut dialogue = db.dialogue("s").unwrap();
+        corrupt(&mut dialogue);
+        let id = turn_doc_id("s", 1);
+        let (doc, vectors, dag) = db.prepare_text(&id, text.into(), Format::Text).unwrap();
+        db.store()
+            .put_turn(&doc, &vectors, &dag, &dialogue)
+            .unwrap();
+        (dir, db)
+    }
+
+    #[test]
+    fn check_compares_turns_with_their_documents() {
+        let corruptions: [fn(&mut Dialogue); 3] = [
+            |d| d.turns[1].tokens -= 1,
+            |d| d.turns[1].bytes[1] -= 1,
+            |d| d.turns[1].summary.tokens += 1,
+        ];
+        for corrupt in corruptions {
+            let (_dir, db) = rewrite(|d| {
+                corrupt(d);
+                // Keep the branch and topic copies of the pick in step.
+                let pick = d.turns[1].summary;
+                for picks in [&mut d.branches[0].summary, &mut d.topics[0].summary] {
+                    picks
+                        .iter_mut()
+                        .filter(|p| p.turn == 1)
+                        .for_each(|p| *p = pick);
+                }
+            });
+            let err = db.check().unwrap_err();
+            assert!(
+                matches!(&err, Error::Invariant { doc, .. } if doc == "session s"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_damaged_dialogue_is_a_corrupt_record_not_a_panic() {
+        let (_dir, db) = rewrite(|d| d.current = 0);
+        let corrupt = |r: Result<()>| {
+            let err = r.unwrap_err();
+            assert!(
+                matches!(&err, Error::Corrupt { key, .. } if key == "session s"),
+                "{err}"
+            );
+        };
+        corrupt(db.dialogue("s").map(drop));
+        corrupt(db.session("s").map(drop));
+        corrupt(db.session_context("s", 100).map(drop));
+        corrupt(db.sessions().map(drop));
+        corrupt(db.check().map(drop));
+        corrupt(
+            db.append_turn("s", Role::User, "More fruit.", Placement::Auto)
+                .map(drop),
+        );
+    }
+}
