@@ -910,7 +910,8 @@ mod tests {
     #[test]
     fn check_tree_refuses_each_broken_invariant() {
         valid().check_tree().unwrap();
-        let broken: Vec<(&str, fn(&mut Dialogue))> = vec![
+        type Corruption = (&'static str, fn(&mut Dialogue));
+        let broken: Vec<Corruption> = vec![
             ("not the last turn", |d| d.current = 2),
             ("repeated", |d| d.topics[0].branches = vec![0, 1, 1]),
             ("first branch", |d| d.topics[0].branches = vec![1, 0]),
