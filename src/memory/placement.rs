@@ -20,7 +20,7 @@
 //!    else the turn continues the leaf's branch.
 //!
 //! The explicit placements skip the decisions they name; unknown topics and
-//! turns are errors, found by [`check`] before the turn is analysed.
+//! turns are errors, found by one check before the turn is analysed.
 
 use super::{Dialogue, Placement, cosine};
 use crate::error::{Error, Result};
