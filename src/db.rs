@@ -1139,11 +1139,12 @@ impl Db {
         Ok(())
     }
 
-    /// Validates every stored document, its stored vectors, and that the
-    /// full-text index is caught up with the store. The vector graph is
-    /// reported, not built.
+    /// Validates every stored document, its stored vectors, every session's
+    /// dialogue against its turn documents, and that the full-text index is
+    /// caught up with the store. The vector graph is reported, not built.
     pub fn check(&self) -> Result<CheckReport> {
         let documents = self.store.check()?;
+        self.check_session_documents()?;
         let fulltext = self.fulltext();
         let (applied, last) = (fulltext.applied_seq()?, self.store.last_seq()?);
         if applied != last {

@@ -117,25 +117,11 @@ pub fn check_id(id: &str) -> Result<()> {
     }
 }
 
-/// Decodes input bytes into text: rejects binary data, and invalid UTF-8
-/// unless `lossy`. A leading byte-order mark is kept (coordinates stay exact).
+/// Decodes input bytes into text: rejects what [`check_bytes`] rejects, and
+/// invalid UTF-8 unless `lossy`. A leading byte-order mark is kept
+/// (coordinates stay exact).
 pub fn decode(source_name: &str, bytes: Vec<u8>, lossy: bool) -> Result<String> {
-    if bytes.len() > MAX_DOCUMENT_BYTES {
-        return Err(Error::TooLarge {
-            source_name: source_name.to_owned(),
-            bytes: bytes.len(),
-            limit: MAX_DOCUMENT_BYTES,
-        });
-    }
-    if let Some(offset) = bytes[..bytes.len().min(SNIFF_BYTES)]
-        .iter()
-        .position(|&b| b == 0)
-    {
-        return Err(Error::Binary {
-            source_name: source_name.to_owned(),
-            offset,
-        });
-    }
+    check_bytes(source_name, &bytes)?;
     match String::from_utf8(bytes) {
         Ok(text) => Ok(text),
         Err(err) if lossy => Ok(String::from_utf8_lossy(err.as_bytes()).into_owned()),
@@ -157,6 +143,28 @@ pub fn decode(source_name: &str, bytes: Vec<u8>, lossy: bool) -> Result<String> 
             })
         }
     }
+}
+
+/// Checks input bytes before decoding: at most [`MAX_DOCUMENT_BYTES`], and
+/// no NUL byte near the start (a binary file).
+pub fn check_bytes(source_name: &str, bytes: &[u8]) -> Result<()> {
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(Error::TooLarge {
+            source_name: source_name.to_owned(),
+            bytes: bytes.len(),
+            limit: MAX_DOCUMENT_BYTES,
+        });
+    }
+    if let Some(offset) = bytes[..bytes.len().min(SNIFF_BYTES)]
+        .iter()
+        .position(|&b| b == 0)
+    {
+        return Err(Error::Binary {
+            source_name: source_name.to_owned(),
+            offset,
+        });
+    }
+    Ok(())
 }
 
 /// Analyses decoded text into a complete, validated document.

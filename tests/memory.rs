@@ -186,6 +186,13 @@ fn explicit_placements_build_topics_branches_and_parents() {
     assert_eq!(t5.decision.topic, TopicChoice::Switch);
     assert_eq!(at(&t6), (Some(4), 1, 2));
     assert_eq!(at(&t7), (Some(0), 0, 3));
+    // A fork inside the active topic stays; one into another topic (turn 0
+    // while topic 1 is active) records a switch.
+    assert_eq!(t3.decision.topic, TopicChoice::Stay);
+    assert_eq!(
+        (t7.decision.topic, t7.decision.branch),
+        (TopicChoice::Switch, BranchChoice::Fork)
+    );
     assert_eq!(at(&t8), (Some(7), 0, 3));
 
     let dialogue = db.dialogue("s").unwrap();
@@ -392,6 +399,106 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
     ));
 }
 
+/// Multi-line bulleted turns: the list markers and line breaks between
+/// their EDUs are part of the text a path turn returns.
+const LISTS: [&str; 4] = [
+    "- apples\n- pears\n- plums, and a long list item about which fruit keeps best in a cold cellar over the winter",
+    "- rice\n- beans\n- lentils, which cook faster than beans and need no soaking overnight",
+    "Which of these should we pack?\n\n- the apples\n- the lentils\n- a small stove",
+    "- tents\n- sleeping bags rated for minus ten degrees\n- a lantern",
+];
+
+#[test]
+fn context_text_never_holds_more_tokens_than_counted() {
+    let (_dir, db) = store();
+    for (n, text) in LISTS.iter().enumerate() {
+        let placement = if n == 3 {
+            Placement::NewTopic
+        } else {
+            Placement::Continue
+        };
+        db.append_turn("lists", Role::User, text, placement)
+            .unwrap();
+    }
+    db.append_turn(
+        "lists",
+        Role::User,
+        "- a map\n- a compass",
+        Placement::Fork(0),
+    )
+    .unwrap();
+    let dialogue = db.dialogue("lists").unwrap();
+    for turn in &dialogue.turns {
+        let text = db.document(&turn.doc).unwrap().text().unwrap().to_owned();
+        let span = &text[turn.bytes[0] as usize..turn.bytes[1] as usize];
+        assert_eq!(u64::from(edudb::tokens::count(span)), turn.tokens);
+    }
+    let history = db
+        .session_context("lists", u64::MAX)
+        .unwrap()
+        .history_tokens;
+    for budget in (0..=history + 10).step_by(3) {
+        let context = db.session_context("lists", budget).unwrap();
+        let mut recounted = 0u64;
+        for item in &context.items {
+            // Recount the text returned, not the stated counts.
+            let tokens = u64::from(edudb::tokens::count(&item.text));
+            assert!(
+                tokens <= item.tokens,
+                "{budget}: {item:?} has {tokens} tokens"
+            );
+            recounted += tokens;
+        }
+        assert!(recounted <= budget, "{budget}: {recounted} tokens returned");
+        assert!(context.tokens_used <= budget);
+    }
+    // With room for everything, the path turns are returned whole.
+    let all = db.session_context("lists", history).unwrap();
+    assert!(
+        all.items
+            .iter()
+            .any(|i| i.kind == ContextKind::PathTurn && i.text.contains("\n- "))
+    );
+}
+
+#[test]
+fn two_writers_on_one_session_lose_nothing() {
+    let (_dir, db) = store();
+    std::thread::scope(|scope| {
+        for writer in ["alpha", "beta"] {
+            let db = &db;
+            scope.spawn(move || {
+                for n in 0..10 {
+                    let text = format!("Writer {writer} says line {n} about the winter trip.");
+                    db.append_turn("shared", Role::User, &text, Placement::Auto)
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let dialogue = db.dialogue("shared").unwrap();
+    let numbers: Vec<u32> = dialogue.turns.iter().map(|t| t.number).collect();
+    assert_eq!(numbers, (0..20).collect::<Vec<_>>());
+    assert_eq!(dialogue.current, 19);
+    let mut texts: Vec<String> = dialogue
+        .turns
+        .iter()
+        .map(|t| db.document(&t.doc).unwrap().text().unwrap().to_owned())
+        .collect();
+    texts.sort();
+    let mut expected: Vec<String> = ["alpha", "beta"]
+        .iter()
+        .flat_map(|w| {
+            (0..10).map(move |n| format!("Writer {w} says line {n} about the winter trip."))
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(texts, expected);
+    dialogue.check_tree().unwrap();
+    let report = db.check().unwrap();
+    assert_eq!((report.documents, report.sessions), (20, 1));
+}
+
 /// The stored bytes of a branch record, as rkyv archives it.
 fn branch_bytes(dialogue: &Dialogue, branch: u32) -> Vec<u8> {
     rkyv::to_bytes::<rkyv::rancor::Error>(&dialogue.branches[branch as usize])
@@ -407,16 +514,44 @@ fn summaries_are_spans_of_their_turns_and_updated_incrementally() {
     let branch_0 = branch_bytes(&before, 0);
     let topic_1 = rkyv::to_bytes::<rkyv::rancor::Error>(&before.topics[1]).unwrap();
     // A turn on branch 2 (current) leaves branch 0 and topic 1 as stored.
+    // It is the most central turn of its topic (it names the trip's main
+    // subjects), so the joined branch's and topic's summaries must change
+    // to include it: a stale summary fails here.
     let receipt = db
         .append_turn(
             "trip",
             Role::User,
-            "Chiang Mai sounds good. Which family hotel near the night markets would you suggest?",
+            "For our family winter trip with the child: Thailand, Phuket or Chiang Mai, or Japan and Hokkaido with hot springs?",
             Placement::Continue,
         )
         .unwrap();
     assert_eq!(receipt.branch, 2);
     let after = db.dialogue("trip").unwrap();
+    let turns =
+        |picks: &[edudb::memory::SummaryPick]| picks.iter().map(|p| p.turn).collect::<Vec<_>>();
+    for (name, old, new) in [
+        (
+            "branch 2",
+            &before.branches[2].summary,
+            &after.branches[2].summary,
+        ),
+        (
+            "topic 0",
+            &before.topics[0].summary,
+            &after.topics[0].summary,
+        ),
+    ] {
+        assert_ne!(old, new, "{name}");
+        assert!(
+            turns(new).contains(&receipt.turn),
+            "{name}: {:?} -> {:?}",
+            turns(old),
+            turns(new)
+        );
+    }
+    // The untouched branch's and topic's summary picks are the same.
+    assert_eq!(after.branches[0].summary, before.branches[0].summary);
+    assert_eq!(after.topics[1].summary, before.topics[1].summary);
     assert_eq!(branch_bytes(&after, 0), branch_0);
     assert_eq!(
         rkyv::to_bytes::<rkyv::rancor::Error>(&after.topics[1])
@@ -442,8 +577,10 @@ fn summaries_are_spans_of_their_turns_and_updated_incrementally() {
                 [edus[0].bytes[0], edus[edus.len() - 1].bytes[1]],
                 pick.bytes
             );
-            let tokens: u32 = edus.iter().map(|e| e.tokens).sum();
-            assert_eq!(tokens, pick.tokens);
+            // Its tokens are those of exactly its text.
+            let text = db.document(doc).unwrap().text().unwrap().to_owned();
+            let span = &text[pick.bytes[0] as usize..pick.bytes[1] as usize];
+            assert_eq!(edudb::tokens::count(span), pick.tokens);
         }
     };
     for branch in &after.branches {
@@ -591,12 +728,31 @@ fn bad_input_writes_nothing() {
         };
         assert!(expected, "{session:?} {text:?} {placement:?}: {err}");
     }
+    // Input checked as ingest checks it: binary text (a NUL byte) is
+    // refused, naming the session rather than the internal turn id.
+    let err = db
+        .append_turn("trip", Role::User, "abc\0def", Placement::Auto)
+        .unwrap_err();
+    assert!(matches!(err, Error::Binary { offset: 3, .. }), "{err}");
+    assert!(err.to_string().starts_with("session trip:"), "{err}");
+    // Text that is blank by Unicode's measure (a line separator, a form
+    // feed, a next-line) is an empty turn, not an empty document.
+    let err = db
+        .append_turn("trip", Role::User, "\u{2028}\u{c} \u{85}", Placement::Auto)
+        .unwrap_err();
+    assert!(matches!(err, Error::EmptyTurn { .. }), "{err}");
+    assert!(!err.to_string().contains("@session/"), "{err}");
     let after = (
         last_change(&db),
         db.dialogue("trip").unwrap(),
         db.stats().unwrap().documents,
     );
     assert_eq!(after, before);
+    // Punctuation alone is text the analysis keeps (one EDU), not an error.
+    let receipt = db
+        .append_turn("trip", Role::User, "!!! ???", Placement::Continue)
+        .unwrap();
+    assert_eq!(receipt.edus, 1);
     assert!(db.sessions().unwrap().iter().all(|s| s.id == "trip"));
     assert!(matches!(
         db.remove_session("nobody"),

@@ -249,3 +249,71 @@ fn session_add_show_context_ls_rm() {
     assert_eq!(json(&db, &["session", "ls"]).as_array().unwrap().len(), 1);
     assert_eq!(json(&db, &["check"])["sessions"], 1);
 }
+
+#[test]
+fn bad_input_creates_no_store_and_hyphen_text_is_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("new");
+    // A bad id or blank text fails before the store is created.
+    for args in [
+        ["session", "add", "bad/id", "x"],
+        ["session", "add", "ok", "   "],
+    ] {
+        let out = edudb(&db, &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(!db.exists(), "{args:?} created {}", db.display());
+    }
+    // Text starting with '-' is the turn's text, not a flag.
+    let turn = json(&db, &["session", "add", "s", "-5 °C tonight?"]);
+    assert_eq!(turn["turn"], 0);
+    let view = json(&db, &["session", "show", "s"]);
+    assert_eq!(
+        view["topics"][0]["branches"][0]["turns"][0]["summary"]["text"],
+        "-5 °C tonight?"
+    );
+    // The receipt says the asked placement in words, not JSON.
+    let out = edudb(&db, &["session", "add", "s", "--fork", "0", "Or colder?"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let receipt = text(&out);
+    assert!(receipt.contains("(asked fork at turn 0;"), "{receipt}");
+    assert!(!receipt.contains('{'), "{receipt}");
+}
+
+#[test]
+fn auto_placement_and_bulleted_context_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for turn in [
+        "- apples\n- pears\n- plums, and a long list item about which fruit keeps best in a cold cellar",
+        "- the apples keep longest\n- the pears next\n- plums soften within a week in the cellar",
+        "Which Python library parses JSON fastest?",
+    ] {
+        let out = edudb(&db, &["session", "add", "fruit", turn]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(text(&out).contains("(asked auto;"), "{}", text(&out));
+    }
+    let receipt = json(&db, &["session", "add", "fruit", "- and the plums?"]);
+    assert_eq!(receipt["decision"]["requested"], "auto");
+    assert_eq!(json(&db, &["session", "show", "fruit"])["turns"], 4);
+    // Recount the returned text: never over its stated tokens or the budget.
+    for budget in [3u64, 10, 20, 30, 45, 60, 1000] {
+        let context = json(
+            &db,
+            &[
+                "session",
+                "context",
+                "fruit",
+                "--budget",
+                &budget.to_string(),
+            ],
+        );
+        let mut total = 0;
+        for item in context["items"].as_array().unwrap() {
+            let tokens = u64::from(edudb::tokens::count(item["text"].as_str().unwrap()));
+            assert!(tokens <= item["tokens"].as_u64().unwrap(), "{item}");
+            total += tokens;
+        }
+        assert!(total <= budget, "{budget}: {context}");
+    }
+    assert_eq!(json(&db, &["check"])["sessions"], 1);
+}

@@ -386,7 +386,7 @@ pub fn receipt(out: &mut dyn Write, receipt: &TurnReceipt, as_json: bool) -> io:
             .unwrap_or_default()
             .as_str()
             .unwrap_or("?"),
-        serde_json::to_value(d.requested).unwrap_or_default(),
+        d.requested,
         similarity(d.active_topic_similarity),
         pair(d.best_other_topic),
         pair(d.fork_candidate),

@@ -32,7 +32,9 @@ pub enum SessionCommand {
         /// Follow the current turn.
         #[arg(long = "continue", id = "continue_")]
         continue_: bool,
-        /// The turn's text, or `-` to read it from standard input.
+        /// The turn's text, or `-` to read it from standard input (text
+        /// starting with '-', such as "-5 °C tonight?", is taken as text).
+        #[arg(allow_hyphen_values = true)]
         text: String,
     },
     /// Show SESSION's dialogue tree: topics, branches, turns with their
@@ -100,6 +102,8 @@ pub fn run(
             } else {
                 text.clone()
             };
+            // Bad input fails before a store is opened or created.
+            edudb::memory::check_turn_input(session, &text)?;
             let receipt = open(true)?.append_turn(session, *role, &text, placement)?;
             render::receipt(out, &receipt, as_json)?;
         }

@@ -21,7 +21,9 @@ use crate::error::Result;
 pub enum ContextKind {
     /// A whole turn of the active path.
     PathTurn,
-    /// A summary pick of a branch of the active topic off the active path.
+    /// A summary pick of another branch of the active topic (not the
+    /// current turn's branch; a parent branch lies partly on the active
+    /// path, so only its picks of turns off the path are used).
     BranchSummary,
     /// A summary pick of another topic.
     TopicSummary,
@@ -46,7 +48,7 @@ pub struct ContextItem {
     pub edus: [u32; 2],
     /// Byte range `[start, end)` in the document's text.
     pub bytes: [u32; 2],
-    /// o200k_base tokens.
+    /// o200k_base tokens of exactly `text`.
     pub tokens: u64,
     /// Exactly the document's `text[bytes]`.
     pub text: String,
@@ -85,12 +87,14 @@ struct Candidate {
     tokens: u64,
 }
 
-/// Builds the context of `dialogue` under `budget` tokens; `text_of` reads
-/// a turn document's stored text.
+/// Builds the context of `dialogue` under `budget` tokens; `text_of(turn,
+/// bytes)` reads exactly `text[bytes]` of a turn's stored text. Every
+/// item's tokens are its turn's or pick's, counted on exactly that text
+/// when the turn was appended, so the budget holds for the text returned.
 pub(crate) fn build(
     dialogue: &Dialogue,
     budget: u64,
-    text_of: &mut dyn FnMut(&str) -> Result<String>,
+    text_of: &mut dyn FnMut(u32, [u32; 2]) -> Result<String>,
 ) -> Result<SessionContext> {
     let current = dialogue.current_turn();
     let path = dialogue.active_path();
@@ -166,12 +170,8 @@ pub(crate) fn build(
         .chain(path_items)
     {
         let turn = &dialogue.turns[candidate.turn as usize];
-        let text = text_of(&turn.doc)?;
         let bytes = candidate.bytes;
-        let slice = text
-            .get(bytes[0] as usize..bytes[1] as usize)
-            .unwrap_or_default()
-            .to_owned();
+        let text = text_of(candidate.turn, bytes)?;
         items.push(ContextItem {
             kind: candidate.kind,
             turn: candidate.turn,
@@ -182,7 +182,7 @@ pub(crate) fn build(
             edus: candidate.edus,
             bytes,
             tokens: candidate.tokens,
-            text: slice,
+            text,
         });
     }
     Ok(SessionContext {

@@ -27,7 +27,7 @@ use std::fmt;
 
 use rkyv::{Archive, Deserialize, Serialize};
 
-use crate::document::Span;
+use crate::document::{Document, Span};
 use crate::error::{Error, Result};
 
 pub mod context;
@@ -69,6 +69,21 @@ pub fn validate_session_id(id: &str) -> Result<()> {
         }),
         None => Ok(()),
     }
+}
+
+/// Checks a turn before anything is stored: the session id
+/// ([`validate_session_id`]), the text as ingest checks any input (size
+/// limit, NUL bytes; [`crate::ingest::check_bytes`]), and text that is not
+/// blank ([`Error::EmptyTurn`]).
+pub fn check_turn_input(session: &str, text: &str) -> Result<()> {
+    validate_session_id(session)?;
+    crate::ingest::check_bytes(&format!("session {session}"), text.as_bytes())?;
+    if text.trim().is_empty() {
+        return Err(Error::EmptyTurn {
+            session: session.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// The document id of turn `turn` of `session`.
@@ -161,6 +176,20 @@ pub enum Placement {
     Fork(u32),
 }
 
+impl fmt::Display for Placement {
+    /// In words, as the command line prints it: `auto`, `continue`, `new
+    /// topic`, `topic N`, `fork at turn N`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Placement::Auto => f.write_str("auto"),
+            Placement::Continue => f.write_str("continue"),
+            Placement::NewTopic => f.write_str("new topic"),
+            Placement::Topic(topic) => write!(f, "topic {topic}"),
+            Placement::Fork(turn) => write!(f, "fork at turn {turn}"),
+        }
+    }
+}
+
 /// One summary unit: an EDU span inside one turn's document.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[rkyv(derive(Debug))]
@@ -171,7 +200,7 @@ pub struct SummaryPick {
     pub edus: Span,
     /// Byte range `[start, end)` of the span in that document's text.
     pub bytes: [u32; 2],
-    /// o200k_base tokens of the span.
+    /// o200k_base tokens of exactly that text (`text[bytes]`).
     pub tokens: u32,
 }
 
@@ -197,7 +226,8 @@ pub struct Turn {
     pub edus: u32,
     /// Byte range `[start, end)` of its EDUs (first to last) in its text.
     pub bytes: [u32; 2],
-    /// Its tokens (the sum of its EDUs').
+    /// o200k_base tokens of exactly that text (`text[bytes]`, gaps
+    /// between EDUs such as list markers included), counted when appended.
     pub tokens: u64,
 }
 
@@ -250,7 +280,7 @@ pub struct Dialogue {
     pub topics: Vec<Topic>,
     /// Every branch, by id.
     pub branches: Vec<Branch>,
-    /// The active turn: the latest appended.
+    /// The active turn: always the latest appended (the last of `turns`).
     pub current: u32,
 }
 
@@ -270,7 +300,9 @@ pub(crate) struct NewTurn {
 }
 
 impl Dialogue {
-    /// The turn the next one follows by default.
+    /// The turn the next one follows by default. Like the methods below,
+    /// it expects a dialogue that passed [`Dialogue::check_tree`], as every
+    /// one read from a store has.
     pub fn current_turn(&self) -> &Turn {
         &self.turns[self.current as usize]
     }
@@ -287,7 +319,7 @@ impl Dialogue {
         path
     }
 
-    /// Total tokens of every turn.
+    /// Total tokens of every turn (each turn's whole text span).
     pub fn tokens(&self) -> u64 {
         self.turns.iter().map(|t| t.tokens).sum()
     }
@@ -400,20 +432,70 @@ impl Dialogue {
         Ok(number)
     }
 
-    /// Checks the dialogue tree's invariants; `edus_of` gives the number of
-    /// EDUs of a stored document (`None`: no such document). Turns are
-    /// dense and name their own documents, which exist; parents precede
+    /// Checks the dialogue tree's own invariants, without the store (every
+    /// dialogue read from a store has passed it; the methods above rely on
+    /// it): a valid session id; turns dense from 0, naming their own
+    /// documents, with a non-empty byte range and a summary that is an EDU
+    /// span inside it; the current turn is the last one; parents precede
     /// children and stay in their topic; every turn is on exactly one
-    /// branch, whose turns form a chain from its fork (or the topic root);
-    /// every summary is a valid EDU span of a turn of its topic or branch;
-    /// the current turn exists.
-    pub fn validate(&self, edus_of: &dyn Fn(&str) -> Option<u32>) -> Result<(), String> {
+    /// branch, whose turns form a chain from its fork; each topic lists its
+    /// branches once each, its root branch (no fork) first and only that
+    /// one without a fork, and records its turn count and latest turn;
+    /// every branch and topic summary holds 1 to [`summary::MAX_SUMMARY_PICKS`]
+    /// picks in turn order, each the summary of one of its turns.
+    pub fn check_tree(&self) -> Result<(), String> {
         validate_session_id(&self.id).map_err(|e| e.to_string())?;
-        if self.turns.is_empty() {
-            return Err("a session has at least one turn".into());
+        let last = self
+            .turns
+            .len()
+            .checked_sub(1)
+            .ok_or("a session has at least one turn")?;
+        if self.current as usize != last {
+            return Err(format!(
+                "current turn {} is not the last turn {last}",
+                self.current
+            ));
         }
-        if self.current as usize >= self.turns.len() {
-            return Err(format!("current turn {} does not exist", self.current));
+        for (index, turn) in self.turns.iter().enumerate() {
+            if turn.number as usize != index || turn.doc != turn_doc_id(&self.id, turn.number) {
+                return Err(format!(
+                    "turn {index} is numbered {} with document {:?}",
+                    turn.number, turn.doc
+                ));
+            }
+            if turn.topic as usize >= self.topics.len()
+                || turn.branch as usize >= self.branches.len()
+            {
+                return Err(format!(
+                    "turn {index} names missing topic {} or branch {}",
+                    turn.topic, turn.branch
+                ));
+            }
+            if let Some(parent) = turn.parent {
+                if parent >= turn.number {
+                    return Err(format!(
+                        "turn {index} has parent {parent}, not an earlier turn"
+                    ));
+                }
+                if self.turns[parent as usize].topic != turn.topic {
+                    return Err(format!("turn {index} has parent {parent} in another topic"));
+                }
+            }
+            let pick = &turn.summary;
+            if turn.edus == 0
+                || turn.bytes[0] >= turn.bytes[1]
+                || pick.turn != turn.number
+                || pick.edus.first > pick.edus.last
+                || pick.edus.last >= turn.edus
+                || pick.bytes[0] >= pick.bytes[1]
+                || pick.bytes[0] < turn.bytes[0]
+                || pick.bytes[1] > turn.bytes[1]
+            {
+                return Err(format!(
+                    "turn {index} ({} EDUs, bytes {:?}) has summary {pick:?}, not a span of its own EDUs",
+                    turn.edus, turn.bytes
+                ));
+            }
         }
         let mut on_branch = vec![0u32; self.turns.len()];
         for (index, branch) in self.branches.iter().enumerate() {
@@ -426,6 +508,9 @@ impl Dialogue {
                 .ok_or_else(|| format!("branch {index} names missing topic {}", branch.topic))?;
             if !topic.branches.contains(&branch.id) {
                 return Err(format!("topic {} does not list branch {index}", topic.id));
+            }
+            if branch.turns.is_empty() {
+                return Err(format!("branch {index} has no turns"));
             }
             let mut previous = branch.fork;
             for &turn in &branch.turns {
@@ -442,9 +527,6 @@ impl Dialogue {
                 on_branch[turn as usize] += 1;
                 previous = Some(turn);
             }
-            if branch.turns.is_empty() {
-                return Err(format!("branch {index} has no turns"));
-            }
             self.check_summary(&branch.summary, |t| t.branch == branch.id, "branch", index)?;
         }
         if let Some(turn) = on_branch.iter().position(|&n| n != 1) {
@@ -453,57 +535,69 @@ impl Dialogue {
                 on_branch[turn]
             ));
         }
+        let mut counts = vec![(0u32, 0u32); self.topics.len()];
+        for turn in &self.turns {
+            let (count, last) = &mut counts[turn.topic as usize];
+            *count += 1;
+            *last = turn.number;
+        }
         for (index, topic) in self.topics.iter().enumerate() {
             if topic.id as usize != index {
                 return Err(format!("topic {index} has id {}", topic.id));
             }
-            let turns: Vec<&Turn> = self.turns.iter().filter(|t| t.topic == topic.id).collect();
-            let roots = turns.iter().filter(|t| t.parent.is_none()).count();
-            let last = turns.iter().map(|t| t.number).max();
-            if roots != 1 || topic.turns as usize != turns.len() || last != Some(topic.last_turn) {
+            let mut seen = std::collections::HashSet::new();
+            for (n, &branch) in topic.branches.iter().enumerate() {
+                let root = self
+                    .branches
+                    .get(branch as usize)
+                    .filter(|b| b.topic == topic.id && seen.insert(branch))
+                    .map(|b| b.fork.is_none())
+                    .ok_or_else(|| {
+                        format!("topic {index} lists branch {branch}, missing, repeated or of another topic")
+                    })?;
+                if root != (n == 0) {
+                    return Err(format!(
+                        "topic {index}'s branch {branch} (position {n}) {} a fork; only its first branch starts at its root",
+                        if root { "lacks" } else { "has" }
+                    ));
+                }
+            }
+            let (count, last) = counts[index];
+            if topic.branches.is_empty() || topic.turns != count || topic.last_turn != last {
                 return Err(format!(
-                    "topic {index} has {roots} first turns, {} turns (records {}), last {last:?} (records {})",
-                    turns.len(),
+                    "topic {index} has {} branches, {count} turns (records {}), last turn {last} (records {})",
+                    topic.branches.len(),
                     topic.turns,
                     topic.last_turn
                 ));
             }
             self.check_summary(&topic.summary, |t| t.topic == topic.id, "topic", index)?;
         }
-        for (index, turn) in self.turns.iter().enumerate() {
-            if turn.number as usize != index || turn.doc != turn_doc_id(&self.id, turn.number) {
-                return Err(format!(
-                    "turn {index} is numbered {} with document {:?}",
-                    turn.number, turn.doc
-                ));
-            }
-            if let Some(parent) = turn.parent {
-                if parent >= turn.number {
-                    return Err(format!(
-                        "turn {index} has parent {parent}, not an earlier turn"
-                    ));
-                }
-                if self.turns[parent as usize].topic != turn.topic {
-                    return Err(format!("turn {index} has parent {parent} in another topic"));
-                }
-            }
-            let edus = edus_of(&turn.doc)
-                .ok_or_else(|| format!("turn {index}'s document {:?} is missing", turn.doc))?;
+        Ok(())
+    }
+
+    /// [`Dialogue::check_tree`], and every turn's document exists with the
+    /// EDUs it records; `edus_of` gives the number of EDUs of a stored
+    /// document (`None`: no such document).
+    pub fn validate(&self, edus_of: &dyn Fn(&str) -> Option<u32>) -> Result<(), String> {
+        self.check_tree()?;
+        for turn in &self.turns {
+            let edus = edus_of(&turn.doc).ok_or_else(|| {
+                format!("turn {}'s document {:?} is missing", turn.number, turn.doc)
+            })?;
             if edus != turn.edus {
                 return Err(format!(
-                    "turn {index} records {} EDUs; its document has {edus}",
-                    turn.edus
-                ));
-            }
-            if turn.summary.turn != turn.number || turn.summary.edus.last >= edus {
-                return Err(format!(
-                    "turn {index}'s summary is not a span of its own EDUs"
+                    "turn {} records {} EDUs; its document has {edus}",
+                    turn.number, turn.edus
                 ));
             }
         }
         Ok(())
     }
 
+    /// Checks a branch's or topic's summary: 1 to
+    /// [`summary::MAX_SUMMARY_PICKS`] picks in increasing turn order, each
+    /// the stored summary of a turn that `belongs`.
     fn check_summary(
         &self,
         picks: &[SummaryPick],
@@ -511,25 +605,96 @@ impl Dialogue {
         what: &str,
         index: usize,
     ) -> Result<(), String> {
-        if picks.is_empty() {
-            return Err(format!("{what} {index} has an empty summary"));
+        if picks.is_empty() || picks.len() > summary::MAX_SUMMARY_PICKS {
+            return Err(format!(
+                "{what} {index}'s summary has {} picks, not 1 to {}",
+                picks.len(),
+                summary::MAX_SUMMARY_PICKS
+            ));
+        }
+        if picks.windows(2).any(|pair| pair[0].turn >= pair[1].turn) {
+            return Err(format!(
+                "{what} {index}'s summary picks are not in increasing turn order"
+            ));
         }
         for pick in picks {
-            let ok = self.turns.get(pick.turn as usize).is_some_and(|t| {
-                belongs(t)
-                    && pick.edus.first <= pick.edus.last
-                    && pick.edus.last < t.edus
-                    && pick.bytes[0] < pick.bytes[1]
-            });
+            let ok = self
+                .turns
+                .get(pick.turn as usize)
+                .is_some_and(|t| belongs(t) && t.summary == *pick);
             if !ok {
                 return Err(format!(
-                    "{what} {index}'s summary names turn {} EDUs {}, not a span of one of its turns",
+                    "{what} {index}'s summary names turn {} EDUs {}, not the summary of one of its turns",
                     pick.turn, pick.edus
                 ));
             }
         }
         Ok(())
     }
+}
+
+impl Turn {
+    /// Checks the turn's recorded coordinates against `doc`, its stored
+    /// document: the EDU count; `bytes` from its first EDU's start to its
+    /// last EDU's end and `tokens` the count of exactly that text; its
+    /// summary's bytes the span of its EDUs and its tokens the count of
+    /// exactly that text.
+    pub fn check_document(&self, doc: &Document) -> Result<(), String> {
+        let (Some(first), Some(last)) = (doc.edus.first(), doc.edus.last()) else {
+            return Err(format!("turn {}'s document has no EDUs", self.number));
+        };
+        if doc.meta.id != self.doc || doc.edus.len() != self.edus as usize {
+            return Err(format!(
+                "turn {} records document {:?} with {} EDUs; found {:?} with {}",
+                self.number,
+                self.doc,
+                self.edus,
+                doc.meta.id,
+                doc.edus.len()
+            ));
+        }
+        let count = |bytes| span_text(&self.doc, &doc.text, bytes).map(crate::tokens::count);
+        let tokens = count(self.bytes).map_err(|e| e.to_string())?;
+        if self.bytes != [first.start, last.end] || self.tokens != u64::from(tokens) {
+            return Err(format!(
+                "turn {} records bytes {:?} and {} tokens; its EDUs span {:?}, {tokens} tokens",
+                self.number,
+                self.bytes,
+                self.tokens,
+                [first.start, last.end]
+            ));
+        }
+        let pick = &self.summary;
+        let span = doc
+            .edus
+            .get(pick.edus.first as usize)
+            .zip(doc.edus.get(pick.edus.last as usize))
+            .map(|(a, b)| [a.start, b.end]);
+        let tokens = count(pick.bytes).map_err(|e| e.to_string())?;
+        if span != Some(pick.bytes) || pick.tokens != tokens {
+            return Err(format!(
+                "turn {}'s summary records EDUs {} at bytes {:?} with {} tokens; its document has {span:?} with {tokens} tokens",
+                self.number, pick.edus, pick.bytes, pick.tokens
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Exactly `text[bytes]`: the span a turn or summary pick stands for in
+/// the text of document `doc`; [`Error::Invariant`] when the range is not
+/// a span of that text (a record that does not match its document).
+pub(crate) fn span_text<'t>(doc: &str, text: &'t str, bytes: [u32; 2]) -> Result<&'t str> {
+    text.get(bytes[0] as usize..bytes[1] as usize)
+        .ok_or_else(|| Error::Invariant {
+            doc: doc.to_owned(),
+            message: format!(
+                "byte range {}..{} is not a span of its {}-byte text",
+                bytes[0],
+                bytes[1],
+                text.len()
+            ),
+        })
 }
 
 /// Adds `v` into `sum` (which may be longer or shorter; extra values are ignored).
@@ -666,4 +831,191 @@ pub struct SessionView {
     pub tokens: u64,
     /// Its topics, by id.
     pub topics: Vec<TopicView>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Format;
+    use crate::ingest::analyze;
+
+    /// A turn's one-EDU summary pick.
+    fn pick(turn: u32) -> SummaryPick {
+        SummaryPick {
+            turn,
+            edus: Span::new(0, 0),
+            bytes: [0, 4],
+            tokens: 1,
+        }
+    }
+
+    fn turn(number: u32, parent: Option<u32>, topic: u32, branch: u32) -> Turn {
+        Turn {
+            number,
+            role: Role::User,
+            doc: turn_doc_id("s", number),
+            parent,
+            topic,
+            branch,
+            summary: pick(number),
+            edus: 1,
+            bytes: [0, 4],
+            tokens: 1,
+        }
+    }
+
+    fn branch(id: u32, topic: u32, fork: Option<u32>, turns: &[u32]) -> Branch {
+        Branch {
+            id,
+            topic,
+            fork,
+            turns: turns.to_vec(),
+            summary: turns.iter().map(|&t| pick(t)).collect(),
+            vector_sum: vec![1.0],
+        }
+    }
+
+    fn topic(id: u32, branches: &[u32], last_turn: u32, turns: &[u32]) -> Topic {
+        Topic {
+            id,
+            branches: branches.to_vec(),
+            last_turn,
+            turns: turns.len() as u32,
+            summary: turns.iter().map(|&t| pick(t)).collect(),
+            vector_sum: vec![1.0],
+        }
+    }
+
+    /// Topic 0: branch 0 (turns 0, 1) and branch 1 forking at turn 0
+    /// (turn 2); topic 1: branch 2 (turn 3, current).
+    fn valid() -> Dialogue {
+        Dialogue {
+            id: "s".into(),
+            turns: vec![
+                turn(0, None, 0, 0),
+                turn(1, Some(0), 0, 0),
+                turn(2, Some(0), 0, 1),
+                turn(3, None, 1, 2),
+            ],
+            topics: vec![topic(0, &[0, 1], 2, &[0, 1, 2]), topic(1, &[2], 3, &[3])],
+            branches: vec![
+                branch(0, 0, None, &[0, 1]),
+                branch(1, 0, Some(0), &[2]),
+                branch(2, 1, None, &[3]),
+            ],
+            current: 3,
+        }
+    }
+
+    #[test]
+    fn check_tree_refuses_each_broken_invariant() {
+        valid().check_tree().unwrap();
+        type Corruption = (&'static str, fn(&mut Dialogue));
+        let broken: Vec<Corruption> = vec![
+            ("not the last turn", |d| d.current = 2),
+            ("repeated", |d| d.topics[0].branches = vec![0, 1, 1]),
+            ("first branch", |d| d.topics[0].branches = vec![1, 0]),
+            ("of another topic", |d| d.topics[1].branches = vec![2, 0]),
+            ("lacks a fork", |d| {
+                d.branches[1].fork = None;
+                d.turns[2].parent = None;
+            }),
+            ("increasing turn order", |d| d.topics[0].summary.reverse()),
+            ("picks, not 1 to 3", |d| d.topics[0].summary.push(pick(2))),
+            ("picks, not 1 to 3", |d| d.branches[0].summary.clear()),
+            ("not the summary of one of its turns", |d| {
+                d.topics[0].summary[0].tokens = 7
+            }),
+            ("not the summary of one of its turns", |d| {
+                d.branches[1].summary = vec![pick(3)]
+            }),
+            ("3 turns (records 4)", |d| d.topics[0].turns = 4),
+            ("last turn 2 (records 1)", |d| d.topics[0].last_turn = 1),
+            ("not a span of its own EDUs", |d| d.turns[1].bytes = [4, 4]),
+            ("not a span of its own EDUs", |d| {
+                d.turns[1].summary.bytes = [0, 9]
+            }),
+            ("not an earlier turn", |d| d.turns[1].parent = Some(1)),
+            ("missing topic", |d| d.turns[3].topic = 5),
+            ("does not continue branch", |d| {
+                d.branches[0].turns = vec![1, 0]
+            }),
+            ("at least one turn", |d| d.turns.clear()),
+        ];
+        for (expected, corrupt) in broken {
+            let mut d = valid();
+            corrupt(&mut d);
+            let err = d.check_tree().unwrap_err();
+            assert!(err.contains(expected), "{expected:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn check_document_compares_bytes_and_tokens_with_the_text() {
+        let id = turn_doc_id("s", 0);
+        let text = "- apples\n- pears\n- plums, and a long list item about winter fruit";
+        let doc = analyze(&id, text.into(), Format::Text).unwrap();
+        let (first, last) = (doc.edus[0], doc.edus[doc.edus.len() - 1]);
+        let bytes = [first.start, last.end];
+        let whole = crate::tokens::count(&text[bytes[0] as usize..bytes[1] as usize]);
+        let edu_sum: u32 = doc.edus.iter().map(|e| e.tokens).sum();
+        // The list markers between EDUs cost tokens the EDUs do not count.
+        assert!(whole > edu_sum, "{whole} vs {edu_sum}");
+        let good = Turn {
+            summary: SummaryPick {
+                turn: 0,
+                edus: Span::new(1, 1),
+                bytes: [doc.edus[1].start, doc.edus[1].end],
+                tokens: doc.edus[1].tokens,
+            },
+            edus: doc.edus.len() as u32,
+            bytes,
+            tokens: u64::from(whole),
+            ..turn(0, None, 0, 0)
+        };
+        good.check_document(&doc).unwrap();
+        let broken: Vec<fn(&mut Turn)> = vec![
+            |t| t.tokens -= 1,
+            |t| t.bytes[0] += 1,
+            |t| t.bytes = [0, 9_999],
+            |t| t.summary.tokens += 1,
+            |t| t.summary.bytes[1] += 1,
+            |t| t.summary.edus = Span::new(1, 9),
+            |t| t.edus += 1,
+        ];
+        for corrupt in broken {
+            let mut t = good.clone();
+            corrupt(&mut t);
+            assert!(t.check_document(&doc).is_err(), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn span_text_refuses_a_range_outside_the_text() {
+        assert_eq!(span_text("d", "héllo", [0, 3]).unwrap(), "hé");
+        for bytes in [[0, 9], [3, 1], [0, 2]] {
+            assert!(matches!(
+                span_text("d", "héllo", bytes),
+                Err(Error::Invariant { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn placements_read_in_words() {
+        let words: Vec<String> = [
+            Placement::Auto,
+            Placement::Continue,
+            Placement::NewTopic,
+            Placement::Topic(2),
+            Placement::Fork(3),
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            words,
+            ["auto", "continue", "new topic", "topic 2", "fork at turn 3"]
+        );
+    }
 }

@@ -20,7 +20,7 @@
 //!    else the turn continues the leaf's branch.
 //!
 //! The explicit placements skip the decisions they name; unknown topics and
-//! turns are errors.
+//! turns are errors, found by one check before the turn is analysed.
 
 use super::{Dialogue, Placement, cosine};
 use crate::error::{Error, Result};
@@ -106,14 +106,41 @@ pub(crate) struct Resolved {
     pub decision: Decision,
 }
 
-/// Resolves `placement` for a turn with unit vector `vector` in `dialogue`
-/// (`None` for a new session, named `session`). `turn_vector` gives an
-/// existing turn's unit vector. Errors name the unknown session, topic or
-/// turn; nothing is decided then.
-pub(crate) fn resolve(
+/// A placement whose target exists in its session, from [`check`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Checked(Placement);
+
+/// Checks that `placement`'s target exists: [`Placement::Topic`] and
+/// [`Placement::Fork`] need an existing session (`dialogue`; `None` for a
+/// new session named `session`) with that topic or turn. Errors name the
+/// unknown session, topic or turn. The one check of targets: [`resolve`]
+/// takes only a checked placement.
+pub(crate) fn check(
     session: &str,
     dialogue: Option<&Dialogue>,
     placement: Placement,
+) -> Result<Checked> {
+    match (dialogue, placement) {
+        (None, Placement::Topic(_) | Placement::Fork(_)) => {
+            return Err(Error::NoSuchSession(session.to_owned()));
+        }
+        (Some(d), Placement::Topic(topic)) => {
+            d.topic(topic)?;
+        }
+        (Some(d), Placement::Fork(turn)) => {
+            d.turn(turn)?;
+        }
+        _ => {}
+    }
+    Ok(Checked(placement))
+}
+
+/// Resolves `placement`, checked against `dialogue` (`None` for a new
+/// session), for a turn with unit vector `vector`. `turn_vector` gives an
+/// existing turn's unit vector.
+pub(crate) fn resolve(
+    dialogue: Option<&Dialogue>,
+    Checked(placement): Checked,
     vector: &[f32],
     turn_vector: &mut dyn FnMut(u32) -> Result<Vec<f32>>,
 ) -> Result<Resolved> {
@@ -132,13 +159,9 @@ pub(crate) fn resolve(
         parent: None,
         decision,
     };
+    // A new session: every checked placement starts its first topic.
     let Some(dialogue) = dialogue else {
-        return match placement {
-            Placement::Topic(_) | Placement::Fork(_) => {
-                Err(Error::NoSuchSession(session.to_owned()))
-            }
-            _ => Ok(new_topic(decision)),
-        };
+        return Ok(new_topic(decision));
     };
     let current = dialogue.current_turn();
     let continue_at = |leaf: u32, topic: TopicChoice, decision: Decision| {
@@ -171,7 +194,7 @@ pub(crate) fn resolve(
             ..decision
         })),
         Placement::Topic(topic) => {
-            let leaf = dialogue.topic(topic)?.last_turn;
+            let leaf = dialogue.topics[topic as usize].last_turn;
             let choice = if topic == current.topic {
                 TopicChoice::Stay
             } else {
@@ -180,7 +203,7 @@ pub(crate) fn resolve(
             Ok(continue_at(leaf, choice, decision))
         }
         Placement::Fork(turn) => {
-            let topic = dialogue.turn(turn)?.topic;
+            let topic = dialogue.turns[turn as usize].topic;
             let choice = if topic == current.topic {
                 TopicChoice::Stay
             } else {

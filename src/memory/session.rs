@@ -4,8 +4,8 @@
 use super::placement::{self, Decision};
 use super::{
     BranchView, Dialogue, MAX_TURNS, NewTurn, Placement, Role, SessionMeta, SessionView,
-    SummaryPick, SummaryText, TopicView, TurnView, context, mean_unit, summary, turn_doc_id,
-    validate_session_id,
+    SummaryPick, SummaryText, TopicView, TurnView, check_turn_input, context, mean_unit, span_text,
+    summary, turn_doc_id, validate_session_id,
 };
 use crate::db::{Db, Written};
 use crate::document::Format;
@@ -45,9 +45,11 @@ impl Db {
     /// turn is stored as its own plain-text document
     /// ([`crate::memory::turn_doc_id`]) and written with the session's
     /// updated dialogue record in one atomic batch; it becomes the current
-    /// turn. Empty text, a bad session id, and an unknown session, topic or
-    /// turn for [`Placement::Topic`]/[`Placement::Fork`] are errors that
-    /// write nothing.
+    /// turn. What [`crate::memory::check_turn_input`] refuses (a bad
+    /// session id, blank, oversized or binary text), text with no words to
+    /// index ([`Error::EmptyTurn`]), and an unknown session, topic or turn
+    /// for [`Placement::Topic`]/[`Placement::Fork`] are errors that write
+    /// nothing.
     pub fn append_turn(
         &self,
         session: &str,
@@ -55,12 +57,10 @@ impl Db {
         text: &str,
         placement: Placement,
     ) -> Result<TurnReceipt> {
-        validate_session_id(session)?;
-        if text.trim().is_empty() {
-            return Err(Error::EmptyTurn {
-                session: session.to_owned(),
-            });
-        }
+        check_turn_input(session, text)?;
+        let empty = || Error::EmptyTurn {
+            session: session.to_owned(),
+        };
         self.write(|| {
             let store = self.store();
             let existing = store.dialogue(session)?;
@@ -72,34 +72,35 @@ impl Db {
                 });
             }
             // Unknown targets fail before any analysis.
-            match (&existing, placement) {
-                (None, Placement::Topic(_) | Placement::Fork(_)) => {
-                    return Err(Error::NoSuchSession(session.to_owned()));
-                }
-                (Some(d), Placement::Topic(topic)) => {
-                    d.topic(topic)?;
-                }
-                (Some(d), Placement::Fork(turn)) => {
-                    d.turn(turn)?;
-                }
-                _ => {}
-            }
+            let placement = placement::check(session, existing.as_ref(), placement)?;
             let id = turn_doc_id(session, number);
-            let (doc, vectors, dag) = self.prepare_text(&id, text.to_owned(), Format::Text)?;
+            // Text with no words to index (only punctuation, say) is an
+            // empty turn, not an error naming the internal document id.
+            let (doc, vectors, dag) = self
+                .prepare_text(&id, text.to_owned(), Format::Text)
+                .map_err(|e| match e {
+                    Error::EmptyDocument { .. } => empty(),
+                    e => e,
+                })?;
+            let (Some(first), Some(last)) = (doc.edus.first(), doc.edus.last()) else {
+                return Err(empty());
+            };
+            let bytes = [first.start, last.end];
+            let tokens = crate::tokens::count(span_text(&id, &doc.text, bytes)?);
             let dimension = vectors.dimension as usize;
-            let vector = mean_unit(&vectors.edus, dimension, 0, doc.edus.len() - 1);
+            let vector = mean_unit(
+                &vectors.edus,
+                dimension,
+                first.id as usize,
+                last.id as usize,
+            );
             let mut turn_vector = |turn: u32| -> Result<Vec<f32>> {
                 let (edus, dimension) = self.edu_vectors(&turn_doc_id(session, turn))?;
                 let rows = edus.len() / dimension.max(1);
                 Ok(mean_unit(&edus, dimension, 0, rows.saturating_sub(1)))
             };
-            let resolved = placement::resolve(
-                session,
-                existing.as_ref(),
-                placement,
-                &vector,
-                &mut turn_vector,
-            )?;
+            let resolved =
+                placement::resolve(existing.as_ref(), placement, &vector, &mut turn_vector)?;
             let (pick, pick_vector) = summary::turn_summary(number, &doc, &vectors.edus, dimension);
             let mut stored_pick_vector = |p: &SummaryPick| -> Result<Vec<f32>> {
                 let (edus, dimension) = self.edu_vectors(&turn_doc_id(session, p.turn))?;
@@ -117,7 +118,6 @@ impl Db {
                 branches: Vec::new(),
                 current: 0,
             });
-            let (first, last) = (&doc.edus[0], &doc.edus[doc.edus.len() - 1]);
             dialogue.add_turn(
                 &resolved,
                 NewTurn {
@@ -125,13 +125,17 @@ impl Db {
                     doc: id.clone(),
                     summary: pick,
                     edus: doc.meta.edus,
-                    bytes: [first.start, last.end],
-                    tokens: doc.meta.tokens,
+                    bytes,
+                    tokens: u64::from(tokens),
                     vector,
                     summary_vector: pick_vector,
                 },
                 &mut stored_pick_vector,
             )?;
+            dialogue.check_tree().map_err(|message| Error::Invariant {
+                doc: id.clone(),
+                message,
+            })?;
             store.put_turn(&doc, &vectors, &dag, &dialogue)?;
             let turn = dialogue.current_turn();
             let receipt = TurnReceipt {
@@ -229,9 +233,10 @@ impl Db {
     /// [`crate::memory::context`]). Never over the budget.
     pub fn session_context(&self, id: &str, budget: u64) -> Result<context::SessionContext> {
         let dialogue = self.dialogue(id)?;
-        let mut text_of =
-            |doc: &str| -> Result<String> { Ok(self.document(doc)?.text()?.to_owned()) };
-        context::build(&dialogue, budget, &mut text_of)
+        let mut texts = TurnTexts::new(self, &dialogue);
+        context::build(&dialogue, budget, &mut |turn, bytes| {
+            texts.span(turn, bytes)
+        })
     }
 
     /// Removes session `id`: all its turn documents (records and index
@@ -251,6 +256,24 @@ impl Db {
                 },
             ))
         })
+    }
+
+    /// Checks every session's turns against their stored documents
+    /// ([`crate::memory::Turn::check_document`]: EDUs, byte ranges and
+    /// token counts of turns and their summaries); the rest of a
+    /// dialogue's invariants are checked when it is read.
+    pub(crate) fn check_session_documents(&self) -> Result<()> {
+        for dialogue in self.store().dialogues()? {
+            for turn in &dialogue.turns {
+                let doc = self.document(&turn.doc)?.to_document()?;
+                turn.check_document(&doc)
+                    .map_err(|message| Error::Invariant {
+                        doc: format!("session {}", dialogue.id),
+                        message,
+                    })?;
+            }
+        }
+        Ok(())
     }
 
     /// The turn document ids of session `id` in turn order, or `None` when
@@ -279,27 +302,105 @@ impl<'a> TurnTexts<'a> {
         }
     }
 
+    /// Exactly `text[bytes]` of turn `turn`'s stored text
+    /// ([`Error::Invariant`] when the record does not match its document).
+    fn span(&mut self, turn: u32, bytes: [u32; 2]) -> Result<String> {
+        let doc = &self.dialogue.turns[turn as usize].doc;
+        let text = match self.texts.entry(turn) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(self.db.document(doc)?.text()?.to_owned())
+            }
+        };
+        Ok(span_text(doc, text, bytes)?.to_owned())
+    }
+
     fn pick(&mut self, pick: &SummaryPick) -> Result<SummaryText> {
-        let doc = &self.dialogue.turns[pick.turn as usize].doc;
-        if !self.texts.contains_key(&pick.turn) {
-            let text = self.db.document(doc)?.text()?.to_owned();
-            self.texts.insert(pick.turn, text);
-        }
-        let text = &self.texts[&pick.turn];
         Ok(SummaryText {
             turn: pick.turn,
-            doc: doc.clone(),
+            doc: self.dialogue.turns[pick.turn as usize].doc.clone(),
             edus: [pick.edus.first, pick.edus.last],
             bytes: pick.bytes,
             tokens: pick.tokens,
-            text: text
-                .get(pick.bytes[0] as usize..pick.bytes[1] as usize)
-                .unwrap_or_default()
-                .to_owned(),
+            text: self.span(pick.turn, pick.bytes)?,
         })
     }
 
     fn picks(&mut self, picks: &[SummaryPick]) -> Result<Vec<SummaryText>> {
         picks.iter().map(|p| self.pick(p)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store with session "s" of two turns, and what re-writing its last
+    /// turn with the dialogue `corrupt` makes of it needs.
+    fn rewrite(corrupt: impl FnOnce(&mut Dialogue)) -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::create(dir.path().join("db")).unwrap();
+        let text = "- apples\n- pears\n- plums, and a long list item";
+        db.append_turn("s", Role::User, "Which fruit?", Placement::Auto)
+            .unwrap();
+        db.append_turn("s", Role::User, text, Placement::Continue)
+            .unwrap();
+        db.check().unwrap();
+        let mut dialogue = db.dialogue("s").unwrap();
+        corrupt(&mut dialogue);
+        let id = turn_doc_id("s", 1);
+        let (doc, vectors, dag) = db.prepare_text(&id, text.into(), Format::Text).unwrap();
+        db.store()
+            .put_turn(&doc, &vectors, &dag, &dialogue)
+            .unwrap();
+        (dir, db)
+    }
+
+    #[test]
+    fn check_compares_turns_with_their_documents() {
+        let corruptions: [fn(&mut Dialogue); 3] = [
+            |d| d.turns[1].tokens -= 1,
+            |d| d.turns[1].bytes[1] -= 1,
+            |d| d.turns[1].summary.tokens += 1,
+        ];
+        for corrupt in corruptions {
+            let (_dir, db) = rewrite(|d| {
+                corrupt(d);
+                // Keep the branch and topic copies of the pick in step.
+                let pick = d.turns[1].summary;
+                for picks in [&mut d.branches[0].summary, &mut d.topics[0].summary] {
+                    picks
+                        .iter_mut()
+                        .filter(|p| p.turn == 1)
+                        .for_each(|p| *p = pick);
+                }
+            });
+            let err = db.check().unwrap_err();
+            assert!(
+                matches!(&err, Error::Invariant { doc, .. } if doc == "session s"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_damaged_dialogue_is_a_corrupt_record_not_a_panic() {
+        let (_dir, db) = rewrite(|d| d.current = 0);
+        let corrupt = |r: Result<()>| {
+            let err = r.unwrap_err();
+            assert!(
+                matches!(&err, Error::Corrupt { key, .. } if key == "session s"),
+                "{err}"
+            );
+        };
+        corrupt(db.dialogue("s").map(drop));
+        corrupt(db.session("s").map(drop));
+        corrupt(db.session_context("s", 100).map(drop));
+        corrupt(db.sessions().map(drop));
+        corrupt(db.check().map(drop));
+        corrupt(
+            db.append_turn("s", Role::User, "More fruit.", Placement::Auto)
+                .map(drop),
+        );
     }
 }
