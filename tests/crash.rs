@@ -188,7 +188,13 @@ fn sigkill_during_turn_appends_leaves_whole_turns_only() {
                 &["session", "add", "s", placement, "--", text.as_str()],
             )
         };
-        std::thread::sleep(Duration::from_millis(rng.random_range(0..250)));
+        // Every fourth round runs to its end, so the session grows however
+        // slow the machine; the others are killed at a random moment.
+        if round % 4 == 2 {
+            assert!(child.wait().unwrap().success(), "round {round} failed");
+        } else {
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..150)));
+        }
         let finished = child.try_wait().unwrap().is_some();
         child.kill().unwrap();
         child.wait().unwrap();
@@ -206,8 +212,9 @@ fn sigkill_during_turn_appends_leaves_whole_turns_only() {
         partial_rounds >= SESSION_ROUNDS / 4,
         "only {partial_rounds} rounds were killed mid-run"
     );
+    // Two rounds run to their end between removals.
     assert!(
-        most_turns >= 3,
+        most_turns >= 2,
         "the session never grew: {most_turns} turns"
     );
 }
