@@ -25,6 +25,7 @@ use crate::embed::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{Error, Result};
 use crate::fulltext::{FullText, FullTextReader};
 use crate::ingest::{IngestOptions, analyze, decode, detect_format};
+use crate::memory::is_turn_id;
 use crate::progress::{CancelToken, Progress};
 use crate::query::cache::{CachedDocument, DEFAULT_CACHE_BYTES, DocumentCache};
 use crate::rank::{RankedHit, Target};
@@ -155,11 +156,15 @@ pub struct DagHit {
 /// Totals over the whole store.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {
-    /// Number of documents.
+    /// Number of documents (session turns not counted).
     pub documents: u64,
-    /// Number of EDUs.
+    /// Number of agent-memory sessions.
+    pub sessions: u64,
+    /// Number of session turns (each stored as a document of its own).
+    pub turns: u64,
+    /// Number of EDUs, of documents and turns.
     pub edus: u64,
-    /// Number of tree nodes.
+    /// Number of tree nodes, of documents and turns.
     pub nodes: u64,
     /// Tokens over all EDUs.
     pub tokens: u64,
@@ -864,7 +869,7 @@ impl Db {
     /// sessions; [`Db::document`] still reads a turn by its id).
     pub fn documents(&self) -> Result<Vec<DocMeta>> {
         let mut metas = self.store.metas()?;
-        metas.retain(|m| !crate::memory::is_turn_id(&m.id));
+        metas.retain(|m| !is_turn_id(&m.id));
         Ok(metas)
     }
 
@@ -1090,8 +1095,11 @@ impl Db {
     /// Totals over the store.
     pub fn stats(&self) -> Result<Stats> {
         let metas = self.store.metas()?;
+        let turns = metas.iter().filter(|m| is_turn_id(&m.id)).count() as u64;
         Ok(Stats {
-            documents: metas.len() as u64,
+            documents: metas.len() as u64 - turns,
+            sessions: self.store.dialogues()?.len() as u64,
+            turns,
             edus: metas.iter().map(|m| u64::from(m.edus)).sum(),
             nodes: metas.iter().map(|m| u64::from(m.nodes)).sum(),
             tokens: metas.iter().map(|m| m.tokens).sum(),

@@ -686,7 +686,7 @@ fn bad_input_writes_nothing() {
     let before = (
         last_change(&db),
         db.dialogue("trip").unwrap(),
-        db.stats().unwrap().documents,
+        db.stats().unwrap().turns,
     );
     let attempts: Vec<(&str, &str, Placement)> = vec![
         ("trip", "   \n\t ", Placement::Auto),
@@ -745,7 +745,7 @@ fn bad_input_writes_nothing() {
     let after = (
         last_change(&db),
         db.dialogue("trip").unwrap(),
-        db.stats().unwrap().documents,
+        db.stats().unwrap().turns,
     );
     assert_eq!(after, before);
     // Punctuation alone is text the analysis keeps (one EDU), not an error.
@@ -788,12 +788,16 @@ fn sessions_survive_reopen_and_remove_session_removes_everything() {
     assert_eq!(db.session("trip").unwrap(), view);
     assert_eq!(db.session_context("trip", 200).unwrap(), context);
     assert_eq!(db.check().unwrap().sessions, 2);
-    let documents = db.stats().unwrap().documents;
-    assert_eq!(documents, 1 + 8 + 4);
+    let stats = db.stats().unwrap();
+    assert_eq!(
+        (stats.documents, stats.sessions, stats.turns),
+        (1, 2, 8 + 4)
+    );
 
     db.remove_session("trip").unwrap();
     assert!(matches!(db.session("trip"), Err(Error::NoSuchSession(_))));
-    assert_eq!(db.stats().unwrap().documents, 1 + 4);
+    let stats = db.stats().unwrap();
+    assert_eq!((stats.documents, stats.sessions, stats.turns), (1, 1, 4));
     assert!(matches!(
         db.document(&turn_doc_id("trip", 0)),
         Err(Error::NoSuchDocument(_))

@@ -216,6 +216,10 @@ pub fn stats(out: &mut dyn Write, stats: &Stats, as_json: bool) -> io::Result<()
     }
     let rows = [
         ("documents", stats.documents.to_string()),
+        (
+            "sessions",
+            format!("{} ({} turns)", stats.sessions, stats.turns),
+        ),
         ("EDUs", stats.edus.to_string()),
         ("nodes", stats.nodes.to_string()),
         ("tokens", format!("{} ({})", stats.tokens, stats.tokenizer)),
