@@ -187,6 +187,15 @@ pub(crate) fn resolve(
             ..decision
         },
     };
+    // An explicit placement into `topic` stays on the active topic or
+    // switches to another.
+    let stay_or_switch = |topic: u32| {
+        if topic == current.topic {
+            TopicChoice::Stay
+        } else {
+            TopicChoice::Switch
+        }
+    };
     match placement {
         Placement::Continue => Ok(continue_at(current.number, TopicChoice::Stay, decision)),
         Placement::NewTopic => Ok(new_topic(Decision {
@@ -195,21 +204,11 @@ pub(crate) fn resolve(
         })),
         Placement::Topic(topic) => {
             let leaf = dialogue.topics[topic as usize].last_turn;
-            let choice = if topic == current.topic {
-                TopicChoice::Stay
-            } else {
-                TopicChoice::Switch
-            };
-            Ok(continue_at(leaf, choice, decision))
+            Ok(continue_at(leaf, stay_or_switch(topic), decision))
         }
         Placement::Fork(turn) => {
             let topic = dialogue.turns[turn as usize].topic;
-            let choice = if topic == current.topic {
-                TopicChoice::Stay
-            } else {
-                TopicChoice::Switch
-            };
-            Ok(fork_at(turn, choice, decision))
+            Ok(fork_at(turn, stay_or_switch(topic), decision))
         }
         Placement::Auto => {
             let active = current.topic;
