@@ -912,3 +912,51 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_store_of_mostly_turns_answers_vector_searches_over_documents_exactly() {
+    let (_dir, db) = store();
+    db.ingest_bytes(
+        "guide",
+        b"Winter trips to Japan: hot springs, snow festivals and ski lessons.\n\nThailand is warm in winter and its beaches suit a family.\n".to_vec(),
+        IngestOptions::default(),
+    )
+    .unwrap();
+    // Far more turn vectors than document vectors, all on the same words.
+    for n in 0..40 {
+        let text =
+            format!("Turn {n}: winter in Japan with hot springs, or warm beaches in Thailand?");
+        db.append_turn("trip", Role::User, &text, Placement::Continue)
+            .unwrap();
+    }
+    let query = "hot springs in Japan in winter";
+    for target in [edudb::Target::Edus, edudb::Target::Nodes] {
+        let graph = db.nearest(query, target, 5, false).unwrap();
+        let exact = db.nearest(query, target, 5, true).unwrap();
+        assert!(!graph.is_empty());
+        assert!(graph.iter().all(|h| h.doc == "guide"), "{graph:?}");
+        let key = |h: &edudb::RankedHit| (h.doc.clone(), h.node, h.span);
+        assert_eq!(
+            graph.iter().map(key).collect::<Vec<_>>(),
+            exact.iter().map(key).collect::<Vec<_>>()
+        );
+    }
+    // The session's own vectors are found through its scope.
+    let Rows::Selection(found) = db
+        .query(
+            "SELECT FROM session('trip') SEED NEAR($q) ORDER BY SCORE LIMIT 5",
+            &Params::new().text("q", query),
+        )
+        .unwrap()
+        .rows
+    else {
+        panic!()
+    };
+    assert_eq!(found.items.len(), 5);
+    assert!(
+        found
+            .items
+            .iter()
+            .all(|i| i.doc.starts_with("@session/trip/"))
+    );
+}
