@@ -10,10 +10,6 @@
 //! entries dead (tombstones), searches skip them, and once a quarter of the
 //! entries are dead the owner rebuilds ([`VectorIndex::needs_rebuild`]).
 //!
-//! Session turns have entries but no graph points: a search without a scope
-//! never meets them, and a scope naming a turn (a `session('id')`) is always
-//! searched exactly, from the stored vectors.
-//!
 //! On disk (`<store>/vectors/`): each graph's hnsw_rs dump plus
 //! `manifest.json` (embedder identity, dimension, applied sequence number,
 //! entries, and a CRC-32 of every dump file). A new dump is written to a
@@ -83,6 +79,13 @@ struct Entry {
     live: bool,
 }
 
+impl Entry {
+    /// Live and not a session turn: what a search without a scope may return.
+    fn searched_unscoped(&self) -> bool {
+        self.live && !is_turn_id(&self.doc)
+    }
+}
+
 /// One hnsw_rs graph and the entries its data ids index.
 struct Graph {
     hnsw: Hnsw<'static, f32, UnitCosine>,
@@ -90,6 +93,9 @@ struct Graph {
     /// Live entry ids of each document.
     by_doc: HashMap<String, Vec<usize>>,
     dead: usize,
+    /// Live entries of session turns, which only a scope naming them
+    /// searches.
+    turns: usize,
 }
 
 impl std::fmt::Debug for Graph {
@@ -118,17 +124,21 @@ impl Graph {
             entries: Vec::new(),
             by_doc: HashMap::new(),
             dead: 0,
+            turns: 0,
         }
     }
 
     fn from_entries(hnsw: Hnsw<'static, f32, UnitCosine>, entries: Vec<Entry>) -> Graph {
         let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut dead = 0;
+        let (mut dead, mut turns) = (0, 0);
         for (id, entry) in entries.iter().enumerate() {
-            if entry.live {
-                by_doc.entry(entry.doc.clone()).or_default().push(id);
-            } else {
+            if !entry.live {
                 dead += 1;
+                continue;
+            }
+            by_doc.entry(entry.doc.clone()).or_default().push(id);
+            if is_turn_id(&entry.doc) {
+                turns += 1;
             }
         }
         Graph {
@@ -136,6 +146,7 @@ impl Graph {
             entries,
             by_doc,
             dead,
+            turns,
         }
     }
 
@@ -144,15 +155,18 @@ impl Graph {
     }
 
     fn remove(&mut self, doc: &str) {
-        for id in self.by_doc.remove(doc).unwrap_or_default() {
+        let ids = self.by_doc.remove(doc).unwrap_or_default();
+        if is_turn_id(doc) {
+            self.turns -= ids.len();
+        }
+        for id in ids {
             self.entries[id].live = false;
             self.dead += 1;
         }
     }
 
     /// Adds `doc`'s rows (item, span, unit vector), skipping zero vectors
-    /// (text with no features). A session turn's rows get entries but no
-    /// graph points.
+    /// (text with no features).
     fn add(&mut self, doc: &str, rows: Vec<(u32, Span, Vec<f32>)>) {
         let first = self.entries.len();
         let rows: Vec<(u32, Span, Vec<f32>)> = rows
@@ -168,11 +182,9 @@ impl Graph {
             .zip(&ids)
             .map(|((_, _, v), &id)| (v.as_slice(), id))
             .collect();
-        if !is_turn_id(doc) {
-            self.hnsw.set_searching_mode(false);
-            self.hnsw.parallel_insert_slice(&data);
-            self.hnsw.set_searching_mode(true);
-        }
+        self.hnsw.set_searching_mode(false);
+        self.hnsw.parallel_insert_slice(&data);
+        self.hnsw.set_searching_mode(true);
         self.entries
             .extend(rows.iter().map(|&(item, span, _)| Entry {
                 doc: doc.to_owned(),
@@ -180,11 +192,15 @@ impl Graph {
                 span,
                 live: true,
             }));
+        if is_turn_id(doc) {
+            self.turns += ids.len();
+        }
         self.by_doc.entry(doc.to_owned()).or_default().extend(ids);
     }
 
     /// The `k` live entries most similar to `query`, among documents in
-    /// `scope` when given, as (entry id, cosine similarity).
+    /// `scope` when given, else among all but session turns, as (entry id,
+    /// cosine similarity).
     fn search(
         &self,
         query: &[f32],
@@ -196,7 +212,7 @@ impl Graph {
             return Vec::new();
         }
         let mut allowed: Vec<usize> = Vec::new();
-        let filtered = scope.is_some() || self.dead > 0;
+        let filtered = scope.is_some() || self.dead > 0 || self.turns > 0;
         if let Some(docs) = scope {
             for doc in docs {
                 allowed.extend(self.by_doc.get(*doc).into_iter().flatten());
@@ -212,12 +228,16 @@ impl Graph {
         } else if scope.is_some() {
             self.hnsw.search_filter(query, k, ef, Some(&allowed))
         } else {
-            let live = |id: &usize| self.entries[*id].live;
-            self.hnsw.search_filter(query, k, ef, Some(&live))
+            let searched = |id: &usize| self.entries[*id].searched_unscoped();
+            self.hnsw.search_filter(query, k, ef, Some(&searched))
         };
         neighbours
             .into_iter()
-            .filter(|n| self.entries.get(n.d_id).is_some_and(|e| e.live))
+            .filter(|n| {
+                self.entries
+                    .get(n.d_id)
+                    .is_some_and(|e| e.live && (scope.is_some() || e.searched_unscoped()))
+            })
             .map(|n| (n.d_id, 1.0 - n.distance))
             .collect()
     }
@@ -518,9 +538,9 @@ impl VectorIndex {
 
     /// The `k` nodes or EDUs most similar to the unit vector `query`
     /// (cosine similarity, best first), among the documents in `scope` when
-    /// given. A scope of at most [`EXACT_SCOPE_LIMIT`] vectors, or naming a
-    /// session turn (turns have no graph points), is searched exactly from
-    /// the vectors in `store`; larger ones by a filtered graph search.
+    /// given. A scope of at most [`EXACT_SCOPE_LIMIT`] vectors is searched
+    /// exactly from the vectors in `store`; larger ones by a filtered graph
+    /// search.
     pub fn search(
         &self,
         store: &Store,
@@ -542,9 +562,8 @@ impl VectorIndex {
                 .map(|d| graph.by_doc.get(*d).map_or(0, Vec::len))
                 .sum::<usize>()
         });
-        let turns = scope.is_some_and(|docs| docs.iter().any(|d| is_turn_id(d)));
         let mut ranked = match scoped {
-            Some(n) if n <= EXACT_SCOPE_LIMIT || turns => {
+            Some(n) if n <= EXACT_SCOPE_LIMIT => {
                 self.exact(store, target, query, k, scope.unwrap_or_default())?
             }
             _ => graph.search(query, k, self.search_effort, scope),
