@@ -60,6 +60,12 @@ pub struct Db {
     /// Every document's DAG as one graph, built on first use and rebuilt
     /// after a change (see [`Db::dag_index`]).
     dag_index: Mutex<Option<Arc<DagIndex>>>,
+    /// Set when a change reached the store but not the full-text writer (it
+    /// failed after the store write): the next commit first drops the
+    /// writer's uncommitted changes and replays the change log from the
+    /// index's last commit, so no later commit can mark a missed change as
+    /// applied.
+    fulltext_behind: std::sync::atomic::AtomicBool,
     /// Held for the lifetime of the `Db`; the OS releases it on exit or crash.
     _lock: File,
 }
@@ -323,6 +329,7 @@ impl Db {
             vectors: RwLock::new(None),
             device: std::sync::OnceLock::new(),
             dag_index: Mutex::new(None),
+            fulltext_behind: Default::default(),
             _lock: lock,
         };
         db.catch_up(rebuild)?;
@@ -407,6 +414,29 @@ impl Db {
             return self.reindex(&crate::progress::NoProgress, &CancelToken::new());
         }
         tracing::info!("full-text index catching up from change {applied} to {last}");
+        self.replay(&mut fulltext, applied)?;
+        fulltext.commit(last)?;
+        self.trim_log(last)
+    }
+
+    /// After a change missed the full-text writer ([`Db::fulltext_behind`]):
+    /// drops the writer's uncommitted changes (a failed writer may have
+    /// lost some) and replays the change log from the index's last commit.
+    /// Does nothing otherwise.
+    fn recover_index(&self, fulltext: &mut FullText) -> Result<()> {
+        if self.fulltext_behind.load(Ordering::SeqCst) {
+            fulltext.rollback()?;
+            let applied = fulltext.applied_seq()?;
+            self.replay(fulltext, applied)?;
+            self.fulltext_behind.store(false, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Re-indexes (uncommitted) every document the change log names after
+    /// `applied`, as the store now has it. Idempotent: a document indexed
+    /// already is replaced by the same entries.
+    fn replay(&self, fulltext: &mut FullText, applied: u64) -> Result<()> {
         let mut latest: HashMap<String, u64> = HashMap::new();
         for (seq, id) in self.store.changes_after(applied)? {
             latest.insert(id, seq);
@@ -417,8 +447,7 @@ impl Db {
                 None => fulltext.remove(id),
             }
         }
-        fulltext.commit(last)?;
-        self.trim_log(last)
+        Ok(())
     }
 
     /// Drops change-log entries every derived index has applied, up to
@@ -629,6 +658,7 @@ impl Db {
         let started = Instant::now();
         let mut report = IngestReport::default();
         let mut fulltext = self.fulltext();
+        self.recover_index(&mut fulltext)?;
         progress.start("ingest", sources.iter().map(Source::len_hint).sum());
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
@@ -665,7 +695,9 @@ impl Db {
                 match prepared {
                     Ok((doc, vectors, dag)) => {
                         self.store.put(&doc, &vectors, &dag)?;
-                        self.index_put(&mut fulltext, &doc)?;
+                        self.index_put(&mut fulltext, &doc).inspect_err(|_| {
+                            self.fulltext_behind.store(true, Ordering::SeqCst);
+                        })?;
                         written.push(doc.meta.id.clone());
                         report.documents.push(doc.meta);
                     }
@@ -752,7 +784,7 @@ impl Db {
     /// it in one atomic batch. Nothing is written when the attention does
     /// not fit the DAG.
     pub fn reweight_dag(&self, id: &str, supplied: &SuppliedAttention) -> Result<()> {
-        let mut fulltext = self.fulltext();
+        let fulltext = self.fulltext();
         let loaded = self.cached_document(id)?;
         let (edu_vectors, dimension) = self.edu_vectors(id)?;
         let source = supplied.source(self.device());
@@ -766,16 +798,13 @@ impl Db {
                         .into(),
             });
         }
-        let seq = self
-            .store
+        self.store
             .put_dag(id, &dag)?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
         self.documents.invalidate(id);
-        // The text did not change; the index only records the change as applied.
-        fulltext.commit(seq)?;
-        drop(fulltext);
-        self.store.flush()?;
-        self.apply_to_vectors()
+        // The text did not change; the index only records the change as
+        // applied, once it is durable.
+        self.finish_writes(fulltext)
     }
 
     /// Every document's DAG as one graph (built from the store on first
@@ -921,7 +950,9 @@ impl Db {
         let hits = self.reader.search(query, limit)?;
         let mut docs: HashMap<String, StoredDoc> = HashMap::new();
         let mut out = Vec::with_capacity(hits.len());
-        for hit in hits {
+        // Query syntax can name the turn fields; session turns are not
+        // documents.
+        for hit in hits.into_iter().filter(|h| !is_turn_id(&h.doc)) {
             if !docs.contains_key(&hit.doc) {
                 let Some(stored) = self.store.get(&hit.doc)? else {
                     continue;
@@ -992,8 +1023,15 @@ impl Db {
     /// it.
     pub(crate) fn write<R>(&self, write: impl FnOnce() -> Result<(R, Written)>) -> Result<R> {
         let mut fulltext = self.fulltext();
+        self.recover_index(&mut fulltext)?;
         let (result, written) = write()?;
-        self.store.flush()?;
+        // From here the change is in the store: any failure leaves the
+        // full-text index behind until the next commit replays the log.
+        let behind = |error: Error| {
+            self.fulltext_behind.store(true, Ordering::SeqCst);
+            error
+        };
+        self.store.flush().map_err(behind)?;
         for id in written
             .put
             .iter()
@@ -1013,7 +1051,7 @@ impl Db {
         };
         update_indexes()
             .and_then(|()| self.finish_writes(fulltext))
-            .map_err(|source| Error::IndexBehind(Box::new(source)))?;
+            .map_err(|source| Error::IndexBehind(Box::new(behind(source))))?;
         Ok(result)
     }
 
@@ -1025,10 +1063,12 @@ impl Db {
     }
 
     /// Makes the store durable, then commits the full-text index at its
-    /// latest change (never ahead of what is durable) and updates the
+    /// latest change (never ahead of what is durable; first replaying the
+    /// change log when an earlier change missed the index) and updates the
     /// loaded vector graph.
     fn finish_writes(&self, mut fulltext: std::sync::MutexGuard<'_, FullText>) -> Result<()> {
         self.store.flush()?;
+        self.recover_index(&mut fulltext)?;
         fulltext.commit(self.store.last_seq()?)?;
         drop(fulltext);
         self.apply_to_vectors()
@@ -1115,6 +1155,7 @@ impl Db {
     /// Rebuilds the full-text and vector indexes from the store.
     pub fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<()> {
         let mut fulltext = self.fulltext();
+        self.recover_index(&mut fulltext)?;
         let metas = self.store.metas()?;
         let last = self.store.last_seq()?;
         progress.start("reindex", metas.len() as u64);

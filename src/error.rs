@@ -140,9 +140,9 @@ pub enum Error {
     Storage(String),
     /// A change was stored durably, but updating the derived indexes
     /// afterwards failed: do not repeat the change; the indexes catch up
-    /// from the store's change log when it is next opened.
+    /// from the store's change log on the next write or open.
     #[error(
-        "the change is stored, but updating the indexes failed: {0}; they catch up when the store is next opened"
+        "the change is stored, but updating the indexes failed: {0}; they catch up on the next write or when the store is next opened"
     )]
     IndexBehind(Box<Error>),
     /// A stored record failed validation.

@@ -241,6 +241,12 @@ impl FullText {
             .map_err(fulltext)
     }
 
+    /// Drops every uncommitted change with a fresh writer (after a failure
+    /// the old one may have lost some of them).
+    pub fn rollback(&mut self) -> Result<()> {
+        self.writer.rollback().map(|_| ()).map_err(fulltext)
+    }
+
     /// Durably commits pending changes as having applied store change `seq`.
     pub fn commit(&mut self, seq: u64) -> Result<()> {
         let mut prepared = self.writer.prepare_commit().map_err(fulltext)?;

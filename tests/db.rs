@@ -4,7 +4,7 @@
 mod common;
 
 use edudb::sources::{Origin, Source, expand};
-use edudb::{CancelToken, Db, Error, Format, IngestOptions, NoProgress, Progress};
+use edudb::{CancelToken, Db, Error, Format, IngestOptions, NoProgress, Progress, Rows};
 
 fn source(id: &str, text: &str) -> Source {
     Source {
@@ -398,21 +398,45 @@ fn a_change_stored_before_the_index_fails_says_so_and_is_not_lost() {
     assert!(matches!(err, Error::IndexBehind(_)), "{err}");
     assert!(!err.is_user_error());
     assert!(err.to_string().contains("the change is stored"), "{err}");
-    drop(db);
     std::fs::remove_file(&index_dir).unwrap();
     std::fs::rename(&moved, &index_dir).unwrap();
-    // Reopened: the turn is there once, and the index caught up with it.
-    let db = Db::open(dir.path()).unwrap();
-    assert_eq!(db.dialogue("s").unwrap().turns.len(), 1);
+    let found = |db: &Db, words: &str| {
+        let statement = format!("SELECT FROM session('s') SEED BM25('{words}') LIMIT 1");
+        let result = db.query(&statement, &edudb::Params::new()).unwrap();
+        let edudb::Rows::Selection(found) = result.rows else {
+            panic!()
+        };
+        found.items.len()
+    };
+    // The next write in the same process commits the index past the
+    // missed change only after replaying it: both turns are searchable.
+    db.append_turn(
+        "s",
+        edudb::Role::Assistant,
+        "Otters sleep in dens along the river bank.",
+        edudb::Placement::Continue,
+    )
+    .unwrap();
+    assert_eq!(db.dialogue("s").unwrap().turns.len(), 2);
+    assert_eq!(found(&db, "where otters sleep"), 1);
     db.check().unwrap();
-    let found = db
+    let Rows::Selection(both) = db
         .query(
-            "SELECT FROM session('s') SEED BM25('otters') LIMIT 1",
+            "SELECT FROM session('s') SEED BM25('otters') LIMIT 5",
             &edudb::Params::new(),
         )
-        .unwrap();
-    let edudb::Rows::Selection(found) = found.rows else {
+        .unwrap()
+        .rows
+    else {
         panic!()
     };
-    assert_eq!(found.items.len(), 1);
+    let turns: std::collections::HashSet<&str> =
+        both.items.iter().map(|i| i.doc.as_str()).collect();
+    assert_eq!(turns.len(), 2, "{:?}", both.items);
+    // And after reopening, nothing is replayed twice or lost.
+    drop(db);
+    let db = Db::open(dir.path()).unwrap();
+    db.check().unwrap();
+    assert_eq!(db.dialogue("s").unwrap().turns.len(), 2);
+    assert_eq!(found(&db, "otters"), 1);
 }

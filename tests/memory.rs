@@ -117,6 +117,9 @@ fn turns_get_coordinates_and_stay_out_of_document_listings() {
     let hits = db.search("Japan", 50).unwrap();
     assert!(!hits.is_empty());
     assert!(hits.iter().all(|h| h.doc == "guide"), "{hits:?}");
+    // Not even when the query names the turns' own field.
+    assert!(db.search("turn_text:Japan", 50).unwrap().is_empty());
+    assert!(hits.iter().all(|h| h.doc == "guide"), "{hits:?}");
     for exact in [false, true] {
         let near = db
             .nearest("winter Japan hot springs", edudb::Target::Edus, 50, exact)
@@ -794,10 +797,41 @@ fn sessions_survive_reopen_and_remove_session_removes_everything() {
         (1, 2, 8 + 4)
     );
 
+    let entries_before = stats.fulltext_entries;
+    let vectors_before = db.vector_counts().unwrap();
+    let trip_entries = {
+        let mut n = 0;
+        for t in 0..8 {
+            let stored = db
+                .document(&turn_doc_id("trip", t))
+                .unwrap()
+                .to_document()
+                .unwrap();
+            n += stored.tree.nodes.len() as u64
+                + stored
+                    .edus
+                    .iter()
+                    .filter(|e| e.kind != edudb::EduKind::Heading)
+                    .count() as u64;
+        }
+        n
+    };
     db.remove_session("trip").unwrap();
     assert!(matches!(db.session("trip"), Err(Error::NoSuchSession(_))));
     let stats = db.stats().unwrap();
     assert_eq!((stats.documents, stats.sessions, stats.turns), (1, 1, 4));
+    // Every full-text entry of its turns is gone, and its vectors are
+    // tombstoned.
+    assert_eq!(stats.fulltext_entries, entries_before - trip_entries);
+    let vectors_after = db.vector_counts().unwrap();
+    assert!(
+        vectors_after.edus < vectors_before.edus,
+        "{vectors_after:?}"
+    );
+    assert!(
+        vectors_after.dead > vectors_before.dead,
+        "{vectors_after:?}"
+    );
     assert!(matches!(
         db.document(&turn_doc_id("trip", 0)),
         Err(Error::NoSuchDocument(_))
@@ -911,4 +945,52 @@ proptest! {
             db.check().unwrap();
         }
     }
+}
+
+#[test]
+fn a_store_of_mostly_turns_answers_vector_searches_over_documents_exactly() {
+    let (_dir, db) = store();
+    db.ingest_bytes(
+        "guide",
+        b"Winter trips to Japan: hot springs, snow festivals and ski lessons.\n\nThailand is warm in winter and its beaches suit a family.\n".to_vec(),
+        IngestOptions::default(),
+    )
+    .unwrap();
+    // Far more turn vectors than document vectors, all on the same words.
+    for n in 0..40 {
+        let text =
+            format!("Turn {n}: winter in Japan with hot springs, or warm beaches in Thailand?");
+        db.append_turn("trip", Role::User, &text, Placement::Continue)
+            .unwrap();
+    }
+    let query = "hot springs in Japan in winter";
+    for target in [edudb::Target::Edus, edudb::Target::Nodes] {
+        let graph = db.nearest(query, target, 5, false).unwrap();
+        let exact = db.nearest(query, target, 5, true).unwrap();
+        assert!(!graph.is_empty());
+        assert!(graph.iter().all(|h| h.doc == "guide"), "{graph:?}");
+        let key = |h: &edudb::RankedHit| (h.doc.clone(), h.node, h.span);
+        assert_eq!(
+            graph.iter().map(key).collect::<Vec<_>>(),
+            exact.iter().map(key).collect::<Vec<_>>()
+        );
+    }
+    // The session's own vectors are found through its scope.
+    let Rows::Selection(found) = db
+        .query(
+            "SELECT FROM session('trip') SEED NEAR($q) ORDER BY SCORE LIMIT 5",
+            &Params::new().text("q", query),
+        )
+        .unwrap()
+        .rows
+    else {
+        panic!()
+    };
+    assert_eq!(found.items.len(), 5);
+    assert!(
+        found
+            .items
+            .iter()
+            .all(|i| i.doc.starts_with("@session/trip/"))
+    );
 }
