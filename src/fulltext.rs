@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex};
 use tantivy::collector::TopDocs;
 use tantivy::index::SegmentId;
 use tantivy::query::{
-    Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, TermQuery,
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser,
+    TermQuery,
 };
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
@@ -59,6 +60,9 @@ struct Fields {
     turn_text: Field,
     /// Session turns' node representations.
     turn_node_text: Field,
+    /// Which of the four ranked fields the entry has (its name), so each
+    /// field's BM25 statistics count only its own entries.
+    kind: Field,
 }
 
 /// The tantivy index and its single writer.
@@ -109,6 +113,7 @@ fn schema() -> Schema {
     builder.add_text_field("node_text", text.clone());
     builder.add_text_field("turn_text", text.clone());
     builder.add_text_field("turn_node_text", text);
+    builder.add_text_field("kind", STRING);
     builder.build()
 }
 
@@ -163,6 +168,7 @@ impl FullText {
             node_text: field("node_text")?,
             turn_text: field("turn_text")?,
             turn_node_text: field("turn_node_text")?,
+            kind: field("kind")?,
         };
         Ok(FullText {
             writer,
@@ -204,6 +210,11 @@ impl FullText {
         } else {
             (fields.text, fields.node_text)
         };
+        let schema = self.reader.index.schema();
+        let (text_kind, node_kind) = (
+            schema.get_field_name(text_field).to_owned(),
+            schema.get_field_name(node_field).to_owned(),
+        );
         self.remove(id);
         for edu in doc.edus.iter().filter(|e| e.kind != EduKind::Heading) {
             let text = &doc.text[edu.start as usize..edu.end as usize];
@@ -214,6 +225,7 @@ impl FullText {
                     fields.first => u64::from(edu.id),
                     fields.last => u64::from(edu.id),
                     text_field => text,
+                    fields.kind => text_kind.as_str(),
                 ))
                 .map_err(fulltext)?;
         }
@@ -224,6 +236,7 @@ impl FullText {
                 fields.first => u64::from(node.span.first),
                 fields.last => u64::from(node.span.last),
                 node_field => representation(doc, node),
+                fields.kind => node_kind.as_str(),
             );
             if node.kind == NodeKind::Section && !turn {
                 entry.add_text(fields.title, &node.title);
@@ -272,7 +285,8 @@ impl FullTextReader {
             query: query.to_owned(),
             message: e.to_string(),
         })?;
-        self.top(&parsed, limit)
+        let searcher = self.reader.searcher();
+        self.top(&searcher, &parsed, limit, &searcher)
     }
 
     /// The field nodes or EDUs are ranked on: the turn fields when `docs`
@@ -313,8 +327,10 @@ impl FullTextReader {
                 })
                 .collect(),
         );
+        let searcher = self.reader.searcher();
+        let statistics = self.statistics(&searcher, field)?;
         let Some(docs) = docs else {
-            return self.top(&any_term, limit);
+            return self.top(&searcher, &any_term, limit, &statistics);
         };
         let any_doc = docs
             .iter()
@@ -331,7 +347,16 @@ impl FullTextReader {
             (Occur::Must, Box::new(any_term) as Box<dyn Query>),
             (Occur::Must, Box::new(scope)),
         ]);
-        self.top(&within_docs, limit)
+        self.top(&searcher, &within_docs, limit, &statistics)
+    }
+
+    /// The BM25 statistics `field` is ranked with (see [`FieldStatistics`]).
+    fn statistics<'a>(&self, searcher: &'a Searcher, field: Field) -> Result<FieldStatistics<'a>> {
+        let name = self.index.schema().get_field_name(field).to_owned();
+        let entries = searcher
+            .doc_freq(&Term::from_field_text(self.fields.kind, &name))
+            .map_err(fulltext)?;
+        Ok(FieldStatistics { searcher, entries })
     }
 
     /// The BM25 score that [`FullTextReader::rank`] would give an entry of
@@ -341,14 +366,16 @@ impl FullTextReader {
     /// by the best hit would lift any weak match to 1. 0 when nothing is
     /// indexed or `text` has no terms. `docs` picks the fields as `rank` does.
     pub fn rank_ceiling(&self, text: &str, target: Target, docs: Option<&[&str]>) -> Result<f32> {
-        let terms = self.terms(text, self.field_of(target, docs))?;
+        let field = self.field_of(target, docs);
+        let terms = self.terms(text, field)?;
         let searcher = self.reader.searcher();
-        if terms.is_empty() || searcher.num_docs() == 0 {
+        let statistics = self.statistics(&searcher, field)?;
+        if terms.is_empty() || statistics.entries == 0 {
             return Ok(0.0);
         }
         // tantivy's `max_score` is idf × (1 + k1) (an entry saturated with
         // the terms); one occurrence at average length scores idf.
-        let saturated = Bm25Weight::for_terms(&searcher, &terms)
+        let saturated = Bm25Weight::for_terms(&statistics, &terms)
             .map_err(fulltext)?
             .max_score();
         Ok(saturated / (1.0 + TANTIVY_BM25_K1))
@@ -368,10 +395,19 @@ impl FullTextReader {
         Ok(terms)
     }
 
-    fn top(&self, query: &dyn Query, limit: usize) -> Result<Vec<RankedHit>> {
-        let searcher = self.reader.searcher();
+    fn top(
+        &self,
+        searcher: &Searcher,
+        query: &dyn Query,
+        limit: usize,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Result<Vec<RankedHit>> {
         let top = searcher
-            .search(query, &TopDocs::with_limit(limit.max(1)).order_by_score())
+            .search_with_statistics_provider(
+                query,
+                &TopDocs::with_limit(limit.max(1)).order_by_score(),
+                statistics,
+            )
             .map_err(fulltext)?;
         // Each segment's document ids are read from its dictionary in one
         // ordered pass, not one dictionary lookup per hit.
@@ -381,7 +417,7 @@ impl FullTextReader {
         for (score, address) in top {
             let slot = &mut segments[address.segment_ord as usize];
             if slot.is_none() {
-                *slot = Some(self.columns_of(&searcher, address.segment_ord)?);
+                *slot = Some(self.columns_of(searcher, address.segment_ord)?);
             }
             let columns = slot.as_ref().expect("opened above");
             let (ord, hit) = columns.hit(address.doc_id, score)?;
@@ -427,6 +463,30 @@ impl FullTextReader {
         cache.retain(|id, _| live.contains(id));
         cache.insert(id, columns.clone());
         Ok(columns)
+    }
+}
+
+/// BM25 statistics of one ranked field that count only the entries having
+/// it: an entry is an EDU or a node of a document or of a session turn, and
+/// each kind has its own field, so neither the other kinds' entries nor the
+/// number of session turns shift a field's idf and average length.
+struct FieldStatistics<'a> {
+    searcher: &'a Searcher,
+    /// Entries having the field (deleted ones until a merge drops them).
+    entries: u64,
+}
+
+impl Bm25StatisticsProvider for FieldStatistics<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        self.searcher.total_num_tokens(field)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.entries.max(1))
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        self.searcher.doc_freq(term)
     }
 }
 
@@ -562,6 +622,71 @@ mod tests {
         assert!(
             cached.keys().all(|id| live.contains(id)),
             "only live segments stay cached"
+        );
+    }
+
+    #[test]
+    fn each_field_is_scored_with_its_own_statistics() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = FullText::open(dir.path()).unwrap();
+        let analyze =
+            |id: &str, text: &str| crate::ingest::analyze(id, text.into(), Format::Text).unwrap();
+        let doc = analyze(
+            "a",
+            "The oven bakes the loaf.\n\nThe garden is green and wide.\n\nThe river runs fast.\n",
+        );
+        index.replace(&doc).unwrap();
+        index.commit(1).unwrap();
+        let reader = index.reader();
+        let query = "oven loaf river";
+        let scores = |reader: &FullTextReader, target| -> Vec<f32> {
+            let hits = reader.rank(query, target, None, 10).unwrap();
+            hits.iter().map(|h| h.score).collect()
+        };
+        let before = (
+            scores(&reader, Target::Edus),
+            scores(&reader, Target::Nodes),
+        );
+        let ceiling = reader.rank_ceiling(query, Target::Edus, None).unwrap();
+        // Many session turns, one of them on the query's words.
+        for n in 0..30 {
+            let id = format!("@session/s/{n:06}");
+            let text = if n == 7 {
+                "The oven bakes the loaf by the river.".to_owned()
+            } else {
+                format!("Turn {n} talks about the weather, trains and the price of tea.")
+            };
+            index.replace(&analyze(&id, &text)).unwrap();
+        }
+        index.commit(2).unwrap();
+        let after = (
+            scores(&reader, Target::Edus),
+            scores(&reader, Target::Nodes),
+        );
+        assert_eq!(before, after, "documents score as before the turns came");
+        assert_eq!(
+            reader.rank_ceiling(query, Target::Edus, None).unwrap(),
+            ceiling
+        );
+        // A turn scope is scored against the turns' own statistics: an
+        // average turn holding the terms scores near the ceiling, not a
+        // sliver of it.
+        let turns: Vec<String> = (0..30).map(|n| format!("@session/s/{n:06}")).collect();
+        let scope: Vec<&str> = turns.iter().map(String::as_str).collect();
+        let hits = reader.rank(query, Target::Edus, Some(&scope), 5).unwrap();
+        let turn_ceiling = reader
+            .rank_ceiling(query, Target::Edus, Some(&scope))
+            .unwrap();
+        assert!(!hits.is_empty());
+        assert!(
+            hits.iter().all(|h| h.doc.starts_with("@session/s/")),
+            "{hits:?}"
+        );
+        assert_eq!(hits[0].doc, "@session/s/000007");
+        let share = hits[0].score / turn_ceiling;
+        assert!(
+            share > 0.8,
+            "the matching turn scores {share} of the ceiling"
         );
     }
 }
