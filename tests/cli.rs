@@ -40,6 +40,21 @@ fn sorted_keys(value: &Value) -> Vec<&str> {
     keys
 }
 
+/// Runs `edudb --db DB ARGS` with `input` on its standard input.
+fn edudb_with_stdin(db: &Path, args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 fn text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -165,21 +180,12 @@ fn text_output_draws_trees_and_summaries() {
 #[test]
 fn stdin_ingest_rm_and_reindex() {
     let (_dir, db) = fixture();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .arg("--db")
-        .arg(&db)
-        .args(["ingest", "-", "--id", "piped", "--format", "text", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"Piped text arrives here. It is indexed.")
-        .unwrap();
-    assert!(child.wait_with_output().unwrap().status.success());
+    let out = edudb_with_stdin(
+        &db,
+        &["ingest", "-", "--id", "piped", "--format", "text", "--json"],
+        b"Piped text arrives here. It is indexed.",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(json(&db, &["search", "piped"])[0]["doc"], "piped");
     assert!(edudb(&db, &["rm", "piped"]).status.success());
     assert_eq!(json(&db, &["search", "piped"]), Value::Array(vec![]));
@@ -577,22 +583,11 @@ fn session_add_show_context_ls_rm() {
         (Some(0), Some("assistant"))
     );
     // Text from standard input, a new topic.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .arg("--db")
-        .arg(&db)
-        .args(["session", "add", "trip", "--new-topic", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"Which Python library parses JSON fastest?\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = edudb_with_stdin(
+        &db,
+        &["session", "add", "trip", "--new-topic", "-"],
+        b"Which Python library parses JSON fastest?\n",
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         text(&out).contains("turn 2 (user) → topic 1"),
