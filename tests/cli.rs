@@ -552,15 +552,8 @@ fn session_add_show_context_ls_rm() {
     assert_eq!(first["doc"], "@session/trip/000000");
     assert_eq!(first["role"], "user");
     assert_eq!(first["decision"]["topic"], "first");
-    let mut keys: Vec<&str> = first
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort();
     assert_eq!(
-        keys,
+        sorted_keys(&first),
         [
             "branch", "decision", "doc", "edus", "parent", "role", "session", "summary", "tokens",
             "topic", "turn"

@@ -728,10 +728,7 @@ pub fn mean_unit(rows: &[f32], dimension: usize, first: usize, last: usize) -> V
             add_into(&mut mean, values);
         }
     }
-    let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        mean.iter_mut().for_each(|x| *x /= norm);
-    }
+    crate::embed::normalise(&mut mean);
     mean
 }
 

@@ -866,17 +866,20 @@ fn linearise(views: &[View], mut picks: Vec<Candidate>, order: Order) -> Vec<Ite
         Order::Position => {
             // A session reads as one document: its turns in the order spoken
             // (their ids are zero-padded turn numbers).
-            let unit_of = |doc: usize| match parse_turn_id(&views[doc].id) {
-                Some((session, _)) => (true, session),
-                None => (false, views[doc].id.as_str()),
-            };
+            let units: Vec<(bool, &str)> = views
+                .iter()
+                .map(|view| match parse_turn_id(&view.id) {
+                    Some((session, _)) => (true, session),
+                    None => (false, view.id.as_str()),
+                })
+                .collect();
             let mut best: HashMap<(bool, &str), f32> = HashMap::new();
             for pick in &picks {
-                let unit = best.entry(unit_of(pick.doc)).or_insert(f32::NEG_INFINITY);
+                let unit = best.entry(units[pick.doc]).or_insert(f32::NEG_INFINITY);
                 *unit = unit.max(pick.score);
             }
             picks.sort_by(|a, b| {
-                let (unit_a, unit_b) = (unit_of(a.doc), unit_of(b.doc));
+                let (unit_a, unit_b) = (units[a.doc], units[b.doc]);
                 best[&unit_b]
                     .total_cmp(&best[&unit_a])
                     .then(unit_a.cmp(&unit_b))
