@@ -20,18 +20,18 @@ use crate::dag::propagate::PropagateOptions;
 use crate::dag::supplied::SuppliedAttention;
 use crate::dag::{Dag, DagConfig, DagListing};
 use crate::device::Device;
-use crate::document::{DocMeta, DocVectors, Document, EduKind, Span};
 use crate::embed::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{Error, Result};
 use crate::fulltext::{FullText, FullTextReader};
 use crate::ingest::{IngestOptions, analyze, decode, detect_format};
-use crate::memory::is_turn_id;
+use crate::model::document::{DocMeta, DocVectors, Document, EduKind, Span};
+use crate::model::ids::is_turn_id;
+use crate::model::rank::{RankedHit, Target};
+use crate::model::tree::Tree;
 use crate::progress::{CancelToken, Progress};
 use crate::query::cache::{CachedDocument, DEFAULT_CACHE_BYTES, DocumentCache};
-use crate::rank::{RankedHit, Target};
 use crate::sources::{Origin, Source};
 use crate::store::{FORMAT_VERSION, Store, StoredDoc};
-use crate::tree::Tree;
 use crate::vectors::{VectorCounts, VectorIndex};
 
 const LOCK_FILE: &str = "LOCK";
@@ -730,7 +730,7 @@ impl Db {
         bytes: Vec<u8>,
         options: IngestOptions,
     ) -> Result<DocMeta> {
-        crate::ingest::validate_id(id)?;
+        crate::model::ids::validate_id(id)?;
         let source = Source {
             id: id.to_owned(),
             origin: Origin::Bytes(bytes),
@@ -992,7 +992,7 @@ impl Db {
     /// session's turn is refused ([`Error::TurnDocument`]): turns go with
     /// their session ([`Db::remove_session`]).
     pub fn remove(&self, id: &str) -> Result<()> {
-        if let Some((session, turn)) = crate::memory::parse_turn_id(id) {
+        if let Some((session, turn)) = crate::model::ids::parse_turn_id(id) {
             return Err(Error::TurnDocument {
                 doc: id.to_owned(),
                 session: session.to_owned(),
@@ -1082,7 +1082,7 @@ impl Db {
         &self,
         id: &str,
         text: String,
-        format: crate::document::Format,
+        format: crate::model::document::Format,
     ) -> Result<(Document, DocVectors, Dag)> {
         prepare_text(id, text, format, self.embedder.as_ref(), self.device())
     }
@@ -1148,7 +1148,7 @@ impl Db {
             fulltext_entries: self.reader.entries(),
             last_change: self.store.last_seq()?,
             format_version: FORMAT_VERSION,
-            tokenizer: crate::tokens::TOKENIZER,
+            tokenizer: crate::model::tokens::TOKENIZER,
         })
     }
 
@@ -1246,7 +1246,7 @@ fn prepare(
     device: &Device,
 ) -> Result<(Document, DocVectors, Dag)> {
     // Sources built by library callers skip `sources::expand`'s check.
-    crate::ingest::validate_id(&source.id)?;
+    crate::model::ids::validate_id(&source.id)?;
     let bytes = source.read()?;
     let text = decode(&source.name(), bytes, options.lossy)?;
     let format = options
@@ -1259,7 +1259,7 @@ fn prepare(
 fn prepare_text(
     id: &str,
     text: String,
-    format: crate::document::Format,
+    format: crate::model::document::Format,
     embedder: &dyn Embedder,
     device: &Device,
 ) -> Result<(Document, DocVectors, Dag)> {

@@ -27,10 +27,11 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, doc};
 
-use crate::document::{Document, EduKind, Node, NodeKind, Span};
 use crate::error::{Error, Result};
-use crate::memory::is_turn_id;
-use crate::rank::{RankedHit, Target};
+pub use crate::model::document::representation;
+use crate::model::document::{Document, EduKind, NodeKind, Span};
+use crate::model::ids::is_turn_id;
+use crate::model::rank::{RankedHit, Target};
 
 /// Memory budget of the single indexing thread.
 const WRITER_MEMORY: usize = 64 * 1024 * 1024;
@@ -41,8 +42,6 @@ const NO_NODE: u64 = u64::MAX;
 const TITLE_BOOST: f32 = 2.0;
 /// tantivy's BM25 term-frequency saturation constant.
 const TANTIVY_BM25_K1: f32 = 1.2;
-/// Tokens of leading text in a node's representation.
-const REPRESENTATIVE_TOKENS: u32 = 128;
 
 #[derive(Debug, Clone, Copy)]
 struct Fields {
@@ -115,28 +114,6 @@ fn schema() -> Schema {
     builder.add_text_field("turn_node_text", text);
     builder.add_text_field("kind", STRING);
     builder.build()
-}
-
-/// What node-level ranking scores for `node`: its title, its children's
-/// titles, and its leading non-heading EDUs up to [`REPRESENTATIVE_TOKENS`].
-pub fn representation(doc: &Document, node: &Node) -> String {
-    let mut text = node.title.clone();
-    for &child in &node.children {
-        text.push('\n');
-        text.push_str(&doc.tree.nodes[child as usize].title);
-    }
-    let mut tokens = 0;
-    for edu in &doc.edus[node.span.first as usize..=node.span.last as usize] {
-        if tokens >= REPRESENTATIVE_TOKENS {
-            break;
-        }
-        if edu.kind != EduKind::Heading {
-            text.push('\n');
-            text.push_str(&doc.text[edu.start as usize..edu.end as usize]);
-            tokens += edu.tokens;
-        }
-    }
-    text
 }
 
 impl FullText {
@@ -557,7 +534,7 @@ impl Columns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::document::Format;
+    use crate::model::document::Format;
 
     #[test]
     fn the_rank_ceiling_keeps_a_common_word_match_small() {

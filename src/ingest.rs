@@ -4,16 +4,16 @@
 
 use std::path::Path;
 
-use crate::document::{DocMeta, Document, Edu, EduKind, Format};
 use crate::error::{Error, Result};
 use crate::layout::{self, BlockKind, Layout};
+use crate::model::document::{DocMeta, Document, Edu, EduKind, Format};
+use crate::model::tokens;
+use crate::segment;
 use crate::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, TreeBuilder};
-use crate::{segment, tokens};
 
 /// Largest document accepted: coordinates are 32-bit.
 pub const MAX_DOCUMENT_BYTES: usize = u32::MAX as usize;
 /// Longest accepted document id, in bytes.
-pub const MAX_ID_BYTES: usize = 512;
 /// How far into a file binary sniffing looks.
 const SNIFF_BYTES: usize = 8192;
 
@@ -81,42 +81,6 @@ fn sniff_format(text: &str) -> Format {
     }
 }
 
-/// Checks a document id a caller gives: [`check_id`], and not in the
-/// namespace reserved for session turns ([`crate::memory::SESSION_PREFIX`]).
-pub fn validate_id(id: &str) -> Result<()> {
-    if id.starts_with(crate::memory::SESSION_PREFIX) {
-        return Err(Error::InvalidId {
-            id: id.to_owned(),
-            reason: "ids starting with \"@session/\" are reserved for session turns; append turns with `edudb session add`",
-        });
-    }
-    check_id(id)
-}
-
-/// Checks the form of any document id, a session turn's included:
-/// non-empty, at most [`MAX_ID_BYTES`], no control characters, no
-/// surrounding whitespace.
-pub fn check_id(id: &str) -> Result<()> {
-    let reason = if id.is_empty() {
-        Some("ids must not be empty")
-    } else if id.len() > MAX_ID_BYTES {
-        Some("ids must be at most 512 bytes")
-    } else if id.chars().any(char::is_control) {
-        Some("ids must not contain control characters")
-    } else if id != id.trim() {
-        Some("ids must not start or end with whitespace")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(Error::InvalidId {
-            id: id.to_owned(),
-            reason,
-        }),
-        None => Ok(()),
-    }
-}
-
 /// Decodes input bytes into text: rejects what [`check_bytes`] rejects, and
 /// invalid UTF-8 unless `lossy`. A leading byte-order mark is kept
 /// (coordinates stay exact).
@@ -179,7 +143,7 @@ pub fn analyze_with(
     format: Format,
     builder: &dyn TreeBuilder,
 ) -> Result<Document> {
-    check_id(id)?;
+    crate::model::ids::check_id(id)?;
     let layout = match format {
         Format::Text => layout::plain::parse(&text),
         Format::Markdown => layout::markdown::parse(&text),

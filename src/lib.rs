@@ -18,7 +18,6 @@
 pub mod dag;
 pub mod db;
 pub mod device;
-pub mod document;
 pub mod embed;
 pub mod error;
 pub mod eval;
@@ -28,28 +27,30 @@ pub mod gpu;
 pub mod ingest;
 pub mod layout;
 pub mod memory;
+pub mod model;
 pub mod progress;
 pub mod query;
-pub mod rank;
 pub mod segment;
 pub mod sources;
 pub mod store;
-pub mod tokens;
 pub mod tree;
 pub mod vectors;
 
 pub use db::{
     CheckReport, DagHit, Db, EduText, IngestFailure, IngestReport, OpenOptions, SearchHit, Stats,
 };
-pub use document::{DocMeta, Document, Edu, EduKind, Format, Node, NodeKind, Span};
 pub use error::{Error, Result};
 pub use ingest::IngestOptions;
 pub use memory::{
     ContextItem, ContextKind, Placement, Role, SessionContext, SessionMeta, SessionView,
     TurnReceipt,
 };
+pub use model::document::{DocMeta, Document, Edu, EduKind, Format, Node, NodeKind, Span};
+pub use model::rank::{RankedHit, Target};
 pub use progress::{CancelToken, NoProgress, Progress};
 pub use query::{Item, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
-pub use rank::{RankedHit, Target};
+
+// Old paths, kept while the layers move.
+pub use model::{document, rank, tokens};
 pub use sources::Source;
 pub use tree::{Tree, TreeBuilder};

@@ -46,9 +46,9 @@ impl CancelToken {
     }
 
     /// `Err(Cancelled)` once cancelled.
-    pub fn check(&self) -> crate::Result<()> {
+    pub fn check(&self) -> crate::error::Result<()> {
         if self.is_cancelled() {
-            Err(crate::Error::Cancelled)
+            Err(crate::error::Error::Cancelled)
         } else {
             Ok(())
         }

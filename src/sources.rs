@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::ingest::validate_id;
+use crate::model::ids::validate_id;
 
 /// File extensions picked up when a directory is ingested.
 pub const KNOWN_EXTENSIONS: &[&str] = &["md", "markdown", "txt", "text", "html", "htm", "xhtml"];

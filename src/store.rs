@@ -22,13 +22,13 @@ use std::path::Path;
 use rkyv::rancor::BoxedError;
 use rkyv::vec::ArchivedVec;
 
-use crate::dag::{ArchivedDag, Dag};
-use crate::document::{
+use crate::error::{Error, Result};
+use crate::model::dag::{ArchivedDag, Dag};
+use crate::model::dialogue::{ArchivedDialogue, Dialogue};
+use crate::model::document::{
     ArchivedDocMeta, ArchivedDocVectors, ArchivedEdu, DocMeta, DocVectors, Document, Edu,
 };
-use crate::error::{Error, Result};
-use crate::memory::{ArchivedDialogue, Dialogue};
-use crate::tree::{ArchivedTree, Tree};
+use crate::model::tree::{ArchivedTree, Tree};
 
 /// Version of the on-disk layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 3;
@@ -295,7 +295,7 @@ impl Store {
     ) -> Result<u64> {
         let id = &doc.meta.id;
         let names_doc = dialogue.turns.last().is_some_and(|t| &t.doc == id)
-            && crate::memory::parse_turn_id(id).is_some_and(|(s, _)| s == dialogue.id);
+            && crate::model::ids::parse_turn_id(id).is_some_and(|(s, _)| s == dialogue.id);
         if !names_doc {
             return Err(Error::Invariant {
                 doc: id.clone(),
@@ -527,7 +527,7 @@ impl Store {
         }
         if let Some(orphan) = metas
             .iter()
-            .find(|m| crate::memory::is_turn_id(&m.id) && !turn_docs.contains(&m.id))
+            .find(|m| crate::model::ids::is_turn_id(&m.id) && !turn_docs.contains(&m.id))
         {
             return Err(Error::Invariant {
                 doc: orphan.id.clone(),
@@ -637,8 +637,8 @@ impl StoredDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::document::Format;
     use crate::ingest::analyze;
+    use crate::model::document::Format;
 
     fn doc(id: &str, text: &str) -> Document {
         analyze(id, text.to_owned(), Format::Markdown).unwrap()
@@ -658,7 +658,7 @@ mod tests {
         Dag::from_edges(
             vec![crate::dag::DagNode {
                 level: 1,
-                span: crate::document::Span::new(0, doc.edus.len() as u32 - 1),
+                span: crate::model::document::Span::new(0, doc.edus.len() as u32 - 1),
                 points: Vec::new(),
                 window: None,
             }],
@@ -739,14 +739,14 @@ mod tests {
         // Two chunks and a point over both: a valid two-level DAG.
         let chunk = |first, last| crate::dag::DagNode {
             level: 1,
-            span: crate::document::Span::new(first, last),
+            span: crate::model::document::Span::new(first, last),
             points: Vec::new(),
             window: None,
         };
         let last = a.edus.len() as u32 - 1;
         let point = crate::dag::DagNode {
             level: 2,
-            span: crate::document::Span::new(0, last),
+            span: crate::model::document::Span::new(0, last),
             points: vec![1],
             window: Some([0, 1]),
         };
@@ -855,7 +855,7 @@ mod tests {
         use crate::memory::{Branch, SummaryPick, Topic, Turn};
         let pick = SummaryPick {
             turn: 0,
-            edus: crate::document::Span::new(0, 0),
+            edus: crate::model::document::Span::new(0, 0),
             bytes: [doc.edus[0].start, doc.edus[0].end],
             tokens: doc.edus[0].tokens,
         };
@@ -894,7 +894,7 @@ mod tests {
     }
 
     fn turn(session: &str, number: u32) -> Document {
-        let id = crate::memory::turn_doc_id(session, number);
+        let id = crate::model::ids::turn_doc_id(session, number);
         analyze(
             &id,
             "Plan a winter trip. Pack warm clothes.".into(),
@@ -974,7 +974,7 @@ mod tests {
         assert!(matches!(store.check(), Err(Error::Corrupt { .. })));
         // A summary span outside its turn is caught.
         let mut bad = d;
-        bad.topics[0].summary[0].edus = crate::document::Span::new(0, 99);
+        bad.topics[0].summary[0].edus = crate::model::document::Span::new(0, 99);
         store
             .db
             .insert(key(SESSION, "s"), archive(&bad).unwrap().as_slice())

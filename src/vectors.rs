@@ -26,10 +26,10 @@ use hnsw_rs::anndists::dist::Distance;
 use hnsw_rs::prelude::{AnnT, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
-use crate::document::{ArchivedDocVectors, Document, EduKind, Span};
 use crate::error::{Error, Result};
-use crate::memory::is_turn_id;
-use crate::rank::{RankedHit, Target};
+use crate::model::document::{ArchivedDocVectors, Document, EduKind, Span};
+use crate::model::ids::is_turn_id;
+use crate::model::rank::{RankedHit, Target};
 use crate::store::Store;
 
 /// Neighbours kept per point and layer.

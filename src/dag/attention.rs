@@ -15,9 +15,9 @@
 
 use super::aggregate::{NodeWeights, Segments, VectorWindow};
 use crate::device::Device;
-use crate::document::Document;
 use crate::embed::hashed::HashedEmbedder;
 use crate::error::Result;
+use crate::model::document::Document;
 
 /// Length of the token vectors computed attention uses.
 pub const TOKEN_DIMENSION: usize = 64;

@@ -5,8 +5,8 @@ use super::aggregate::NodeWeights;
 use super::attention::{AttentionSource, Window};
 use super::ip::{EduVectors, IpMaker};
 use super::{Dag, DagNode};
-use crate::document::{Document, Span};
 use crate::error::Result;
+use crate::model::document::{Document, Span};
 
 /// Edges lighter than this share of a node's attention are dropped (and
 /// the rest renormalised): they carry no information and would make the

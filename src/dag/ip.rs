@@ -6,9 +6,9 @@
 //! LLM-written IP maker (PECAN's bullet-point prompt) implements the same
 //! trait.
 
-use crate::document::{Document, EduKind};
 use crate::embed::dot;
 use crate::embed::hashed::words;
+use crate::model::document::{Document, EduKind};
 
 /// Makes the information points of one batch.
 pub trait IpMaker: Send + Sync + std::fmt::Debug {

@@ -30,8 +30,8 @@ use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use super::aggregate::{AttentionWindow, NodeWeights, Segments};
 use super::attention::{AttentionSource, Window};
 use crate::device::Device;
-use crate::document::Document;
 use crate::error::{Error, Result};
+use crate::model::document::Document;
 
 /// One window of supplied attention.
 #[derive(Debug, Clone, PartialEq)]

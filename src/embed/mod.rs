@@ -15,6 +15,8 @@ pub mod http;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::error::EmbedError;
+
 /// Turns batches of text into vectors of one fixed dimension.
 pub trait Embedder: Send + Sync + std::fmt::Debug {
     /// One vector per text, in order, each [`Embedder::dimension`] long and
@@ -27,50 +29,6 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
     /// A stable name of the model and its settings, stored with the index:
     /// two embedders with the same identity give comparable vectors.
     fn identity(&self) -> String;
-}
-
-/// Why embedding failed.
-#[derive(Debug, thiserror::Error)]
-pub enum EmbedError {
-    /// The server could not be reached or did not answer in time.
-    #[error("embedding request to {url} failed: {message}")]
-    Request {
-        /// The endpoint called.
-        url: String,
-        /// What the HTTP client reported.
-        message: String,
-    },
-    /// The server answered with an error status (after any retries).
-    #[error("embedding server {url} answered {status}: {body}")]
-    Status {
-        /// The endpoint called.
-        url: String,
-        /// The HTTP status.
-        status: u16,
-        /// The start of the reply body.
-        body: String,
-    },
-    /// The server's reply is not a well-formed embeddings response.
-    #[error("embedding server {url} sent a malformed reply: {message}")]
-    Malformed {
-        /// The endpoint called.
-        url: String,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// A vector has the wrong length.
-    #[error("embedder {identity} returned a vector of dimension {found}; expected {expected}")]
-    Dimension {
-        /// The embedder.
-        identity: String,
-        /// The store's dimension.
-        expected: usize,
-        /// The returned vector's length.
-        found: usize,
-    },
-    /// The embedder's settings are unusable.
-    #[error("embedder configuration: {0}")]
-    Config(String),
 }
 
 /// How to build a store's embedder; persisted in the store so a reopened

@@ -25,8 +25,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::document::Format;
 use crate::error::{Error, Result};
+use crate::model::document::Format;
 
 /// One line of the JSONL file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -215,7 +215,8 @@ impl Dataset {
         for (line, record) in records {
             match record {
                 Record::Document(doc) => {
-                    crate::ingest::validate_id(&doc.id).map_err(|e| fail(line, e.to_string()))?;
+                    crate::model::ids::validate_id(&doc.id)
+                        .map_err(|e| fail(line, e.to_string()))?;
                     let body = compose(&doc).map_err(|message| fail(line, message))?;
                     if composed.contains_key(&doc.id) {
                         return Err(fail(line, format!("document {:?} appears twice", doc.id)));

@@ -16,12 +16,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::document::{Document, Edu, EduKind, Span};
 use crate::embed::{Embedder, dot};
 use crate::error::Result;
 use crate::fulltext::FullText;
-use crate::rank::Target;
-use crate::tree::Tree;
+use crate::model::document::{Document, Edu, EduKind, Span};
+use crate::model::rank::Target;
+use crate::model::tree::Tree;
 
 /// A flat retrieval method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,9 +24,9 @@ pub use flat::Baseline;
 pub use score::{Observation, Summary, summarise};
 
 use crate::db::{Db, OpenOptions};
-use crate::document::{Document, Span};
 use crate::embed::EmbedderConfig;
 use crate::error::{Error, Result};
+use crate::model::document::{Document, Span};
 use crate::progress::{CancelToken, Progress};
 use crate::query::{Params, Query, Rows};
 use crate::sources::{Origin, Source};

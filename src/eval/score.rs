@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::dataset::Evidence;
 use super::flat::Unit;
-use crate::document::Document;
+use crate::model::document::Document;
 
 /// One gold sentence as the EDUs `(document index, EDU id)` it overlaps.
 pub type GoldSentence = Vec<(usize, u32)>;

@@ -12,9 +12,9 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use crate::document::{Document, EduKind, Format, NodeKind};
 use crate::error::Result;
-use crate::tree::Tree;
+use crate::model::document::{Document, EduKind, Format, NodeKind};
+use crate::model::tree::Tree;
 
 /// An ordered, labelled tree.
 #[derive(Debug, Clone, PartialEq, Eq)]

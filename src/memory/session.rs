@@ -8,8 +8,8 @@ use super::{
     summary, turn_doc_id, validate_session_id,
 };
 use crate::db::{Db, Written};
-use crate::document::Format;
 use crate::error::{Error, Result};
+use crate::model::document::Format;
 
 /// What [`Db::append_turn`] did: where the turn went and why.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -43,7 +43,7 @@ impl Db {
     /// first turn), placed as `placement` says ([`Placement::Auto`]
     /// decides from similarities; see [`crate::memory::placement`]). The
     /// turn is stored as its own plain-text document
-    /// ([`crate::memory::turn_doc_id`]) and written with the session's
+    /// ([`crate::model::ids::turn_doc_id`]) and written with the session's
     /// updated dialogue record in one atomic batch; it becomes the current
     /// turn. What [`crate::memory::check_turn_input`] refuses (a bad
     /// session id, blank, oversized or binary text), text with no words to
@@ -86,7 +86,7 @@ impl Db {
                 return Err(empty());
             };
             let bytes = [first.start, last.end];
-            let tokens = crate::tokens::count(span_text(&id, &doc.text, bytes)?);
+            let tokens = crate::model::tokens::count(span_text(&id, &doc.text, bytes)?);
             let dimension = vectors.dimension as usize;
             let vector = mean_unit(
                 &vectors.edus,
@@ -118,7 +118,8 @@ impl Db {
                 branches: Vec::new(),
                 current: 0,
             });
-            dialogue.add_turn(
+            super::add_turn(
+                &mut dialogue,
                 &resolved,
                 NewTurn {
                     role,

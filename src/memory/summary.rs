@@ -12,14 +12,13 @@
 //!   topics the turn does not join are not touched.
 
 use super::{SummaryPick, cosine, mean_unit};
-use crate::document::{Document, Span};
 use crate::error::Result;
+use crate::model::document::{Document, Span};
 
 /// Most tokens a branch or topic summary holds (a single pick longer than
 /// this is still kept when it is the most central: a summary is never empty).
 pub const SUMMARY_TOKEN_CAP: u32 = 96;
-/// Most picks a branch or topic summary holds.
-pub const MAX_SUMMARY_PICKS: usize = 3;
+pub use crate::model::dialogue::MAX_SUMMARY_PICKS;
 
 /// Turn `turn`'s summary pick in `doc` (its most central EDU, by the EDU
 /// vectors `edu_vectors`, row-major with `dimension` columns) and the

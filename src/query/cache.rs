@@ -14,8 +14,8 @@ use lru::LruCache;
 
 use super::select::TokenPrefix;
 use crate::dag::{Dag, DagNode};
-use crate::document::{Document, Edu, Node};
 use crate::error::Result;
+use crate::model::document::{Document, Edu, Node};
 
 /// Default bound on cached document bytes.
 pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;
@@ -171,8 +171,8 @@ mod tests {
     use std::cell::Cell;
 
     use super::*;
-    use crate::document::Format;
     use crate::ingest::analyze;
+    use crate::model::document::Format;
 
     fn document(id: &str, text: &str) -> CachedDocument {
         CachedDocument::new(

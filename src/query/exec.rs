@@ -17,10 +17,10 @@ use super::{Item, QueryResult, Rows, Selection, Stage};
 use crate::dag::Dag;
 use crate::dag::propagate::{PropagateOptions, PropagationGraph};
 use crate::db::Db;
-use crate::document::{Document, Node, Span};
 use crate::error::{Error, Result};
-use crate::memory::parse_turn_id;
-use crate::rank::{RankedHit, Target};
+use crate::model::document::{Document, Node, Span};
+use crate::model::ids::parse_turn_id;
+use crate::model::rank::{RankedHit, Target};
 
 /// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
 const EDUS_PER_WALK_LEAF: usize = 3;

@@ -13,9 +13,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::db::{Db, EduText, Stats};
-use crate::document::DocMeta;
 use crate::error::Result;
-use crate::tree::Tree;
+use crate::model::document::DocMeta;
+use crate::model::tree::Tree;
 
 pub mod ast;
 pub(crate) mod cache;

@@ -10,7 +10,7 @@ use regex::Regex;
 use super::ast::{self, CompareOp, Expand, Order, Output, Scope, Seed, Show, Statement, ValueKind};
 use super::error::{QueryError, nearest};
 use super::{Param, Params};
-use crate::document::NodeKind;
+use crate::model::document::NodeKind;
 
 /// Default [`SelectPlan::limit`] when neither BUDGET nor LIMIT is given.
 pub const DEFAULT_LIMIT: usize = 10;
@@ -172,13 +172,13 @@ pub const KIND_NAMES: [&str; 6] = ["document", "section", "segment", "paragraph"
 /// What the binder needs to know about the store.
 pub trait Catalog {
     /// Every document id, sorted (session turns are not listed).
-    fn document_ids(&self) -> crate::Result<Vec<String>>;
+    fn document_ids(&self) -> crate::error::Result<Vec<String>>;
     /// Number of nodes and EDUs of a document, `None` when it does not exist.
-    fn document_size(&self, id: &str) -> crate::Result<Option<(u32, u32)>>;
+    fn document_size(&self, id: &str) -> crate::error::Result<Option<(u32, u32)>>;
     /// Every session id, sorted.
-    fn session_ids(&self) -> crate::Result<Vec<String>>;
+    fn session_ids(&self) -> crate::error::Result<Vec<String>>;
     /// A session's turn document ids in turn order, `None` when it does not exist.
-    fn session_turns(&self, id: &str) -> crate::Result<Option<Vec<String>>>;
+    fn session_turns(&self, id: &str) -> crate::error::Result<Option<Vec<String>>>;
 }
 
 /// Binds `statement` (parsed from `source`) with `params` against `catalog`.
@@ -187,7 +187,7 @@ pub fn bind(
     statement: &Statement,
     params: &Params,
     catalog: &dyn Catalog,
-) -> crate::Result<Plan> {
+) -> crate::error::Result<Plan> {
     let binder = Binder {
         source,
         params,
@@ -220,7 +220,7 @@ impl Binder<'_> {
         QueryError::new(self.source, at, message)
     }
 
-    fn value(&self, value: &ast::Value) -> crate::Result<Bound> {
+    fn value(&self, value: &ast::Value) -> crate::error::Result<Bound> {
         Ok(match &value.kind {
             ValueKind::Str(text) => Bound::Text(text.clone()),
             ValueKind::Number(number) => Bound::Number(number.clone()),
@@ -237,13 +237,13 @@ impl Binder<'_> {
     }
 
     /// A text value; a number parameter is taken as its decimal text.
-    fn text(&self, value: &ast::Value) -> crate::Result<String> {
+    fn text(&self, value: &ast::Value) -> crate::error::Result<String> {
         Ok(match self.value(value)? {
             Bound::Text(text) | Bound::Number(text) => text,
         })
     }
 
-    fn real(&self, value: &ast::Value, what: &str, range: Range<f64>) -> crate::Result<f64> {
+    fn real(&self, value: &ast::Value, what: &str, range: Range<f64>) -> crate::error::Result<f64> {
         let number = match self.value(value)? {
             Bound::Number(number) => number.parse::<f64>().ok(),
             Bound::Text(_) => None,
@@ -262,7 +262,13 @@ impl Binder<'_> {
         }
     }
 
-    fn whole(&self, value: &ast::Value, what: &str, min: u64, max: u64) -> crate::Result<u64> {
+    fn whole(
+        &self,
+        value: &ast::Value,
+        what: &str,
+        min: u64,
+        max: u64,
+    ) -> crate::error::Result<u64> {
         let bound = self.value(value)?;
         let number = match &bound {
             Bound::Number(number) if number.bytes().all(|b| b.is_ascii_digit()) => {
@@ -290,7 +296,7 @@ impl Binder<'_> {
     }
 
     /// An existing document id, or an error suggesting the nearest one.
-    fn document(&self, value: &ast::Value) -> crate::Result<String> {
+    fn document(&self, value: &ast::Value) -> crate::error::Result<String> {
         let id = self.text(value)?;
         if self.catalog.document_size(&id)?.is_some() {
             return Ok(id);
@@ -307,7 +313,7 @@ impl Binder<'_> {
 
     /// An existing session id and its turn documents, or an error
     /// suggesting the nearest session.
-    fn session(&self, value: &ast::Value) -> crate::Result<(String, Vec<String>)> {
+    fn session(&self, value: &ast::Value) -> crate::error::Result<(String, Vec<String>)> {
         let id = self.text(value)?;
         if let Some(turns) = self.catalog.session_turns(&id)? {
             return Ok((id, turns));
@@ -322,7 +328,7 @@ impl Binder<'_> {
         .into())
     }
 
-    fn select(&self, select: &ast::Select) -> crate::Result<SelectPlan> {
+    fn select(&self, select: &ast::Select) -> crate::error::Result<SelectPlan> {
         let (docs, scope_text) = match &select.scope {
             // Session turns are documents but not part of `*`: the indexes
             // keep them apart (see `FullTextReader::rank`).
@@ -437,7 +443,7 @@ impl Binder<'_> {
             .budget
             .as_ref()
             .map(|v| match self.whole(v, "a budget", 0, MAX_BUDGET)? {
-                0 => Err::<u64, crate::Error>(
+                0 => Err::<u64, crate::error::Error>(
                     self.error(
                         v.at.clone(),
                         "a budget of 0 tokens can return nothing; give at least 1",
@@ -472,7 +478,7 @@ impl Binder<'_> {
         })
     }
 
-    fn filter(&self, pred: &ast::Pred) -> crate::Result<Filter> {
+    fn filter(&self, pred: &ast::Pred) -> crate::error::Result<Filter> {
         Ok(match pred {
             ast::Pred::Level(op, value) => {
                 Filter::Level(*op, self.whole(value, "a level", 0, MAX_LEVEL)? as u16)
@@ -530,7 +536,7 @@ impl Binder<'_> {
         })
     }
 
-    fn show(&self, show: &Show) -> crate::Result<ShowPlan> {
+    fn show(&self, show: &Show) -> crate::error::Result<ShowPlan> {
         Ok(match show {
             Show::Docs => ShowPlan::Docs,
             Show::Stats => ShowPlan::Stats,

@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::document::Span;
+use crate::model::document::Span;
+pub use crate::model::tokens::TokenPrefix;
 
 /// A span proposed for selection.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,34 +22,6 @@ pub struct Candidate {
     pub span: Span,
     /// Relevance, higher first.
     pub score: f32,
-}
-
-/// Token counts of one document's EDUs, as prefix sums.
-#[derive(Debug, Clone, Default)]
-pub struct TokenPrefix(Vec<u64>);
-
-impl TokenPrefix {
-    /// Prefix sums of `tokens` (one entry per EDU).
-    pub fn new(tokens: impl IntoIterator<Item = u32>) -> TokenPrefix {
-        let mut sums = vec![0];
-        let mut total = 0u64;
-        for t in tokens {
-            total += u64::from(t);
-            sums.push(total);
-        }
-        TokenPrefix(sums)
-    }
-
-    /// Tokens of the EDUs in `span`.
-    pub fn tokens(&self, span: Span) -> u64 {
-        self.0[span.last as usize + 1] - self.0[span.first as usize]
-    }
-}
-
-impl AsRef<TokenPrefix> for TokenPrefix {
-    fn as_ref(&self) -> &TokenPrefix {
-        self
-    }
 }
 
 /// What the selection kept.

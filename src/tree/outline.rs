@@ -5,7 +5,7 @@
 //! the document does not have.
 
 use super::{StructureInput, Tree, TreeBuilder};
-use crate::document::{Node, NodeKind, Span};
+use crate::model::document::{Node, NodeKind, Span};
 
 /// A tree builder that takes its structure from an outline in LingoEDU's format.
 #[derive(Debug, Clone)]

@@ -3,6 +3,12 @@
 
 use std::path::PathBuf;
 
+mod embed;
+mod query;
+
+pub use embed::EmbedError;
+pub use query::QueryError;
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -131,7 +137,7 @@ pub enum Error {
     },
     /// A query statement is wrong; the error locates the fault.
     #[error("{0}")]
-    Query(#[from] crate::query::QueryError),
+    Query(#[from] QueryError),
     /// The operation was cancelled through its [`crate::CancelToken`].
     #[error("cancelled")]
     Cancelled,
@@ -158,7 +164,7 @@ pub enum Error {
     FullText(String),
     /// Embedding text failed; nothing that needed the vectors was written.
     #[error(transparent)]
-    Embedding(#[from] crate::embed::EmbedError),
+    Embedding(#[from] EmbedError),
     /// The store was built with a different embedder than the one given.
     #[error(
         "this store's vectors were made by embedder {stored}, not {given}; open it with the same embedder (or omit it to use the recorded one)"

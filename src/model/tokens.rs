@@ -3,6 +3,8 @@
 
 use tiktoken_rs::CoreBPE;
 
+use crate::model::document::Span;
+
 /// The shared o200k_base tokenizer, loaded once per process.
 fn tokenizer() -> &'static CoreBPE {
     tiktoken_rs::o200k_base_singleton()
@@ -15,6 +17,34 @@ pub fn count(text: &str) -> u32 {
 
 /// The name of the tokenizer, recorded in stores and reports.
 pub const TOKENIZER: &str = "o200k_base";
+
+/// Token counts of one document's EDUs, as prefix sums.
+#[derive(Debug, Clone, Default)]
+pub struct TokenPrefix(Vec<u64>);
+
+impl TokenPrefix {
+    /// Prefix sums of `tokens` (one entry per EDU).
+    pub fn new(tokens: impl IntoIterator<Item = u32>) -> TokenPrefix {
+        let mut sums = vec![0];
+        let mut total = 0u64;
+        for t in tokens {
+            total += u64::from(t);
+            sums.push(total);
+        }
+        TokenPrefix(sums)
+    }
+
+    /// Tokens of the EDUs in `span`.
+    pub fn tokens(&self, span: Span) -> u64 {
+        self.0[span.last as usize + 1] - self.0[span.first as usize]
+    }
+}
+
+impl AsRef<TokenPrefix> for TokenPrefix {
+    fn as_ref(&self) -> &TokenPrefix {
+        self
+    }
+}
 
 #[cfg(test)]
 mod tests {

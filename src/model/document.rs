@@ -216,7 +216,7 @@ pub struct Document {
     /// EDUs in document order.
     pub edus: Vec<Edu>,
     /// The structural tree, nodes in pre-order.
-    pub tree: crate::tree::Tree,
+    pub tree: crate::model::tree::Tree,
 }
 
 /// The embedding vectors of one document, row-major: one row of
@@ -232,4 +232,29 @@ pub struct DocVectors {
     pub nodes: Vec<f32>,
     /// `edus × dimension` values.
     pub edus: Vec<f32>,
+}
+
+/// Tokens of leading text in a node's representation.
+pub const REPRESENTATIVE_TOKENS: u32 = 128;
+
+/// What node-level ranking scores for `node`: its title, its children's
+/// titles, and its leading non-heading EDUs up to [`REPRESENTATIVE_TOKENS`].
+pub fn representation(doc: &Document, node: &Node) -> String {
+    let mut text = node.title.clone();
+    for &child in &node.children {
+        text.push('\n');
+        text.push_str(&doc.tree.nodes[child as usize].title);
+    }
+    let mut tokens = 0;
+    for edu in &doc.edus[node.span.first as usize..=node.span.last as usize] {
+        if tokens >= REPRESENTATIVE_TOKENS {
+            break;
+        }
+        if edu.kind != EduKind::Heading {
+            text.push('\n');
+            text.push_str(&doc.text[edu.start as usize..edu.end as usize]);
+            tokens += edu.tokens;
+        }
+    }
+    text
 }

@@ -1,6 +1,6 @@
 //! What the rankings (full-text and vector) score and return.
 
-use crate::document::Span;
+use crate::model::document::Span;
 
 /// What a ranking scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

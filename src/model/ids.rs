@@ -1,0 +1,88 @@
+//! Identifier rules: document ids, session ids, and the reserved ids of
+//! session turns (`@session/<session>/<turn:06>`), which every layer that
+//! must tell turns from documents asks here.
+
+use crate::error::{Error, Result};
+
+/// Longest accepted document id, in bytes.
+pub const MAX_ID_BYTES: usize = 512;
+/// Every turn document's id starts with this; callers cannot use it.
+pub const SESSION_PREFIX: &str = "@session/";
+/// Longest accepted session id, in bytes.
+pub const MAX_SESSION_ID_BYTES: usize = 128;
+
+/// Checks a session id: 1 to [`MAX_SESSION_ID_BYTES`] bytes of letters,
+/// digits, `-`, `_`, `.` and `:` (no `/`, so a turn id names its session
+/// unambiguously).
+pub fn validate_session_id(id: &str) -> Result<()> {
+    let reason = if id.is_empty() {
+        Some("session ids must not be empty")
+    } else if id.len() > MAX_SESSION_ID_BYTES {
+        Some("session ids must be at most 128 bytes")
+    } else if !id
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+    {
+        Some("session ids may hold only letters, digits, '-', '_', '.' and ':'")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidSession {
+            id: id.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The document id of turn `turn` of `session`.
+pub fn turn_doc_id(session: &str, turn: u32) -> String {
+    format!("{SESSION_PREFIX}{session}/{turn:06}")
+}
+
+/// True for the id of a session's turn document.
+pub fn is_turn_id(id: &str) -> bool {
+    id.starts_with(SESSION_PREFIX)
+}
+
+/// The session and turn a turn document id names, if it is one.
+pub fn parse_turn_id(id: &str) -> Option<(&str, &str)> {
+    id.strip_prefix(SESSION_PREFIX)?.rsplit_once('/')
+}
+
+/// Checks a document id a caller gives: [`check_id`], and not in the
+/// namespace reserved for session turns ([`SESSION_PREFIX`]).
+pub fn validate_id(id: &str) -> Result<()> {
+    if id.starts_with(SESSION_PREFIX) {
+        return Err(Error::InvalidId {
+            id: id.to_owned(),
+            reason: "ids starting with \"@session/\" are reserved for session turns; append turns with `edudb session add`",
+        });
+    }
+    check_id(id)
+}
+
+/// Checks the form of any document id, a session turn's included:
+/// non-empty, at most [`MAX_ID_BYTES`], no control characters, no
+/// surrounding whitespace.
+pub fn check_id(id: &str) -> Result<()> {
+    let reason = if id.is_empty() {
+        Some("ids must not be empty")
+    } else if id.len() > MAX_ID_BYTES {
+        Some("ids must be at most 512 bytes")
+    } else if id.chars().any(char::is_control) {
+        Some("ids must not contain control characters")
+    } else if id != id.trim() {
+        Some("ids must not start or end with whitespace")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidId {
+            id: id.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}

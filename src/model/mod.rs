@@ -1,0 +1,14 @@
+//! Records: the plain data every other layer reads and writes. A
+//! [`document::Document`] (meta, text, EDUs, [`tree::Tree`]) with its node
+//! representation and token counts ([`tokens`]), the weighted [`dag::Dag`],
+//! a session's [`dialogue::Dialogue`], identifier rules ([`ids`]) and what
+//! rankings return ([`rank`]). This layer imports nothing of the crate but
+//! `error`.
+
+pub mod dag;
+pub mod dialogue;
+pub mod document;
+pub mod ids;
+pub mod rank;
+pub mod tokens;
+pub mod tree;
