@@ -28,10 +28,12 @@ use tantivy::schema::{
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term, doc};
 
 use crate::error::{Error, Result};
+use crate::model::document::Document;
 pub use crate::model::document::representation;
-use crate::model::document::{Document, EduKind, NodeKind, Span};
+use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
+use crate::model::tree::NodeKind;
 
 /// Memory budget of the single indexing thread.
 const WRITER_MEMORY: usize = 64 * 1024 * 1024;

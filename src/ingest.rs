@@ -6,7 +6,8 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::layout::{self, BlockKind, Layout};
-use crate::model::document::{DocMeta, Document, Edu, EduKind, Format};
+use crate::model::document::{DocMeta, Document, Format};
+use crate::model::edu::{Edu, EduKind};
 use crate::model::tokens;
 use crate::segment;
 use crate::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, TreeBuilder};

@@ -45,8 +45,10 @@ pub use memory::{
     ContextItem, ContextKind, Placement, Role, SessionContext, SessionMeta, SessionView,
     TurnReceipt,
 };
-pub use model::document::{DocMeta, Document, Edu, EduKind, Format, Node, NodeKind, Span};
+pub use model::document::{DocMeta, Document, Format};
+pub use model::edu::{Edu, EduKind, Span};
 pub use model::rank::{RankedHit, Target};
+pub use model::tree::{Node, NodeKind};
 pub use progress::{CancelToken, NoProgress, Progress};
 pub use query::{Item, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
 

@@ -25,9 +25,8 @@ use rkyv::vec::ArchivedVec;
 use crate::error::{Error, Result};
 use crate::model::dag::{ArchivedDag, Dag};
 use crate::model::dialogue::{ArchivedDialogue, Dialogue};
-use crate::model::document::{
-    ArchivedDocMeta, ArchivedDocVectors, ArchivedEdu, DocMeta, DocVectors, Document, Edu,
-};
+use crate::model::document::{ArchivedDocMeta, ArchivedDocVectors, DocMeta, DocVectors, Document};
+use crate::model::edu::{ArchivedEdu, Edu};
 use crate::model::tree::{ArchivedTree, Tree};
 
 /// Version of the on-disk layout; bumped on any incompatible change.
@@ -658,7 +657,7 @@ mod tests {
         Dag::from_edges(
             vec![crate::dag::DagNode {
                 level: 1,
-                span: crate::model::document::Span::new(0, doc.edus.len() as u32 - 1),
+                span: crate::model::edu::Span::new(0, doc.edus.len() as u32 - 1),
                 points: Vec::new(),
                 window: None,
             }],
@@ -739,14 +738,14 @@ mod tests {
         // Two chunks and a point over both: a valid two-level DAG.
         let chunk = |first, last| crate::dag::DagNode {
             level: 1,
-            span: crate::model::document::Span::new(first, last),
+            span: crate::model::edu::Span::new(first, last),
             points: Vec::new(),
             window: None,
         };
         let last = a.edus.len() as u32 - 1;
         let point = crate::dag::DagNode {
             level: 2,
-            span: crate::model::document::Span::new(0, last),
+            span: crate::model::edu::Span::new(0, last),
             points: vec![1],
             window: Some([0, 1]),
         };
@@ -855,7 +854,7 @@ mod tests {
         use crate::memory::{Branch, SummaryPick, Topic, Turn};
         let pick = SummaryPick {
             turn: 0,
-            edus: crate::model::document::Span::new(0, 0),
+            edus: crate::model::edu::Span::new(0, 0),
             bytes: [doc.edus[0].start, doc.edus[0].end],
             tokens: doc.edus[0].tokens,
         };
@@ -974,7 +973,7 @@ mod tests {
         assert!(matches!(store.check(), Err(Error::Corrupt { .. })));
         // A summary span outside its turn is caught.
         let mut bad = d;
-        bad.topics[0].summary[0].edus = crate::model::document::Span::new(0, 99);
+        bad.topics[0].summary[0].edus = crate::model::edu::Span::new(0, 99);
         store
             .db
             .insert(key(SESSION, "s"), archive(&bad).unwrap().as_slice())

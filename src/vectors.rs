@@ -27,7 +27,8 @@ use hnsw_rs::prelude::{AnnT, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::document::{ArchivedDocVectors, Document, EduKind, Span};
+use crate::model::document::{ArchivedDocVectors, Document};
+use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::store::Store;

@@ -77,7 +77,7 @@ fn launches<'a>(doc: &Document, windows: &'a [Window]) -> Vec<&'a [Window]> {
                 .sum()
         })
         .collect();
-    super::build::batches(&sizes, TOKENS_PER_LAUNCH)
+    crate::model::tokens::token_batches(&sizes, TOKENS_PER_LAUNCH)
         .into_iter()
         .map(|range| &windows[range])
         .collect()

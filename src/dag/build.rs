@@ -6,7 +6,8 @@ use super::attention::{AttentionSource, Window};
 use super::ip::{EduVectors, IpMaker};
 use super::{Dag, DagNode};
 use crate::error::Result;
-use crate::model::document::{Document, Span};
+use crate::model::document::Document;
+use crate::model::edu::Span;
 
 /// Edges lighter than this share of a node's attention are dropped (and
 /// the rest renormalised): they carry no information and would make the
@@ -81,7 +82,7 @@ pub fn build(
         // wide, twice as tightly.
         let (mut window, mut compression) = (config.window_tokens, config.compression.max(1));
         let (batches, upper, windows) = loop {
-            let batches = batches(&level.tokens, window);
+            let batches = crate::model::tokens::token_batches(&level.tokens, window);
             let first_ids = (level_start as u32, nodes.len() as u32);
             let (upper, windows) = summariser.summarise(
                 &level,
@@ -243,24 +244,4 @@ fn chunk(first: u32, last: u32) -> DagNode {
         points: Vec::new(),
         window: None,
     }
-}
-
-/// Consecutive batches of nodes: each takes nodes while its tokens stay
-/// within `window` (at least one node each).
-pub(crate) fn batches(tokens: &[u32], window: u32) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut sum = 0u32;
-    for (i, &t) in tokens.iter().enumerate() {
-        if i > start && sum.saturating_add(t) > window {
-            out.push(start..i);
-            start = i;
-            sum = 0;
-        }
-        sum = sum.saturating_add(t);
-    }
-    if start < tokens.len() {
-        out.push(start..tokens.len());
-    }
-    out
 }

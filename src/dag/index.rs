@@ -6,7 +6,7 @@
 
 use super::Dag;
 use super::propagate::PropagationGraph;
-use crate::model::document::Span;
+use crate::model::edu::Span;
 
 /// Where a global node lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

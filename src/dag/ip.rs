@@ -8,7 +8,8 @@
 
 use crate::embed::dot;
 use crate::embed::hashed::words;
-use crate::model::document::{Document, EduKind};
+use crate::model::document::Document;
+use crate::model::edu::EduKind;
 
 /// Makes the information points of one batch.
 pub trait IpMaker: Send + Sync + std::fmt::Debug {

@@ -19,7 +19,8 @@ use std::path::Path;
 use crate::embed::{Embedder, dot};
 use crate::error::Result;
 use crate::fulltext::FullText;
-use crate::model::document::{Document, Edu, EduKind, Span};
+use crate::model::document::Document;
+use crate::model::edu::{Edu, EduKind, Span};
 use crate::model::rank::Target;
 use crate::model::tree::Tree;
 

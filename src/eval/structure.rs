@@ -13,7 +13,9 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::model::document::{Document, EduKind, Format, NodeKind};
+use crate::model::document::{Document, Format};
+use crate::model::edu::EduKind;
+use crate::model::tree::NodeKind;
 use crate::model::tree::Tree;
 
 /// An ordered, labelled tree.

@@ -219,7 +219,7 @@ mod tests {
     use super::*;
     use crate::ingest::analyze;
     use crate::model::document::Format;
-    use crate::model::document::Span;
+    use crate::model::edu::Span;
 
     /// A turn's one-EDU summary pick.
     fn pick(turn: u32) -> SummaryPick {

@@ -13,7 +13,8 @@
 
 use super::{SummaryPick, cosine, mean_unit};
 use crate::error::Result;
-use crate::model::document::{Document, Span};
+use crate::model::document::Document;
+use crate::model::edu::Span;
 
 /// Most tokens a branch or topic summary holds (a single pick longer than
 /// this is still kept when it is the most central: a summary is never empty).

@@ -7,7 +7,8 @@
 
 use rkyv::{Archive, Deserialize, Serialize};
 
-use crate::model::document::{Document, Span};
+use crate::model::document::Document;
+use crate::model::edu::Span;
 
 /// Out-weights of a node are normalised to sum to 1 within this tolerance.
 pub const WEIGHT_SUM_TOLERANCE: f32 = 1e-4;

@@ -9,7 +9,8 @@ use std::fmt;
 use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::document::{Document, Span};
+use crate::model::document::Document;
+use crate::model::edu::Span;
 use crate::model::ids::{turn_doc_id, validate_session_id};
 
 /// Most picks one branch or topic summary holds.

@@ -8,6 +8,7 @@
 pub mod dag;
 pub mod dialogue;
 pub mod document;
+pub mod edu;
 pub mod ids;
 pub mod rank;
 pub mod tokens;

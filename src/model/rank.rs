@@ -1,6 +1,6 @@
 //! What the rankings (full-text and vector) score and return.
 
-use crate::model::document::Span;
+use crate::model::edu::Span;
 
 /// What a ranking scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

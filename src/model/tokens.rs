@@ -3,7 +3,7 @@
 
 use tiktoken_rs::CoreBPE;
 
-use crate::model::document::Span;
+use crate::model::edu::Span;
 
 /// The shared o200k_base tokenizer, loaded once per process.
 fn tokenizer() -> &'static CoreBPE {
@@ -44,6 +44,27 @@ impl AsRef<TokenPrefix> for TokenPrefix {
     fn as_ref(&self) -> &TokenPrefix {
         self
     }
+}
+
+/// Consecutive batches of items (nodes, EDUs) by their token counts: each
+/// takes items while its tokens stay
+/// within `window` (at least one node each).
+pub fn token_batches(tokens: &[u32], window: u32) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut sum = 0u32;
+    for (i, &t) in tokens.iter().enumerate() {
+        if i > start && sum.saturating_add(t) > window {
+            out.push(start..i);
+            start = i;
+            sum = 0;
+        }
+        sum = sum.saturating_add(t);
+    }
+    if start < tokens.len() {
+        out.push(start..tokens.len());
+    }
+    out
 }
 
 #[cfg(test)]

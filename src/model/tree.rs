@@ -7,7 +7,69 @@
 
 use rkyv::{Archive, Deserialize, Serialize};
 
-use crate::model::document::{Node, NodeKind, Span};
+use crate::model::edu::Span;
+
+/// What a tree node stands for.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[rkyv(compare(PartialEq), derive(Debug, Clone, Copy, PartialEq, Eq))]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    /// The root; covers the whole document.
+    Document,
+    /// A headed section.
+    Section,
+    /// A segment found by lexical cohesion where the layout gave no structure.
+    Segment,
+    /// A paragraph of two or more EDUs.
+    Paragraph,
+    /// A list; its items are EDUs, nested lists are child nodes.
+    List,
+}
+
+impl NodeKind {
+    /// The lowercase name used in listings and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeKind::Document => "document",
+            NodeKind::Section => "section",
+            NodeKind::Segment => "segment",
+            NodeKind::Paragraph => "paragraph",
+            NodeKind::List => "list",
+        }
+    }
+}
+
+impl From<&ArchivedNodeKind> for NodeKind {
+    fn from(kind: &ArchivedNodeKind) -> NodeKind {
+        match kind {
+            ArchivedNodeKind::Document => NodeKind::Document,
+            ArchivedNodeKind::Section => NodeKind::Section,
+            ArchivedNodeKind::Segment => NodeKind::Segment,
+            ArchivedNodeKind::Paragraph => NodeKind::Paragraph,
+            ArchivedNodeKind::List => NodeKind::List,
+        }
+    }
+}
+
+/// One node of the structural tree.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[rkyv(compare(PartialEq), derive(Debug))]
+pub struct Node {
+    /// Dense id in pre-order; the root is 0.
+    pub id: u32,
+    /// What the node stands for.
+    pub kind: NodeKind,
+    /// Depth in the tree; the root is 0.
+    pub level: u16,
+    /// A heading, or an extractive title (a short span of the node's own text).
+    pub title: String,
+    /// The EDUs the node covers.
+    pub span: Span,
+    /// Parent node id; `None` for the root.
+    pub parent: Option<u32>,
+    /// Child node ids, in document order.
+    pub children: Vec<u32>,
+}
 
 /// A document's structural tree; `nodes[i].id == i` and `nodes[0]` is the root.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]

@@ -15,7 +15,9 @@ use lru::LruCache;
 use super::select::TokenPrefix;
 use crate::dag::{Dag, DagNode};
 use crate::error::Result;
-use crate::model::document::{Document, Edu, Node};
+use crate::model::document::Document;
+use crate::model::edu::Edu;
+use crate::model::tree::Node;
 
 /// Default bound on cached document bytes.
 pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;

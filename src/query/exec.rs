@@ -18,9 +18,11 @@ use crate::dag::Dag;
 use crate::dag::propagate::{PropagateOptions, PropagationGraph};
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::model::document::{Document, Node, Span};
+use crate::model::document::Document;
+use crate::model::edu::Span;
 use crate::model::ids::parse_turn_id;
 use crate::model::rank::{RankedHit, Target};
+use crate::model::tree::Node;
 
 /// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
 const EDUS_PER_WALK_LEAF: usize = 3;

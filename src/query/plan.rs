@@ -10,7 +10,7 @@ use regex::Regex;
 use super::ast::{self, CompareOp, Expand, Order, Output, Scope, Seed, Show, Statement, ValueKind};
 use super::error::{QueryError, nearest};
 use super::{Param, Params};
-use crate::model::document::NodeKind;
+use crate::model::tree::NodeKind;
 
 /// Default [`SelectPlan::limit`] when neither BUDGET nor LIMIT is given.
 pub const DEFAULT_LIMIT: usize = 10;

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::document::Span;
+use crate::model::edu::Span;
 pub use crate::model::tokens::TokenPrefix;
 
 /// A span proposed for selection.

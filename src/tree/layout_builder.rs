@@ -6,7 +6,8 @@ use super::cohesion::{TermVector, cut_points};
 use super::title::extractive_title;
 use super::{MAX_FANOUT, StructureInput, Tree, TreeBuilder};
 use crate::layout::BlockKind;
-use crate::model::document::{Node, NodeKind, Span};
+use crate::model::edu::Span;
+use crate::model::tree::{Node, NodeKind};
 
 /// Lists nested deeper than this are flattened into the deepest allowed list.
 pub const MAX_LIST_DEPTH: u16 = 32;

@@ -6,7 +6,7 @@
 //! enforces the invariants every builder must meet.
 
 use crate::layout::BlockKind;
-use crate::model::document::Edu;
+use crate::model::edu::Edu;
 
 mod cohesion;
 mod layout_builder;

@@ -5,7 +5,8 @@
 //! the document does not have.
 
 use super::{StructureInput, Tree, TreeBuilder};
-use crate::model::document::{Node, NodeKind, Span};
+use crate::model::edu::Span;
+use crate::model::tree::{Node, NodeKind};
 
 /// A tree builder that takes its structure from an outline in LingoEDU's format.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! Extractive titles: a short span of a node's own text, never new words.
 
 use super::cohesion::TermVector;
-use crate::model::document::{Edu, EduKind, Span};
+use crate::model::edu::{Edu, EduKind, Span};
 
 /// Most words in an extractive title.
 const TITLE_WORDS: usize = 10;
