@@ -13,14 +13,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
+use crate::compute::device::Device;
+use crate::compute::embed::{EmbedError, Embedder, EmbedderConfig};
+use crate::compute::propagate::PropagateOptions;
 use crate::dag::attention::{AttentionSource, ComputedAttention};
 use crate::dag::index::DagIndex;
 use crate::dag::ip::{EduVectors, ExtractiveIpMaker};
-use crate::dag::propagate::PropagateOptions;
 use crate::dag::supplied::SuppliedAttention;
 use crate::dag::{Dag, DagConfig, DagListing};
-use crate::device::Device;
-use crate::embed::{EmbedError, Embedder, EmbedderConfig};
 use crate::error::{Error, Result};
 use crate::fulltext::{FullText, FullTextReader};
 use crate::ingest::{IngestOptions, analyze, decode, detect_format};

@@ -15,15 +15,12 @@
 //! # Ok(()) }
 //! ```
 
+pub mod compute;
 pub mod dag;
 pub mod db;
-pub mod device;
-pub mod embed;
 pub mod error;
 pub mod eval;
 pub mod fulltext;
-#[cfg(feature = "cuda")]
-pub mod gpu;
 pub mod ingest;
 pub mod layout;
 pub mod memory;
@@ -53,6 +50,9 @@ pub use progress::{CancelToken, NoProgress, Progress};
 pub use query::{Item, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
 
 // Old paths, kept while the layers move.
+#[cfg(feature = "cuda")]
+pub use compute::gpu;
+pub use compute::{device, embed};
 pub use model::{document, rank, tokens};
 pub use sources::Source;
 pub use tree::{Tree, TreeBuilder};

@@ -66,7 +66,7 @@ pub struct UnitCosine;
 
 impl Distance<f32> for UnitCosine {
     fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        (1.0 - crate::embed::dot(a, b)).max(0.0)
+        (1.0 - crate::compute::embed::dot(a, b)).max(0.0)
     }
 }
 

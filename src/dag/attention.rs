@@ -5,17 +5,17 @@
 //!   `softmax(QKᵀ/√d)` between an information point's token vectors and
 //!   the token vectors of the lower nodes of its window, from the store's
 //!   token embedder (hashed per-word vectors with their neighbours' context,
-//!   [`crate::embed::hashed::HashedEmbedder::token_vectors`]);
+//!   [`crate::compute::embed::hashed::HashedEmbedder::token_vectors`]);
 //! - [`super::supplied::SuppliedSource`]: matrices a caller exported from
 //!   its own model's summarisation run, read by [`super::supplied`] and
-//!   aggregated the same way ([`super::aggregate::segment_mean`]).
+//!   aggregated the same way ([`crate::compute::aggregate::segment_mean`]).
 //!
 //! Either way the result is node-level weights per window, which
 //! [`super::build`] normalises into edges.
 
-use super::aggregate::{NodeWeights, Segments, VectorWindow};
-use crate::device::Device;
-use crate::embed::hashed::HashedEmbedder;
+use crate::compute::aggregate::{NodeWeights, Segments, VectorWindow};
+use crate::compute::device::Device;
+use crate::compute::embed::hashed::HashedEmbedder;
 use crate::error::Result;
 use crate::model::document::Document;
 

@@ -1,10 +1,10 @@
 //! Building a document's DAG: chunks, then levels of information points
 //! over windows of the level below, with attention-weighted edges.
 
-use super::aggregate::NodeWeights;
 use super::attention::{AttentionSource, Window};
 use super::ip::{EduVectors, IpMaker};
 use super::{Dag, DagNode};
+use crate::compute::aggregate::NodeWeights;
 use crate::error::Result;
 use crate::model::document::Document;
 use crate::model::edu::Span;

@@ -5,7 +5,7 @@
 //! Built from the store on first use and rebuilt after any change.
 
 use super::Dag;
-use super::propagate::PropagationGraph;
+use crate::compute::propagate::PropagationGraph;
 use crate::model::edu::Span;
 
 /// Where a global node lives.
@@ -68,7 +68,7 @@ impl DagIndex {
                     let row = &edu_vectors[e as usize * dimension..][..dimension];
                     mean.iter_mut().zip(row).for_each(|(m, v)| *m += v);
                 }
-                crate::embed::normalise(&mut mean);
+                crate::compute::embed::normalise(&mut mean);
                 index.vectors.extend(mean);
             }
             dags.push(dag);
@@ -85,7 +85,7 @@ impl DagIndex {
         for (j, row) in out.chunks_exact_mut(queries.len().max(1)).enumerate() {
             let node = &self.vectors[j * d..(j + 1) * d];
             for (o, q) in row.iter_mut().zip(queries) {
-                *o = crate::embed::dot(node, q).max(0.0);
+                *o = crate::compute::embed::dot(node, q).max(0.0);
             }
         }
         out

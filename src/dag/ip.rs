@@ -6,8 +6,8 @@
 //! LLM-written IP maker (PECAN's bullet-point prompt) implements the same
 //! trait.
 
-use crate::embed::dot;
-use crate::embed::hashed::words;
+use crate::compute::embed::dot;
+use crate::compute::embed::hashed::words;
 use crate::model::document::Document;
 use crate::model::edu::EduKind;
 
@@ -112,7 +112,7 @@ impl ExtractiveIpMaker {
                 .zip(vectors.row(e))
                 .for_each(|(c, v)| *c += v);
         }
-        crate::embed::normalise(&mut centroid);
+        crate::compute::embed::normalise(&mut centroid);
         let centrality: Vec<f32> = candidates
             .iter()
             .map(|&e| dot(vectors.row(e), &centroid))

@@ -16,13 +16,12 @@
 //! The record is a CSR of out-edges archived with rkyv, so it is read in
 //! place without parsing. [`propagate`] runs PECAN's `z = Eᵀ r` over it.
 
-pub mod aggregate;
 pub mod attention;
 pub mod build;
 pub mod index;
 pub mod ip;
-pub mod propagate;
 pub mod supplied;
 
+pub use crate::compute::{aggregate, propagate};
 pub use crate::model::dag::*;
 pub use build::{DagConfig, build};

@@ -27,9 +27,9 @@ use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
-use super::aggregate::{AttentionWindow, NodeWeights, Segments};
 use super::attention::{AttentionSource, Window};
-use crate::device::Device;
+use crate::compute::aggregate::{AttentionWindow, NodeWeights, Segments};
+use crate::compute::device::Device;
 use crate::error::{Error, Result};
 use crate::model::document::Document;
 

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::embed::{Embedder, dot};
+use crate::compute::embed::{Embedder, dot};
 use crate::error::Result;
 use crate::fulltext::FullText;
 use crate::model::document::Document;

@@ -23,8 +23,8 @@ pub use dataset::{Dataset, Record};
 pub use flat::Baseline;
 pub use score::{Observation, Summary, summarise};
 
+use crate::compute::embed::EmbedderConfig;
 use crate::db::{Db, OpenOptions};
-use crate::embed::EmbedderConfig;
 use crate::error::{Error, Result};
 use crate::model::document::Document;
 use crate::model::edu::Span;

@@ -115,7 +115,7 @@ pub fn mean_unit(rows: &[f32], dimension: usize, first: usize, last: usize) -> V
             add_into(&mut mean, values);
         }
     }
-    crate::embed::normalise(&mut mean);
+    crate::compute::embed::normalise(&mut mean);
     mean
 }
 

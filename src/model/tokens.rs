@@ -47,8 +47,8 @@ impl AsRef<TokenPrefix> for TokenPrefix {
 }
 
 /// Consecutive batches of items (nodes, EDUs) by their token counts: each
-/// takes items while its tokens stay
-/// within `window` (at least one node each).
+/// takes items while its tokens stay within `window` (at least one item
+/// each).
 pub fn token_batches(tokens: &[u32], window: u32) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;

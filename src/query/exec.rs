@@ -14,8 +14,8 @@ use super::plan::{
 };
 use super::select::{Candidate, TokenPrefix, select};
 use super::{Item, QueryResult, Rows, Selection, Stage};
+use crate::compute::propagate::{PropagateOptions, PropagationGraph};
 use crate::dag::Dag;
-use crate::dag::propagate::{PropagateOptions, PropagationGraph};
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::model::document::Document;
@@ -704,13 +704,13 @@ fn traverse(
 /// PECAN's propagation over the DAGs of the documents the seed touched,
 /// as one graph. A DAG node's direct similarity is the best seed score of
 /// its EDUs; scores flow down the weighted edges ([`Device`] runs
-/// [`crate::dag::propagate`]) for STEPS levels (default: from the highest
+/// [`crate::compute::propagate`]) for STEPS levels (default: from the highest
 /// top level to the chunks). Every chunk with a positive score becomes a
 /// candidate scored by its propagated score; every seeded EDU is rescored
 /// `(1 − α)·own + α·(its chunk's score)`. Returns the candidates, the
 /// stage's detail and the device that ran it.
 ///
-/// [`Device`]: crate::device::Device
+/// [`Device`]: crate::compute::device::Device
 fn propagate(
     db: &Db,
     views: &[View],

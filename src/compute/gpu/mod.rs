@@ -4,7 +4,7 @@
 //! [`DeviceGraph`]). The kernels are `kernels/*.cu`, compiled with NVRTC
 //! when a [`Gpu`] opens; the CPU references in [`crate::dag`] are their
 //! oracles. Nothing here panics or prints when CUDA is missing:
-//! [`Gpu::open`] says why, and [`crate::device::Device`] falls back to the
+//! [`Gpu::open`] says why, and [`crate::compute::device::Device`] falls back to the
 //! CPU.
 
 mod attention;
@@ -23,9 +23,9 @@ use crate::error::{Error, Result};
 pub use propagate::{DeviceGraph, TOP_K_MAX};
 
 /// Source of the attention-aggregation kernels.
-const ATTENTION_SOURCE: &str = include_str!("../../kernels/attention_aggregate.cu");
+const ATTENTION_SOURCE: &str = include_str!("../../../kernels/attention_aggregate.cu");
 /// Source of the propagation and top-k kernels.
-const PROPAGATE_SOURCE: &str = include_str!("../../kernels/propagate.cu");
+const PROPAGATE_SOURCE: &str = include_str!("../../../kernels/propagate.cu");
 
 /// Threads per block of every launch (the kernels' layouts assume 256).
 const THREADS: u32 = 256;

@@ -158,7 +158,7 @@ impl Embedder for HashedEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::dot;
+    use crate::compute::embed::dot;
 
     fn embed_one(e: &HashedEmbedder, text: &str) -> Vec<f32> {
         e.embed(&[text]).unwrap().remove(0)

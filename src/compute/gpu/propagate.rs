@@ -5,7 +5,7 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::{Gpu, THREADS, gpu_error, grid};
-use crate::dag::propagate::{self, PropagateOptions, PropagationGraph};
+use crate::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use crate::error::{Error, Result};
 
 /// The largest `k` the top-k kernel serves (`TOP_K_MAX`); a larger `k`

@@ -150,7 +150,7 @@ pub fn vector_attention(window: &VectorWindow) -> NodeWeights {
         |x, out| {
             let q = &window.queries[x as usize * d..][..d];
             for (y, logit) in logits.iter_mut().enumerate() {
-                *logit = crate::embed::dot(q, &window.keys[y * d..][..d]) * scale;
+                *logit = crate::compute::embed::dot(q, &window.keys[y * d..][..d]) * scale;
             }
             softmax(&mut logits);
             key_means(&logits, window.key_segments, out);

@@ -15,8 +15,8 @@
 #[cfg(feature = "cuda")]
 use std::sync::Arc;
 
-use crate::dag::aggregate::{self, AttentionWindow, NodeWeights, VectorWindow};
-use crate::dag::propagate::{self, PropagateOptions, PropagationGraph};
+use crate::compute::aggregate::{self, AttentionWindow, NodeWeights, VectorWindow};
+use crate::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use crate::error::Result;
 
 /// Below this many multiply-adds a batch of attention windows runs on the CPU.
@@ -45,7 +45,7 @@ pub enum Device {
     Cpu,
     /// A CUDA GPU through cudarc; small inputs still run on the CPU.
     #[cfg(feature = "cuda")]
-    Cuda(Arc<crate::gpu::Gpu>),
+    Cuda(Arc<crate::compute::gpu::Gpu>),
 }
 
 impl Device {
@@ -62,7 +62,7 @@ impl Device {
 
     #[cfg(feature = "cuda")]
     fn detect_gpu() -> Device {
-        match crate::gpu::Gpu::open() {
+        match crate::compute::gpu::Gpu::open() {
             Ok(gpu) => {
                 tracing::info!("batched arithmetic runs on the GPU: {}", gpu.name());
                 Device::Cuda(Arc::new(gpu))
@@ -129,7 +129,7 @@ impl Device {
         &self,
         graph: &PropagationGraph,
         batch: usize,
-    ) -> Option<&crate::gpu::Gpu> {
+    ) -> Option<&crate::compute::gpu::Gpu> {
         match self {
             Device::Cuda(gpu) if graph.edges() * batch >= GPU_MIN_PROPAGATION_WORK => Some(gpu),
             _ => None,

@@ -19,7 +19,7 @@
 //! (`N × B`: node `j`'s `B` scores are contiguous), the layout the kernel
 //! reads coalesced.
 
-use super::Dag;
+use crate::model::dag::Dag;
 
 /// The DAG's edges grouped by target (the CSR of `Eᵀ`).
 #[derive(Debug, Clone, PartialEq, Default)]

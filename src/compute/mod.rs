@@ -1,0 +1,14 @@
+//! Arithmetic over records, with no storage: the embedders (text →
+//! vectors, [`embed`]), the CPU reference arithmetic of the DAG
+//! ([`aggregate`]: attention from token to node level; [`propagate`]:
+//! batched score propagation and top-k), the CUDA side ([`gpu`], feature
+//! `cuda`) and the [`device::Device`] that picks between them. The CPU
+//! functions are the oracles the kernels are tested against. This layer
+//! imports only `model` and `error`.
+
+pub mod aggregate;
+pub mod device;
+pub mod embed;
+#[cfg(feature = "cuda")]
+pub mod gpu;
+pub mod propagate;
