@@ -14,16 +14,14 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use crate::compute::device::Device;
-use crate::compute::embed::{EmbedError, Embedder, EmbedderConfig};
+use crate::compute::embed::{Embedder, EmbedderConfig};
 use crate::compute::propagate::PropagateOptions;
-use crate::dag::attention::{AttentionSource, ComputedAttention};
 use crate::dag::index::DagIndex;
-use crate::dag::ip::{EduVectors, ExtractiveIpMaker};
-use crate::dag::supplied::SuppliedAttention;
-use crate::dag::{Dag, DagConfig, DagListing};
 use crate::error::{Error, Result};
-use crate::fulltext::{FullText, FullTextReader};
-use crate::ingest::{IngestOptions, analyze, decode, detect_format};
+use crate::ingest::dag::supplied::SuppliedAttention;
+use crate::ingest::pipeline::{IngestOptions, build_dag, prepare, prepare_text};
+use crate::ingest::sources::{Origin, Source};
+use crate::model::dag::{Dag, DagListing};
 use crate::model::document::{DocMeta, DocVectors, Document};
 use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
@@ -31,9 +29,9 @@ use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
 use crate::progress::{CancelToken, Progress};
 use crate::query::cache::{CachedDocument, DEFAULT_CACHE_BYTES, DocumentCache};
-use crate::sources::{Origin, Source};
-use crate::store::{FORMAT_VERSION, Store, StoredDoc};
-use crate::vectors::{VectorCounts, VectorIndex};
+use crate::storage::fulltext::{FullText, FullTextReader};
+use crate::storage::store::{FORMAT_VERSION, Store, StoredDoc};
+use crate::storage::vectors::{VectorCounts, VectorIndex};
 
 const LOCK_FILE: &str = "LOCK";
 const STORE_DIR: &str = "sled";
@@ -625,7 +623,7 @@ impl Db {
     }
 
     /// Sets how many candidates a vector-graph search explores, at least
-    /// (default [`crate::vectors::EF_SEARCH`]), for this `Db`'s lifetime;
+    /// (default [`crate::storage::vectors::EF_SEARCH`]), for this `Db`'s lifetime;
     /// loads the index if needed. See [`VectorIndex::set_search_effort`].
     pub fn set_vector_search_effort(&self, candidates: usize) -> Result<()> {
         self.with_vector_index(|index| {
@@ -781,7 +779,7 @@ impl Db {
 
     /// Rebuilds document `id`'s DAG with edge weights from attention a
     /// caller supplied for every one of its windows (see
-    /// [`crate::dag::supplied`]) instead of computed attention, and writes
+    /// [`crate::ingest::dag::supplied`]) instead of computed attention, and writes
     /// it in one atomic batch. Nothing is written when the attention does
     /// not fit the DAG.
     pub fn reweight_dag(&self, id: &str, supplied: &SuppliedAttention) -> Result<()> {
@@ -1236,103 +1234,6 @@ impl Drop for Db {
             tracing::warn!("vector index not persisted ({err}); it will catch up on open");
         }
     }
-}
-
-/// Reads, decodes and analyses one source, embeds its nodes and EDUs, and
-/// builds its DAG.
-fn prepare(
-    source: &Source,
-    options: IngestOptions,
-    embedder: &dyn Embedder,
-    device: &Device,
-) -> Result<(Document, DocVectors, Dag)> {
-    // Sources built by library callers skip `sources::expand`'s check.
-    crate::model::ids::validate_id(&source.id)?;
-    let bytes = source.read()?;
-    let text = decode(&source.name(), bytes, options.lossy)?;
-    let format = options
-        .format
-        .unwrap_or_else(|| detect_format(source.path(), &text));
-    prepare_text(&source.id, text, format, embedder, device)
-}
-
-/// Analyses decoded `text`, embeds the document and builds its DAG.
-fn prepare_text(
-    id: &str,
-    text: String,
-    format: crate::model::document::Format,
-    embedder: &dyn Embedder,
-    device: &Device,
-) -> Result<(Document, DocVectors, Dag)> {
-    let doc = analyze(id, text, format)?;
-    let vectors = embed_document(&doc, embedder)?;
-    let dag = build_dag(
-        &doc,
-        &vectors.edus,
-        vectors.dimension as usize,
-        &ComputedAttention::new(device.clone()),
-    )?;
-    Ok((doc, vectors, dag))
-}
-
-/// `doc`'s DAG with the store's settings (default shape, extractive
-/// information points over its EDU vectors) and edges weighted by
-/// `attention`. Ingest and [`Db::reweight_dag`] both build through here, so
-/// a rebuild has the stored DAG's nodes.
-fn build_dag(
-    doc: &Document,
-    edu_vectors: &[f32],
-    dimension: usize,
-    attention: &dyn AttentionSource,
-) -> Result<Dag> {
-    crate::dag::build(
-        doc,
-        &EduVectors {
-            values: edu_vectors,
-            dimension,
-        },
-        &DagConfig::default(),
-        &ExtractiveIpMaker::default(),
-        attention,
-    )
-}
-
-/// One vector per tree node (its full-text representation: title, child
-/// titles, leading text) and per EDU (its text).
-fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<DocVectors> {
-    let representations: Vec<String> = doc
-        .tree
-        .nodes
-        .iter()
-        .map(|node| crate::fulltext::representation(doc, node))
-        .collect();
-    let node_texts: Vec<&str> = representations.iter().map(String::as_str).collect();
-    let edu_texts: Vec<&str> = doc
-        .edus
-        .iter()
-        .map(|e| &doc.text[e.start as usize..e.end as usize])
-        .collect();
-    let flatten = |rows: Vec<Vec<f32>>| -> Result<Vec<f32>> {
-        let dimension = embedder.dimension();
-        let mut flat = Vec::with_capacity(rows.len() * dimension);
-        for row in rows {
-            if row.len() != dimension {
-                return Err(EmbedError::Dimension {
-                    identity: embedder.identity(),
-                    expected: dimension,
-                    found: row.len(),
-                }
-                .into());
-            }
-            flat.extend(row);
-        }
-        Ok(flat)
-    };
-    Ok(DocVectors {
-        dimension: embedder.dimension() as u32,
-        nodes: flatten(embedder.embed(&node_texts)?)?,
-        edus: flatten(embedder.embed(&edu_texts)?)?,
-    })
 }
 
 /// The embedder for `store`: the one recorded in it, or `given` (which

@@ -20,24 +20,18 @@ pub mod dag;
 pub mod db;
 pub mod error;
 pub mod eval;
-pub mod fulltext;
 pub mod ingest;
-pub mod layout;
 pub mod memory;
 pub mod model;
 pub mod progress;
 pub mod query;
-pub mod segment;
-pub mod sources;
-pub mod store;
-pub mod tree;
-pub mod vectors;
+pub mod storage;
 
 pub use db::{
     CheckReport, DagHit, Db, EduText, IngestFailure, IngestReport, OpenOptions, SearchHit, Stats,
 };
 pub use error::{Error, Result};
-pub use ingest::IngestOptions;
+pub use ingest::pipeline::IngestOptions;
 pub use memory::{
     ContextItem, ContextKind, Placement, Role, SessionContext, SessionMeta, SessionView,
     TurnReceipt,
@@ -53,6 +47,9 @@ pub use query::{Item, Params, Query, QueryError, QueryResult, Rows, Selection, S
 #[cfg(feature = "cuda")]
 pub use compute::gpu;
 pub use compute::{device, embed};
+pub use ingest::sources::Source;
+pub use ingest::tree::TreeBuilder;
+pub use ingest::{layout, segment, sources, tree};
+pub use model::tree::Tree;
 pub use model::{document, rank, tokens};
-pub use sources::Source;
-pub use tree::{Tree, TreeBuilder};
+pub use storage::{fulltext, store, vectors};

@@ -4,8 +4,8 @@
 //! stored vectors) so text queries get a direct similarity for every node.
 //! Built from the store on first use and rebuilt after any change.
 
-use super::Dag;
 use crate::compute::propagate::PropagationGraph;
+use crate::model::dag::Dag;
 use crate::model::edu::Span;
 
 /// Where a global node lives.

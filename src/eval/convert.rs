@@ -10,7 +10,7 @@
 //! HotpotQA evidence is sentence-level (`supporting_facts`: title and
 //! sentence index); MuSiQue evidence is paragraph-level (`is_supporting`),
 //! so each sentence of a supporting paragraph is one gold sentence
-//! (paragraphs are split with [`crate::segment::sentences`]).
+//! (paragraphs are split with [`crate::ingest::segment::sentences`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -215,7 +215,7 @@ pub fn musique(questions: &Path, corpus: Option<&Path>, setting: Setting) -> Res
 
 /// `text` cut before each sentence, so the pieces concatenate back to it.
 fn split_sentences(text: &str) -> Vec<String> {
-    let starts: Vec<usize> = crate::segment::sentences(text, 0..text.len())
+    let starts: Vec<usize> = crate::ingest::segment::sentences(text, 0..text.len())
         .iter()
         .map(|s| s.start)
         .skip(1)

@@ -371,7 +371,7 @@ fn compose(doc: &DocumentRecord) -> std::result::Result<Composed, String> {
                 for sentence in &section.sentences {
                     let start = text.len();
                     text.push_str(&sentence.replace(['\n', '\r'], " "));
-                    sentences.push(crate::layout::trim_range(&text, start..text.len()));
+                    sentences.push(crate::ingest::layout::trim_range(&text, start..text.len()));
                 }
                 text.push_str("\n\n");
                 spans.push(sentences);
@@ -409,7 +409,7 @@ fn resolve(
                     "evidence bytes [{start}, {end}) of document {doc:?} cut a UTF-8 character"
                 ));
             }
-            vec![crate::layout::trim_range(text, start..end)]
+            vec![crate::ingest::layout::trim_range(text, start..end)]
         }
         (None, Some(section), sentence) => {
             let Some(sections) = &body.sections else {

@@ -18,11 +18,11 @@ use std::path::Path;
 
 use crate::compute::embed::{Embedder, dot};
 use crate::error::Result;
-use crate::fulltext::FullText;
 use crate::model::document::Document;
 use crate::model::edu::{Edu, EduKind, Span};
 use crate::model::rank::Target;
 use crate::model::tree::Tree;
+use crate::storage::fulltext::FullText;
 
 /// A flat retrieval method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

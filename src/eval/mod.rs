@@ -26,11 +26,11 @@ pub use score::{Observation, Summary, summarise};
 use crate::compute::embed::EmbedderConfig;
 use crate::db::{Db, OpenOptions};
 use crate::error::{Error, Result};
+use crate::ingest::sources::{Origin, Source};
 use crate::model::document::Document;
 use crate::model::edu::Span;
 use crate::progress::{CancelToken, Progress};
 use crate::query::{Params, Query, Rows};
-use crate::sources::{Origin, Source};
 use crate::{Format, IngestOptions};
 use flat::{FlatIndex, Unit};
 

@@ -203,9 +203,9 @@ impl Recovery {
 
 /// Scores how the plain-text builder recovers `markdown`'s heading tree.
 pub fn recover(name: &str, markdown: String) -> Result<Recovery> {
-    let original = crate::ingest::analyze("reference", markdown, Format::Markdown)?;
+    let original = crate::ingest::pipeline::analyze("reference", markdown, Format::Markdown)?;
     let stripped = strip_heading_markers(&original);
-    let rebuilt = crate::ingest::analyze("recovered", stripped, Format::Text)?;
+    let rebuilt = crate::ingest::pipeline::analyze("recovered", stripped, Format::Text)?;
     let reference = OutlineTree::of(&original.tree);
     let recovered = OutlineTree::of(&rebuilt.tree);
     let titles = |t: &OutlineTree| -> Vec<String> {
@@ -314,7 +314,8 @@ mod tests {
     #[test]
     fn stripping_markers_leaves_heading_lines_and_recovery_scores_them() {
         let markdown = "# Summary\n[summary]: #summary\n\nA short text about things.\n\n## Details ##\n\nMore text here.\n\nSetext\n======\n\nLast words.\n";
-        let doc = crate::ingest::analyze("x", markdown.to_owned(), Format::Markdown).unwrap();
+        let doc =
+            crate::ingest::pipeline::analyze("x", markdown.to_owned(), Format::Markdown).unwrap();
         let stripped = strip_heading_markers(&doc);
         assert_eq!(
             stripped,

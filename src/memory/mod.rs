@@ -47,11 +47,11 @@ pub use crate::model::ids::{
 
 /// Checks a turn before anything is stored: the session id
 /// ([`validate_session_id`]), the text as ingest checks any input (size
-/// limit, NUL bytes; [`crate::ingest::check_bytes`]), and text that is not
+/// limit, NUL bytes; [`crate::ingest::pipeline::check_bytes`]), and text that is not
 /// blank ([`Error::EmptyTurn`]).
 pub fn check_turn_input(session: &str, text: &str) -> Result<()> {
     validate_session_id(session)?;
-    crate::ingest::check_bytes(&format!("session {session}"), text.as_bytes())?;
+    crate::ingest::pipeline::check_bytes(&format!("session {session}"), text.as_bytes())?;
     if text.trim().is_empty() {
         return Err(Error::EmptyTurn {
             session: session.to_owned(),
@@ -217,7 +217,7 @@ fn add_into(sum: &mut [f32], v: &[f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::analyze;
+    use crate::ingest::pipeline::analyze;
     use crate::model::document::Format;
     use crate::model::edu::Span;
 

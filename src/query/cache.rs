@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lru::LruCache;
 
 use super::select::TokenPrefix;
-use crate::dag::{Dag, DagNode};
 use crate::error::Result;
+use crate::model::dag::{Dag, DagNode};
 use crate::model::document::Document;
 use crate::model::edu::Edu;
 use crate::model::tree::Node;
@@ -173,7 +173,7 @@ mod tests {
     use std::cell::Cell;
 
     use super::*;
-    use crate::ingest::analyze;
+    use crate::ingest::pipeline::analyze;
     use crate::model::document::Format;
 
     fn document(id: &str, text: &str) -> CachedDocument {

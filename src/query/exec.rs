@@ -15,9 +15,9 @@ use super::plan::{
 use super::select::{Candidate, TokenPrefix, select};
 use super::{Item, QueryResult, Rows, Selection, Stage};
 use crate::compute::propagate::{PropagateOptions, PropagationGraph};
-use crate::dag::Dag;
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::model::dag::Dag;
 use crate::model::document::Document;
 use crate::model::edu::Span;
 use crate::model::ids::parse_turn_id;

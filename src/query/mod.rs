@@ -163,7 +163,7 @@ pub enum Rows {
     /// SHOW STATS.
     Stats(Stats),
     /// SHOW DAG.
-    Dag(crate::dag::DagListing),
+    Dag(crate::model::dag::DagListing),
     /// SHOW SESSIONS.
     Sessions(Vec<crate::memory::SessionMeta>),
     /// SHOW SESSION: one session's dialogue tree.

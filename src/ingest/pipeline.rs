@@ -1,20 +1,27 @@
 //! The ingest pipeline, bytes to an analysed [`Document`]: decode, pick the
 //! format, extract layout, segment into EDUs, count tokens, build and
-//! validate the tree. Pure: nothing here touches the store.
+//! validate the tree; then, for the store, embed its nodes and EDUs and
+//! build its DAG ([`prepare`]). Pure: nothing here touches the store.
 
 use std::path::Path;
 
+use crate::compute::device::Device;
+use crate::compute::embed::{EmbedError, Embedder};
 use crate::error::{Error, Result};
-use crate::layout::{self, BlockKind, Layout};
-use crate::model::document::{DocMeta, Document, Format};
+use crate::ingest::dag::attention::{AttentionSource, ComputedAttention};
+use crate::ingest::dag::build::DagConfig;
+use crate::ingest::dag::ip::{EduVectors, ExtractiveIpMaker};
+use crate::ingest::layout::{self, BlockKind, Layout};
+use crate::ingest::segment;
+use crate::ingest::sources::Source;
+use crate::ingest::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, TreeBuilder};
+use crate::model::dag::Dag;
+use crate::model::document::{DocMeta, DocVectors, Document, Format};
 use crate::model::edu::{Edu, EduKind};
 use crate::model::tokens;
-use crate::segment;
-use crate::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, TreeBuilder};
 
 /// Largest document accepted: coordinates are 32-bit.
 pub const MAX_DOCUMENT_BYTES: usize = u32::MAX as usize;
-/// Longest accepted document id, in bytes.
 /// How far into a file binary sniffing looks.
 const SNIFF_BYTES: usize = 8192;
 
@@ -216,4 +223,158 @@ pub fn analyze_with(
         edus,
         tree,
     })
+}
+/// Reads, decodes and analyses one source, embeds its nodes and EDUs, and
+/// builds its DAG.
+pub fn prepare(
+    source: &Source,
+    options: IngestOptions,
+    embedder: &dyn Embedder,
+    device: &Device,
+) -> Result<(Document, DocVectors, Dag)> {
+    // Sources built by library callers skip `sources::expand`'s check.
+    crate::model::ids::validate_id(&source.id)?;
+    let bytes = source.read()?;
+    let text = decode(&source.name(), bytes, options.lossy)?;
+    let format = options
+        .format
+        .unwrap_or_else(|| detect_format(source.path(), &text));
+    prepare_text(&source.id, text, format, embedder, device)
+}
+
+/// Analyses decoded `text`, embeds the document and builds its DAG.
+pub fn prepare_text(
+    id: &str,
+    text: String,
+    format: Format,
+    embedder: &dyn Embedder,
+    device: &Device,
+) -> Result<(Document, DocVectors, Dag)> {
+    let doc = analyze(id, text, format)?;
+    let vectors = embed_document(&doc, embedder)?;
+    let dag = build_dag(
+        &doc,
+        &vectors.edus,
+        vectors.dimension as usize,
+        &ComputedAttention::new(device.clone()),
+    )?;
+    Ok((doc, vectors, dag))
+}
+
+/// `doc`'s DAG with the store's settings (default shape, extractive
+/// information points over its EDU vectors) and edges weighted by
+/// `attention`. Ingest and a re-weighting with supplied attention both build through here, so
+/// a rebuild has the stored DAG's nodes.
+pub fn build_dag(
+    doc: &Document,
+    edu_vectors: &[f32],
+    dimension: usize,
+    attention: &dyn AttentionSource,
+) -> Result<Dag> {
+    crate::ingest::dag::build::build(
+        doc,
+        &EduVectors {
+            values: edu_vectors,
+            dimension,
+        },
+        &DagConfig::default(),
+        &ExtractiveIpMaker::default(),
+        attention,
+    )
+}
+
+/// One vector per tree node (its full-text representation: title, child
+/// titles, leading text) and per EDU (its text).
+pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<DocVectors> {
+    let representations: Vec<String> = doc
+        .tree
+        .nodes
+        .iter()
+        .map(|node| crate::model::document::representation(doc, node))
+        .collect();
+    let node_texts: Vec<&str> = representations.iter().map(String::as_str).collect();
+    let edu_texts: Vec<&str> = doc
+        .edus
+        .iter()
+        .map(|e| &doc.text[e.start as usize..e.end as usize])
+        .collect();
+    let flatten = |rows: Vec<Vec<f32>>| -> Result<Vec<f32>> {
+        let dimension = embedder.dimension();
+        let mut flat = Vec::with_capacity(rows.len() * dimension);
+        for row in rows {
+            if row.len() != dimension {
+                return Err(EmbedError::Dimension {
+                    identity: embedder.identity(),
+                    expected: dimension,
+                    found: row.len(),
+                }
+                .into());
+            }
+            flat.extend(row);
+        }
+        Ok(flat)
+    };
+    Ok(DocVectors {
+        dimension: embedder.dimension() as u32,
+        nodes: flatten(embedder.embed(&node_texts)?)?,
+        edus: flatten(embedder.embed(&edu_texts)?)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The tree invariants ([`Tree::validate`]) on analysed documents.
+    use super::*;
+    use crate::model::tree::Tree;
+
+    fn sample() -> (Tree, u32) {
+        let doc = analyze(
+            "t",
+            "# A\n\nOne two three four. Five six seven eight.\n\n## B\n\n- x\n- y\n".to_owned(),
+            Format::Markdown,
+        )
+        .unwrap();
+        (doc.tree, doc.edus.len() as u32)
+    }
+
+    #[test]
+    fn valid_tree_passes_and_paths_descend() {
+        let (tree, count) = sample();
+        tree.validate(count).unwrap();
+        let path = tree.path_to(count - 1);
+        assert_eq!(path[0], 0);
+        assert!(
+            path.windows(2)
+                .all(|w| tree.nodes[w[1] as usize].parent == Some(w[0]))
+        );
+    }
+
+    #[test]
+    fn validate_rejects_each_broken_invariant() {
+        let (tree, count) = sample();
+        type Breaker = Box<dyn Fn(&mut Tree)>;
+        let broken: Vec<(&str, Breaker)> = vec![
+            ("root span", Box::new(|t| t.nodes[0].span.last -= 1)),
+            ("outside", Box::new(|t| t.nodes[1].span.last = 1000)),
+            ("parent", Box::new(|t| t.nodes[4].span.first = 0)),
+            ("level", Box::new(|t| t.nodes[1].level = 5)),
+            ("id", Box::new(|t| t.nodes[1].id = 7)),
+            (
+                "overlap",
+                Box::new(|t| {
+                    let second = t.nodes[1].children[1] as usize;
+                    t.nodes[second].span.first = t.nodes[2].span.first;
+                }),
+            ),
+            (
+                "orphan child list",
+                Box::new(|t| t.nodes[0].children.clear()),
+            ),
+        ];
+        for (what, breaker) in broken {
+            let mut copy = tree.clone();
+            breaker(&mut copy);
+            assert!(copy.validate(count).is_err(), "{what} not detected");
+        }
+    }
 }

@@ -550,7 +550,7 @@ mod tests {
             ("b", "The sky is blue.\n\nThe dough rises slowly.\n"),
         ];
         for (id, text) in docs {
-            let doc = crate::ingest::analyze(id, text.into(), Format::Text).unwrap();
+            let doc = crate::ingest::pipeline::analyze(id, text.into(), Format::Text).unwrap();
             index.replace(&doc).unwrap();
         }
         index.commit(docs.len() as u64).unwrap();
@@ -576,7 +576,8 @@ mod tests {
     fn cached_columns_follow_replaced_documents() {
         let dir = tempfile::tempdir().unwrap();
         let mut index = FullText::open(dir.path()).unwrap();
-        let analyze = |text: &str| crate::ingest::analyze("a", text.into(), Format::Text).unwrap();
+        let analyze =
+            |text: &str| crate::ingest::pipeline::analyze("a", text.into(), Format::Text).unwrap();
         let first = analyze("The oven bakes the loaf.\n");
         index.replace(&first).unwrap();
         index.commit(1).unwrap();
@@ -608,8 +609,9 @@ mod tests {
     fn each_field_is_scored_with_its_own_statistics() {
         let dir = tempfile::tempdir().unwrap();
         let mut index = FullText::open(dir.path()).unwrap();
-        let analyze =
-            |id: &str, text: &str| crate::ingest::analyze(id, text.into(), Format::Text).unwrap();
+        let analyze = |id: &str, text: &str| {
+            crate::ingest::pipeline::analyze(id, text.into(), Format::Text).unwrap()
+        };
         let doc = analyze(
             "a",
             "The oven bakes the loaf.\n\nThe garden is green and wide.\n\nThe river runs fast.\n",

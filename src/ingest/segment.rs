@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use unicode_segmentation::UnicodeSegmentation;
 
-use crate::layout::trim_range;
+use crate::ingest::layout::trim_range;
 
 /// Fewest words each side of a clause split must keep.
 pub const MIN_CLAUSE_WORDS: usize = 5;

@@ -636,7 +636,7 @@ impl StoredDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::analyze;
+    use crate::ingest::pipeline::analyze;
     use crate::model::document::Format;
 
     fn doc(id: &str, text: &str) -> Document {
@@ -655,7 +655,7 @@ mod tests {
     /// A one-chunk DAG for `doc`.
     fn dag(doc: &Document) -> Dag {
         Dag::from_edges(
-            vec![crate::dag::DagNode {
+            vec![crate::model::dag::DagNode {
                 level: 1,
                 span: crate::model::edu::Span::new(0, doc.edus.len() as u32 - 1),
                 points: Vec::new(),
@@ -736,14 +736,14 @@ mod tests {
         assert_eq!(store.dag("a").unwrap().unwrap().to_dag().unwrap(), dag(&a));
         assert!(store.dag("missing").unwrap().is_none());
         // Two chunks and a point over both: a valid two-level DAG.
-        let chunk = |first, last| crate::dag::DagNode {
+        let chunk = |first, last| crate::model::dag::DagNode {
             level: 1,
             span: crate::model::edu::Span::new(first, last),
             points: Vec::new(),
             window: None,
         };
         let last = a.edus.len() as u32 - 1;
-        let point = crate::dag::DagNode {
+        let point = crate::model::dag::DagNode {
             level: 2,
             span: crate::model::edu::Span::new(0, last),
             points: vec![1],

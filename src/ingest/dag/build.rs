@@ -3,9 +3,9 @@
 
 use super::attention::{AttentionSource, Window};
 use super::ip::{EduVectors, IpMaker};
-use super::{Dag, DagNode};
 use crate::compute::aggregate::NodeWeights;
 use crate::error::Result;
+use crate::model::dag::{Dag, DagNode};
 use crate::model::document::Document;
 use crate::model::edu::Span;
 

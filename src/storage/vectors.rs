@@ -2,7 +2,7 @@
 //! unit vectors stored with each document, searched by cosine similarity.
 //!
 //! Like the full-text index it is derived state. The vectors themselves
-//! live in the store ([`crate::store::Store::vectors`]), so the index is
+//! live in the store ([`crate::storage::store::Store::vectors`]), so the index is
 //! rebuilt from them without embedding anything again; it records the store
 //! sequence number it has applied, and [`crate::Db`] replays later changes.
 //!
@@ -31,7 +31,7 @@ use crate::model::document::{ArchivedDocVectors, Document};
 use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
-use crate::store::Store;
+use crate::storage::store::Store;
 
 /// Neighbours kept per point and layer.
 const MAX_CONNECTIONS: usize = 16;

@@ -5,7 +5,7 @@
 use super::cohesion::{TermVector, cut_points};
 use super::title::extractive_title;
 use super::{MAX_FANOUT, StructureInput, Tree, TreeBuilder};
-use crate::layout::BlockKind;
+use crate::ingest::layout::BlockKind;
 use crate::model::edu::Span;
 use crate::model::tree::{Node, NodeKind};
 

@@ -1,0 +1,20 @@
+//! Building the weighted DAG of information points (PECAN's hierarchical
+//! weighted graph) once per document at ingest; the record itself is
+//! [`crate::model::dag::Dag`].
+//!
+//! - Level 1: chunks of about [`build::DagConfig::chunk_tokens`] tokens,
+//!   cut at EDU boundaries, tiling the document.
+//! - Level l + 1: information points (IPs) made from batches of level-l
+//!   nodes filling a window of [`build::DagConfig::window_tokens`], until
+//!   at most [`build::DagConfig::top_nodes`] nodes remain. An IP is
+//!   extractive ([`ip::IpMaker`]): a few salient EDUs of its batch, so its
+//!   text is real source text with coordinates.
+//! - Edges run from each IP to the lower nodes of its batch, weighted by
+//!   attention aggregated from token to node level ([`attention`],
+//!   [`crate::compute::aggregate`]), each node's out-weights normalised to
+//!   sum 1.
+
+pub mod attention;
+pub mod build;
+pub mod ip;
+pub mod supplied;

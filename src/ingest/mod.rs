@@ -1,0 +1,15 @@
+//! Ingest: bytes to everything a document's atomic batch holds. Where
+//! inputs come from ([`sources`]), layout extraction ([`layout`]), EDU
+//! segmentation ([`segment`]), tree building ([`tree`]), the pipeline that
+//! runs them and embeds the result ([`pipeline`]), and the weighted DAG's
+//! construction ([`dag`]). Pure: nothing here touches storage. This layer
+//! imports `model`, `compute` and `error` only.
+
+pub mod dag;
+pub mod layout;
+pub mod pipeline;
+pub mod segment;
+pub mod sources;
+pub mod tree;
+
+pub use pipeline::{IngestOptions, analyze, analyze_with, check_bytes, decode, detect_format};

@@ -1,0 +1,9 @@
+//! Persistence: the document store ([`store`], the only module that calls
+//! sled; the source of truth), the full-text index ([`fulltext`],
+//! tantivy) and the vector index ([`vectors`], hnsw_rs), both derived from
+//! the store. This layer imports `model`, `compute` (the vector index's
+//! distance) and `error`; it neither analyses nor embeds.
+
+pub mod fulltext;
+pub mod store;
+pub mod vectors;
