@@ -121,7 +121,7 @@ fn bench_query(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let params = Params::new().text("q", next_question(&counter));
-                statement.run(&db, &params).unwrap()
+                db.run(statement, &params).unwrap()
             })
         });
     }
@@ -131,7 +131,7 @@ fn bench_query(c: &mut Criterion) {
     group.bench_function("seed_budget_512_uncached", |b| {
         b.iter(|| {
             let params = Params::new().text("q", next_question(&counter));
-            seed_budget.run(&db, &params).unwrap()
+            db.run(&seed_budget, &params).unwrap()
         })
     });
     group.finish();

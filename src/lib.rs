@@ -16,8 +16,15 @@
 //! ```
 
 pub mod compute;
-pub mod dag;
+/// Old paths of the DAG modules, kept while the layers move.
+pub mod dag {
+    pub use crate::compute::{aggregate, propagate};
+    pub use crate::ingest::dag::build::{DagConfig, build};
+    pub use crate::ingest::dag::{attention, ip, supplied};
+    pub use crate::model::dag::*;
+}
 pub mod db;
+mod engine;
 pub mod error;
 pub mod eval;
 pub mod ingest;
@@ -27,8 +34,9 @@ pub mod progress;
 pub mod query;
 pub mod storage;
 
-pub use db::{
-    CheckReport, DagHit, Db, EduText, IngestFailure, IngestReport, OpenOptions, SearchHit, Stats,
+pub use db::Db;
+pub use engine::{
+    CheckReport, DagHit, EduText, IngestFailure, IngestReport, OpenOptions, SearchHit, Stats,
 };
 pub use error::{Error, Result};
 pub use ingest::pipeline::IngestOptions;

@@ -343,7 +343,7 @@ fn parameters_bind_values_and_prepared_statements_rerun() {
     assert!(db.query("SELECT FROM * SEED BM25($q)", &tricky).is_ok());
     let prepared = db.prepare("SELECT FROM * SEED BM25($q) LIMIT 2").unwrap();
     for q in ["roses", "tomatoes"] {
-        let result = prepared.run(&db, &Params::new().text("q", q)).unwrap();
+        let result = db.run(&prepared, &Params::new().text("q", q)).unwrap();
         let Rows::Selection(s) = result.rows else {
             panic!()
         };
@@ -356,7 +356,7 @@ fn parameters_bind_values_and_prepared_statements_rerun() {
             s.items[0].text
         );
     }
-    let missing = match prepared.run(&db, &Params::new()) {
+    let missing = match db.run(&prepared, &Params::new()) {
         Err(Error::Query(e)) => e,
         other => panic!("{other:?}"),
     };

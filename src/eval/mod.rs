@@ -24,7 +24,8 @@ pub use flat::Baseline;
 pub use score::{Observation, Summary, summarise};
 
 use crate::compute::embed::EmbedderConfig;
-use crate::db::{Db, OpenOptions};
+use crate::db::Db;
+use crate::engine::OpenOptions;
 use crate::error::{Error, Result};
 use crate::ingest::sources::{Origin, Source};
 use crate::model::document::Document;
@@ -319,7 +320,7 @@ impl GroupRun {
                         .text("question", question.question.as_str())
                         .number("budget", budget as f64);
                     let started = Instant::now();
-                    let result = query.run(&self.db, &params)?;
+                    let result = self.db.run(query, &params)?;
                     let seconds = started.elapsed().as_secs_f64();
                     observe(budget, &self.picks_of(&method.name, &result.rows)?, seconds);
                 }

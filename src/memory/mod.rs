@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 
 pub mod context;
 pub mod placement;
-mod session;
+pub(crate) mod session;
 pub mod summary;
 
 pub use context::{ContextItem, ContextKind, SessionContext};

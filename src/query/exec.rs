@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ast::{CompareOp, Order, Output};
-use super::cache::CachedDocument;
 use super::plan::{
     Catalog, Filter, Growth, Plan, PlanKind, PropagatePlan, SeedMethod, SeedPlan, SelectPlan,
     ShowPlan,
@@ -15,8 +14,10 @@ use super::plan::{
 use super::select::{Candidate, TokenPrefix, select};
 use super::{Item, QueryResult, Rows, Selection, Stage};
 use crate::compute::propagate::{PropagateOptions, PropagationGraph};
-use crate::db::Db;
+use crate::engine::CachedDocument;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::memory::session as sessions;
 use crate::model::dag::Dag;
 use crate::model::document::Document;
 use crate::model::edu::Span;
@@ -33,17 +34,20 @@ const MAX_SEED_CANDIDATES: usize = 10_000;
 /// Where every stage but propagation runs.
 const DEVICE: &str = "cpu";
 
-impl Catalog for Db {
+impl Catalog for Engine {
     fn document_ids(&self) -> Result<Vec<String>> {
         Ok(self.documents()?.into_iter().map(|m| m.id).collect())
     }
 
     fn session_ids(&self) -> Result<Vec<String>> {
-        Ok(self.sessions()?.into_iter().map(|s| s.id).collect())
+        Ok(sessions::sessions(self)?
+            .into_iter()
+            .map(|s| s.id)
+            .collect())
     }
 
     fn session_turns(&self, id: &str) -> Result<Option<Vec<String>>> {
-        self.session_turn_ids(id)
+        sessions::session_turn_ids(self, id)
     }
 
     fn document_size(&self, id: &str) -> Result<Option<(u32, u32)>> {
@@ -59,15 +63,15 @@ impl Catalog for Db {
     }
 }
 
-/// Runs `plan` on `db`.
-pub fn execute(db: &Db, plan: &Plan) -> Result<QueryResult> {
+/// Runs `plan` on `engine`.
+pub fn execute(engine: &Engine, plan: &Plan) -> Result<QueryResult> {
     let mut stages = Vec::new();
     let (output, rows) = match &plan.kind {
         PlanKind::Select(select) => (
             select.output,
-            Rows::Selection(run_select(db, select, &mut stages)?),
+            Rows::Selection(run_select(engine, select, &mut stages)?),
         ),
-        PlanKind::Show(show) => (Output::Text, run_show(db, show, &mut stages)?),
+        PlanKind::Show(show) => (Output::Text, run_show(engine, show, &mut stages)?),
     };
     Ok(QueryResult {
         output,
@@ -115,30 +119,33 @@ impl Timer {
     }
 }
 
-fn run_show(db: &Db, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
+fn run_show(engine: &Engine, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
     let timer = Timer::start();
     let (detail, rows) = match show {
-        ShowPlan::Docs => ("docs".to_owned(), Rows::Docs(db.documents()?)),
-        ShowPlan::Stats => ("stats".to_owned(), Rows::Stats(db.stats()?)),
-        ShowPlan::Sessions => ("sessions".to_owned(), Rows::Sessions(db.sessions()?)),
+        ShowPlan::Docs => ("docs".to_owned(), Rows::Docs(engine.documents()?)),
+        ShowPlan::Stats => ("stats".to_owned(), Rows::Stats(engine.stats()?)),
+        ShowPlan::Sessions => (
+            "sessions".to_owned(),
+            Rows::Sessions(sessions::sessions(engine)?),
+        ),
         ShowPlan::Session(id) => (
             format!("session '{id}'"),
-            Rows::Session(Box::new(db.session(id)?)),
+            Rows::Session(Box::new(sessions::session(engine, id)?)),
         ),
         ShowPlan::Tree(doc, depth) => (
             format!("tree of '{doc}'"),
-            Rows::Tree(db.tree(doc)?, *depth),
+            Rows::Tree(engine.tree(doc)?, *depth),
         ),
         ShowPlan::Dag(doc, level) => (
             format!("DAG of '{doc}'"),
-            Rows::Dag(db.dag_listing(doc, *level)?),
+            Rows::Dag(engine.dag_listing(doc, *level)?),
         ),
         ShowPlan::Edus(doc, range) => (
             format!("EDUs of '{doc}'"),
-            Rows::Edus(db.edus(doc, *range)?),
+            Rows::Edus(engine.edus(doc, *range)?),
         ),
         ShowPlan::Node(doc, node) => {
-            let view = View::load(db, doc)?;
+            let view = View::load(engine, doc)?;
             let candidate = Candidate {
                 doc: 0,
                 node: Some(*node),
@@ -177,10 +184,10 @@ struct View {
 }
 
 impl View {
-    fn load(db: &Db, id: &str) -> Result<View> {
+    fn load(engine: &Engine, id: &str) -> Result<View> {
         Ok(View {
             id: id.to_owned(),
-            loaded: db.cached_document(id)?,
+            loaded: engine.cached_document(id)?,
         })
     }
 
@@ -308,11 +315,11 @@ fn fused(bm25: Vec<RankedHit>, near: Vec<RankedHit>, alpha: f32, wanted: usize) 
     hits
 }
 
-fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Selection> {
+fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Selection> {
     let seeded = match &plan.seed {
         Some(how) => {
             let timer = Timer::start();
-            let seeded = seed(db, plan, how)?;
+            let seeded = seed(engine, plan, how)?;
             let quoted = how.text.replace('\'', "''");
             let method = match how.method {
                 SeedMethod::Bm25 => format!("BM25('{quoted}')"),
@@ -334,11 +341,11 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
     let doc_ids = match (&seeded, &plan.docs) {
         (Some(seeded), _) => seeded.documents(),
         (None, Some(ids)) => ids.clone(),
-        (None, None) => db.documents()?.into_iter().map(|m| m.id).collect(),
+        (None, None) => engine.documents()?.into_iter().map(|m| m.id).collect(),
     };
     let views: Vec<View> = doc_ids
         .iter()
-        .map(|id| View::load(db, id))
+        .map(|id| View::load(engine, id))
         .collect::<Result<_>>()?;
     let passing = seeded.as_ref().map_or(0, |s| s.nodes.len() + s.edus.len());
     timer.stop(
@@ -366,7 +373,7 @@ fn run_select(db: &Db, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Sel
                 (_, Some(how)) => {
                     let timer = Timer::start();
                     let rows = nodes.len() + edus.len();
-                    let (propagated, detail, device) = propagate(db, &views, &edus, how)?;
+                    let (propagated, detail, device) = propagate(engine, &views, &edus, how)?;
                     timer.stop_on(
                         stages,
                         "propagate",
@@ -511,7 +518,7 @@ impl Seeded {
 /// Ranks nodes and EDUs in scope against the seed text (BM25, vectors, or
 /// both), fetching `max(32, 8 × LIMIT, BUDGET / 16)` of each, capped at
 /// 10,000.
-fn seed(db: &Db, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
+fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
     let by_limit = if plan.limit == usize::MAX {
         0
     } else {
@@ -532,20 +539,22 @@ fn seed(db: &Db, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
         .as_ref()
         .map(|ids| ids.iter().map(String::as_str).collect());
     let text = how.text.as_str();
-    let reader = db.full_text();
+    let reader = engine.fulltext_reader();
     let query_vector = match how.method {
         SeedMethod::Bm25 => None,
-        SeedMethod::Near | SeedMethod::Hybrid { .. } => Some(db.embed_query(text)?),
+        SeedMethod::Near | SeedMethod::Hybrid { .. } => Some(engine.embed_query(text)?),
     };
     let vectors = query_vector
         .as_ref()
-        .map(|_| db.vector_index())
+        .map(|_| engine.vector_index())
         .transpose()?;
     let rank = |target| -> Result<Vec<RankedHit>> {
         let bm25 = || reader.rank(text, target, scope.as_deref(), wanted);
         let near = || match (&vectors, &query_vector) {
             (Some(guard), Some(query)) => match guard.as_ref() {
-                Some(index) => index.search(db.store(), target, query, wanted, scope.as_deref()),
+                Some(index) => {
+                    index.search(engine.store(), target, query, wanted, scope.as_deref())
+                }
                 None => Ok(Vec::new()),
             },
             _ => Ok(Vec::new()),
@@ -712,7 +721,7 @@ fn traverse(
 ///
 /// [`Device`]: crate::compute::device::Device
 fn propagate(
-    db: &Db,
+    engine: &Engine,
     views: &[View],
     edus: &[Candidate],
     how: PropagatePlan,
@@ -745,8 +754,8 @@ fn propagate(
             .unwrap_or(u32::from(deepest.saturating_sub(1)).max(1)),
         alpha: how.alpha,
     };
-    let device = db.device().propagation_device(&graph, 1);
-    let scored = db
+    let device = engine.device().propagation_device(&graph, 1);
+    let scored = engine
         .device()
         .propagate_top_k(&graph, &seeds, 1, options, seeds.len())?
         .pop()

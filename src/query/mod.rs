@@ -12,13 +12,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::db::{Db, EduText, Stats};
+use crate::engine::{EduText, Engine, Stats};
 use crate::error::Result;
 use crate::model::document::DocMeta;
 use crate::model::tree::Tree;
 
 pub mod ast;
-pub(crate) mod cache;
 pub mod error;
 mod exec;
 pub mod lexer;
@@ -90,25 +89,13 @@ impl Query {
         &self.source
     }
 
-    /// Binds `params` and runs the statement on `db`.
-    pub fn run(&self, db: &Db, params: &Params) -> Result<QueryResult> {
+    /// Binds `params` and runs the statement on `engine` ([`crate::Db::run`]).
+    pub(crate) fn run(&self, engine: &Engine, params: &Params) -> Result<QueryResult> {
         let started = std::time::Instant::now();
-        let plan = plan::bind(&self.source, &self.statement, params, db)?;
-        let mut result = exec::execute(db, &plan)?;
+        let plan = plan::bind(&self.source, &self.statement, params, engine)?;
+        let mut result = exec::execute(engine, &plan)?;
         result.elapsed = started.elapsed();
         Ok(result)
-    }
-}
-
-impl Db {
-    /// Parses, binds and runs one statement.
-    pub fn query(&self, statement: &str, params: &Params) -> Result<QueryResult> {
-        Query::parse(statement)?.run(self, params)
-    }
-
-    /// Parses a statement once for repeated [`Query::run`]s.
-    pub fn prepare(&self, statement: &str) -> Result<Query> {
-        Ok(Query::parse(statement)?)
     }
 }
 

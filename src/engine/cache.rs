@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lru::LruCache;
 
-use super::select::TokenPrefix;
 use crate::error::Result;
 use crate::model::dag::{Dag, DagNode};
 use crate::model::document::Document;
 use crate::model::edu::Edu;
+use crate::model::tokens::TokenPrefix;
 use crate::model::tree::Node;
 
 /// Default bound on cached document bytes.

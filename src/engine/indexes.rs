@@ -1,0 +1,304 @@
+//! Keeping the derived indexes caught up with the store: the full-text
+//! index (replayed from the change log on open and after a failed write,
+//! or rebuilt), the vector index (loaded on first use, replayed, persisted
+//! when due), and the change log trimmed to what both have applied.
+
+use std::collections::HashMap;
+use std::sync::RwLockReadGuard;
+use std::sync::atomic::Ordering;
+
+use crate::engine::{Engine, VECTORS_DIR};
+use crate::error::{Error, Result};
+use crate::progress::{CancelToken, Progress};
+use crate::storage::fulltext::FullText;
+use crate::storage::vectors::{VectorCounts, VectorIndex};
+
+impl Engine {
+    /// Brings the full-text index up to the store's latest change: replays
+    /// the change log past what the index applied, or rebuilds it when the
+    /// log no longer reaches back that far (or the index is ahead).
+    pub(super) fn catch_up(&self, force_rebuild: bool) -> Result<()> {
+        let mut fulltext = self.fulltext_writer();
+        let applied = fulltext.applied_seq()?;
+        let last = self.store.last_seq()?;
+        if applied == last && !force_rebuild {
+            return Ok(());
+        }
+        if force_rebuild || applied > last || applied < self.store.trimmed_seq()? {
+            tracing::info!("rebuilding the full-text index from the store");
+            drop(fulltext);
+            return self.reindex(&crate::progress::NoProgress, &CancelToken::new());
+        }
+        tracing::info!("full-text index catching up from change {applied} to {last}");
+        self.replay(&mut fulltext, applied)?;
+        fulltext.commit(last)?;
+        self.trim_log(last)
+    }
+
+    /// After a change missed the full-text writer ([`Engine::fulltext_behind`]):
+    /// drops the writer's uncommitted changes (a failed writer may have
+    /// lost some) and replays the change log from the index's last commit.
+    /// Does nothing otherwise.
+    pub(super) fn recover_index(&self, fulltext: &mut FullText) -> Result<()> {
+        if self.fulltext_behind.load(Ordering::SeqCst) {
+            fulltext.rollback()?;
+            let applied = fulltext.applied_seq()?;
+            self.replay(fulltext, applied)?;
+            self.fulltext_behind.store(false, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Re-indexes (uncommitted) every document the change log names after
+    /// `applied`, as the store now has it. Idempotent: a document indexed
+    /// already is replaced by the same entries.
+    pub(super) fn replay(&self, fulltext: &mut FullText, applied: u64) -> Result<()> {
+        let mut latest: HashMap<String, u64> = HashMap::new();
+        for (seq, id) in self.store.changes_after(applied)? {
+            latest.insert(id, seq);
+        }
+        for id in latest.keys() {
+            match self.store.get(id)? {
+                Some(stored) => fulltext.replace(&stored.to_document()?)?,
+                None => fulltext.remove(id),
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops change-log entries every derived index has applied, up to
+    /// `seq`. The vector index, when it has been built, holds the log back
+    /// to what it has persisted; when it has never been built, its first
+    /// build reads the whole store anyway.
+    pub(super) fn trim_log(&self, seq: u64) -> Result<()> {
+        let vectors = VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR));
+        let upto = if vectors == 0 { seq } else { seq.min(vectors) };
+        self.store.trim_log(upto)
+    }
+
+    /// The vector index, loaded (and caught up with the store) on first
+    /// use: commands that never search by vector never pay for loading it.
+    pub(crate) fn vector_index(&self) -> Result<RwLockReadGuard<'_, Option<VectorIndex>>> {
+        loop {
+            let guard = self
+                .vectors
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if guard.is_some() {
+                return Ok(guard);
+            }
+            drop(guard);
+            self.with_vector_index(|_| Ok(()))?;
+        }
+    }
+
+    /// The vector index as persisted (empty when missing or damaged), not
+    /// yet caught up.
+    pub(super) fn open_vector_index(&self) -> VectorIndex {
+        VectorIndex::open(
+            &self.dir.join(VECTORS_DIR),
+            &self.embedder.identity(),
+            self.embedder.dimension(),
+        )
+    }
+
+    /// Runs `f` on the loaded, caught-up vector index under the write lock.
+    pub(super) fn with_vector_index<R>(
+        &self,
+        f: impl FnOnce(&mut VectorIndex) -> Result<R>,
+    ) -> Result<R> {
+        let mut guard = self
+            .vectors
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            let mut index = self.open_vector_index();
+            self.catch_up_vectors(
+                &mut index,
+                &crate::progress::NoProgress,
+                &CancelToken::new(),
+            )?;
+            *guard = Some(index);
+        }
+        let index = guard
+            .as_mut()
+            .ok_or_else(|| Error::Vectors("not loaded".into()))?;
+        f(index)
+    }
+
+    /// Brings the vector index up to the store's latest change (see
+    /// [`Engine::replay_vectors`]) and persists it when anything changed.
+    pub(super) fn catch_up_vectors(
+        &self,
+        index: &mut VectorIndex,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<()> {
+        if let Some(last) = self.replay_vectors(index, progress, cancel)? {
+            index.persist()?;
+            self.trim_log(last.min(self.fulltext_writer().applied_seq()?))?;
+        }
+        Ok(())
+    }
+
+    /// Brings the vector index up to the store's latest change without
+    /// persisting it: replays the log past what it applied, or rebuilds it
+    /// from the stored vectors when the log no longer reaches back, it is
+    /// ahead, or a quarter of its entries are tombstones. Returns the change
+    /// it now reflects, or `None` when it was already there. On an error the
+    /// index is part-way and must be dropped, not used.
+    pub(super) fn replay_vectors(
+        &self,
+        index: &mut VectorIndex,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<Option<u64>> {
+        let applied = index.applied_seq();
+        let last = self.store.last_seq()?;
+        if applied == last && !index.needs_rebuild() {
+            return Ok(None);
+        }
+        let ids: Vec<String> =
+            if applied > last || applied < self.store.trimmed_seq()? || index.needs_rebuild() {
+                tracing::info!("building the vector index from the stored vectors");
+                index.clear();
+                self.store.metas()?.into_iter().map(|m| m.id).collect()
+            } else {
+                tracing::info!("vector index catching up from change {applied} to {last}");
+                let mut ids: Vec<String> = self
+                    .store
+                    .changes_after(applied)?
+                    .into_iter()
+                    .map(|(_, id)| id)
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                ids
+            };
+        progress.start("vectors", ids.len() as u64);
+        let result = ids.iter().try_for_each(|id| -> Result<()> {
+            cancel.check()?;
+            self.index_vectors(index, id)?;
+            progress.advance(1, id);
+            Ok(())
+        });
+        progress.finish();
+        result?;
+        index.set_applied(last);
+        Ok(Some(last))
+    }
+
+    /// Puts document `id`'s stored vectors into `index`, or removes it
+    /// from the index when the store no longer has it.
+    pub(super) fn index_vectors(&self, index: &mut VectorIndex, id: &str) -> Result<()> {
+        match (self.store.get(id)?, self.store.vectors(id)?) {
+            (Some(stored), Some(vectors)) => index.replace(&stored.to_document()?, vectors.get()?),
+            (None, _) => {
+                index.remove(id);
+                Ok(())
+            }
+            (Some(_), None) => Err(Error::Invariant {
+                doc: id.to_owned(),
+                message: "vectors record missing".into(),
+            }),
+        }
+    }
+
+    /// Brings the vector index up to the store's latest change when it is
+    /// loaded, by replaying the change log (not the caller's list of
+    /// documents, so concurrent writers applying out of order, or a
+    /// document stored but not indexed after a failure, are never skipped).
+    /// An index that is not loaded is left alone: it catches up on its
+    /// first use, so bulk ingest does not pay for graph inserts until a
+    /// vector search or [`Engine::reindex`] needs the graph. Persisting is
+    /// deferred ([`VectorIndex::persist_due`]; at the latest when the `Engine`
+    /// is dropped): the change log is kept until it happens, so a crash
+    /// before it only means a replay on the next open.
+    pub(super) fn apply_to_vectors(&self) -> Result<()> {
+        let mut guard = self
+            .vectors
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(index) = guard.as_mut() else {
+            return Ok(());
+        };
+        let replayed =
+            self.replay_vectors(index, &crate::progress::NoProgress, &CancelToken::new());
+        match replayed {
+            Err(err) => {
+                *guard = None;
+                Err(err)
+            }
+            Ok(Some(last)) if index.persist_due() => {
+                index.persist()?;
+                self.trim_log(last)
+            }
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// The change the vector graph reflects: the loaded one's, else the
+    /// persisted one's (0 when never built).
+    pub(super) fn vector_graph_change(&self) -> u64 {
+        let loaded = self
+            .vectors
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(VectorIndex::applied_seq);
+        loaded.unwrap_or_else(|| VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR)))
+    }
+
+    /// The work of [`crate::Engine::set_vector_search_effort`].
+    pub(crate) fn set_vector_search_effort(&self, candidates: usize) -> Result<()> {
+        self.with_vector_index(|index| {
+            index.set_search_effort(candidates);
+            Ok(())
+        })
+    }
+
+    /// The work of [`crate::Engine::vector_counts`].
+    pub(crate) fn vector_counts(&self) -> Result<VectorCounts> {
+        Ok(self
+            .vector_index()?
+            .as_ref()
+            .map(VectorIndex::counts)
+            .unwrap_or_default())
+    }
+
+    /// The work of [`crate::Engine::reindex`].
+    pub(crate) fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<()> {
+        let mut fulltext = self.fulltext_writer();
+        self.recover_index(&mut fulltext)?;
+        let metas = self.store.metas()?;
+        let last = self.store.last_seq()?;
+        progress.start("reindex", metas.len() as u64);
+        fulltext.clear()?;
+        let result: Result<()> = metas.iter().try_for_each(|meta| {
+            cancel.check()?;
+            if let Some(stored) = self.store.get(&meta.id)? {
+                fulltext.replace(&stored.to_document()?)?;
+            }
+            progress.advance(1, &meta.id);
+            Ok(())
+        });
+        progress.finish();
+        result?;
+        fulltext.commit(last)?;
+        drop(fulltext);
+        let mut guard = self
+            .vectors
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut index = match guard.take() {
+            Some(index) => index,
+            None => self.open_vector_index(),
+        };
+        index.clear();
+        // Put back only when whole: a part-built index would answer
+        // searches with documents missing.
+        self.catch_up_vectors(&mut index, progress, cancel)?;
+        *guard = Some(index);
+        Ok(())
+    }
+}

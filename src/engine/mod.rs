@@ -1,0 +1,267 @@
+//! The engine: one open store directory and everything that keeps it
+//! consistent. It owns the directory and the process lock, the store (the
+//! source of truth), the full-text and vector indexes (derived state) and
+//! their catch-up, the write protocol, the document cache, the reads, the
+//! store's embedder and device, and the store-wide DAG index. Crate-private:
+//! [`crate::Db`] is its public face, `query` and `memory` run over it.
+//!
+//! Directory layout: `LOCK` (held exclusively while open), `sled/` (the
+//! [`Store`]), `fulltext/` (the [`FullText`] index), `vectors/` (the
+//! [`VectorIndex`] dumps).
+
+mod cache;
+mod dag_index;
+mod indexes;
+mod reads;
+mod write;
+
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::compute::device::Device;
+use crate::compute::embed::{Embedder, EmbedderConfig};
+use crate::engine::cache::DEFAULT_CACHE_BYTES;
+use crate::error::{Error, Result};
+use crate::storage::fulltext::{FullText, FullTextReader};
+use crate::storage::store::Store;
+use crate::storage::vectors::VectorIndex;
+
+pub use cache::{CachedDocument, DocumentCache};
+pub use dag_index::{DagHit, DagIndex};
+pub use reads::{CheckReport, EduText, SearchHit, Stats};
+pub(crate) use write::Written;
+pub use write::{IngestFailure, IngestReport};
+
+const LOCK_FILE: &str = "LOCK";
+const STORE_DIR: &str = "sled";
+const FULLTEXT_DIR: &str = "fulltext";
+pub(crate) const VECTORS_DIR: &str = "vectors";
+
+/// An open store: everything below the public [`crate::Db`].
+#[derive(Debug)]
+pub(crate) struct Engine {
+    dir: PathBuf,
+    store: Store,
+    fulltext: Mutex<FullText>,
+    /// Searches run on this handle, never waiting for the writer.
+    reader: FullTextReader,
+    /// Documents queries read, kept between queries.
+    cache: DocumentCache,
+    /// The store's embedder and the configuration it was built from.
+    embedder: Box<dyn Embedder>,
+    embedder_config: EmbedderConfig,
+    /// The vector index, loaded on first use (see [`Engine::vector_index`]).
+    vectors: RwLock<Option<VectorIndex>>,
+    /// Where attention aggregation and propagation run, detected on first
+    /// use (opening a GPU compiles its kernels, which plain commands skip).
+    device: std::sync::OnceLock<Device>,
+    /// Every document's DAG as one graph, built on first use and rebuilt
+    /// after a change (see [`Engine::dag_index`]).
+    dag_index: Mutex<Option<Arc<DagIndex>>>,
+    /// Set when a change reached the store but not the full-text writer (it
+    /// failed after the store write): the next commit first drops the
+    /// writer's uncommitted changes and replays the change log from the
+    /// index's last commit, so no later commit can mark a missed change as
+    /// applied.
+    fulltext_behind: std::sync::atomic::AtomicBool,
+    /// Held for the lifetime of the `Engine`; the OS releases it on exit or crash.
+    _lock: File,
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// How [`Db::open_with`] opens a store.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Create the store when the directory is absent or empty.
+    pub create: bool,
+    /// The embedder: for a new store, the one it is built with (default:
+    /// the hashed n-gram embedder); for an existing store, it must have the
+    /// identity the store was built with (`None`: the recorded one).
+    pub embedder: Option<EmbedderConfig>,
+}
+
+impl Engine {
+    /// Opens (or creates) the store at `dir`: see [`crate::Engine::open_with`].
+    pub(crate) fn open(dir: impl AsRef<Path>, options: &OpenOptions) -> Result<Engine> {
+        let dir = dir.as_ref();
+        let create = options.create;
+        // The lock file is written first when a store is created, so a
+        // directory holding it is a store, possibly one whose creation was
+        // interrupted; opening it completes the creation (it has no
+        // documents yet).
+        let is_store = dir.join(STORE_DIR).is_dir() || dir.join(LOCK_FILE).is_file();
+        if dir.exists() && !dir.is_dir() {
+            return Err(Error::NotAStore(dir.to_owned()));
+        }
+        if !is_store {
+            let empty = !dir.exists()
+                || std::fs::read_dir(dir)
+                    .map_err(io_error(dir))?
+                    .next()
+                    .is_none();
+            if !empty {
+                return Err(Error::NotAStore(dir.to_owned()));
+            }
+            if !create {
+                return Err(Error::NoStore(dir.to_owned()));
+            }
+            std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        }
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_error(&lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(Error::Locked(dir.to_owned())),
+            Err(TryLockError::Error(source)) => {
+                return Err(Error::Io {
+                    path: lock_path,
+                    source,
+                });
+            }
+        }
+        let store = Store::open(&dir.join(STORE_DIR)).map_err(|e| match e {
+            Error::FormatVersion {
+                found, expected, ..
+            } => Error::FormatVersion {
+                path: dir.to_owned(),
+                found,
+                expected,
+            },
+            other => other,
+        })?;
+        let fulltext_dir = dir.join(FULLTEXT_DIR);
+        let (fulltext, rebuild) = match FullText::open(&fulltext_dir) {
+            Ok(index) => (index, false),
+            Err(err) => {
+                tracing::warn!("full-text index unreadable ({err}); rebuilding it from the store");
+                std::fs::remove_dir_all(&fulltext_dir).map_err(io_error(&fulltext_dir))?;
+                (FullText::open(&fulltext_dir)?, true)
+            }
+        };
+        let (embedder, embedder_config) = store_embedder(&store, options.embedder.as_ref())?;
+        let db = Engine {
+            dir: dir.to_owned(),
+            store,
+            reader: fulltext.reader(),
+            fulltext: Mutex::new(fulltext),
+            cache: DocumentCache::new(DEFAULT_CACHE_BYTES),
+            embedder,
+            embedder_config,
+            vectors: RwLock::new(None),
+            device: std::sync::OnceLock::new(),
+            dag_index: Mutex::new(None),
+            fulltext_behind: Default::default(),
+            _lock: lock,
+        };
+        db.catch_up(rebuild)?;
+        Ok(db)
+    }
+
+    /// The work of [`crate::Engine::path`].
+    pub(crate) fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The document store.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The full-text read handle: searches never wait on the writer.
+    pub(crate) fn fulltext_reader(&self) -> &FullTextReader {
+        &self.reader
+    }
+
+    /// The full-text writer, held by whoever changes the store (see the
+    /// lock order in docs/architecture.md).
+    pub(super) fn fulltext_writer(&self) -> std::sync::MutexGuard<'_, FullText> {
+        self.fulltext
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The work of [`crate::Engine::embedder`].
+    pub(crate) fn embedder(&self) -> &dyn Embedder {
+        self.embedder.as_ref()
+    }
+
+    /// The work of [`crate::Engine::embedder_config`].
+    pub(crate) fn embedder_config(&self) -> &EmbedderConfig {
+        &self.embedder_config
+    }
+
+    /// The work of [`crate::Engine::device`].
+    pub(crate) fn device(&self) -> &Device {
+        self.device.get_or_init(Device::detect)
+    }
+}
+
+impl Drop for Engine {
+    /// Persists vector-index changes not yet written (see
+    /// [`Engine::apply_to_vectors`]); a failure only costs a replay next time.
+    fn drop(&mut self) {
+        let vectors = self
+            .vectors
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(Err(err)) = vectors
+            .as_mut()
+            .filter(|index| index.is_dirty())
+            .map(VectorIndex::persist)
+        {
+            tracing::warn!("vector index not persisted ({err}); it will catch up on open");
+        }
+    }
+}
+
+/// The embedder for `store`: the one recorded in it, or `given` (which
+/// must have the recorded identity); a new store records `given` or the
+/// default.
+fn store_embedder(
+    store: &Store,
+    given: Option<&EmbedderConfig>,
+) -> Result<(Box<dyn Embedder>, EmbedderConfig)> {
+    let recorded: Option<EmbedderConfig> = store
+        .embedder_config()?
+        .map(|json| {
+            serde_json::from_str(&json).map_err(|e| Error::Corrupt {
+                key: "embedder".into(),
+                message: e.to_string(),
+            })
+        })
+        .transpose()?;
+    let mut config = given.or(recorded.as_ref()).cloned().unwrap_or_default();
+    let embedder = config.build()?;
+    if let EmbedderConfig::Http(http) = &mut config {
+        http.dimension = Some(embedder.dimension());
+    }
+    match (recorded, given) {
+        (None, _) => {
+            let json = serde_json::to_string(&config).map_err(|e| Error::Storage(e.to_string()))?;
+            store.set_embedder_config(&json)?;
+        }
+        (Some(recorded), Some(_)) => {
+            let stored = recorded.build()?.identity();
+            if stored != embedder.identity() {
+                return Err(Error::EmbedderMismatch {
+                    stored,
+                    given: embedder.identity(),
+                });
+            }
+        }
+        (Some(_), None) => {}
+    }
+    Ok((embedder, config))
+}

@@ -1,0 +1,329 @@
+//! Reads: documents (through the cache), trees, EDUs, DAGs, BM25 and
+//! vector search, totals and the consistency check.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::engine::Engine;
+use crate::engine::cache::CachedDocument;
+use crate::error::{Error, Result};
+use crate::model::dag::{Dag, DagListing};
+use crate::model::document::DocMeta;
+use crate::model::edu::{EduKind, Span};
+use crate::model::ids::is_turn_id;
+use crate::model::rank::{RankedHit, Target};
+use crate::model::tree::Tree;
+use crate::storage::store::{FORMAT_VERSION, StoredDoc};
+use crate::storage::vectors::VectorCounts;
+
+/// One EDU with its text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EduText {
+    /// EDU id.
+    pub id: u32,
+    /// Byte range `[start, end)` in the stored text.
+    pub bytes: [u32; 2],
+    /// o200k_base tokens.
+    pub tokens: u32,
+    /// The block kind it came from.
+    pub kind: EduKind,
+    /// Exactly `text[start..end]`.
+    pub text: String,
+}
+
+/// One full-text hit with its coordinates and text.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchHit {
+    /// Document id.
+    pub doc: String,
+    /// The section whose title matched, or `None` for an EDU hit.
+    pub node: Option<u32>,
+    /// EDUs covered: the EDU, or the section's span.
+    pub edus: Span,
+    /// Byte range `[start, end)` of those EDUs in the stored text.
+    pub bytes: [u32; 2],
+    /// BM25 score.
+    pub score: f32,
+    /// The EDU's text, or the section's title.
+    pub text: String,
+}
+
+/// Totals over the whole store.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Number of documents (session turns not counted).
+    pub documents: u64,
+    /// Number of agent-memory sessions.
+    pub sessions: u64,
+    /// Number of session turns (each stored as a document of its own).
+    pub turns: u64,
+    /// Number of EDUs, of documents and turns.
+    pub edus: u64,
+    /// Number of tree nodes, of documents and turns.
+    pub nodes: u64,
+    /// Tokens over all EDUs.
+    pub tokens: u64,
+    /// Bytes of stored text.
+    pub text_bytes: u64,
+    /// Bytes the storage engine uses on disk.
+    pub store_bytes: u64,
+    /// Entries in the full-text index.
+    pub fulltext_entries: u64,
+    /// Store change sequence number.
+    pub last_change: u64,
+    /// On-disk format version.
+    pub format_version: u32,
+    /// Tokenizer all counts are in.
+    pub tokenizer: &'static str,
+}
+
+/// Result of [`Db::check`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CheckReport {
+    /// Documents whose records were validated (session turns included).
+    pub documents: usize,
+    /// Sessions whose dialogue records were validated against their turns.
+    pub sessions: usize,
+    /// Full-text entries.
+    pub fulltext_entries: u64,
+    /// Node and EDU vectors stored (and checked against the documents'
+    /// shapes); `dead` is 0. The graph over them is derived state and is
+    /// not built by a check.
+    pub vectors: VectorCounts,
+    /// The change the persisted vector graph reflects (0: never built); it
+    /// catches up with [`CheckReport::last_change`] on its next use.
+    pub vector_graph_change: u64,
+    /// The store's latest change.
+    pub last_change: u64,
+}
+
+impl Engine {
+    /// Document `id` for query execution, from the cache or the store.
+    pub(crate) fn cached_document(&self, id: &str) -> Result<Arc<CachedDocument>> {
+        self.cache
+            .get_or_load(id, || {
+                let Some(stored) = self.store.get(id)? else {
+                    return Ok(None);
+                };
+                let document = stored.to_document()?;
+                let dag = self.read_dag(id, document.edus.len() as u32)?;
+                Ok(Some(CachedDocument::new(document, dag)))
+            })?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
+    }
+
+    /// Document `id`'s DAG record, validated against its `edus` EDUs (a
+    /// record that fails is [`Error::Corrupt`], never a panic later).
+    pub(super) fn read_dag(&self, id: &str, edus: u32) -> Result<Dag> {
+        let corrupt = |message: String| Error::Corrupt {
+            key: format!("dag of {id}"),
+            message,
+        };
+        let dag = self
+            .store
+            .dag(id)?
+            .ok_or_else(|| corrupt("record missing".into()))?
+            .to_dag()?;
+        dag.validate(edus).map_err(corrupt)?;
+        Ok(dag)
+    }
+
+    /// The work of [`crate::Engine::set_document_cache_bytes`].
+    pub(crate) fn set_document_cache_bytes(&self, bytes: usize) {
+        self.cache.set_capacity(bytes);
+    }
+
+    /// The work of [`crate::Engine::document_cache_usage`].
+    pub(crate) fn document_cache_usage(&self) -> (usize, usize) {
+        self.cache.usage()
+    }
+
+    /// `text`'s vector from the store's embedder, as searches use it.
+    pub(crate) fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        Ok(self.embedder.embed(&[text])?.pop().unwrap_or_default())
+    }
+
+    /// The work of [`crate::Engine::nearest`].
+    pub(crate) fn nearest(
+        &self,
+        text: &str,
+        target: Target,
+        k: usize,
+        exact: bool,
+    ) -> Result<Vec<RankedHit>> {
+        let query = self.embed_query(text)?;
+        let guard = self.vector_index()?;
+        let Some(index) = guard.as_ref() else {
+            return Ok(Vec::new());
+        };
+        if exact {
+            index.search_exact(&self.store, target, &query, k, None)
+        } else {
+            index.search(&self.store, target, &query, k, None)
+        }
+    }
+
+    /// The work of [`crate::Engine::dag`].
+    pub(crate) fn dag(&self, id: &str) -> Result<Dag> {
+        Ok(self.cached_document(id)?.dag.clone())
+    }
+
+    /// The work of [`crate::Engine::dag_listing`].
+    pub(crate) fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<DagListing> {
+        let loaded = self.cached_document(id)?;
+        Ok(loaded.dag.listing(&loaded.document, level))
+    }
+
+    /// Document `id`'s stored EDU vectors (row-major) and their dimension.
+    pub(crate) fn edu_vectors(&self, id: &str) -> Result<(Vec<f32>, usize)> {
+        let stored = self
+            .store
+            .vectors(id)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+        let vectors = stored.get()?;
+        Ok((
+            vectors.edus.iter().map(|v| v.to_native()).collect(),
+            vectors.dimension.to_native() as usize,
+        ))
+    }
+
+    /// The work of [`crate::Engine::documents`].
+    pub(crate) fn documents(&self) -> Result<Vec<DocMeta>> {
+        let mut metas = self.store.metas()?;
+        metas.retain(|m| !is_turn_id(&m.id));
+        Ok(metas)
+    }
+
+    /// The work of [`crate::Engine::document`].
+    pub(crate) fn document(&self, id: &str) -> Result<StoredDoc> {
+        self.store
+            .get(id)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
+    }
+
+    /// The work of [`crate::Engine::tree`].
+    pub(crate) fn tree(&self, id: &str) -> Result<Tree> {
+        Ok(self.document(id)?.to_document()?.tree)
+    }
+
+    /// The work of [`crate::Engine::edus`].
+    pub(crate) fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Vec<EduText>> {
+        let stored = self.document(id)?;
+        let edus = stored.edus()?;
+        let text = stored.text()?;
+        let count = edus.len() as u32;
+        let (first, last) = range.unwrap_or((0, count.saturating_sub(1)));
+        if first > last || last >= count {
+            return Err(Error::EduRange {
+                doc: id.to_owned(),
+                first,
+                last,
+                count,
+            });
+        }
+        Ok(edus[first as usize..=last as usize]
+            .iter()
+            .map(|e| {
+                let (start, end) = (e.start.to_native(), e.end.to_native());
+                EduText {
+                    id: e.id.to_native(),
+                    bytes: [start, end],
+                    tokens: e.tokens.to_native(),
+                    kind: rkyv::deserialize::<EduKind, rkyv::rancor::Infallible>(&e.kind)
+                        .unwrap_or(EduKind::Text),
+                    text: text[start as usize..end as usize].to_owned(),
+                }
+            })
+            .collect())
+    }
+
+    /// The work of [`crate::Engine::search`].
+    pub(crate) fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
+        let hits = self.reader.search(query, limit)?;
+        let mut docs: HashMap<String, StoredDoc> = HashMap::new();
+        let mut out = Vec::with_capacity(hits.len());
+        // Query syntax can name the turn fields; session turns are not
+        // documents.
+        for hit in hits.into_iter().filter(|h| !is_turn_id(&h.doc)) {
+            if !docs.contains_key(&hit.doc) {
+                let Some(stored) = self.store.get(&hit.doc)? else {
+                    continue;
+                };
+                docs.insert(hit.doc.clone(), stored);
+            }
+            let stored = &docs[&hit.doc];
+            let (edus, text) = (stored.edus()?, stored.text()?);
+            let (Some(first), Some(last)) = (
+                edus.get(hit.span.first as usize),
+                edus.get(hit.span.last as usize),
+            ) else {
+                continue;
+            };
+            let bytes = [first.start.to_native(), last.end.to_native()];
+            let text = match hit.node {
+                Some(node) => stored
+                    .tree()?
+                    .nodes
+                    .get(node as usize)
+                    .map_or_else(String::new, |n| n.title.to_string()),
+                None => text[bytes[0] as usize..bytes[1] as usize].to_owned(),
+            };
+            out.push(SearchHit {
+                doc: hit.doc,
+                node: hit.node,
+                edus: hit.span,
+                bytes,
+                score: hit.score,
+                text,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The work of [`crate::Engine::stats`].
+    pub(crate) fn stats(&self) -> Result<Stats> {
+        let metas = self.store.metas()?;
+        let turns = metas.iter().filter(|m| is_turn_id(&m.id)).count() as u64;
+        Ok(Stats {
+            documents: metas.len() as u64 - turns,
+            sessions: self.store.dialogues()?.len() as u64,
+            turns,
+            edus: metas.iter().map(|m| u64::from(m.edus)).sum(),
+            nodes: metas.iter().map(|m| u64::from(m.nodes)).sum(),
+            tokens: metas.iter().map(|m| m.tokens).sum(),
+            text_bytes: metas.iter().map(|m| m.bytes).sum(),
+            store_bytes: self.store.size_on_disk()?,
+            fulltext_entries: self.reader.entries(),
+            last_change: self.store.last_seq()?,
+            format_version: FORMAT_VERSION,
+            tokenizer: crate::model::tokens::TOKENIZER,
+        })
+    }
+
+    /// The work of [`crate::Engine::check`].
+    pub(crate) fn check(&self) -> Result<CheckReport> {
+        let documents = self.store.check()?;
+        let fulltext = self.fulltext_writer();
+        let (applied, last) = (fulltext.applied_seq()?, self.store.last_seq()?);
+        if applied != last {
+            return Err(Error::Invariant {
+                doc: String::new(),
+                message: format!("full-text index applied change {applied}, store is at {last}"),
+            });
+        }
+        drop(fulltext);
+        let metas = self.store.metas()?;
+        Ok(CheckReport {
+            documents,
+            sessions: self.store.dialogues()?.len(),
+            fulltext_entries: self.reader.entries(),
+            vectors: VectorCounts {
+                nodes: metas.iter().map(|m| m.nodes as usize).sum(),
+                edus: metas.iter().map(|m| m.edus as usize).sum(),
+                dead: 0,
+            },
+            vector_graph_change: self.vector_graph_change(),
+            last_change: last,
+        })
+    }
+}

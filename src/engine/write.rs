@@ -1,0 +1,295 @@
+//! The write paths: parallel ingest, and [`Engine::write`], the one path
+//! of single changes (removal, session turns, DAG re-weighting): durable
+//! first, then the indexes, and [`Error::IndexBehind`] for a failure after
+//! the change is durable.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::ingest::dag::supplied::SuppliedAttention;
+use crate::ingest::pipeline::{IngestOptions, build_dag, prepare, prepare_text};
+use crate::ingest::sources::{Origin, Source};
+use crate::model::dag::Dag;
+use crate::model::document::{DocMeta, DocVectors, Document};
+use crate::progress::{CancelToken, Progress};
+use crate::storage::fulltext::FullText;
+
+/// One input that could not be ingested, and why.
+#[derive(Debug)]
+pub struct IngestFailure {
+    /// The file name, `<stdin>`, or the id.
+    pub source: String,
+    /// What was wrong with it.
+    pub error: Error,
+}
+
+/// What an ingest run did.
+#[derive(Debug, Default)]
+pub struct IngestReport {
+    /// Metadata of every document written, in the order written.
+    pub documents: Vec<DocMeta>,
+    /// Inputs rejected for bad content; the others were still ingested.
+    pub failures: Vec<IngestFailure>,
+    /// Wall-clock time of the whole run.
+    pub elapsed: Duration,
+}
+
+impl IngestReport {
+    /// Total EDUs written.
+    pub fn edus(&self) -> u64 {
+        self.documents.iter().map(|d| u64::from(d.edus)).sum()
+    }
+
+    /// Total tree nodes written.
+    pub fn nodes(&self) -> u64 {
+        self.documents.iter().map(|d| u64::from(d.nodes)).sum()
+    }
+
+    /// Total tokens written.
+    pub fn tokens(&self) -> u64 {
+        self.documents.iter().map(|d| d.tokens).sum()
+    }
+
+    /// Total bytes of stored text written.
+    pub fn bytes(&self) -> u64 {
+        self.documents.iter().map(|d| d.bytes).sum()
+    }
+}
+
+/// What a write under [`Db::write`] changed in the store.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    /// Documents written (replacing any with their ids).
+    pub put: Vec<Document>,
+    /// Ids of documents removed.
+    pub removed: Vec<String>,
+}
+
+impl Engine {
+    /// The work of [`crate::Engine::ingest`].
+    pub(crate) fn ingest(
+        &self,
+        sources: &[Source],
+        options: IngestOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<IngestReport> {
+        let started = Instant::now();
+        let mut report = IngestReport::default();
+        let mut fulltext = self.fulltext_writer();
+        self.recover_index(&mut fulltext)?;
+        progress.start("ingest", sources.iter().map(Source::len_hint).sum());
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(sources.len())
+            .max(1);
+        let next = AtomicUsize::new(0);
+        let mut written: Vec<String> = Vec::new();
+        let outcome = std::thread::scope(|scope| -> Result<()> {
+            let (sender, receiver) = std::sync::mpsc::sync_channel::<(
+                usize,
+                Result<(Document, DocVectors, Dag)>,
+            )>(workers * 2);
+            for _ in 0..workers {
+                let sender = sender.clone();
+                let next = &next;
+                scope.spawn(move || {
+                    while !cancel.is_cancelled() {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(source) = sources.get(index) else {
+                            break;
+                        };
+                        let prepared =
+                            prepare(source, options, self.embedder.as_ref(), self.device());
+                        if sender.send((index, prepared)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(sender);
+            for (index, prepared) in receiver {
+                cancel.check()?;
+                let source = &sources[index];
+                match prepared {
+                    Ok((doc, vectors, dag)) => {
+                        self.store.put(&doc, &vectors, &dag)?;
+                        self.index_put(&mut fulltext, &doc).inspect_err(|_| {
+                            self.fulltext_behind.store(true, Ordering::SeqCst);
+                        })?;
+                        written.push(doc.meta.id.clone());
+                        report.documents.push(doc.meta);
+                    }
+                    Err(error) if error.is_user_error() => {
+                        report.failures.push(IngestFailure {
+                            source: source.name(),
+                            error,
+                        });
+                    }
+                    Err(error) => return Err(error),
+                }
+                progress.advance(source.len_hint(), &source.id);
+            }
+            cancel.check()
+        });
+        progress.finish();
+        if !written.is_empty() {
+            self.finish_writes(fulltext)?;
+        }
+        outcome?;
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// The work of [`crate::Engine::ingest_bytes`].
+    pub(crate) fn ingest_bytes(
+        &self,
+        id: &str,
+        bytes: Vec<u8>,
+        options: IngestOptions,
+    ) -> Result<DocMeta> {
+        crate::model::ids::validate_id(id)?;
+        let source = Source {
+            id: id.to_owned(),
+            origin: Origin::Bytes(bytes),
+        };
+        let mut report = self.ingest(
+            &[source],
+            options,
+            &crate::progress::NoProgress,
+            &CancelToken::new(),
+        )?;
+        match (report.documents.pop(), report.failures.pop()) {
+            (Some(meta), _) => Ok(meta),
+            (None, Some(failure)) => Err(failure.error),
+            (None, None) => Err(Error::Cancelled),
+        }
+    }
+
+    /// The work of [`crate::Engine::remove`].
+    pub(crate) fn remove(&self, id: &str) -> Result<()> {
+        if let Some((session, turn)) = crate::model::ids::parse_turn_id(id) {
+            return Err(Error::TurnDocument {
+                doc: id.to_owned(),
+                session: session.to_owned(),
+                turn: turn.to_owned(),
+            });
+        }
+        self.write(|| {
+            self.store
+                .remove(id)?
+                .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+            Ok((
+                (),
+                Written {
+                    put: Vec::new(),
+                    removed: vec![id.to_owned()],
+                },
+            ))
+        })
+    }
+
+    /// Runs `write`, which changes the store, as the store's only writer
+    /// (holding the full-text index, as ingest does), makes the change
+    /// durable, then brings the derived state along for what it
+    /// [`Written`]: the document cache, the full-text index (committed at
+    /// the store's latest change) and the loaded vector graph. Nothing
+    /// derived is touched when `write` fails; a failure after the change is
+    /// durable is [`Error::IndexBehind`], so the caller knows not to repeat
+    /// it.
+    pub(crate) fn write<R>(&self, write: impl FnOnce() -> Result<(R, Written)>) -> Result<R> {
+        let mut fulltext = self.fulltext_writer();
+        self.recover_index(&mut fulltext)?;
+        let (result, written) = write()?;
+        // From here the change is in the store: any failure leaves the
+        // full-text index behind until the next commit replays the log.
+        let behind = |error: Error| {
+            self.fulltext_behind.store(true, Ordering::SeqCst);
+            error
+        };
+        self.store.flush().map_err(behind)?;
+        for id in written
+            .put
+            .iter()
+            .map(|d| &d.meta.id)
+            .chain(&written.removed)
+        {
+            self.cache.invalidate(id);
+        }
+        let mut update_indexes = || -> Result<()> {
+            for doc in &written.put {
+                fulltext.replace(doc)?;
+            }
+            for id in &written.removed {
+                fulltext.remove(id);
+            }
+            Ok(())
+        };
+        update_indexes()
+            .and_then(|()| self.finish_writes(fulltext))
+            .map_err(|source| Error::IndexBehind(Box::new(behind(source))))?;
+        Ok(result)
+    }
+
+    /// After `doc` was written to the store: drops its cached copy and
+    /// re-indexes its text (uncommitted).
+    pub(super) fn index_put(&self, fulltext: &mut FullText, doc: &Document) -> Result<()> {
+        self.cache.invalidate(&doc.meta.id);
+        fulltext.replace(doc)
+    }
+
+    /// Makes the store durable, then commits the full-text index at its
+    /// latest change (never ahead of what is durable; first replaying the
+    /// change log when an earlier change missed the index) and updates the
+    /// loaded vector graph.
+    pub(super) fn finish_writes(
+        &self,
+        mut fulltext: std::sync::MutexGuard<'_, FullText>,
+    ) -> Result<()> {
+        self.store.flush()?;
+        self.recover_index(&mut fulltext)?;
+        fulltext.commit(self.store.last_seq()?)?;
+        drop(fulltext);
+        self.apply_to_vectors()
+    }
+
+    /// Analyses `text` as document `id` in `format`, embeds its nodes and
+    /// EDUs and builds its DAG with the store's settings: everything a
+    /// document's atomic batch holds. Ingest and session turns both go
+    /// through here.
+    pub(crate) fn prepare_text(
+        &self,
+        id: &str,
+        text: String,
+        format: crate::model::document::Format,
+    ) -> Result<(Document, DocVectors, Dag)> {
+        prepare_text(id, text, format, self.embedder.as_ref(), self.device())
+    }
+
+    /// The work of [`crate::Engine::reweight_dag`].
+    pub(crate) fn reweight_dag(&self, id: &str, supplied: &SuppliedAttention) -> Result<()> {
+        let fulltext = self.fulltext_writer();
+        let loaded = self.cached_document(id)?;
+        let (edu_vectors, dimension) = self.edu_vectors(id)?;
+        let source = supplied.source(self.device());
+        let dag = build_dag(&loaded.document, &edu_vectors, dimension, &source)?;
+        source.check_all_used(id)?;
+        if dag.nodes != loaded.dag.nodes {
+            return Err(Error::DagInput {
+                what: format!("supplied attention for '{id}'"),
+                message:
+                    "the stored DAG was built with other settings; re-ingest the document first"
+                        .into(),
+            });
+        }
+        self.store
+            .put_dag(id, &dag)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+        self.cache.invalidate(id);
+        // The text did not change; the index only records the change as
+        // applied, once it is durable.
+        self.finish_writes(fulltext)
+    }
+}
