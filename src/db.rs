@@ -6,12 +6,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::compute::dag_index::DagIndex;
 use crate::compute::device::Device;
 use crate::compute::embed::{Embedder, EmbedderConfig};
 use crate::compute::propagate::PropagateOptions;
-use crate::engine::{
-    CheckReport, DagHit, DagIndex, EduText, Engine, IngestReport, OpenOptions, SearchHit, Stats,
-};
+use crate::engine::dag_index::DagHit;
+use crate::engine::reads::{CheckReport, EduText, SearchHit, Stats};
+use crate::engine::write::IngestReport;
+use crate::engine::{Engine, OpenOptions};
 use crate::error::Result;
 use crate::ingest::dag::supplied::SuppliedAttention;
 use crate::ingest::pipeline::IngestOptions;

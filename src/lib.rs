@@ -35,9 +35,10 @@ pub mod query;
 pub mod storage;
 
 pub use db::Db;
-pub use engine::{
-    CheckReport, DagHit, EduText, IngestFailure, IngestReport, OpenOptions, SearchHit, Stats,
-};
+pub use engine::OpenOptions;
+pub use engine::dag_index::DagHit;
+pub use engine::reads::{CheckReport, EduText, SearchHit, Stats};
+pub use engine::write::{IngestFailure, IngestReport};
 pub use error::{Error, Result};
 pub use ingest::pipeline::IngestOptions;
 pub use memory::{

@@ -20,7 +20,8 @@ use rustyline::error::ReadlineError;
 use rustyline::history::DefaultHistory;
 use rustyline::{Config, Context, Editor, Helper, Highlighter, Hinter, Validator};
 
-use super::{EXIT_USER, Failure, OutputFormat, render};
+use super::failure::{EXIT_USER, Failure};
+use super::render::{self, OutputFormat};
 
 /// Prompt for a new statement.
 const PROMPT: &str = "edudb> ";

@@ -8,7 +8,9 @@ use edudb::{CancelToken, Db, Format, IngestOptions, Placement, Role};
 
 use std::io::Write;
 
-use super::{Failure, bars, render};
+use super::bars;
+use super::failure::Failure;
+use super::render;
 
 /// The bundled documents: id and Markdown text.
 const CORPUS: &[(&str, &str)] = &[

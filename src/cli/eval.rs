@@ -13,7 +13,9 @@ use edudb::eval::{self, Dataset, EvalOptions, Method, MethodKind};
 use edudb::{CancelToken, Error};
 use serde_json::json;
 
-use super::{Failure, bars::Bars, render};
+use super::bars::Bars;
+use super::failure::Failure;
+use super::render;
 
 /// What `edudb eval` does.
 #[derive(Debug, Subcommand)]

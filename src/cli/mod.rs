@@ -15,13 +15,12 @@ mod bars;
 mod console;
 mod demo;
 mod eval;
+mod failure;
 mod render;
 mod session;
 
-/// Exit code for bad input or usage.
-const EXIT_USER: u8 = 1;
-/// Exit code for internal failures.
-const EXIT_INTERNAL: u8 = 2;
+use failure::{EXIT_INTERNAL, EXIT_USER, Failure};
+use render::OutputFormat;
 
 /// edudb: an embedded document database with EDU coordinates and structural trees.
 #[derive(Debug, Parser)]
@@ -215,15 +214,6 @@ enum Command {
     },
 }
 
-/// How `query` prints results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// For people.
-    Text,
-    /// The JSON contract.
-    Json,
-}
-
 fn parse_param(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(name, value)| (name.trim_start_matches('$').to_owned(), value.to_owned()))
@@ -242,28 +232,6 @@ pub fn bind_params(pairs: &[(String, String)]) -> Params {
 
 fn parse_format(name: &str) -> Result<Format, String> {
     name.parse().map_err(|e: Error| e.to_string())
-}
-
-/// Why a command failed: the library refused, or the output could not be
-/// written (a closed pipe, a full disk).
-#[derive(Debug)]
-pub enum Failure {
-    /// The library's error.
-    Db(Error),
-    /// Writing to stdout or stderr failed.
-    Output(std::io::Error),
-}
-
-impl From<Error> for Failure {
-    fn from(err: Error) -> Failure {
-        Failure::Db(err)
-    }
-}
-
-impl From<std::io::Error> for Failure {
-    fn from(err: std::io::Error) -> Failure {
-        Failure::Output(err)
-    }
 }
 
 /// Runs the CLI and maps the outcome to an exit code.

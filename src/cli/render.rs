@@ -15,6 +15,15 @@ use edudb::{
 };
 use serde_json::{Value, json};
 
+/// How `query` prints results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// For people.
+    Text,
+    /// The JSON contract.
+    Json,
+}
+
 /// Column headings and item headers.
 const HEADING: Style = Style::new().bold();
 /// Coordinates: EDU spans and byte ranges.

@@ -6,7 +6,8 @@ use clap::Subcommand;
 use edudb::{Db, Error, Placement, Role};
 use serde_json::json;
 
-use super::{Failure, render};
+use super::failure::Failure;
+use super::render;
 
 /// What `edudb session` does.
 #[derive(Debug, Subcommand)]

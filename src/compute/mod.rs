@@ -7,8 +7,10 @@
 //! imports only `model` and `error`.
 
 pub mod aggregate;
+pub mod dag_index;
 pub mod device;
 pub mod embed;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod propagate;
+pub mod vector;

@@ -9,11 +9,11 @@
 //! [`Store`]), `fulltext/` (the [`FullText`] index), `vectors/` (the
 //! [`VectorIndex`] dumps).
 
-mod cache;
-mod dag_index;
+pub(crate) mod cache;
+pub(crate) mod dag_index;
 mod indexes;
-mod reads;
-mod write;
+pub(crate) mod reads;
+pub(crate) mod write;
 
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
@@ -27,11 +27,8 @@ use crate::storage::fulltext::{FullText, FullTextReader};
 use crate::storage::store::Store;
 use crate::storage::vectors::VectorIndex;
 
-pub use cache::{CachedDocument, DocumentCache};
-pub use dag_index::{DagHit, DagIndex};
-pub use reads::{CheckReport, EduText, SearchHit, Stats};
-pub(crate) use write::Written;
-pub use write::{IngestFailure, IngestReport};
+use crate::compute::dag_index::DagIndex;
+use crate::engine::cache::DocumentCache;
 
 const LOCK_FILE: &str = "LOCK";
 const STORE_DIR: &str = "sled";

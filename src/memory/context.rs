@@ -12,8 +12,8 @@
 
 use std::collections::HashSet;
 
-use super::{Dialogue, SummaryPick};
 use crate::error::Result;
+use crate::model::dialogue::{Dialogue, Role, SummaryPick};
 
 /// What a context item is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -37,7 +37,7 @@ pub struct ContextItem {
     /// The turn it comes from.
     pub turn: u32,
     /// That turn's role.
-    pub role: super::Role,
+    pub role: Role,
     /// That turn's document id.
     pub doc: String,
     /// The topic it stands for (the turn's topic, or the summarised topic).

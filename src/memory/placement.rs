@@ -22,8 +22,42 @@
 //! The explicit placements skip the decisions they name; unknown topics and
 //! turns are errors, found by one check before the turn is analysed.
 
-use super::{Dialogue, Placement, cosine};
+use std::fmt;
+
+use crate::compute::vector::cosine;
 use crate::error::{Error, Result};
+use crate::model::dialogue::Dialogue;
+
+/// Where the caller wants a new turn to go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// Decided from similarities (see [`placement`]).
+    #[default]
+    Auto,
+    /// A child of the current turn, on its branch.
+    Continue,
+    /// The first turn of a new topic.
+    NewTopic,
+    /// Back to this topic: a child of its latest turn.
+    Topic(u32),
+    /// A new branch whose first turn is a child of this turn.
+    Fork(u32),
+}
+
+impl fmt::Display for Placement {
+    /// In words, as the command line prints it: `auto`, `continue`, `new
+    /// topic`, `topic N`, `fork at turn N`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Placement::Auto => f.write_str("auto"),
+            Placement::Continue => f.write_str("continue"),
+            Placement::NewTopic => f.write_str("new topic"),
+            Placement::Topic(topic) => write!(f, "topic {topic}"),
+            Placement::Fork(turn) => write!(f, "fork at turn {turn}"),
+        }
+    }
+}
 
 /// Stay on the active topic when the new turn's cosine to its centroid is
 /// at least this. A heuristic for the built-in hashed n-gram embedder,
@@ -263,5 +297,28 @@ pub(crate) fn resolve(
                 _ => Ok(continue_at(leaf, choice, decision)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placements_read_in_words() {
+        let words: Vec<String> = [
+            Placement::Auto,
+            Placement::Continue,
+            Placement::NewTopic,
+            Placement::Topic(2),
+            Placement::Fork(3),
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            words,
+            ["auto", "continue", "new topic", "topic 2", "fork at turn 3"]
+        );
     }
 }

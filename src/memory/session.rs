@@ -2,15 +2,35 @@
 //! list sessions, build the next turn's context, remove a session, check
 //! sessions against their turn documents. [`crate::Db`] calls these.
 
-use super::placement::{self, Decision};
-use super::{
-    BranchView, Dialogue, MAX_TURNS, NewTurn, Placement, Role, SessionMeta, SessionView,
-    SummaryPick, SummaryText, TopicView, TurnView, check_turn_input, context, mean_unit, span_text,
-    summary, turn_doc_id, validate_session_id,
-};
-use crate::engine::{Engine, Written};
+use crate::compute::vector::mean_unit;
+use crate::engine::Engine;
+use crate::engine::write::Written;
 use crate::error::{Error, Result};
+use crate::memory::context;
+use crate::memory::dialogue::{NewTurn, add_turn};
+use crate::memory::placement::{self, Decision, Placement};
+use crate::memory::summary;
+use crate::model::dialogue::{
+    BranchView, Dialogue, MAX_TURNS, Role, SessionMeta, SessionView, SummaryPick, SummaryText,
+    TopicView, TurnView, span_text,
+};
 use crate::model::document::Format;
+use crate::model::ids::{turn_doc_id, validate_session_id};
+
+/// Checks a turn before anything is stored: the session id
+/// ([`validate_session_id`]), the text as ingest checks any input (size
+/// limit, NUL bytes; [`crate::ingest::pipeline::check_bytes`]), and text that is not
+/// blank ([`Error::EmptyTurn`]).
+pub fn check_turn_input(session: &str, text: &str) -> Result<()> {
+    validate_session_id(session)?;
+    crate::ingest::pipeline::check_bytes(&format!("session {session}"), text.as_bytes())?;
+    if text.trim().is_empty() {
+        return Err(Error::EmptyTurn {
+            session: session.to_owned(),
+        });
+    }
+    Ok(())
+}
 
 /// What [`Db::append_turn`] did: where the turn went and why.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -107,7 +127,7 @@ pub(crate) fn append_turn(
             branches: Vec::new(),
             current: 0,
         });
-        super::add_turn(
+        add_turn(
             &mut dialogue,
             &resolved,
             NewTurn {

@@ -11,8 +11,9 @@
 //!   turn's summary, re-ranked against the updated centroid. Branches and
 //!   topics the turn does not join are not touched.
 
-use super::{SummaryPick, cosine, mean_unit};
+use crate::compute::vector::{cosine, mean_unit};
 use crate::error::Result;
+use crate::model::dialogue::SummaryPick;
 use crate::model::document::Document;
 use crate::model::edu::Span;
 

@@ -12,10 +12,9 @@ use super::plan::{
     ShowPlan,
 };
 use super::select::{Candidate, TokenPrefix, select};
-use super::{Item, QueryResult, Rows, Selection, Stage};
 use crate::compute::propagate::{PropagateOptions, PropagationGraph};
-use crate::engine::CachedDocument;
 use crate::engine::Engine;
+use crate::engine::cache::CachedDocument;
 use crate::error::{Error, Result};
 use crate::memory::session as sessions;
 use crate::model::dag::Dag;
@@ -24,6 +23,7 @@ use crate::model::edu::Span;
 use crate::model::ids::parse_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Node;
+use crate::query::result::{Item, QueryResult, Rows, Selection, Stage};
 
 /// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
 const EDUS_PER_WALK_LEAF: usize = 3;

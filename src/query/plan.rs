@@ -9,8 +9,8 @@ use regex::Regex;
 
 use super::ast::{self, CompareOp, Expand, Order, Output, Scope, Seed, Show, Statement, ValueKind};
 use super::error::{QueryError, nearest};
-use super::{Param, Params};
 use crate::model::tree::NodeKind;
+use crate::query::params::{Param, Params};
 
 /// Default [`SelectPlan::limit`] when neither BUDGET nor LIMIT is given.
 pub const DEFAULT_LIMIT: usize = 10;

@@ -851,7 +851,7 @@ mod tests {
 
     /// A one-turn dialogue for session `session` naming `doc`.
     fn dialogue(session: &str, doc: &Document) -> Dialogue {
-        use crate::memory::{Branch, SummaryPick, Topic, Turn};
+        use crate::model::dialogue::{Branch, Role, SummaryPick, Topic, Turn};
         let pick = SummaryPick {
             turn: 0,
             edus: crate::model::edu::Span::new(0, 0),
@@ -862,7 +862,7 @@ mod tests {
             id: session.to_owned(),
             turns: vec![Turn {
                 number: 0,
-                role: crate::memory::Role::User,
+                role: Role::User,
                 doc: doc.meta.id.clone(),
                 parent: None,
                 topic: 0,

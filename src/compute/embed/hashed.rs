@@ -6,13 +6,15 @@
 //! (stems, inflections, compounds and misspellings share character
 //! trigrams and four-grams). What it cannot: meaning without shared
 //! surface form. "car" and "automobile" are unrelated to it; a paraphrase
-//! with new words scores near zero. Use an [`super::http::HttpEmbedder`]
+//! with new words scores near zero. Use an [`crate::compute::embed::http::HttpEmbedder`]
 //! with a real model for that.
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 
-use super::{EmbedError, Embedder, normalise};
+use crate::compute::embed::embedder::Embedder;
+use crate::compute::vector::normalise;
+use crate::error::EmbedError;
 
 /// Vector length of the default store embedder.
 pub const DEFAULT_DIMENSION: usize = 256;
@@ -158,7 +160,7 @@ impl Embedder for HashedEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compute::embed::dot;
+    use crate::compute::vector::dot;
 
     fn embed_one(e: &HashedEmbedder, text: &str) -> Vec<f32> {
         e.embed(&[text]).unwrap().remove(0)

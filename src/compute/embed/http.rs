@@ -21,7 +21,9 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::{EmbedError, Embedder, normalise};
+use crate::compute::embed::embedder::Embedder;
+use crate::compute::vector::normalise;
+use crate::error::EmbedError;
 
 /// Longest exponential backoff between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);

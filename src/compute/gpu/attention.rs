@@ -4,8 +4,8 @@
 
 use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
 
-use super::{Gpu, gpu_error, grid};
 use crate::compute::aggregate::{self, AttentionWindow, NodeWeights, Segments, VectorWindow};
+use crate::compute::gpu::runtime::{Gpu, gpu_error, grid};
 use crate::error::{Error, Result};
 
 /// Most key nodes one `segment_mean` block owns (`SEGMENT_MEAN_CHUNK_NODES`).

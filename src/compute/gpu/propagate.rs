@@ -4,7 +4,7 @@
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
-use super::{Gpu, THREADS, gpu_error, grid};
+use crate::compute::gpu::runtime::{Gpu, THREADS, gpu_error, grid};
 use crate::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use crate::error::{Error, Result};
 

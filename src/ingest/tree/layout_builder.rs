@@ -2,11 +2,12 @@
 //! paragraphs, lists), then cohesion segments wherever a node would have
 //! more than [`MAX_FANOUT`] direct children.
 
-use super::cohesion::{TermVector, cut_points};
-use super::title::extractive_title;
-use super::{MAX_FANOUT, StructureInput, Tree, TreeBuilder};
 use crate::ingest::layout::BlockKind;
+use crate::ingest::tree::builder::{MAX_FANOUT, StructureInput, TreeBuilder};
+use crate::ingest::tree::cohesion::{TermVector, cut_points};
+use crate::ingest::tree::title::extractive_title;
 use crate::model::edu::Span;
+use crate::model::tree::Tree;
 use crate::model::tree::{Node, NodeKind};
 
 /// Lists nested deeper than this are flattened into the deepest allowed list.

@@ -4,8 +4,9 @@
 //! strictly here, so a model can never put text or spans into the tree that
 //! the document does not have.
 
-use super::{StructureInput, Tree, TreeBuilder};
+use crate::ingest::tree::builder::{StructureInput, TreeBuilder};
 use crate::model::edu::Span;
+use crate::model::tree::Tree;
 use crate::model::tree::{Node, NodeKind};
 
 /// A tree builder that takes its structure from an outline in LingoEDU's format.

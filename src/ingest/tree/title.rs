@@ -1,6 +1,6 @@
 //! Extractive titles: a short span of a node's own text, never new words.
 
-use super::cohesion::TermVector;
+use crate::ingest::tree::cohesion::TermVector;
 use crate::model::edu::{Edu, EduKind, Span};
 
 /// Most words in an extractive title.
