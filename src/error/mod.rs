@@ -261,17 +261,36 @@ impl Error {
     /// True when the error is caused by the caller's input (exit code 1 in
     /// the CLI); false for internal failures (exit code 2).
     pub fn is_user_error(&self) -> bool {
-        !matches!(
+        // Listed, not excluded: a new variant is internal until added here.
+        matches!(
             self,
-            Error::Storage(_)
-                | Error::IndexBehind(_)
-                | Error::Corrupt { .. }
-                | Error::FullText(_)
-                | Error::Embedding(_)
-                | Error::Vectors(_)
-                | Error::Gpu(_)
-                | Error::Io { .. }
-                | Error::Invariant { .. }
+            Error::InvalidUtf8 { .. }
+                | Error::Binary { .. }
+                | Error::EmptyDocument { .. }
+                | Error::TooLarge { .. }
+                | Error::InvalidId { .. }
+                | Error::UnknownFormat(_)
+                | Error::NoSuchDocument(_)
+                | Error::EduRange { .. }
+                | Error::BadSearch { .. }
+                | Error::Input { .. }
+                | Error::Dataset { .. }
+                | Error::Usage(_)
+                | Error::NoStore(_)
+                | Error::Locked(_)
+                | Error::FormatVersion { .. }
+                | Error::NotAStore(_)
+                | Error::Query(_)
+                | Error::Cancelled
+                | Error::EmbedderMismatch { .. }
+                | Error::DagInput { .. }
+                | Error::InvalidSession { .. }
+                | Error::NoSuchSession(_)
+                | Error::NoSuchTurn { .. }
+                | Error::NoSuchTopic { .. }
+                | Error::EmptyTurn { .. }
+                | Error::SessionFull { .. }
+                | Error::TurnDocument { .. }
         )
     }
 }
