@@ -7,7 +7,8 @@
 
 #![cfg(unix)]
 
-mod common;
+#[path = "it/support.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -49,7 +50,7 @@ fn verify(db_path: &Path, rng: &mut StdRng) -> usize {
     assert_eq!(report.documents, metas.len());
     for _ in 0..metas.len().min(8) {
         let meta = &metas[rng.random_range(0..metas.len())];
-        let source: PathBuf = common::rfcs().join(format!("{}.md", meta.id));
+        let source: PathBuf = support::rfcs().join(format!("{}.md", meta.id));
         let text = std::fs::read_to_string(&source).unwrap();
         let stored = db.document(&meta.id).unwrap().to_document().unwrap();
         let complete = [Format::Markdown, Format::Text]
@@ -76,7 +77,7 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed);
     let mut rng = StdRng::seed_from_u64(seed);
-    let rfcs = common::rfcs().to_string_lossy().into_owned();
+    let rfcs = support::rfcs().to_string_lossy().into_owned();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("store");
     let mut partial_rounds = 0;
@@ -122,7 +123,7 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let total = edudb::sources::expand(&[common::rfcs()], None)
+    let total = edudb::sources::expand(&[support::rfcs()], None)
         .unwrap()
         .len();
     assert_eq!(verify(&db, &mut rng), total);
@@ -130,7 +131,7 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
 
 /// Turn texts: the paragraphs of one RFC, in order.
 fn turn_texts() -> Vec<String> {
-    let text = std::fs::read_to_string(common::rfcs().join("0002-rfc-process.md")).unwrap();
+    let text = std::fs::read_to_string(support::rfcs().join("0002-rfc-process.md")).unwrap();
     text.split("\n\n")
         .map(str::trim)
         .filter(|p| p.split_whitespace().count() >= 3)

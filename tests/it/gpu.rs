@@ -16,8 +16,6 @@
 //! - propagate: f32 sums in another order; scores stay within [0, 1] here:
 //!   |gpu − cpu| ≤ 1e-5.
 //! - top_k on exact inputs (steps = 0): identical lists.
-#![cfg(feature = "cuda")]
-
 use std::sync::OnceLock;
 
 use edudb::dag::aggregate::{self, AttentionWindow, NodeWeights, Segments, VectorWindow};

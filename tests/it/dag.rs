@@ -2,8 +2,6 @@
 //! documents, supplied attention, PROPAGATE, SHOW DAG and batched
 //! propagation over the whole store.
 
-mod common;
-
 use edudb::dag::aggregate::Segments;
 use edudb::dag::attention::ComputedAttention;
 use edudb::dag::ip::{EduVectors, ExtractiveIpMaker};
@@ -17,9 +15,11 @@ use edudb::{Db, Error, Format, IngestOptions, Params, Rows};
 use proptest::prelude::*;
 use tempfile::TempDir;
 
+use crate::support::rfcs;
+
 /// The largest RFCs (by bytes), so their DAGs have information-point levels.
 fn large_rfcs(count: usize) -> Vec<std::path::PathBuf> {
-    let mut files: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(common::rfcs())
+    let mut files: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(rfcs())
         .unwrap()
         .map(|e| e.unwrap().path())
         .map(|p| (std::fs::metadata(&p).unwrap().len(), p))

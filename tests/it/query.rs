@@ -2,12 +2,12 @@
 //! contract, EXPLAIN, parameters, prepared statements, and errors that
 //! point at the fault.
 
-mod common;
-
 use std::collections::HashSet;
 
 use edudb::{Db, Error, IngestOptions, Item, Params, QueryResult, Rows, Selection};
 use tempfile::TempDir;
+
+use crate::support::rfcs;
 
 const GARDEN: &str = "# Garden guide
 
@@ -39,7 +39,7 @@ fn store() -> (TempDir, Db) {
     };
     db.ingest_bytes("garden", GARDEN.as_bytes().to_vec(), markdown)
         .unwrap();
-    let mut sources = edudb::sources::expand(&[common::rfcs()], None).unwrap();
+    let mut sources = edudb::sources::expand(&[rfcs()], None).unwrap();
     sources.sort_by(|a, b| a.id.cmp(&b.id));
     sources.truncate(20);
     db.ingest(

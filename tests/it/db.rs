@@ -1,10 +1,10 @@
 //! Library-level behaviour of [`Db`]: ingest, replace, remove, search,
 //! catch-up of the derived index, locking, cancellation and bad input.
 
-mod common;
-
 use edudb::sources::{Origin, Source, expand};
 use edudb::{CancelToken, Db, Error, Format, IngestOptions, NoProgress, Progress, Rows};
+
+use crate::support::rfcs;
 
 fn source(id: &str, text: &str) -> Source {
     Source {
@@ -26,7 +26,7 @@ fn ingest(db: &Db, id: &str, text: &str) -> edudb::DocMeta {
 }
 
 fn rfc_sources(count: usize) -> Vec<Source> {
-    let mut all = expand(&[common::rfcs()], None).unwrap();
+    let mut all = expand(&[rfcs()], None).unwrap();
     all.truncate(count);
     all
 }

@@ -5,7 +5,7 @@
 use edudb::{Db, Error, IngestOptions, Params, Query};
 use proptest::prelude::*;
 
-const CORPUS: &str = include_str!("corpus/queries.txt");
+const CORPUS: &str = include_str!("../corpus/queries.txt");
 
 const PIECES: &[&str] = &[
     "SELECT",

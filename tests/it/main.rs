@@ -1,0 +1,19 @@
+//! The integration tests, as one binary: each module was once a binary of
+//! its own, and `support` holds what they share. The crash tests, which
+//! SIGKILL child processes, stay a binary of their own (`tests/crash.rs`).
+
+mod support;
+
+mod cli;
+mod console;
+mod dag;
+mod db;
+mod embedding_http;
+mod eval;
+mod fuzz;
+#[cfg(feature = "cuda")]
+mod gpu;
+mod memory;
+mod properties;
+mod query;
+mod vectors;
