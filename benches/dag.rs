@@ -19,14 +19,14 @@ use std::hint::black_box;
 use std::time::SystemTime;
 
 use criterion::Criterion;
-use edudb::dag::aggregate::{self, AttentionWindow, Segments, VectorWindow};
-use edudb::dag::attention::ComputedAttention;
-use edudb::dag::ip::{EduVectors, ExtractiveIpMaker};
-use edudb::dag::propagate::{self, PropagateOptions, PropagationGraph};
-use edudb::dag::{DagConfig, build};
-use edudb::device::Device;
-use edudb::embed::Embedder;
-use edudb::embed::hashed::HashedEmbedder;
+use edudb::compute::aggregate::{self, AttentionWindow, Segments, VectorWindow};
+use edudb::compute::device::Device;
+use edudb::compute::embed::Embedder;
+use edudb::compute::embed::hashed::HashedEmbedder;
+use edudb::compute::propagate::{self, PropagateOptions, PropagationGraph};
+use edudb::ingest::dag::attention::ComputedAttention;
+use edudb::ingest::dag::build::{DagConfig, build};
+use edudb::ingest::dag::ip::{EduVectors, ExtractiveIpMaker};
 use edudb::{Document, Format};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -108,7 +108,7 @@ fn bench_attention(c: &mut Criterion) {
             for (x, row) in matrix.chunks_exact_mut(tk).enumerate() {
                 let q = &queries[x * d..][..d];
                 for (y, cell) in row.iter_mut().enumerate() {
-                    *cell = edudb::embed::dot(q, &keys[y * d..][..d]) * scale;
+                    *cell = edudb::compute::embed::dot(q, &keys[y * d..][..d]) * scale;
                 }
                 let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let sum: f32 = row

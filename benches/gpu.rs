@@ -19,9 +19,9 @@ use std::time::Instant;
 
 use cudarc::cusparse::sys as cs;
 use cudarc::driver::{CudaSlice, DevicePtr, sys};
-use edudb::dag::aggregate::{self, Segments, VectorWindow};
-use edudb::dag::propagate::{self, PropagateOptions, PropagationGraph};
-use edudb::gpu::Gpu;
+use edudb::compute::aggregate::{self, Segments, VectorWindow};
+use edudb::compute::gpu::Gpu;
+use edudb::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

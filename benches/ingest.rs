@@ -22,7 +22,8 @@ const GROUP: &str = "ingest";
 
 fn corpus() -> Vec<Source> {
     let dir = common::shared_data().join("rust_rfcs/text");
-    let mut sources = edudb::sources::expand(&[dir], None).expect("RFC corpus in ../shared/data");
+    let mut sources =
+        edudb::ingest::sources::expand(&[dir], None).expect("RFC corpus in ../shared/data");
     sources.sort_by(|a, b| a.id.cmp(&b.id));
     sources.truncate(FILES);
     sources

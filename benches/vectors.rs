@@ -14,9 +14,9 @@ mod common;
 use std::time::{Instant, SystemTime};
 
 use criterion::Throughput;
-use edudb::embed::Embedder;
-use edudb::embed::hashed::{DEFAULT_DIMENSION, HashedEmbedder};
-use edudb::vectors::EF_SEARCH;
+use edudb::compute::embed::Embedder;
+use edudb::compute::embed::hashed::{DEFAULT_DIMENSION, HashedEmbedder};
+use edudb::storage::vectors::EF_SEARCH;
 use edudb::{Db, Target};
 
 const GROUP: &str = "vectors";
@@ -148,7 +148,7 @@ fn main() {
             let mut scored: Vec<(f32, usize)> = matrix
                 .chunks_exact(DEFAULT_DIMENSION)
                 .enumerate()
-                .map(|(i, row)| (edudb::embed::dot(row, &q), i))
+                .map(|(i, row)| (edudb::compute::embed::dot(row, &q), i))
                 .collect();
             scored.select_nth_unstable_by(K, |a, b| b.0.total_cmp(&a.0));
             scored.truncate(K);

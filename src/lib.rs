@@ -15,23 +15,25 @@
 //! # Ok(()) }
 //! ```
 
+#[doc(hidden)]
 pub mod compute;
-/// Old paths of the DAG modules, kept while the layers move.
-pub mod dag {
-    pub use crate::compute::{aggregate, propagate};
-    pub use crate::ingest::dag::build::{DagConfig, build};
-    pub use crate::ingest::dag::{attention, ip, supplied};
-    pub use crate::model::dag::*;
-}
+#[doc(hidden)]
 pub mod db;
 mod engine;
+#[doc(hidden)]
 pub mod error;
 pub mod eval;
+#[doc(hidden)]
 pub mod ingest;
+#[doc(hidden)]
 pub mod memory;
+#[doc(hidden)]
 pub mod model;
+#[doc(hidden)]
 pub mod progress;
+#[doc(hidden)]
 pub mod query;
+#[doc(hidden)]
 pub mod storage;
 
 pub use db::Db;
@@ -52,13 +54,9 @@ pub use model::tree::{Node, NodeKind};
 pub use progress::{CancelToken, NoProgress, Progress};
 pub use query::{Item, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
 
-// Old paths, kept while the layers move.
-#[cfg(feature = "cuda")]
-pub use compute::gpu;
-pub use compute::{device, embed};
+pub use compute::embed::{Embedder, EmbedderConfig};
+pub use ingest::dag::attention::AttentionSource;
+pub use ingest::dag::ip::IpMaker;
 pub use ingest::sources::Source;
 pub use ingest::tree::TreeBuilder;
-pub use ingest::{layout, segment, sources, tree};
 pub use model::tree::Tree;
-pub use model::{document, rank, tokens};
-pub use storage::{fulltext, store, vectors};

@@ -123,7 +123,7 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let total = edudb::sources::expand(&[support::rfcs()], None)
+    let total = edudb::ingest::sources::expand(&[support::rfcs()], None)
         .unwrap()
         .len();
     assert_eq!(verify(&db, &mut rng), total);

@@ -45,7 +45,7 @@ pub fn passage_documents(corpus: &str, prefix: &str) -> Vec<edudb::Source> {
             }
             edudb::Source {
                 id: format!("{prefix}/{i:04}"),
-                origin: edudb::sources::Origin::Bytes(markdown.into_bytes()),
+                origin: edudb::ingest::sources::Origin::Bytes(markdown.into_bytes()),
             }
         })
         .collect()
@@ -56,7 +56,7 @@ pub fn passage_documents(corpus: &str, prefix: &str) -> Vec<edudb::Source> {
 #[allow(dead_code)] // Not every bench binary uses every helper.
 pub fn markdown_store(dir: &Path, more: Vec<edudb::Source>) -> (edudb::Db, edudb::IngestReport) {
     let db = edudb::Db::create(dir.join("store")).unwrap();
-    let mut sources = edudb::sources::expand(&[shared_data().join("rust_rfcs/text")], None)
+    let mut sources = edudb::ingest::sources::expand(&[shared_data().join("rust_rfcs/text")], None)
         .expect("RFC corpus in ../shared/data");
     sources.extend(more);
     let markdown = edudb::IngestOptions {

@@ -3,7 +3,7 @@
 //! EDUs with coordinates, a search, a query, a DAG level and an agent's
 //! session about the RFCs. Needs nothing outside the binary.
 
-use edudb::sources::{Origin, Source};
+use edudb::ingest::sources::{Origin, Source};
 use edudb::{CancelToken, Db, Format, IngestOptions, Placement, Role};
 
 use std::io::Write;

@@ -111,7 +111,7 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 pub fn run(
     out: &mut dyn Write,
     command: &EvalCommand,
-    embedder: Option<edudb::embed::EmbedderConfig>,
+    embedder: Option<edudb::compute::embed::EmbedderConfig>,
     as_json: bool,
     quiet: bool,
 ) -> Result<(), Failure> {
@@ -221,12 +221,12 @@ pub fn run(
             }
         }
         EvalCommand::Structure { paths } => {
-            let sources = edudb::sources::expand(paths, None)?;
+            let sources = edudb::ingest::sources::expand(paths, None)?;
             let mut scores: Vec<Recovery> = Vec::new();
             let bars = Bars::new(quiet || as_json);
             edudb::Progress::start(&bars, "structure", sources.len() as u64);
             for source in &sources {
-                let edudb::sources::Origin::File(path) = &source.origin else {
+                let edudb::ingest::sources::Origin::File(path) = &source.origin else {
                     continue;
                 };
                 let bytes = std::fs::read(path).map_err(io_error(path))?;

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use edudb::embed::EmbedderConfig;
-use edudb::embed::http::HttpConfig;
+use edudb::compute::embed::EmbedderConfig;
+use edudb::compute::embed::http::HttpConfig;
 use edudb::{CancelToken, Db, Error, Format, IngestOptions, OpenOptions, Params};
 use serde_json::json;
 
@@ -51,7 +51,7 @@ struct EmbedderArgs {
     #[arg(long, global = true, env = "EDUDB_EMBEDDER", value_enum)]
     embedder: Option<EmbedderKind>,
     /// Vector length of the hashed embedder.
-    #[arg(long, global = true, default_value_t = edudb::embed::hashed::DEFAULT_DIMENSION)]
+    #[arg(long, global = true, default_value_t = edudb::compute::embed::hashed::DEFAULT_DIMENSION)]
     embed_dimension: usize,
     /// Base URL of the embedding server, e.g. http://127.0.0.1:8080/v1.
     #[arg(long, global = true, env = "EDUDB_EMBED_URL")]
@@ -288,7 +288,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             format,
             lossy,
         } => {
-            let sources = edudb::sources::expand(paths, id.as_deref())?;
+            let sources = edudb::ingest::sources::expand(paths, id.as_deref())?;
             let db = cli.open(true)?;
             let options = IngestOptions {
                 format: *format,
@@ -313,7 +313,10 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
         } => {
             let db = cli.open(false)?;
             if let Some(path) = attention {
-                db.reweight_dag(doc, &edudb::dag::supplied::SuppliedAttention::read(path)?)?;
+                db.reweight_dag(
+                    doc,
+                    &edudb::ingest::dag::supplied::SuppliedAttention::read(path)?,
+                )?;
             }
             let listing = db.dag_listing(doc, *level)?;
             if *dot {

@@ -6,8 +6,8 @@
 use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
-use edudb::dag::DagListing;
 use edudb::memory::SummaryText;
+use edudb::model::dag::DagListing;
 use edudb::query::Output;
 use edudb::{
     ContextKind, DocMeta, EduText, IngestReport, QueryResult, Rows, SearchHit, Selection,

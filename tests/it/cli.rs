@@ -790,7 +790,7 @@ fn auto_placement_and_bulleted_context_through_the_cli() {
         );
         let mut total = 0;
         for item in context["items"].as_array().unwrap() {
-            let tokens = u64::from(edudb::tokens::count(item["text"].as_str().unwrap()));
+            let tokens = u64::from(edudb::model::tokens::count(item["text"].as_str().unwrap()));
             assert!(tokens <= item["tokens"].as_u64().unwrap(), "{item}");
             total += tokens;
         }

@@ -2,15 +2,16 @@
 //! documents, supplied attention, PROPAGATE, SHOW DAG and batched
 //! propagation over the whole store.
 
-use edudb::dag::aggregate::Segments;
-use edudb::dag::attention::ComputedAttention;
-use edudb::dag::ip::{EduVectors, ExtractiveIpMaker};
-use edudb::dag::propagate::{PropagateOptions, PropagationGraph, propagate};
-use edudb::dag::supplied::{SuppliedAttention, SuppliedWindow};
-use edudb::dag::{Dag, DagConfig, WEIGHT_SUM_TOLERANCE};
-use edudb::device::Device;
-use edudb::embed::Embedder;
-use edudb::embed::hashed::HashedEmbedder;
+use edudb::compute::aggregate::Segments;
+use edudb::compute::device::Device;
+use edudb::compute::embed::Embedder;
+use edudb::compute::embed::hashed::HashedEmbedder;
+use edudb::compute::propagate::{PropagateOptions, PropagationGraph, propagate};
+use edudb::ingest::dag::attention::ComputedAttention;
+use edudb::ingest::dag::build::DagConfig;
+use edudb::ingest::dag::ip::{EduVectors, ExtractiveIpMaker};
+use edudb::ingest::dag::supplied::{SuppliedAttention, SuppliedWindow};
+use edudb::model::dag::{Dag, WEIGHT_SUM_TOLERANCE};
 use edudb::{Db, Error, Format, IngestOptions, Params, Rows};
 use proptest::prelude::*;
 use tempfile::TempDir;
@@ -74,7 +75,7 @@ fn check_dag(dag: &Dag, doc: &edudb::Document) -> Result<(), String> {
             }
         }
         // Only a point with no words (so no tokens to attend from) lacks edges.
-        let has_words = !edudb::embed::hashed::words(&text).is_empty();
+        let has_words = !edudb::compute::embed::hashed::words(&text).is_empty();
         if node.level > 1 && dag.edges_of(i).next().is_none() && has_words {
             return Err(format!("information point {i} has no edges"));
         }
@@ -148,7 +149,7 @@ proptest! {
         let edu_texts: Vec<&str> = doc.edus.iter().map(|e| &doc.text[e.start as usize..e.end as usize]).collect();
         let vectors: Vec<f32> = embedder.embed(&edu_texts).unwrap().concat();
         let config = DagConfig { chunk_tokens, window_tokens, ..DagConfig::default() };
-        let dag = edudb::dag::build(
+        let dag = edudb::ingest::dag::build::build(
             &doc,
             &EduVectors { values: &vectors, dimension: 64 },
             &config,

@@ -1,7 +1,7 @@
 //! Library-level behaviour of [`Db`]: ingest, replace, remove, search,
 //! catch-up of the derived index, locking, cancellation and bad input.
 
-use edudb::sources::{Origin, Source, expand};
+use edudb::ingest::sources::{Origin, Source, expand};
 use edudb::{CancelToken, Db, Error, Format, IngestOptions, NoProgress, Progress, Rows};
 
 use crate::support::rfcs;

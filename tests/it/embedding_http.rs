@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use edudb::embed::http::{HttpConfig, HttpEmbedder};
-use edudb::embed::{EmbedError, Embedder, EmbedderConfig, dot};
+use edudb::compute::embed::http::{HttpConfig, HttpEmbedder};
+use edudb::compute::embed::{EmbedError, Embedder, EmbedderConfig, dot};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------
@@ -412,7 +412,7 @@ fn fake_vector(text: &str) -> Vec<f32> {
 }
 
 fn normalised(mut v: Vec<f32>) -> Vec<f32> {
-    edudb::embed::normalise(&mut v);
+    edudb::compute::embed::normalise(&mut v);
     v
 }
 

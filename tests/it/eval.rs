@@ -377,7 +377,9 @@ fn chunks_tile_each_document_and_selection_keeps_the_budget() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let embedder = edudb::embed::EmbedderConfig::default().build().unwrap();
+    let embedder = edudb::compute::embed::EmbedderConfig::default()
+        .build()
+        .unwrap();
     for (i, baseline) in [
         Baseline::Bm25Chunks(100),
         Baseline::VectorChunks(200),

@@ -18,9 +18,9 @@
 //! - top_k on exact inputs (steps = 0): identical lists.
 use std::sync::OnceLock;
 
-use edudb::dag::aggregate::{self, AttentionWindow, NodeWeights, Segments, VectorWindow};
-use edudb::dag::propagate::{self, PropagateOptions, PropagationGraph};
-use edudb::gpu::{self, Gpu};
+use edudb::compute::aggregate::{self, AttentionWindow, NodeWeights, Segments, VectorWindow};
+use edudb::compute::gpu::{self, Gpu};
+use edudb::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -434,7 +434,7 @@ fn context_text_never_holds_more_tokens_than_counted() {
     for turn in &dialogue.turns {
         let text = db.document(&turn.doc).unwrap().text().unwrap().to_owned();
         let span = &text[turn.bytes[0] as usize..turn.bytes[1] as usize];
-        assert_eq!(u64::from(edudb::tokens::count(span)), turn.tokens);
+        assert_eq!(u64::from(edudb::model::tokens::count(span)), turn.tokens);
     }
     let history = db
         .session_context("lists", u64::MAX)
@@ -445,7 +445,7 @@ fn context_text_never_holds_more_tokens_than_counted() {
         let mut recounted = 0u64;
         for item in &context.items {
             // Recount the text returned, not the stated counts.
-            let tokens = u64::from(edudb::tokens::count(&item.text));
+            let tokens = u64::from(edudb::model::tokens::count(&item.text));
             assert!(
                 tokens <= item.tokens,
                 "{budget}: {item:?} has {tokens} tokens"
@@ -583,7 +583,7 @@ fn summaries_are_spans_of_their_turns_and_updated_incrementally() {
             // Its tokens are those of exactly its text.
             let text = db.document(doc).unwrap().text().unwrap().to_owned();
             let span = &text[pick.bytes[0] as usize..pick.bytes[1] as usize];
-            assert_eq!(edudb::tokens::count(span), pick.tokens);
+            assert_eq!(edudb::model::tokens::count(span), pick.tokens);
         }
     };
     for branch in &after.branches {

@@ -3,8 +3,8 @@
 //! word of the prose; tree spans nest and tile; no node is too wide.
 
 use edudb::ingest::analyze;
-use edudb::segment::{MIN_CLAUSE_WORDS, split_edus};
-use edudb::tree::MAX_FANOUT;
+use edudb::ingest::segment::{MIN_CLAUSE_WORDS, split_edus};
+use edudb::ingest::tree::MAX_FANOUT;
 use edudb::{Document, Format};
 use proptest::prelude::*;
 
@@ -19,7 +19,7 @@ fn check_document(doc: &Document) -> Result<(), TestCaseError> {
         prop_assert!(doc.text.is_char_boundary(start) && doc.text.is_char_boundary(end));
         let slice = &doc.text[start..end];
         prop_assert_eq!(slice, slice.trim(), "EDU {} is not trimmed", index);
-        prop_assert_eq!(edu.tokens, edudb::tokens::count(slice));
+        prop_assert_eq!(edu.tokens, edudb::model::tokens::count(slice));
         previous_end = end;
     }
     doc.tree

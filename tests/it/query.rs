@@ -39,7 +39,7 @@ fn store() -> (TempDir, Db) {
     };
     db.ingest_bytes("garden", GARDEN.as_bytes().to_vec(), markdown)
         .unwrap();
-    let mut sources = edudb::sources::expand(&[rfcs()], None).unwrap();
+    let mut sources = edudb::ingest::sources::expand(&[rfcs()], None).unwrap();
     sources.sort_by(|a, b| a.id.cmp(&b.id));
     sources.truncate(20);
     db.ingest(

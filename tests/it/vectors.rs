@@ -3,8 +3,8 @@
 //! recovery, embedder identity, and ingest that never half-writes when
 //! embedding fails.
 
-use edudb::embed::EmbedderConfig;
-use edudb::embed::http::HttpConfig;
+use edudb::compute::embed::EmbedderConfig;
+use edudb::compute::embed::http::HttpConfig;
 use edudb::{Db, Error, Format, IngestOptions, Item, OpenOptions, Params, Rows};
 use tempfile::TempDir;
 
