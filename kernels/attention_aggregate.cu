@@ -318,7 +318,7 @@ extern "C" __global__ void sum_query_tiles(const Window* __restrict__ windows,
 // window's key tokens into attention[w.attention + x·Tk + y]; segment_mean
 // then aggregates the materialised matrix. Kept as the baseline the fused
 // kernel is measured against (benches/gpu.rs) and as an independent
-// cross-check of it (tests/gpu.rs); rows of tokens in no query node are
+// cross-check of it (tests/it/gpu.rs); rows of tokens in no query node are
 // neither written nor read.
 //
 // Launch: one block of 256 threads per query tile (as fused_attention),

@@ -64,7 +64,7 @@ impl fmt::Display for Placement {
 /// whose cosines between unrelated English turns sit around 0.03–0.12
 /// (shared function words and character n-grams) and between turns on one
 /// subject around 0.15–0.35 (measured on the travel dialogue in
-/// `tests/memory.rs`); a semantic embedder may want other values.
+/// `tests/it/memory.rs`); a semantic embedder may want other values.
 pub const CONTINUE_THRESHOLD: f32 = 0.15;
 /// Switch to another topic only when the new turn's cosine to its centroid
 /// is at least this. A heuristic for the hashed embedder, like
