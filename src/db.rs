@@ -36,8 +36,8 @@ pub struct Db {
 }
 
 impl Db {
-    /// Opens an existing store; [`Error::NoStore`] when the directory is
-    /// absent or empty, [`Error::NotAStore`] when it holds something else.
+    /// Opens an existing store; [`crate::Error::NoStore`] when the directory is
+    /// absent or empty, [`crate::Error::NotAStore`] when it holds something else.
     pub fn open(dir: impl AsRef<Path>) -> Result<Db> {
         Db::open_with(dir, &OpenOptions::default())
     }
@@ -54,7 +54,7 @@ impl Db {
     }
 
     /// Opens (or, with `options.create`, creates) the store at `dir` with
-    /// the given embedder; [`Error::EmbedderMismatch`] when the store's
+    /// the given embedder; [`crate::Error::EmbedderMismatch`] when the store's
     /// vectors were made by a different one.
     pub fn open_with(dir: impl AsRef<Path>, options: &OpenOptions) -> Result<Db> {
         Ok(Db {
@@ -84,7 +84,7 @@ impl Db {
 
     /// Sets how many candidates a vector-graph search explores, at least
     /// (default [`crate::storage::vectors::EF_SEARCH`]), for this `Db`'s lifetime;
-    /// loads the index if needed. See [`VectorIndex::set_search_effort`].
+    /// loads the index if needed. See [`crate::storage::vectors::VectorIndex::set_search_effort`].
     pub fn set_vector_search_effort(&self, candidates: usize) -> Result<()> {
         self.engine.set_vector_search_effort(candidates)
     }
@@ -104,7 +104,7 @@ impl Db {
     /// its id). Inputs with bad content (invalid UTF-8, binary, empty) are
     /// reported in [`IngestReport::failures`] while the rest go on; storage
     /// failures stop the run. On cancellation, documents already written
-    /// stay, and [`Error::Cancelled`] is returned.
+    /// stay, and [`crate::Error::Cancelled`] is returned.
     pub fn ingest(
         &self,
         sources: &[Source],
@@ -127,7 +127,7 @@ impl Db {
     }
 
     /// Deletes document `id` completely (records and index entries). A
-    /// session's turn is refused ([`Error::TurnDocument`]): turns go with
+    /// session's turn is refused ([`crate::Error::TurnDocument`]): turns go with
     /// their session ([`Db::remove_session`]).
     pub fn remove(&self, id: &str) -> Result<()> {
         self.engine.remove(id)
@@ -272,7 +272,7 @@ impl Db {
     /// updated dialogue record in one atomic batch; it becomes the current
     /// turn. What [`crate::memory::check_turn_input`] refuses (a bad
     /// session id, blank, oversized or binary text), text with no words to
-    /// index ([`Error::EmptyTurn`]), and an unknown session, topic or turn
+    /// index ([`crate::Error::EmptyTurn`]), and an unknown session, topic or turn
     /// for [`Placement::Topic`]/[`Placement::Fork`] are errors that write
     /// nothing.
     pub fn append_turn(
@@ -285,7 +285,7 @@ impl Db {
         memory::session::append_turn(&self.engine, session, role, text, placement)
     }
 
-    /// Session `id`'s stored dialogue record, or [`Error::NoSuchSession`].
+    /// Session `id`'s stored dialogue record, or [`crate::Error::NoSuchSession`].
     pub fn dialogue(&self, id: &str) -> Result<Dialogue> {
         memory::session::dialogue(&self.engine, id)
     }

@@ -17,8 +17,7 @@
 
 #[doc(hidden)]
 pub mod compute;
-#[doc(hidden)]
-pub mod db;
+mod db;
 mod engine;
 #[doc(hidden)]
 pub mod error;
@@ -36,27 +35,34 @@ pub mod query;
 #[doc(hidden)]
 pub mod storage;
 
+pub use compute::dag_index::DagIndex;
+pub use compute::device::Device;
+pub use compute::embed::http::HttpConfig;
+pub use compute::embed::{Embedder, EmbedderConfig};
+pub use compute::propagate::PropagateOptions;
 pub use db::Db;
 pub use engine::OpenOptions;
 pub use engine::dag_index::DagHit;
 pub use engine::reads::{CheckReport, EduText, SearchHit, Stats};
 pub use engine::write::{IngestFailure, IngestReport};
-pub use error::{Error, Result};
+pub use error::{EmbedError, Error, Result};
+pub use ingest::dag::attention::AttentionSource;
+pub use ingest::dag::ip::IpMaker;
+pub use ingest::dag::supplied::SuppliedAttention;
 pub use ingest::pipeline::IngestOptions;
+pub use ingest::sources::Source;
+pub use ingest::tree::TreeBuilder;
 pub use memory::{
     ContextItem, ContextKind, Placement, Role, SessionContext, SessionMeta, SessionView,
     TurnReceipt,
 };
+pub use model::dag::{Dag, DagListing};
+pub use model::dialogue::Dialogue;
 pub use model::document::{DocMeta, Document, Format};
 pub use model::edu::{Edu, EduKind, Span};
 pub use model::rank::{RankedHit, Target};
-pub use model::tree::{Node, NodeKind};
+pub use model::tree::{Node, NodeKind, Tree};
 pub use progress::{CancelToken, NoProgress, Progress};
-pub use query::{Item, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
-
-pub use compute::embed::{Embedder, EmbedderConfig};
-pub use ingest::dag::attention::AttentionSource;
-pub use ingest::dag::ip::IpMaker;
-pub use ingest::sources::Source;
-pub use ingest::tree::TreeBuilder;
-pub use model::tree::Tree;
+pub use query::{Item, Param, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
+pub use storage::store::StoredDoc;
+pub use storage::vectors::VectorCounts;

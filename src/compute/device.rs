@@ -1,6 +1,7 @@
 //! Which device runs the batched arithmetic (attention aggregation at
 //! ingest, score propagation at query time): the CPU reference
-//! implementations in [`crate::dag`], or CUDA kernels when the crate is
+//! implementations in [`crate::compute::aggregate`] and
+//! [`crate::compute::propagate`], or CUDA kernels when the crate is
 //! built with the `cuda` feature and a GPU with its driver and NVRTC is
 //! present at run time.
 //!

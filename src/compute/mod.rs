@@ -1,7 +1,7 @@
 //! Arithmetic over records, with no storage: the embedders (text →
 //! vectors, [`embed`]), the CPU reference arithmetic of the DAG
 //! ([`aggregate`]: attention from token to node level; [`propagate`]:
-//! batched score propagation and top-k), the CUDA side ([`gpu`], feature
+//! batched score propagation and top-k), the CUDA side (`gpu`, feature
 //! `cuda`) and the [`device::Device`] that picks between them. The CPU
 //! functions are the oracles the kernels are tested against. This layer
 //! imports only `model` and `error`.

@@ -27,7 +27,7 @@ pub struct DagHit {
 }
 
 impl Engine {
-    /// The work of [`crate::Engine::dag_index`].
+    /// The work of [`crate::Db::dag_index`].
     pub(crate) fn dag_index(&self) -> Result<Arc<DagIndex>> {
         let mut cached = self
             .dag_index
@@ -52,7 +52,7 @@ impl Engine {
         Ok(index)
     }
 
-    /// The work of [`crate::Engine::propagate_batch`].
+    /// The work of [`crate::Db::propagate_batch`].
     pub(crate) fn propagate_batch(
         &self,
         seeds: &[f32],
@@ -94,7 +94,7 @@ impl Engine {
             .collect())
     }
 
-    /// The work of [`crate::Engine::propagate_texts`].
+    /// The work of [`crate::Db::propagate_texts`].
     pub(crate) fn propagate_texts(
         &self,
         queries: &[&str],

@@ -249,7 +249,7 @@ impl Engine {
         loaded.unwrap_or_else(|| VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR)))
     }
 
-    /// The work of [`crate::Engine::set_vector_search_effort`].
+    /// The work of [`crate::Db::set_vector_search_effort`].
     pub(crate) fn set_vector_search_effort(&self, candidates: usize) -> Result<()> {
         self.with_vector_index(|index| {
             index.set_search_effort(candidates);
@@ -257,7 +257,7 @@ impl Engine {
         })
     }
 
-    /// The work of [`crate::Engine::vector_counts`].
+    /// The work of [`crate::Db::vector_counts`].
     pub(crate) fn vector_counts(&self) -> Result<VectorCounts> {
         Ok(self
             .vector_index()?
@@ -266,7 +266,7 @@ impl Engine {
             .unwrap_or_default())
     }
 
-    /// The work of [`crate::Engine::reindex`].
+    /// The work of [`crate::Db::reindex`].
     pub(crate) fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<()> {
         let mut fulltext = self.fulltext_writer();
         self.recover_index(&mut fulltext)?;

@@ -19,16 +19,14 @@ use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::compute::dag_index::DagIndex;
 use crate::compute::device::Device;
 use crate::compute::embed::{Embedder, EmbedderConfig};
-use crate::engine::cache::DEFAULT_CACHE_BYTES;
+use crate::engine::cache::{DEFAULT_CACHE_BYTES, DocumentCache};
 use crate::error::{Error, Result};
 use crate::storage::fulltext::{FullText, FullTextReader};
 use crate::storage::store::Store;
 use crate::storage::vectors::VectorIndex;
-
-use crate::compute::dag_index::DagIndex;
-use crate::engine::cache::DocumentCache;
 
 const LOCK_FILE: &str = "LOCK";
 const STORE_DIR: &str = "sled";
@@ -73,7 +71,7 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
-/// How [`Db::open_with`] opens a store.
+/// How [`crate::Db::open_with`] opens a store.
 #[derive(Debug, Clone, Default)]
 pub struct OpenOptions {
     /// Create the store when the directory is absent or empty.
@@ -85,7 +83,7 @@ pub struct OpenOptions {
 }
 
 impl Engine {
-    /// Opens (or creates) the store at `dir`: see [`crate::Engine::open_with`].
+    /// Opens (or creates) the store at `dir`: see [`crate::Db::open_with`].
     pub(crate) fn open(dir: impl AsRef<Path>, options: &OpenOptions) -> Result<Engine> {
         let dir = dir.as_ref();
         let create = options.create;
@@ -148,7 +146,7 @@ impl Engine {
             }
         };
         let (embedder, embedder_config) = store_embedder(&store, options.embedder.as_ref())?;
-        let db = Engine {
+        let engine = Engine {
             dir: dir.to_owned(),
             store,
             reader: fulltext.reader(),
@@ -162,11 +160,11 @@ impl Engine {
             fulltext_behind: Default::default(),
             _lock: lock,
         };
-        db.catch_up(rebuild)?;
-        Ok(db)
+        engine.catch_up(rebuild)?;
+        Ok(engine)
     }
 
-    /// The work of [`crate::Engine::path`].
+    /// The work of [`crate::Db::path`].
     pub(crate) fn path(&self) -> &Path {
         &self.dir
     }
@@ -189,17 +187,17 @@ impl Engine {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The work of [`crate::Engine::embedder`].
+    /// The work of [`crate::Db::embedder`].
     pub(crate) fn embedder(&self) -> &dyn Embedder {
         self.embedder.as_ref()
     }
 
-    /// The work of [`crate::Engine::embedder_config`].
+    /// The work of [`crate::Db::embedder_config`].
     pub(crate) fn embedder_config(&self) -> &EmbedderConfig {
         &self.embedder_config
     }
 
-    /// The work of [`crate::Engine::device`].
+    /// The work of [`crate::Db::device`].
     pub(crate) fn device(&self) -> &Device {
         self.device.get_or_init(Device::detect)
     }

@@ -77,7 +77,7 @@ pub struct Stats {
     pub tokenizer: &'static str,
 }
 
-/// Result of [`Db::check`].
+/// Result of [`crate::Db::check`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CheckReport {
     /// Documents whose records were validated (session turns included).
@@ -128,12 +128,12 @@ impl Engine {
         Ok(dag)
     }
 
-    /// The work of [`crate::Engine::set_document_cache_bytes`].
+    /// The work of [`crate::Db::set_document_cache_bytes`].
     pub(crate) fn set_document_cache_bytes(&self, bytes: usize) {
         self.cache.set_capacity(bytes);
     }
 
-    /// The work of [`crate::Engine::document_cache_usage`].
+    /// The work of [`crate::Db::document_cache_usage`].
     pub(crate) fn document_cache_usage(&self) -> (usize, usize) {
         self.cache.usage()
     }
@@ -143,7 +143,7 @@ impl Engine {
         Ok(self.embedder.embed(&[text])?.pop().unwrap_or_default())
     }
 
-    /// The work of [`crate::Engine::nearest`].
+    /// The work of [`crate::Db::nearest`].
     pub(crate) fn nearest(
         &self,
         text: &str,
@@ -163,12 +163,12 @@ impl Engine {
         }
     }
 
-    /// The work of [`crate::Engine::dag`].
+    /// The work of [`crate::Db::dag`].
     pub(crate) fn dag(&self, id: &str) -> Result<Dag> {
         Ok(self.cached_document(id)?.dag.clone())
     }
 
-    /// The work of [`crate::Engine::dag_listing`].
+    /// The work of [`crate::Db::dag_listing`].
     pub(crate) fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<DagListing> {
         let loaded = self.cached_document(id)?;
         Ok(loaded.dag.listing(&loaded.document, level))
@@ -187,26 +187,26 @@ impl Engine {
         ))
     }
 
-    /// The work of [`crate::Engine::documents`].
+    /// The work of [`crate::Db::documents`].
     pub(crate) fn documents(&self) -> Result<Vec<DocMeta>> {
         let mut metas = self.store.metas()?;
         metas.retain(|m| !is_turn_id(&m.id));
         Ok(metas)
     }
 
-    /// The work of [`crate::Engine::document`].
+    /// The work of [`crate::Db::document`].
     pub(crate) fn document(&self, id: &str) -> Result<StoredDoc> {
         self.store
             .get(id)?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
     }
 
-    /// The work of [`crate::Engine::tree`].
+    /// The work of [`crate::Db::tree`].
     pub(crate) fn tree(&self, id: &str) -> Result<Tree> {
         Ok(self.document(id)?.to_document()?.tree)
     }
 
-    /// The work of [`crate::Engine::edus`].
+    /// The work of [`crate::Db::edus`].
     pub(crate) fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Vec<EduText>> {
         let stored = self.document(id)?;
         let edus = stored.edus()?;
@@ -237,7 +237,7 @@ impl Engine {
             .collect())
     }
 
-    /// The work of [`crate::Engine::search`].
+    /// The work of [`crate::Db::search`].
     pub(crate) fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
         let hits = self.reader.search(query, limit)?;
         let mut docs: HashMap<String, StoredDoc> = HashMap::new();
@@ -280,7 +280,7 @@ impl Engine {
         Ok(out)
     }
 
-    /// The work of [`crate::Engine::stats`].
+    /// The work of [`crate::Db::stats`].
     pub(crate) fn stats(&self) -> Result<Stats> {
         let metas = self.store.metas()?;
         let turns = metas.iter().filter(|m| is_turn_id(&m.id)).count() as u64;
@@ -300,7 +300,7 @@ impl Engine {
         })
     }
 
-    /// The work of [`crate::Engine::check`].
+    /// The work of [`crate::Db::check`].
     pub(crate) fn check(&self) -> Result<CheckReport> {
         let documents = self.store.check()?;
         let fulltext = self.fulltext_writer();

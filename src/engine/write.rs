@@ -58,7 +58,7 @@ impl IngestReport {
     }
 }
 
-/// What a write under [`Db::write`] changed in the store.
+/// What a write under [`Engine::write`] changed in the store.
 #[derive(Debug, Default)]
 pub(crate) struct Written {
     /// Documents written (replacing any with their ids).
@@ -68,7 +68,7 @@ pub(crate) struct Written {
 }
 
 impl Engine {
-    /// The work of [`crate::Engine::ingest`].
+    /// The work of [`crate::Db::ingest`].
     pub(crate) fn ingest(
         &self,
         sources: &[Source],
@@ -143,7 +143,7 @@ impl Engine {
         Ok(report)
     }
 
-    /// The work of [`crate::Engine::ingest_bytes`].
+    /// The work of [`crate::Db::ingest_bytes`].
     pub(crate) fn ingest_bytes(
         &self,
         id: &str,
@@ -168,7 +168,7 @@ impl Engine {
         }
     }
 
-    /// The work of [`crate::Engine::remove`].
+    /// The work of [`crate::Db::remove`].
     pub(crate) fn remove(&self, id: &str) -> Result<()> {
         if let Some((session, turn)) = crate::model::ids::parse_turn_id(id) {
             return Err(Error::TurnDocument {
@@ -268,7 +268,7 @@ impl Engine {
         prepare_text(id, text, format, self.embedder.as_ref(), self.device())
     }
 
-    /// The work of [`crate::Engine::reweight_dag`].
+    /// The work of [`crate::Db::reweight_dag`].
     pub(crate) fn reweight_dag(&self, id: &str, supplied: &SuppliedAttention) -> Result<()> {
         let fulltext = self.fulltext_writer();
         let loaded = self.cached_document(id)?;

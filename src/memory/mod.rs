@@ -32,8 +32,7 @@ pub(crate) mod session;
 pub mod summary;
 
 pub use context::{ContextItem, ContextKind, SessionContext};
-pub use placement::Placement;
-pub use placement::{BranchChoice, Decision, TopicChoice};
+pub use placement::{BranchChoice, Decision, Placement, TopicChoice};
 pub use session::{TurnReceipt, check_turn_input};
 
 pub use crate::model::dialogue::{

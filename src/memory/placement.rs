@@ -32,7 +32,7 @@ use crate::model::dialogue::Dialogue;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Placement {
-    /// Decided from similarities (see [`placement`]).
+    /// Decided from similarities (see [`crate::memory::placement`]).
     #[default]
     Auto,
     /// A child of the current turn, on its branch.

@@ -19,8 +19,8 @@ use crate::model::ids::{turn_doc_id, validate_session_id};
 
 /// Checks a turn before anything is stored: the session id
 /// ([`validate_session_id`]), the text as ingest checks any input (size
-/// limit, NUL bytes; [`crate::ingest::pipeline::check_bytes`]), and text that is not
-/// blank ([`Error::EmptyTurn`]).
+/// limit, NUL bytes; [`crate::ingest::pipeline::check_bytes`]), and text
+/// that is not blank ([`Error::EmptyTurn`]).
 pub fn check_turn_input(session: &str, text: &str) -> Result<()> {
     validate_session_id(session)?;
     crate::ingest::pipeline::check_bytes(&format!("session {session}"), text.as_bytes())?;
@@ -32,7 +32,7 @@ pub fn check_turn_input(session: &str, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// What [`Db::append_turn`] did: where the turn went and why.
+/// What [`crate::Db::append_turn`] did: where the turn went and why.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TurnReceipt {
     /// The session id.
