@@ -7,6 +7,8 @@
 
 #![cfg(unix)]
 
+// The integration tests' helpers; these tests use only some of them.
+#[allow(dead_code)]
 #[path = "it/support.rs"]
 mod support;
 
@@ -116,12 +118,7 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
         partial_rounds >= ROUNDS / 2,
         "only {partial_rounds} rounds were killed mid-run"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .arg("--db")
-        .arg(&db)
-        .args(["ingest", "-q", rfcs.as_str()])
-        .output()
-        .unwrap();
+    let out = support::edudb(&db, &["ingest", "-q", rfcs.as_str()]);
     assert!(out.status.success());
     let total = edudb::ingest::sources::expand(&[support::rfcs()], None)
         .unwrap()

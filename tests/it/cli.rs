@@ -1,30 +1,19 @@
 //! End-to-end tests of the `edudb` binary: JSON shapes, exit codes, and
 //! error messages.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-fn edudb(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
+use crate::support::{demo_dir, edudb, edudb_with_stdin, shared_data, stderr, text};
 
+/// Runs `edudb --db DB ARGS --json`, which must succeed, and parses its output.
 fn json(db: &Path, args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
     let out = edudb(db, &all);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -38,29 +27,6 @@ fn sorted_keys(value: &Value) -> Vec<&str> {
         .collect();
     keys.sort();
     keys
-}
-
-/// Runs `edudb --db DB ARGS` with `input` on its standard input.
-fn edudb_with_stdin(db: &Path, args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A store with a small directory of documents ingested.
@@ -367,7 +333,7 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
 #[test]
 fn eval_converts_runs_and_reports_tables_json_plots_and_observations() {
     let dir = tempfile::tempdir().unwrap();
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/hotpotqa");
+    let data = shared_data().join("hotpotqa");
     let questions = data.join("hipporag_hotpotqa_train100.json");
     let jsonl = dir.path().join("hotpot.jsonl");
     let db = dir.path().join("unused");
@@ -383,7 +349,7 @@ fn eval_converts_runs_and_reports_tables_json_plots_and_observations() {
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("100 documents, 100 questions"));
+    assert!(text(&out).contains("100 documents, 100 questions"));
     // Keep three questions (each follows its document) to stay quick.
     let text = std::fs::read_to_string(&jsonl).unwrap();
     let small = dir.path().join("three.jsonl");
@@ -467,7 +433,7 @@ fn eval_converts_runs_and_reports_tables_json_plots_and_observations() {
 #[test]
 fn eval_structure_scores_heading_recovery() {
     let db = Path::new("unused");
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/demo/0002-rfc-process.md");
+    let demo = demo_dir().join("0002-rfc-process.md");
     let report = json(db, &["eval", "structure", demo.to_str().unwrap()]);
     assert_eq!(report["summary"]["documents"], 1);
     let doc = &report["documents"][0];
@@ -482,11 +448,8 @@ fn eval_structure_scores_heading_recovery() {
 fn dag_lists_nodes_and_edges_as_json_and_dot() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("store");
-    let demo = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/src/demo/2585-unsafe-block-in-unsafe-fn.md"
-    );
-    json(&db, &["ingest", demo]);
+    let demo = demo_dir().join("2585-unsafe-block-in-unsafe-fn.md");
+    json(&db, &["ingest", demo.to_str().unwrap()]);
     let id = "2585-unsafe-block-in-unsafe-fn";
     let dag = json(&db, &["dag", id]);
     let nodes = dag["nodes"].as_array().unwrap();

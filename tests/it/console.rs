@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 use rexpect::reader::Options;
 use rexpect::session::{PtySession, spawn_with_options};
 
+use crate::support::{edudb, edudb_with_stdin, stderr, text};
+
 /// Seconds any one expected output may take to appear.
 const TIMEOUT_MS: u64 = 30_000;
 
@@ -29,13 +31,8 @@ fn store() -> (tempfile::TempDir, PathBuf) {
     )
     .unwrap();
     let db = dir.path().join("store");
-    let status = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .args(["--db", db.to_str().unwrap(), "ingest", "-q"])
-        .arg(&docs)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let out = edudb(&db, &["ingest", "-q", docs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
     (dir, db)
 }
 
@@ -189,12 +186,8 @@ fn colour_on_a_terminal_and_off_with_no_color_or_a_pipe() {
         .write_all(b"SHOW TREE doc('alpha');\nSHOW DOCS")
         .unwrap();
     let out = piped.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(stdout.contains("└── "), "{stdout}");
     assert!(
         stdout.contains("beta"),
@@ -210,25 +203,8 @@ fn colour_on_a_terminal_and_off_with_no_color_or_a_pipe() {
 #[test]
 fn a_piped_script_with_an_error_exits_1() {
     let (_dir, db) = store();
-    let mut piped = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .args(["--db", db.to_str().unwrap(), "console"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    piped
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"SHOW TREE doc('gamma');\nSHOW DOCS;\n")
-        .unwrap();
-    let out = piped.wait_with_output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let out = edudb_with_stdin(&db, &["console"], b"SHOW TREE doc('gamma');\nSHOW DOCS;\n");
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr.contains("gamma"), "{stderr}");
-    assert!(
-        String::from_utf8(out.stdout).unwrap().contains("alpha"),
-        "later statements still run"
-    );
+    assert!(stderr(&out).contains("gamma"), "{}", stderr(&out));
+    assert!(text(&out).contains("alpha"), "later statements still run");
 }

@@ -16,7 +16,7 @@ use edudb::{Db, Error, Format, IngestOptions, Params, Rows};
 use proptest::prelude::*;
 use tempfile::TempDir;
 
-use crate::support::rfcs;
+use crate::support::{markdown, rfcs, selection, store};
 
 /// The largest RFCs (by bytes), so their DAGs have information-point levels.
 fn large_rfcs(count: usize) -> Vec<std::path::PathBuf> {
@@ -34,9 +34,9 @@ fn large_rfcs(count: usize) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// A store holding the files at `paths`, each under its file stem.
 fn store_with(paths: &[std::path::PathBuf]) -> (TempDir, Db) {
-    let dir = TempDir::new().unwrap();
-    let db = Db::create(dir.path().join("db")).unwrap();
+    let (dir, db) = store();
     for path in paths {
         let id = path.file_stem().unwrap().to_str().unwrap();
         db.ingest_bytes(id, std::fs::read(path).unwrap(), IngestOptions::default())
@@ -115,13 +115,6 @@ fn rfc_dags_are_valid_multi_level_and_extractive() {
         "large RFCs have information points"
     );
     assert_eq!(db.check().unwrap().documents, 6);
-}
-
-fn markdown() -> IngestOptions {
-    IngestOptions {
-        format: Some(Format::Markdown),
-        ..IngestOptions::default()
-    }
 }
 
 proptest! {
@@ -479,8 +472,7 @@ fn batched_propagation_equals_each_query_alone() {
 
 #[test]
 fn small_documents_have_only_chunks_and_propagate_still_answers() {
-    let dir = TempDir::new().unwrap();
-    let db = Db::create(dir.path().join("db")).unwrap();
+    let (_dir, db) = store();
     db.ingest_bytes(
         "tiny",
         b"# Tiny\n\nOne short sentence here. Another one.".to_vec(),
@@ -490,14 +482,9 @@ fn small_documents_have_only_chunks_and_propagate_still_answers() {
     let dag = db.dag("tiny").unwrap();
     assert_eq!(dag.top_level(), 1);
     assert!(dag.targets.is_empty());
-    let result = db
-        .query(
-            "SELECT FROM * SEED BM25('short sentence') PROPAGATE LIMIT 3",
-            &Params::new(),
-        )
-        .unwrap();
-    let Rows::Selection(selection) = result.rows else {
-        panic!("a selection")
-    };
-    assert!(!selection.items.is_empty());
+    let found = selection(
+        &db,
+        "SELECT FROM * SEED BM25('short sentence') PROPAGATE LIMIT 3",
+    );
+    assert!(!found.items.is_empty());
 }

@@ -1,10 +1,10 @@
 //! Library-level behaviour of [`Db`]: ingest, replace, remove, search,
 //! catch-up of the derived index, locking, cancellation and bad input.
 
-use edudb::ingest::sources::{Origin, Source, expand};
-use edudb::{CancelToken, Db, Error, Format, IngestOptions, NoProgress, Progress, Rows};
+use edudb::ingest::sources::{Origin, Source};
+use edudb::{CancelToken, Db, Error, Format, IngestOptions, NoProgress, Progress};
 
-use crate::support::rfcs;
+use crate::support::{ingest_markdown, ingest_rfcs, markdown, rfc_sources, selection, store};
 
 fn source(id: &str, text: &str) -> Source {
     Source {
@@ -13,30 +13,11 @@ fn source(id: &str, text: &str) -> Source {
     }
 }
 
-fn markdown() -> IngestOptions {
-    IngestOptions {
-        format: Some(Format::Markdown),
-        lossy: false,
-    }
-}
-
-fn ingest(db: &Db, id: &str, text: &str) -> edudb::DocMeta {
-    db.ingest_bytes(id, text.as_bytes().to_vec(), markdown())
-        .unwrap()
-}
-
-fn rfc_sources(count: usize) -> Vec<Source> {
-    let mut all = expand(&[rfcs()], None).unwrap();
-    all.truncate(count);
-    all
-}
-
 #[test]
 fn ingest_then_browse_with_exact_coordinates() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(dir.path()).unwrap();
+    let (_dir, db) = store();
     let text = "# Guide\n\nSled stores the records. Tantivy indexes them.\n\n## Lists\n\n- first item\n- second item\n";
-    let meta = ingest(&db, "guide", text);
+    let meta = ingest_markdown(&db, "guide", text);
     assert_eq!(
         (meta.id.as_str(), meta.title.as_str(), meta.bytes),
         ("guide", "Guide", text.len() as u64)
@@ -81,14 +62,13 @@ fn ingest_then_browse_with_exact_coordinates() {
 
 #[test]
 fn search_finds_edus_and_section_titles_with_coordinates() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(dir.path()).unwrap();
-    ingest(
+    let (_dir, db) = store();
+    ingest_markdown(
         &db,
         "a",
         "# Borrowing\n\nThe borrow checker rejects aliasing. Lifetimes are inferred.\n",
     );
-    ingest(&db, "b", "# Other\n\nNothing relevant lives here.\n");
+    ingest_markdown(&db, "b", "# Other\n\nNothing relevant lives here.\n");
     let hits = db.search("lifetimes", 10).unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(
@@ -106,10 +86,9 @@ fn search_finds_edus_and_section_titles_with_coordinates() {
 
 #[test]
 fn replace_and_remove_update_every_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(dir.path()).unwrap();
-    ingest(&db, "doc", "Zebras graze on the plain.");
-    ingest(&db, "doc", "Giraffes browse the acacias.");
+    let (_dir, db) = store();
+    ingest_markdown(&db, "doc", "Zebras graze on the plain.");
+    ingest_markdown(&db, "doc", "Giraffes browse the acacias.");
     assert!(db.search("zebras", 10).unwrap().is_empty());
     assert_eq!(db.search("giraffes", 10).unwrap().len(), 1);
     assert_eq!(db.documents().unwrap().len(), 1);
@@ -126,13 +105,7 @@ fn data_and_index_survive_reopen_and_a_lost_index_is_rebuilt() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = Db::create(dir.path()).unwrap();
-        db.ingest(
-            &rfc_sources(5),
-            IngestOptions::default(),
-            &NoProgress,
-            &CancelToken::new(),
-        )
-        .unwrap();
+        ingest_rfcs(&db, 5);
     }
     let before = {
         let db = Db::open(dir.path()).unwrap();
@@ -206,8 +179,7 @@ impl Progress for CancelAfter {
 
 #[test]
 fn cancellation_keeps_whole_documents_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(dir.path()).unwrap();
+    let (_dir, db) = store();
     let sources = rfc_sources(30);
     let cancelled = CancelToken::new();
     cancelled.cancel();
@@ -235,8 +207,7 @@ fn cancellation_keeps_whole_documents_only() {
 
 #[test]
 fn bad_inputs_fail_alone_with_clear_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(dir.path()).unwrap();
+    let (_dir, db) = store();
     let mut invalid = b"line one\nline two has \xff here".to_vec();
     invalid.extend_from_slice(b" and more");
     let sources = vec![
@@ -326,8 +297,7 @@ fn bad_inputs_fail_alone_with_clear_errors() {
 
 #[test]
 fn ten_thousand_nested_lists_are_bounded() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(dir.path()).unwrap();
+    let (_dir, db) = store();
     let markdown_lists = format!("{}deep\n", "- ".repeat(10_000));
     let html_lists = format!("{}deep", "<ul><li>x".repeat(10_000));
     for (id, text, format) in [
@@ -358,8 +328,7 @@ fn a_fifty_megabyte_document_is_ingested_whole() {
     while text.len() < 50 << 20 {
         text.push_str(&corpus);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(dir.path()).unwrap();
+    let (_dir, db) = store();
     let meta = db
         .ingest_bytes("big", text.clone().into_bytes(), markdown())
         .unwrap();
@@ -380,7 +349,7 @@ fn a_fifty_megabyte_document_is_ingested_whole() {
 fn a_change_stored_before_the_index_fails_says_so_and_is_not_lost() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(dir.path()).unwrap();
-    ingest(&db, "kept", "# Kept\n\nThe first document stays.\n");
+    ingest_markdown(&db, "kept", "# Kept\n\nThe first document stays.\n");
     // Take the full-text directory away under the open index: its next
     // commit cannot write (even as root), after the store has the change.
     let index_dir = dir.path().join("fulltext");
@@ -402,11 +371,7 @@ fn a_change_stored_before_the_index_fails_says_so_and_is_not_lost() {
     std::fs::rename(&moved, &index_dir).unwrap();
     let found = |db: &Db, words: &str| {
         let statement = format!("SELECT FROM session('s') SEED BM25('{words}') LIMIT 1");
-        let result = db.query(&statement, &edudb::Params::new()).unwrap();
-        let edudb::Rows::Selection(found) = result.rows else {
-            panic!()
-        };
-        found.items.len()
+        selection(db, &statement).items.len()
     };
     // The next write in the same process commits the index past the
     // missed change only after replaying it: both turns are searchable.
@@ -420,16 +385,7 @@ fn a_change_stored_before_the_index_fails_says_so_and_is_not_lost() {
     assert_eq!(db.dialogue("s").unwrap().turns.len(), 2);
     assert_eq!(found(&db, "where otters sleep"), 1);
     db.check().unwrap();
-    let Rows::Selection(both) = db
-        .query(
-            "SELECT FROM session('s') SEED BM25('otters') LIMIT 5",
-            &edudb::Params::new(),
-        )
-        .unwrap()
-        .rows
-    else {
-        panic!()
-    };
+    let both = selection(&db, "SELECT FROM session('s') SEED BM25('otters') LIMIT 5");
     let turns: std::collections::HashSet<&str> =
         both.items.iter().map(|i| i.doc.as_str()).collect();
     assert_eq!(turns.len(), 2, "{:?}", both.items);

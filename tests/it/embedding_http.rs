@@ -19,6 +19,8 @@ use edudb::compute::embed::http::{HttpConfig, HttpEmbedder};
 use edudb::compute::embed::{EmbedError, Embedder, EmbedderConfig, dot};
 use serde_json::{Value, json};
 
+use crate::support::{ingest_markdown, selection};
+
 // ---------------------------------------------------------------------------
 // Against the real model server
 
@@ -136,10 +138,8 @@ fn real_server_close_meanings_score_closer() {
 
 /// The first document a query's selection returns, if any.
 fn top_doc(db: &edudb::Db, statement: &str) -> Option<String> {
-    match db.query(statement, &edudb::Params::new()).unwrap().rows {
-        edudb::Rows::Selection(selection) => selection.items.first().map(|i| i.doc.clone()),
-        other => panic!("expected a selection, got {other:?}"),
-    }
+    let found = selection(db, statement);
+    found.items.first().map(|i| i.doc.clone())
 }
 
 #[test]
@@ -168,13 +168,8 @@ fn real_server_hybrid_finds_a_paraphrase_that_bm25_misses() {
             "# Kitchen\n\n## Bread\n\nKnead the dough, let it rise, then bake my loaf in a hot oven.\n",
         ),
     ];
-    let markdown = edudb::IngestOptions {
-        format: Some(edudb::Format::Markdown),
-        ..edudb::IngestOptions::default()
-    };
     for (id, text) in docs {
-        db.ingest_bytes(id, text.as_bytes().to_vec(), markdown)
-            .unwrap();
+        ingest_markdown(&db, id, text);
     }
     assert!(db.embedder().identity().contains("all-MiniLM-L6-v2"));
     let question = "How do I reset my password?";

@@ -13,9 +13,7 @@ use edudb::eval::{self, EvalOptions, Method};
 use edudb::{CancelToken, Error, Format, NoProgress};
 use proptest::prelude::*;
 
-fn shared_data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
-}
+use crate::support::{demo_dir, shared_data};
 
 fn write(dir: &Path, name: &str, lines: &[&str]) -> PathBuf {
     let path = dir.join(name);
@@ -340,7 +338,7 @@ fn summaries_have_seeded_intervals_around_the_mean_and_pair_with_the_best_baseli
 }
 
 fn corpus_documents() -> Vec<edudb::Document> {
-    std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/demo"))
+    std::fs::read_dir(demo_dir())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "md"))

@@ -5,6 +5,8 @@
 use edudb::{Db, Error, IngestOptions, Params, Query};
 use proptest::prelude::*;
 
+use crate::support;
+
 const CORPUS: &str = include_str!("../corpus/queries.txt");
 
 const PIECES: &[&str] = &[
@@ -92,8 +94,7 @@ fn corpus() -> Vec<&'static str> {
 }
 
 fn store() -> (tempfile::TempDir, Db) {
-    let dir = tempfile::TempDir::new().unwrap();
-    let db = Db::create(dir.path().join("db")).unwrap();
+    let (dir, db) = support::store();
     db.ingest_bytes(
         "garden",
         b"# Garden\n\nWater the soil. Prune in winter.\n\n## Roses\n\nRoses like sun and water.\n"

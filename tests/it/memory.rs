@@ -11,6 +11,8 @@ use edudb::{Db, Error, IngestOptions, Params, Rows};
 use proptest::prelude::*;
 use tempfile::TempDir;
 
+use crate::support::{selection, selection_with, store};
+
 /// Turns of a family travel dialogue (after the Context-Agent paper's
 /// travel example), all on one topic.
 const TRAVEL: [(Role, &str); 4] = [
@@ -36,12 +38,6 @@ const TRAVEL: [(Role, &str); 4] = [
 const PYTHON: &str = "Could you recommend some Python libraries for parsing JSON files quickly?";
 /// A turn clearly back on the travel topic.
 const BACK_TO_TRAVEL: &str = "Regarding Thailand instead of Japan, how should our family of three handle visas for the winter trip?";
-
-fn store() -> (TempDir, Db) {
-    let dir = TempDir::new().unwrap();
-    let db = Db::create(dir.path().join("db")).unwrap();
-    (dir, db)
-}
 
 fn travel(db: &Db, session: &str) {
     for (role, text) in TRAVEL {
@@ -102,10 +98,7 @@ fn turns_get_coordinates_and_stay_out_of_document_listings() {
         "SELECT FROM docs('*') SEED BM25('Japan') LIMIT 50",
         "SELECT FROM * SEED HYBRID('winter Japan hot springs', 0.5) LIMIT 50",
     ] {
-        let selection = db.query(statement, &Params::new()).unwrap();
-        let Rows::Selection(selection) = selection.rows else {
-            panic!()
-        };
+        let selection = selection(&db, statement);
         assert!(!selection.items.is_empty(), "{statement}");
         assert!(
             selection.items.iter().all(|i| i.doc == "guide"),
@@ -619,12 +612,7 @@ fn session_scope_queries_only_that_sessions_turns_in_order() {
     )
     .unwrap();
     let trip: Vec<String> = (0..4).map(|n| turn_doc_id("trip", n)).collect();
-    let run = |statement: &str| {
-        let Rows::Selection(s) = db.query(statement, &Params::new()).unwrap().rows else {
-            panic!()
-        };
-        s.items
-    };
+    let run = |statement: &str| selection(&db, statement).items;
     // Without a seed: every turn, chronological (turn ids sort in order).
     let all = run("SELECT FROM session('trip') ORDER BY POSITION BUDGET 100000 TOKENS");
     let docs: Vec<&str> = all.iter().map(|i| i.doc.as_str()).collect();
@@ -976,16 +964,11 @@ fn a_store_of_mostly_turns_answers_vector_searches_over_documents_exactly() {
         );
     }
     // The session's own vectors are found through its scope.
-    let Rows::Selection(found) = db
-        .query(
-            "SELECT FROM session('trip') SEED NEAR($q) ORDER BY SCORE LIMIT 5",
-            &Params::new().text("q", query),
-        )
-        .unwrap()
-        .rows
-    else {
-        panic!()
-    };
+    let found = selection_with(
+        &db,
+        "SELECT FROM session('trip') SEED NEAR($q) ORDER BY SCORE LIMIT 5",
+        &Params::new().text("q", query),
+    );
     assert_eq!(found.items.len(), 5);
     assert!(
         found

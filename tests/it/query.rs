@@ -4,10 +4,10 @@
 
 use std::collections::HashSet;
 
-use edudb::{Db, Error, IngestOptions, Item, Params, QueryResult, Rows, Selection};
+use edudb::{Db, Error, IngestOptions, Item, Params, QueryResult, Rows};
 use tempfile::TempDir;
 
-use crate::support::rfcs;
+use crate::support::{self, ingest_markdown, ingest_rfcs, selection, selection_with};
 
 const GARDEN: &str = "# Garden guide
 
@@ -30,38 +30,17 @@ Prune roses in late winter while they are dormant. Always cut just above an outw
 Compost feeds the soil with organic matter. Turn the heap every few weeks to keep it aerobic.
 ";
 
+/// A store holding `GARDEN` and the first 20 RFCs.
 fn store() -> (TempDir, Db) {
-    let dir = TempDir::new().unwrap();
-    let db = Db::create(dir.path().join("db")).unwrap();
-    let markdown = IngestOptions {
-        format: Some(edudb::Format::Markdown),
-        ..IngestOptions::default()
-    };
-    db.ingest_bytes("garden", GARDEN.as_bytes().to_vec(), markdown)
-        .unwrap();
-    let mut sources = edudb::ingest::sources::expand(&[rfcs()], None).unwrap();
-    sources.sort_by(|a, b| a.id.cmp(&b.id));
-    sources.truncate(20);
-    db.ingest(
-        &sources,
-        IngestOptions::default(),
-        &edudb::NoProgress,
-        &edudb::CancelToken::new(),
-    )
-    .unwrap();
+    let (dir, db) = support::store();
+    ingest_markdown(&db, "garden", GARDEN);
+    ingest_rfcs(&db, 20);
     (dir, db)
 }
 
 fn run(db: &Db, statement: &str) -> QueryResult {
     db.query(statement, &Params::new())
         .unwrap_or_else(|e| panic!("{statement}: {e}"))
-}
-
-fn selection(db: &Db, statement: &str) -> Selection {
-    match run(db, statement).rows {
-        Rows::Selection(selection) => selection,
-        other => panic!("{statement}: not a selection: {other:?}"),
-    }
 }
 
 fn query_error(db: &Db, statement: &str) -> edudb::QueryError {
@@ -330,13 +309,7 @@ fn parameters_bind_values_and_prepared_statements_rerun() {
         .text("doc", "garden")
         .text("q", "compost heap")
         .number("1", 3.0);
-    let Rows::Selection(bound) = db
-        .query("SELECT FROM doc($doc) SEED BM25($q) LIMIT $1", &params)
-        .unwrap()
-        .rows
-    else {
-        panic!()
-    };
+    let bound = selection_with(&db, "SELECT FROM doc($doc) SEED BM25($q) LIMIT $1", &params);
     assert_eq!(bound, literal);
     // Quotes in parameters are data, never syntax.
     let tricky = Params::new().text("q", "it's ') LIMIT 1 --");
@@ -681,8 +654,7 @@ fn the_keyword_list_is_the_documented_grammar() {
 
 #[test]
 fn queries_see_replaced_and_removed_documents() {
-    let dir = TempDir::new().unwrap();
-    let db = Db::create(dir.path().join("db")).unwrap();
+    let (_dir, db) = support::store();
     let text = |words: &str| format!("# Notes\n\n{words} grow in the garden.\n").into_bytes();
     db.ingest_bytes("notes", text("Tomatoes"), IngestOptions::default())
         .unwrap();

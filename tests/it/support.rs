@@ -1,19 +1,125 @@
-//! Shared by the integration tests: the real evaluation data beside the
-//! repository (`../shared/data`), which CI provides at the same place.
+//! Shared by the integration tests (and the crash tests): the real
+//! evaluation data beside the repository (`../shared/data`, which CI
+//! provides at the same place), temporary stores, and the `edudb` binary.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use edudb::ingest::sources::{Source, expand};
+use edudb::{CancelToken, Db, DocMeta, Format, IngestOptions, NoProgress, Params, Rows, Selection};
+use tempfile::TempDir;
+
+/// The shared data directory, `../shared/data`.
+pub fn shared_data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
+}
 
 /// The Rust RFC corpus (Markdown files); panics with a clear message when
 /// `../shared` is not beside the repository.
 pub fn rfcs() -> PathBuf {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/rust_rfcs/text"
-    ));
+    let dir = shared_data().join("rust_rfcs/text");
     assert!(
         dir.is_dir(),
         "test data missing: {} (../shared must sit beside the repository)",
         dir.display()
     );
     dir
+}
+
+/// The demo documents shipped in `src/demo`.
+pub fn demo_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/demo")
+}
+
+/// The first `count` RFCs, by id.
+pub fn rfc_sources(count: usize) -> Vec<Source> {
+    let mut sources = expand(&[rfcs()], None).unwrap();
+    sources.sort_by(|a, b| a.id.cmp(&b.id));
+    sources.truncate(count);
+    sources
+}
+
+/// Ingests the first `count` RFCs, format detected.
+pub fn ingest_rfcs(db: &Db, count: usize) {
+    let sources = rfc_sources(count);
+    db.ingest(
+        &sources,
+        IngestOptions::default(),
+        &NoProgress,
+        &CancelToken::new(),
+    )
+    .unwrap();
+}
+
+/// An empty store, `db` in a temporary directory.
+pub fn store() -> (TempDir, Db) {
+    let dir = TempDir::new().unwrap();
+    let db = Db::create(dir.path().join("db")).unwrap();
+    (dir, db)
+}
+
+/// Ingest options that read the input as Markdown.
+pub fn markdown() -> IngestOptions {
+    IngestOptions {
+        format: Some(Format::Markdown),
+        ..IngestOptions::default()
+    }
+}
+
+/// Ingests `text` as Markdown under `id`.
+pub fn ingest_markdown(db: &Db, id: &str, text: &str) -> DocMeta {
+    db.ingest_bytes(id, text.as_bytes().to_vec(), markdown())
+        .unwrap()
+}
+
+/// The selection a statement without parameters returns.
+pub fn selection(db: &Db, statement: &str) -> Selection {
+    selection_with(db, statement, &Params::new())
+}
+
+/// The selection a statement returns; panics naming the statement otherwise.
+pub fn selection_with(db: &Db, statement: &str, params: &Params) -> Selection {
+    let result = db
+        .query(statement, params)
+        .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    match result.rows {
+        Rows::Selection(selection) => selection,
+        other => panic!("{statement}: not a selection: {other:?}"),
+    }
+}
+
+/// Runs `edudb --db DB ARGS`.
+pub fn edudb(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs `edudb --db DB ARGS` with `input` on its standard input.
+pub fn edudb_with_stdin(db: &Path, args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A run's standard output.
+pub fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A run's standard error.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -3,17 +3,10 @@
 //! recovery, embedder identity, and ingest that never half-writes when
 //! embedding fails.
 
-use edudb::compute::embed::EmbedderConfig;
-use edudb::compute::embed::http::HttpConfig;
-use edudb::{Db, Error, Format, IngestOptions, Item, OpenOptions, Params, Rows};
+use edudb::{Db, EmbedderConfig, Error, HttpConfig, Item, OpenOptions, Params};
 use tempfile::TempDir;
 
-fn markdown() -> IngestOptions {
-    IngestOptions {
-        format: Some(Format::Markdown),
-        ..IngestOptions::default()
-    }
-}
+use crate::support::{self, ingest_markdown, markdown, selection, selection_with};
 
 const TOPICS: [(&str, &str); 4] = [
     (
@@ -34,21 +27,13 @@ const TOPICS: [(&str, &str); 4] = [
     ),
 ];
 
+/// A store holding the `TOPICS`.
 fn store() -> (TempDir, Db) {
-    let dir = TempDir::new().unwrap();
-    let db = Db::create(dir.path().join("db")).unwrap();
+    let (dir, db) = support::store();
     for (id, text) in TOPICS {
-        db.ingest_bytes(id, text.as_bytes().to_vec(), markdown())
-            .unwrap();
+        ingest_markdown(&db, id, text);
     }
     (dir, db)
-}
-
-fn selection(db: &Db, statement: &str, params: &Params) -> Vec<Item> {
-    match db.query(statement, params).unwrap().rows {
-        Rows::Selection(selection) => selection.items,
-        other => panic!("expected a selection, got {other:?}"),
-    }
 }
 
 fn docs_of(items: &[Item]) -> Vec<&str> {
@@ -58,11 +43,12 @@ fn docs_of(items: &[Item]) -> Vec<&str> {
 #[test]
 fn near_ranks_the_matching_document_first() {
     let (_dir, db) = store();
-    let items = selection(
+    let items = selection_with(
         &db,
         "SELECT FROM * SEED NEAR($q) ORDER BY SCORE LIMIT 3",
         &Params::new().text("q", "watering tomatoes in the morning"),
-    );
+    )
+    .items;
     assert_eq!(items[0].doc, "garden", "{items:#?}");
     assert!(items[0].text.contains("tomatoes"));
     assert!(items.iter().all(|i| i.score <= items[0].score));
@@ -74,45 +60,45 @@ fn a_typo_that_bm25_misses_is_found_by_hybrid() {
     // "recieve" and "exponentail" are misspelt: no BM25 term matches, but
     // they share most character n-grams with "receive" and "exponential".
     let params = Params::new().text("q", "recieve exponentail bakoff");
-    let bm25 = selection(&db, "SELECT FROM * SEED BM25($q) LIMIT 3", &params);
+    let bm25 = selection_with(&db, "SELECT FROM * SEED BM25($q) LIMIT 3", &params).items;
     assert!(bm25.is_empty(), "{bm25:#?}");
-    let hybrid = selection(
+    let hybrid = selection_with(
         &db,
         "SELECT FROM * SEED HYBRID($q, 0.5) ORDER BY SCORE LIMIT 3",
         &params,
-    );
+    )
+    .items;
     assert_eq!(hybrid[0].doc, "network", "{hybrid:#?}");
     assert!(hybrid[0].text.contains("exponential backoff"));
 }
 
 #[test]
 fn near_inside_a_document_scope_returns_only_that_document() {
-    let dir = TempDir::new().unwrap();
-    let db = Db::create(dir.path().join("db")).unwrap();
+    let (_dir, db) = support::store();
     // Many documents about the same thing, and one small target: a graph
     // search filtered to it would struggle; the exact path must not.
     for i in 0..60 {
         let text = format!(
             "# Note {i}\n\nThe gas giant Jupiter has many moons. Planet number {i} orbits the sun.\n"
         );
-        db.ingest_bytes(&format!("planets-{i:02}"), text.into_bytes(), markdown())
-            .unwrap();
+        ingest_markdown(&db, &format!("planets-{i:02}"), &text);
     }
-    db.ingest_bytes("tiny", TOPICS[0].1.as_bytes().to_vec(), markdown())
-        .unwrap();
+    ingest_markdown(&db, "tiny", TOPICS[0].1);
     let params = Params::new().text("q", "Jupiter moons planet");
-    let scoped = selection(
+    let scoped = selection_with(
         &db,
         "SELECT FROM doc('tiny') SEED NEAR($q) ORDER BY SCORE LIMIT 5",
         &params,
-    );
+    )
+    .items;
     assert!(!scoped.is_empty());
     assert!(docs_of(&scoped).iter().all(|&d| d == "tiny"), "{scoped:#?}");
-    let globbed = selection(
+    let globbed = selection_with(
         &db,
         "SELECT FROM docs('planets-0*') SEED NEAR($q) ORDER BY SCORE LIMIT 50",
         &params,
-    );
+    )
+    .items;
     assert!(!globbed.is_empty());
     assert!(docs_of(&globbed).iter().all(|d| d.starts_with("planets-0")));
 }
@@ -122,20 +108,19 @@ fn replaced_and_removed_documents_leave_no_vectors_in_results() {
     let (_dir, db) = store();
     let query = "SELECT FROM * SEED NEAR($q) ORDER BY SCORE LIMIT 20";
     let jupiter = Params::new().text("q", "Jupiter gas giant moons");
-    assert!(docs_of(&selection(&db, query, &jupiter)).contains(&"astronomy"));
+    assert!(docs_of(&selection_with(&db, query, &jupiter).items).contains(&"astronomy"));
     db.remove("astronomy").unwrap();
-    let after_remove = selection(&db, query, &jupiter);
+    let after_remove = selection_with(&db, query, &jupiter).items;
     assert!(!docs_of(&after_remove).contains(&"astronomy"));
 
     let bread = Params::new().text("q", "knead the dough and bake bread");
-    assert!(docs_of(&selection(&db, query, &bread)).contains(&"kitchen"));
-    db.ingest_bytes(
+    assert!(docs_of(&selection_with(&db, query, &bread).items).contains(&"kitchen"));
+    ingest_markdown(
+        &db,
         "kitchen",
-        b"# Kitchen\n\nWash the dishes after dinner.\n".to_vec(),
-        markdown(),
-    )
-    .unwrap();
-    let replaced = selection(&db, query, &bread);
+        "# Kitchen\n\nWash the dishes after dinner.\n",
+    );
+    let replaced = selection_with(&db, query, &bread).items;
     assert!(
         replaced.iter().all(|i| !i.text.contains("dough")),
         "{replaced:#?}"
@@ -150,19 +135,15 @@ fn the_index_persists_and_rebuilds_when_damaged() {
     let first = {
         let db = Db::create(&path).unwrap();
         for (id, text) in TOPICS {
-            db.ingest_bytes(id, text.as_bytes().to_vec(), markdown())
-                .unwrap();
+            ingest_markdown(&db, id, text);
         }
-        selection(&db, query, &Params::new())
+        selection(&db, query).items
     };
     assert_eq!(first[0].doc, "kitchen");
     let counts = Db::open(&path).unwrap().vector_counts().unwrap();
     assert!(counts.nodes > 0 && counts.edus > 0, "{counts:?}");
     // Reopened from the dump: same answers.
-    assert_eq!(
-        selection(&Db::open(&path).unwrap(), query, &Params::new()),
-        first
-    );
+    assert_eq!(selection(&Db::open(&path).unwrap(), query).items, first);
     // A damaged dump is detected by its checksum and rebuilt from the
     // store, never handed to hnsw_rs.
     let data = path.join("vectors/edus.hnsw.data");
@@ -170,14 +151,11 @@ fn the_index_persists_and_rebuilds_when_damaged() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     std::fs::write(&data, bytes).unwrap();
-    assert_eq!(
-        selection(&Db::open(&path).unwrap(), query, &Params::new()),
-        first
-    );
+    assert_eq!(selection(&Db::open(&path).unwrap(), query).items, first);
     // Lost entirely: rebuilt too.
     std::fs::remove_dir_all(path.join("vectors")).unwrap();
     let db = Db::open(&path).unwrap();
-    assert_eq!(selection(&db, query, &Params::new()), first);
+    assert_eq!(selection(&db, query).items, first);
     assert_eq!(db.vector_counts().unwrap(), counts);
 }
 
@@ -188,8 +166,7 @@ fn ingest_defers_the_graph_until_a_vector_search_needs_it() {
     {
         let db = Db::create(&path).unwrap();
         for (id, text) in TOPICS {
-            db.ingest_bytes(id, text.as_bytes().to_vec(), markdown())
-                .unwrap();
+            ingest_markdown(&db, id, text);
         }
         let report = db.check().unwrap();
         assert_eq!(report.vector_graph_change, 0, "ingest built the graph");
@@ -201,8 +178,8 @@ fn ingest_defers_the_graph_until_a_vector_search_needs_it() {
     let items = selection(
         &db,
         "SELECT FROM * SEED NEAR('Jupiter moons') ORDER BY SCORE LIMIT 1",
-        &Params::new(),
-    );
+    )
+    .items;
     assert_eq!(docs_of(&items), ["astronomy"]);
     let report = db.check().unwrap();
     assert_eq!(report.vector_graph_change, report.last_change);
@@ -221,15 +198,14 @@ fn ingest_defers_the_graph_until_a_vector_search_needs_it() {
     let items = selection(
         &db,
         "SELECT FROM * SEED NEAR('Jupiter moons') ORDER BY SCORE LIMIT 4",
-        &Params::new(),
-    );
+    )
+    .items;
     assert!(!docs_of(&items).contains(&"astronomy"), "{items:#?}");
 }
 
 #[test]
 fn a_search_effort_beyond_the_store_size_matches_exact_search() {
-    let dir = TempDir::new().unwrap();
-    let db = Db::create(dir.path().join("db")).unwrap();
+    let (_dir, db) = support::store();
     let words = [
         "river", "stone", "lamp", "violin", "harbour", "copper", "meadow", "signal", "pepper",
         "glacier", "lantern", "orchid", "thunder", "velvet", "canyon", "ember",
@@ -247,8 +223,7 @@ fn a_search_effort_beyond_the_store_size_matches_exact_search() {
                 pick(2)
             ));
         }
-        db.ingest_bytes(&format!("d{d}"), text.into_bytes(), markdown())
-            .unwrap();
+        ingest_markdown(&db, &format!("d{d}"), &text);
     }
     db.set_vector_search_effort(5_000).unwrap();
     for query in ["lamp near the violin", "copper canyon", "thunder and ember"] {
@@ -278,8 +253,7 @@ fn concurrent_writers_leave_every_document_in_the_loaded_graph() {
                     let text = format!(
                         "# Note {writer} {n}\n\nWriter {writer} wrote note {n} about item{writer}x{n}.\n"
                     );
-                    db.ingest_bytes(&format!("w{writer}n{n}"), text.into_bytes(), markdown())
-                        .unwrap();
+                    ingest_markdown(db, &format!("w{writer}n{n}"), &text);
                     if n % 2 == 1 {
                         db.remove(&format!("w{writer}n{}", n - 1)).unwrap();
                     }
