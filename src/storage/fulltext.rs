@@ -131,6 +131,11 @@ impl FullText {
         let writer = index
             .writer_with_num_threads(1, WRITER_MEMORY)
             .map_err(fulltext)?;
+        // A writer killed mid-commit leaves files no commit refers to, and
+        // the next commit may want one of their names (a segment's delete
+        // file is named by the opstamp, which restarts from the last
+        // commit): remove them before writing anything.
+        writer.garbage_collect_files().wait().map_err(fulltext)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -669,5 +674,38 @@ mod tests {
             share > 0.8,
             "the matching turn scores {share} of the ceiling"
         );
+    }
+
+    #[test]
+    fn files_a_killed_writer_left_do_not_block_the_next_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = crate::ingest::pipeline::analyze(
+            "a",
+            "One two three four. Five six seven eight.".into(),
+            Format::Text,
+        )
+        .unwrap();
+        {
+            let mut index = FullText::open(dir.path()).unwrap();
+            index.replace(&doc).unwrap();
+            index.commit(1).unwrap();
+            // What a writer killed mid-commit leaves behind: delete files,
+            // registered but in no commit, under the names the next
+            // commits will want.
+            let tantivy_index = index.writer.index();
+            let segment = tantivy_index.searchable_segment_ids().unwrap()[0];
+            for opstamp in 0..1_000 {
+                let name = format!("{}.{opstamp}.del", segment.uuid_string());
+                let file =
+                    tantivy::Directory::open_write(tantivy_index.directory(), Path::new(&name))
+                        .unwrap();
+                tantivy::directory::TerminatingWrite::terminate(file).unwrap();
+            }
+        }
+        let mut index = FullText::open(dir.path()).unwrap();
+        index.remove("a");
+        index.commit(2).unwrap();
+        assert_eq!(index.reader().entries(), 0);
+        assert_eq!(index.applied_seq().unwrap(), 2);
     }
 }
