@@ -10,7 +10,7 @@ use edudb::memory::SummaryText;
 use edudb::model::dag::DagListing;
 use edudb::query::Output;
 use edudb::{
-    ContextKind, DocMeta, EduText, IngestReport, QueryResult, Rows, SearchHit, Selection,
+    ContextKind, DocMeta, EduText, Error, IngestReport, QueryResult, Rows, SearchHit, Selection,
     SessionContext, SessionMeta, SessionView, Stage, Stats, Tree, TurnReceipt,
 };
 use serde_json::{Value, json};
@@ -84,6 +84,9 @@ pub fn ingest_report(
     }
     for failure in &report.failures {
         error(errors, &failure.error)?;
+        if matches!(failure.error, Error::InvalidUtf8 { .. }) {
+            writeln!(errors, "  hint: pass --lossy to replace invalid bytes")?;
+        }
     }
     writeln!(
         out,

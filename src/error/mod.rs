@@ -16,9 +16,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The input is not valid UTF-8.
-    #[error(
-        "{source_name}: invalid UTF-8 at byte {offset} (line {line}, column {column}); pass --lossy to replace invalid bytes"
-    )]
+    #[error("{source_name}: invalid UTF-8 at byte {offset} (line {line}, column {column})")]
     InvalidUtf8 {
         /// File name or document id.
         source_name: String,
@@ -159,9 +157,12 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
-    /// The full-text index failed.
-    #[error("full-text index: {0}")]
-    FullText(String),
+    /// The full-text index (tantivy) failed; its error is the source.
+    #[error("full-text index: {source}")]
+    FullText {
+        /// tantivy's error, boxed so tantivy's types stay out of the API.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Embedding text failed; nothing that needed the vectors was written.
     #[error(transparent)]
     Embedding(#[from] EmbedError),

@@ -95,8 +95,20 @@ impl std::fmt::Debug for FullTextReader {
     }
 }
 
-fn fulltext<E: std::fmt::Display>(err: E) -> Error {
-    Error::FullText(err.to_string())
+/// Wraps a tantivy error, keeping it as the source.
+fn fulltext<E: std::error::Error + Send + Sync + 'static>(err: E) -> Error {
+    Error::FullText {
+        source: Box::new(err),
+    }
+}
+
+/// An index entry that breaks the schema's guarantees (a missing column
+/// or value): the index is damaged, and `reindex` rebuilds it.
+fn damaged(message: String) -> Error {
+    Error::Corrupt {
+        key: "full-text index".into(),
+        message,
+    }
 }
 
 fn schema() -> Schema {
@@ -422,7 +434,7 @@ impl FullTextReader {
                 hit.doc = names[segment]
                     .get(&ord)
                     .cloned()
-                    .ok_or_else(|| Error::FullText(format!("no document id for ordinal {ord}")))?;
+                    .ok_or_else(|| damaged(format!("no document id for ordinal {ord}")))?;
                 Ok(hit)
             })
             .collect()
@@ -490,7 +502,7 @@ impl Columns {
             doc: fast
                 .str("doc")
                 .map_err(fulltext)?
-                .ok_or_else(|| Error::FullText("no doc column".into()))?,
+                .ok_or_else(|| damaged("no doc column".into()))?,
             node: fast.u64("node").map_err(fulltext)?,
             first: fast.u64("first").map_err(fulltext)?,
             last: fast.u64("last").map_err(fulltext)?,
@@ -503,13 +515,13 @@ impl Columns {
         let number = |column: &tantivy::columnar::Column<u64>, name: &str| {
             column
                 .first(row)
-                .ok_or_else(|| Error::FullText(format!("entry without {name}")))
+                .ok_or_else(|| damaged(format!("entry without {name}")))
         };
         let ord = self
             .doc
             .term_ords(row)
             .next()
-            .ok_or_else(|| Error::FullText("entry without doc".into()))?;
+            .ok_or_else(|| damaged("entry without doc".into()))?;
         let node = Some(number(&self.node, "node")?)
             .filter(|&n| n != NO_NODE)
             .map(|n| n as u32);
@@ -707,5 +719,16 @@ mod tests {
         index.commit(2).unwrap();
         assert_eq!(index.reader().entries(), 0);
         assert_eq!(index.applied_seq().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_damaged_index_fails_with_tantivys_error_as_the_source() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(FullText::open(dir.path()).unwrap());
+        std::fs::write(dir.path().join("meta.json"), b"{ not json").unwrap();
+        let err = FullText::open(dir.path()).unwrap_err();
+        assert!(matches!(err, Error::FullText { .. }), "{err:?}");
+        let source = std::error::Error::source(&err).expect("tantivy's error is kept");
+        assert!(err.to_string().contains(&source.to_string()), "{err}");
     }
 }

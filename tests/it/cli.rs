@@ -185,7 +185,8 @@ fn user_errors_exit_1_with_clear_messages() {
     let out = edudb(&db, &["ingest", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("invalid UTF-8 at byte 12 (line 2, column 8)"),
+        stderr(&out).contains("invalid UTF-8 at byte 12 (line 2, column 8)")
+            && stderr(&out).contains("hint: pass --lossy"),
         "{}",
         stderr(&out)
     );
