@@ -46,8 +46,9 @@ struct Cli {
 /// must name the same model).
 #[derive(Debug, clap::Args)]
 struct EmbedderArgs {
-    /// Embedder: `hashed` (built in, no model) or `openai` (an
-    /// OpenAI-compatible /v1/embeddings server).
+    /// Embedder: `hashed` (built in, no model), `openai` (an
+    /// OpenAI-compatible /v1/embeddings server) or `local` (a
+    /// sentence-transformers model run in-process, from --model).
     #[arg(long, global = true, env = "EDUDB_EMBEDDER", value_enum)]
     embedder: Option<EmbedderKind>,
     /// Vector length of the hashed embedder.
@@ -62,6 +63,10 @@ struct EmbedderArgs {
     /// Name of the environment variable holding the server's API key.
     #[arg(long, global = true)]
     embed_key_env: Option<String>,
+    /// Directory of the local model (config.json, tokenizer.json,
+    /// model.safetensors), for `--embedder local`.
+    #[arg(long, global = true, env = "EDUDB_MODEL")]
+    model: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -70,6 +75,8 @@ enum EmbedderKind {
     Hashed,
     /// An OpenAI-compatible embedding server.
     Openai,
+    /// A local sentence-transformers model (its attention weights the DAG).
+    Local,
 }
 
 impl EmbedderArgs {
@@ -91,6 +98,16 @@ impl EmbedderArgs {
                 );
                 config.api_key_env = self.embed_key_env.clone();
                 Some(EmbedderConfig::Http(config))
+            }
+            Some(EmbedderKind::Local) => {
+                let dir = self
+                    .model
+                    .as_ref()
+                    .ok_or_else(|| Error::Usage("--embedder local needs --model DIR".into()))?;
+                // Recorded absolute, so the store finds it from anywhere.
+                let model = std::fs::canonicalize(dir)
+                    .map_err(|e| Error::Usage(format!("--model {}: {e}", dir.display())))?;
+                Some(EmbedderConfig::Local { model })
             }
         })
     }

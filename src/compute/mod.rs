@@ -1,5 +1,6 @@
 //! Arithmetic over records, with no storage: the embedders (text →
-//! vectors, [`embed`]), the CPU reference arithmetic of the DAG
+//! vectors, [`embed`]; the local transformer they and the DAG's
+//! attention can run on, [`transformer`]), the CPU reference arithmetic of the DAG
 //! ([`aggregate`]: attention from token to node level; [`propagate`]:
 //! batched score propagation and top-k), the CUDA side (`gpu`, feature
 //! `cuda`) and the [`device::Device`] that picks between them. The CPU
@@ -13,4 +14,5 @@ pub mod embed;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod propagate;
+pub mod transformer;
 pub mod vector;

@@ -39,6 +39,14 @@ pub enum EmbedError {
         /// The returned vector's length.
         found: usize,
     },
+    /// A local model could not be loaded or run.
+    #[error("local model {}: {message}", dir.display())]
+    Model {
+        /// The model's directory.
+        dir: std::path::PathBuf,
+        /// What went wrong.
+        message: String,
+    },
     /// The embedder's settings are unusable.
     #[error("embedder configuration: {0}")]
     Config(String),

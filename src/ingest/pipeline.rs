@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::ingest::dag::attention::{AttentionSource, ComputedAttention};
 use crate::ingest::dag::build::DagConfig;
 use crate::ingest::dag::ip::{EduVectors, ExtractiveIpMaker};
+use crate::ingest::dag::model_attention::ModelAttention;
 use crate::ingest::layout::{self, BlockKind, Layout};
 use crate::ingest::segment;
 use crate::ingest::sources::Source;
@@ -252,11 +253,17 @@ pub fn prepare_text(
 ) -> Result<(Document, DocVectors, Dag)> {
     let doc = analyze(id, text, format)?;
     let vectors = embed_document(&doc, embedder)?;
+    // A store embedding with a local transformer weights its edges with
+    // that model's attention.
+    let attention: Box<dyn AttentionSource> = match embedder.transformer() {
+        Some(model) => Box::new(ModelAttention::new(model, device.clone())),
+        None => Box::new(ComputedAttention::new(device.clone())),
+    };
     let dag = build_dag(
         &doc,
         &vectors.edus,
         vectors.dimension as usize,
-        &ComputedAttention::new(device.clone()),
+        attention.as_ref(),
     )?;
     Ok((doc, vectors, dag))
 }

@@ -19,29 +19,10 @@ use edudb::compute::embed::http::{HttpConfig, HttpEmbedder};
 use edudb::compute::embed::{EmbedError, Embedder, EmbedderConfig, dot};
 use serde_json::{Value, json};
 
-use crate::support::{ingest_markdown, selection};
+use crate::support::{ingest_markdown, model_server, selection};
 
 // ---------------------------------------------------------------------------
 // Against the real model server
-
-/// The model server's base URL, or `None` (after a notice) to skip.
-fn model_server() -> Option<String> {
-    match std::env::var("EDUDB_EMBEDDING_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("EDUDB_REQUIRE_EMBEDDING_SERVER").as_deref() != Ok("1"),
-                "EDUDB_REQUIRE_EMBEDDING_SERVER=1 but EDUDB_EMBEDDING_URL is not set: start the \
-                 server with `url=$(.ci/embedding-server start)` and run the tests with \
-                 EDUDB_EMBEDDING_URL=$url"
-            );
-            eprintln!(
-                "skipping: EDUDB_EMBEDDING_URL is not set (start a server with `.ci/embedding-server start`)"
-            );
-            None
-        }
-    }
-}
 
 fn minilm(url: &str) -> HttpEmbedder {
     HttpEmbedder::new(HttpConfig::new(url, "all-MiniLM-L6-v2")).unwrap()

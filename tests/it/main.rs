@@ -13,6 +13,7 @@ mod eval;
 mod fuzz;
 #[cfg(feature = "cuda")]
 mod gpu;
+mod local_model;
 mod memory;
 mod properties;
 mod query;

@@ -123,3 +123,40 @@ pub fn text(out: &Output) -> String {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// The value of `var`, or `None` (after a notice) to skip a test that needs
+/// it; fails instead when `require` is set to 1, so CI cannot skip it.
+fn required_env(var: &str, require: &str, how: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(value) if !value.trim().is_empty() => Some(value),
+        _ => {
+            assert!(
+                std::env::var(require).as_deref() != Ok("1"),
+                "{require}=1 but {var} is not set: {how}"
+            );
+            eprintln!("skipping: {var} is not set ({how})");
+            None
+        }
+    }
+}
+
+/// The base URL of the reference all-MiniLM-L6-v2 server (numpy, from
+/// `.ci/embedding-server start`), or `None` to skip.
+pub fn model_server() -> Option<String> {
+    required_env(
+        "EDUDB_EMBEDDING_URL",
+        "EDUDB_REQUIRE_EMBEDDING_SERVER",
+        "start the server with `url=$(.ci/embedding-server start)` and set EDUDB_EMBEDDING_URL=$url",
+    )
+}
+
+/// The directory of all-MiniLM-L6-v2's files for the in-process
+/// embedder, or `None` to skip.
+pub fn local_model() -> Option<PathBuf> {
+    required_env(
+        "EDUDB_LOCAL_MODEL",
+        "EDUDB_REQUIRE_LOCAL_MODEL",
+        "set EDUDB_LOCAL_MODEL=$(.ci/embedding-server model-dir)",
+    )
+    .map(PathBuf::from)
+}

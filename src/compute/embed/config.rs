@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::compute::embed::embedder::Embedder;
 use crate::compute::embed::hashed;
 use crate::compute::embed::http;
+use crate::compute::embed::local::LocalEmbedder;
 use crate::error::EmbedError;
 
 /// How to build a store's embedder; persisted in the store so a reopened
@@ -20,6 +21,12 @@ pub enum EmbedderConfig {
     },
     /// An OpenAI-compatible `/v1/embeddings` server.
     Http(http::HttpConfig),
+    /// A sentence-transformers model run in-process from local files.
+    Local {
+        /// The model's directory (`config.json`, `tokenizer.json`,
+        /// `model.safetensors`).
+        model: std::path::PathBuf,
+    },
 }
 
 impl Default for EmbedderConfig {
@@ -38,6 +45,7 @@ impl EmbedderConfig {
                 Box::new(hashed::HashedEmbedder::new(*dimension)?)
             }
             EmbedderConfig::Http(config) => Box::new(http::HttpEmbedder::new(config.clone())?),
+            EmbedderConfig::Local { model } => Box::new(LocalEmbedder::load(model)?),
         })
     }
 }

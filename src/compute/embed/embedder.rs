@@ -1,5 +1,8 @@
 //! The [`Embedder`] trait: text in, unit vectors of one dimension out.
 
+use std::sync::Arc;
+
+use crate::compute::transformer::LocalModel;
 use crate::error::EmbedError;
 
 /// Turns batches of text into vectors of one fixed dimension.
@@ -14,4 +17,10 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
     /// A stable name of the model and its settings, stored with the index:
     /// two embedders with the same identity give comparable vectors.
     fn identity(&self) -> String;
+
+    /// The in-process transformer behind these vectors, if any: its
+    /// attention then weights the DAG's edges too.
+    fn transformer(&self) -> Option<Arc<LocalModel>> {
+        None
+    }
 }

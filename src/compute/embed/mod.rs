@@ -5,6 +5,8 @@
 //!   vectors ([`hashed::HashedEmbedder::token_vectors`]).
 //! - [`http::HttpEmbedder`]: any server speaking the OpenAI `/v1/embeddings`
 //!   API (llama.cpp server, vLLM, TEI, Ollama, hosted APIs).
+//! - [`local::LocalEmbedder`]: a sentence-transformers model run
+//!   in-process ([`crate::compute::transformer`]).
 //!
 //! Which embedder a store was built with is recorded in the store as an
 //! [`EmbedderConfig`]; its [`Embedder::identity`] must match on every open,
@@ -14,6 +16,7 @@ mod config;
 mod embedder;
 pub mod hashed;
 pub mod http;
+pub mod local;
 
 pub use crate::compute::vector::{dot, normalise};
 pub use crate::error::EmbedError;

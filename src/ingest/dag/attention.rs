@@ -6,6 +6,8 @@
 //!   the token vectors of the lower nodes of its window, from the store's
 //!   token embedder (hashed per-word vectors with their neighbours' context,
 //!   [`crate::compute::embed::hashed::HashedEmbedder::token_vectors`]);
+//! - [`super::model_attention::ModelAttention`]: a local transformer's
+//!   own attention probabilities, when the store embeds with one;
 //! - [`super::supplied::SuppliedSource`]: matrices a caller exported from
 //!   its own model's summarisation run, read by [`super::supplied`] and
 //!   aggregated the same way ([`crate::compute::aggregate::segment_mean`]).

@@ -12,9 +12,12 @@
 //! - Edges run from each IP to the lower nodes of its batch, weighted by
 //!   attention aggregated from token to node level ([`attention`],
 //!   [`crate::compute::aggregate`]), each node's out-weights normalised to
-//!   sum 1.
+//!   sum 1. The attention is a local transformer's when the store embeds
+//!   with one ([`model_attention`]), else computed from hashed token
+//!   vectors.
 
 pub mod attention;
 pub mod build;
 pub mod ip;
+pub mod model_attention;
 pub mod supplied;

@@ -1,0 +1,149 @@
+//! [`ModelAttention`]: the DAG's edge weights from a real transformer's
+//! attention ([`LocalModel::cross_attention`]).
+//!
+//! For each window the model reads the window's information points
+//! (grouped so a group fits beside one lower node) followed by one lower
+//! node, `[CLS] points [SEP] node [SEP]`, once per group and node. The
+//! points' rows over the node's columns, averaged over heads and layers,
+//! fill the window's token-level matrix, which goes through the same
+//! aggregation as every other source ([`Device::segment_mean`]: mean over
+//! the node's tokens, then over the point's tokens).
+
+use std::sync::Arc;
+
+use super::attention::{AttentionSource, Window};
+use crate::compute::aggregate::{AttentionWindow, NodeWeights, Segments};
+use crate::compute::device::Device;
+use crate::compute::transformer::LocalModel;
+use crate::error::Result;
+use crate::model::document::Document;
+
+/// Most model tokens of one information point that attend (a longer point
+/// is cut).
+const POINT_TOKENS: usize = 128;
+
+/// Attention from a local transformer, aggregated on a [`Device`].
+#[derive(Debug, Clone)]
+pub struct ModelAttention {
+    model: Arc<LocalModel>,
+    device: Device,
+}
+
+/// One window's token-level attention and its segments.
+struct WindowMatrix {
+    attention: Vec<f32>,
+    query_segments: Segments,
+    key_segments: Segments,
+}
+
+impl ModelAttention {
+    /// Attention read from `model`, aggregated on `device`.
+    pub fn new(model: Arc<LocalModel>, device: Device) -> ModelAttention {
+        ModelAttention { model, device }
+    }
+
+    /// The model's tokens of the text of some EDUs, at most `limit`.
+    fn tokens(&self, doc: &Document, edus: &[u32], limit: usize) -> Result<Vec<u32>> {
+        let text: Vec<&str> = edus
+            .iter()
+            .map(|&e| {
+                let edu = &doc.edus[e as usize];
+                &doc.text[edu.start as usize..edu.end as usize]
+            })
+            .collect();
+        let mut tokens = self.model.tokens(&text.join(" "))?;
+        tokens.truncate(limit);
+        Ok(tokens)
+    }
+
+    fn window(&self, doc: &Document, window: &Window) -> Result<WindowMatrix> {
+        // A sequence holds a group of points, a node and three special
+        // tokens; a node keeps what is left after the longest group.
+        let positions = self.model.max_positions().saturating_sub(3);
+        let group_limit = POINT_TOKENS.max(positions / 2);
+        let key_limit = positions - group_limit;
+        let points = (window.queries.iter())
+            .map(|q| self.tokens(doc, q, POINT_TOKENS.min(group_limit)))
+            .collect::<Result<Vec<_>>>()?;
+        let nodes = (window.keys.iter())
+            .map(|k| self.tokens(doc, k, key_limit))
+            .collect::<Result<Vec<_>>>()?;
+        let query_segments = Segments::from_lengths(points.iter().map(|p| p.len() as u32));
+        let key_segments = Segments::from_lengths(nodes.iter().map(|n| n.len() as u32));
+        let rows: usize = points.iter().map(Vec::len).sum();
+        let columns: usize = nodes.iter().map(Vec::len).sum();
+        let mut attention = vec![0.0f32; rows * columns];
+        for group in groups(&points, group_limit) {
+            let first_row = query_segments.0[group.start].start as usize;
+            let joined: Vec<u32> = points[group].concat();
+            if joined.is_empty() {
+                continue;
+            }
+            for (node, range) in nodes.iter().zip(&key_segments.0) {
+                if node.is_empty() {
+                    continue;
+                }
+                let cross = self.model.cross_attention(&joined, node)?;
+                for (r, row) in cross.weights.chunks(cross.key_tokens).enumerate() {
+                    let at = (first_row + r) * columns + range.start as usize;
+                    attention[at..at + row.len()].copy_from_slice(row);
+                }
+            }
+        }
+        Ok(WindowMatrix {
+            attention,
+            query_segments,
+            key_segments,
+        })
+    }
+}
+
+/// Consecutive runs of points whose tokens total at most `limit` (each
+/// point is at most `limit` long), as index ranges.
+fn groups(points: &[Vec<u32>], limit: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut tokens) = (0, 0);
+    for (i, point) in points.iter().enumerate() {
+        if i > start && tokens + point.len() > limit {
+            out.push(start..i);
+            (start, tokens) = (i, 0);
+        }
+        tokens += point.len();
+    }
+    if start < points.len() {
+        out.push(start..points.len());
+    }
+    out
+}
+
+impl AttentionSource for ModelAttention {
+    fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
+        let matrices = (windows.iter())
+            .map(|w| self.window(doc, w))
+            .collect::<Result<Vec<_>>>()?;
+        let views: Vec<AttentionWindow> = matrices
+            .iter()
+            .map(|m| AttentionWindow {
+                attention: &m.attention,
+                query_tokens: m.query_segments.0.last().map_or(0, |r| r.end as usize),
+                key_tokens: m.key_segments.0.last().map_or(0, |r| r.end as usize),
+                query_segments: &m.query_segments,
+                key_segments: &m.key_segments,
+            })
+            .collect();
+        self.device.segment_mean(&views)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_fill_up_to_the_limit_and_keep_order() {
+        let points: Vec<Vec<u32>> = [3, 4, 2, 5, 1].iter().map(|&n| vec![0; n]).collect();
+        assert_eq!(groups(&points, 7), vec![0..2, 2..4, 4..5]);
+        assert_eq!(groups(&points, 100), vec![0..5]);
+        assert_eq!(groups(&[], 7), Vec::<std::ops::Range<usize>>::new());
+    }
+}
