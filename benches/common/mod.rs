@@ -94,7 +94,7 @@ pub fn criterion() -> Criterion {
 
 /// Median time in nanoseconds of `group/function` from estimates written
 /// since `run_started`, or `None` when it was not measured in this run.
-fn median_ns(group: &str, function: &str, run_started: SystemTime) -> Option<f64> {
+pub fn median_ns(group: &str, function: &str, run_started: SystemTime) -> Option<f64> {
     let path = criterion_dir()
         .join(group)
         .join(function)
