@@ -9,8 +9,9 @@ use crate::compute::device::Device;
 use crate::compute::embed::{EmbedError, Embedder};
 use crate::error::{Error, Result};
 use crate::ingest::dag::attention::{AttentionSource, ComputedAttention};
+use crate::ingest::dag::bridge::BridgeIpMaker;
 use crate::ingest::dag::build::DagConfig;
-use crate::ingest::dag::ip::{EduVectors, ExtractiveIpMaker};
+use crate::ingest::dag::ip::EduVectors;
 use crate::ingest::dag::model_attention::ModelAttention;
 use crate::ingest::layout::{self, BlockKind, Layout};
 use crate::ingest::segment;
@@ -268,9 +269,9 @@ pub fn prepare_text(
     Ok((doc, vectors, dag))
 }
 
-/// `doc`'s DAG with the store's settings (default shape, extractive
-/// information points over its EDU vectors) and edges weighted by
-/// `attention`. Ingest and a re-weighting with supplied attention both build through here, so
+/// `doc`'s DAG with the store's settings (default shape, information
+/// points from shared terms, then extractive ones over its EDU vectors)
+/// and edges weighted by `attention`. Ingest and a re-weighting with supplied attention both build through here, so
 /// a rebuild has the stored DAG's nodes.
 pub fn build_dag(
     doc: &Document,
@@ -285,7 +286,7 @@ pub fn build_dag(
             dimension,
         },
         &DagConfig::default(),
-        &ExtractiveIpMaker::default(),
+        &BridgeIpMaker::default(),
         attention,
     )
 }

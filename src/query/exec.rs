@@ -378,10 +378,10 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
                         stages,
                         "propagate",
                         detail,
-                        (rows, propagated.len()),
+                        (rows, nodes.len() + propagated.len()),
                         device,
                     );
-                    propagated
+                    nodes.into_iter().chain(propagated).collect()
                 }
                 (Some((threshold, depth)), None) => {
                     let timer = Timer::start();
@@ -761,18 +761,22 @@ fn propagate(
         .pop()
         .unwrap_or_default();
     let mut chunk_scores: Vec<Vec<(Span, f32)>> = vec![Vec::new(); views.len()];
-    let mut out = Vec::new();
+    // Each EDU's best score: a seeded EDU's own blended with its chunk's,
+    // and an information point's members the point's propagated score.
+    let mut best: HashMap<(usize, u32), f32> = HashMap::new();
+    let mut raise = |doc: usize, edu: u32, score: f32| {
+        let slot = best.entry((doc, edu)).or_insert(0.0);
+        *slot = slot.max(score);
+    };
     for &(global, score) in &scored {
         let (doc, i) = owners[global as usize];
         let node = &dags[doc].nodes[i];
         if node.level == 1 {
             chunk_scores[doc].push((node.span, score));
-            out.push(Candidate {
-                doc,
-                node: None,
-                span: node.span,
-                score,
-            });
+        } else {
+            for &e in &node.points {
+                raise(doc, e, how.alpha * score);
+            }
         }
     }
     for chunks in &mut chunk_scores {
@@ -785,11 +789,27 @@ fn propagate(
             .get(at)
             .filter(|(span, _)| span.first <= c.span.first)
             .map_or(0.0, |&(_, s)| s);
-        out.push(Candidate {
-            score: (1.0 - how.alpha) * c.score + how.alpha * chunk,
-            ..*c
-        });
+        raise(
+            c.doc,
+            c.span.first,
+            (1.0 - how.alpha) * c.score + how.alpha * chunk,
+        );
     }
+    let mut out: Vec<Candidate> = best
+        .into_iter()
+        .map(|((doc, e), score)| Candidate {
+            doc,
+            node: None,
+            span: Span::new(e, e),
+            score,
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.doc.cmp(&b.doc))
+            .then(a.span.first.cmp(&b.span.first))
+    });
     let detail = format!(
         "STEPS {}, ALPHA {} over {} DAG nodes and {} edges of {} documents",
         options.steps,

@@ -469,7 +469,8 @@ fn dag_lists_nodes_and_edges_as_json_and_dot() {
     for edge in edges {
         let weight = edge["weight"].as_f64().unwrap();
         assert!(weight > 0.0 && weight <= 1.0);
-        assert_eq!(nodes[edge["to"].as_u64().unwrap() as usize]["level"], 1);
+        let level = |end: &str| nodes[edge[end].as_u64().unwrap() as usize]["level"].as_u64();
+        assert_eq!(level("to").map(|l| l + 1), level("from"), "{edge}");
     }
     let dot = edudb(&db, &["dag", id, "--dot"]);
     let dot = String::from_utf8(dot.stdout).unwrap();

@@ -316,7 +316,7 @@ fn bad_supplied_attention_is_refused_and_changes_nothing() {
 }
 
 #[test]
-fn propagate_scores_chunks_by_the_dag_and_blends_edus() {
+fn propagate_scores_edus_by_their_chunks_and_points_and_keeps_the_seeded_nodes() {
     let (_dir, db, id) = one_large_rfc();
     let question = "how are the changes tested and documented";
     let run = |statement: &str| {
@@ -328,10 +328,9 @@ fn propagate_scores_chunks_by_the_dag_and_blends_edus() {
     else {
         panic!("a selection")
     };
-    // ALPHA 1: a seeded EDU scores exactly its chunk's propagated score,
-    // so the chunk (wider, so picked first on the tie) absorbs it and every
-    // chunk item carries the chunk's own score.
-    let result = run("EXPLAIN SELECT SPANS FROM * SEED BM25($q) PROPAGATE ALPHA 1 LIMIT 100000");
+    let result = run(
+        "EXPLAIN SELECT SPANS FROM * WHERE kind = edu SEED BM25($q) PROPAGATE ALPHA 0.5 LIMIT 100000",
+    );
     assert!(
         result
             .stages
@@ -341,8 +340,11 @@ fn propagate_scores_chunks_by_the_dag_and_blends_edus() {
     let Rows::Selection(propagated) = result.rows else {
         panic!("a selection")
     };
-    // Expected: the DAG's nodes seeded by their best EDU's seed score,
-    // propagated by the reference implementation.
+    // Expected: the DAG's nodes seeded by their best EDU's seed score and
+    // propagated by the reference implementation; a seeded EDU scores
+    // (1 − α)·own + α·(its chunk's score), a point's member α·(the point's
+    // score), an EDU the best of these.
+    let alpha = 0.5f32;
     let dag = db.dag(&id).unwrap();
     let doc = db.document(&id).unwrap().to_document().unwrap();
     let mut edu_score = vec![0.0f32; doc.edus.len()];
@@ -362,28 +364,63 @@ fn propagate_scores_chunks_by_the_dag_and_blends_edus() {
     let graph = PropagationGraph::from_edges(dag.nodes.len(), dag.edges());
     let options = PropagateOptions {
         steps: u32::from(dag.top_level() - 1),
-        alpha: 1.0,
+        alpha,
     };
-    let expected = propagate(&graph, &seeds, 1, options);
-    let mut chunks_seen = 0;
-    for (i, node) in dag.nodes.iter().enumerate().filter(|(_, n)| n.level == 1) {
-        let item = propagated
-            .items
-            .iter()
-            .find(|it| it.edus == [node.span.first, node.span.last] && it.score == expected[i]);
-        if expected[i] > 0.0 {
-            assert!(item.is_some(), "chunk {i} scored {}", expected[i]);
-            chunks_seen += 1;
+    let z = propagate(&graph, &seeds, 1, options);
+    let mut expected = vec![0.0f32; doc.edus.len()];
+    for (i, node) in dag.nodes.iter().enumerate() {
+        if node.level == 1 {
+            for e in node.span.first..=node.span.last {
+                if edu_score[e as usize] > 0.0 {
+                    let blended = (1.0 - alpha) * edu_score[e as usize] + alpha * z[i];
+                    expected[e as usize] = expected[e as usize].max(blended);
+                }
+            }
+        } else if z[i] > 0.0 {
+            for &e in &node.points {
+                expected[e as usize] = expected[e as usize].max(alpha * z[i]);
+            }
         }
     }
-    assert!(chunks_seen > 0);
-    // Some chunk gains from propagation over its own direct similarity.
+    let returned: Vec<(u32, f32)> = propagated
+        .items
+        .iter()
+        .map(|item| {
+            assert_eq!(item.edus[0], item.edus[1], "one EDU per candidate");
+            (item.edus[0], item.score)
+        })
+        .collect();
+    let wanted: Vec<u32> = (0..doc.edus.len() as u32)
+        .filter(|&e| expected[e as usize] > 0.0)
+        .collect();
+    let mut got: Vec<u32> = returned.iter().map(|&(e, _)| e).collect();
+    got.sort_unstable();
+    assert_eq!(got, wanted);
+    for (e, score) in returned {
+        assert!(
+            (score - expected[e as usize]).abs() < 1e-5,
+            "EDU {e}: {score} against {}",
+            expected[e as usize]
+        );
+    }
+    // Points carry relevance to EDUs the seed did not reach.
     assert!(
-        dag.nodes
-            .iter()
-            .enumerate()
-            .any(|(i, n)| n.level == 1 && expected[i] > 0.2 * seeds[i] + 1e-6)
+        wanted.iter().any(|&e| edu_score[e as usize] == 0.0),
+        "some unseeded EDU is reached through a point"
     );
+    // The seeded tree nodes stay candidates: the best node of the plain
+    // seed is picked by the propagated query too.
+    let Rows::Selection(nodes) =
+        run("SELECT FROM * WHERE kind != edu SEED BM25($q) ORDER BY SCORE LIMIT 1").rows
+    else {
+        panic!("a selection")
+    };
+    let Rows::Selection(nodes_propagated) =
+        run("SELECT FROM * WHERE kind != edu SEED BM25($q) PROPAGATE ORDER BY SCORE LIMIT 1").rows
+    else {
+        panic!("a selection")
+    };
+    assert_eq!(nodes.items[0].edus, nodes_propagated.items[0].edus);
     // A budgeted PROPAGATE selects and linearises like every query.
     let Rows::Selection(budgeted) =
         run("SELECT FROM * SEED BM25($q) PROPAGATE BUDGET 300 TOKENS").rows

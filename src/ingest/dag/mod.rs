@@ -6,9 +6,11 @@
 //!   cut at EDU boundaries, tiling the document.
 //! - Level l + 1: information points (IPs) made from batches of level-l
 //!   nodes filling a window of [`build::DagConfig::window_tokens`], until
-//!   at most [`build::DagConfig::top_nodes`] nodes remain. An IP is
-//!   extractive ([`ip::IpMaker`]): a few salient EDUs of its batch, so its
-//!   text is real source text with coordinates.
+//!   at most [`build::DagConfig::top_nodes`] nodes remain. An IP is real
+//!   source text with coordinates ([`ip::IpMaker`]): by default the EDUs
+//!   of its batch that share a rare term, across the lower nodes that
+//!   mention it ([`bridge`]), and for the budget left a few salient EDUs
+//!   ([`ip::ExtractiveIpMaker`]).
 //! - Edges run from each IP to the lower nodes of its batch, weighted by
 //!   attention aggregated from token to node level ([`attention`],
 //!   [`crate::compute::aggregate`]), each node's out-weights normalised to
@@ -17,6 +19,7 @@
 //!   vectors.
 
 pub mod attention;
+pub mod bridge;
 pub mod build;
 pub mod ip;
 pub mod model_attention;
