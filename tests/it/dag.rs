@@ -8,11 +8,12 @@ use edudb::compute::embed::Embedder;
 use edudb::compute::embed::hashed::HashedEmbedder;
 use edudb::compute::propagate::{PropagateOptions, PropagationGraph, propagate};
 use edudb::ingest::dag::attention::ComputedAttention;
+use edudb::ingest::dag::bridge::BridgeIpMaker;
 use edudb::ingest::dag::build::DagConfig;
-use edudb::ingest::dag::ip::{EduVectors, ExtractiveIpMaker};
+use edudb::ingest::dag::ip::{EduVectors, ExtractiveIpMaker, IpMaker};
 use edudb::ingest::dag::supplied::{SuppliedAttention, SuppliedWindow};
 use edudb::model::dag::{Dag, WEIGHT_SUM_TOLERANCE};
-use edudb::{Db, Error, Format, IngestOptions, Params, Rows};
+use edudb::{Db, Document, Error, Format, IngestOptions, Params, Rows};
 use proptest::prelude::*;
 use tempfile::TempDir;
 
@@ -524,4 +525,99 @@ fn small_documents_have_only_chunks_and_propagate_still_answers() {
         "SELECT FROM * SEED BM25('short sentence') PROPAGATE LIMIT 3",
     );
     assert!(!found.items.is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// Information points from shared terms
+
+/// Two paragraphs that share one rare name, and filler that shares
+/// only common words.
+fn bridge_document() -> Document {
+    let text = "The film Lanterns was directed by Orvald Brisk. It opened in the spring. \
+                The studio sold the film to a large network.\n\n\
+                The weather was mild that year. The harvest was large and the market was busy.\n\n\
+                Orvald Brisk was born in a small harbour town. His father was a ferry pilot.\n";
+    edudb::ingest::analyze("d", text.into(), Format::Text).unwrap()
+}
+
+fn hashed_edu_vectors(doc: &Document) -> Vec<f32> {
+    let texts: Vec<&str> = (doc.edus.iter())
+        .map(|e| &doc.text[e.start as usize..e.end as usize])
+        .collect();
+    HashedEmbedder::new(64)
+        .unwrap()
+        .embed(&texts)
+        .unwrap()
+        .concat()
+}
+
+fn edu_text(doc: &Document, e: u32) -> &str {
+    let edu = &doc.edus[e as usize];
+    &doc.text[edu.start as usize..edu.end as usize]
+}
+
+#[test]
+fn a_shared_name_becomes_a_point_spanning_the_nodes_that_mention_it() {
+    let doc = bridge_document();
+    let values = hashed_edu_vectors(&doc);
+    let vectors = EduVectors {
+        values: &values,
+        dimension: 64,
+    };
+    // Each paragraph is one lower node.
+    let mut batch: Vec<Vec<u32>> = vec![Vec::new()];
+    for (e, edu) in doc.edus.iter().enumerate() {
+        if e > 0 && doc.text[..edu.start as usize].ends_with("\n\n") {
+            batch.push(Vec::new());
+        }
+        batch.last_mut().unwrap().push(e as u32);
+    }
+    assert_eq!(batch.len(), 3, "three paragraphs");
+    let maker = BridgeIpMaker {
+        max_share: 0.3,
+        ..BridgeIpMaker::default()
+    };
+    let points = maker.make(&doc, &vectors, &batch, 64);
+    let bridge = points
+        .iter()
+        .find(|p| {
+            p.iter()
+                .any(|&e| edu_text(&doc, e).contains("directed by Orvald"))
+        })
+        .expect("a point holds the first mention");
+    assert!(
+        bridge
+            .iter()
+            .any(|&e| edu_text(&doc, e).contains("Orvald Brisk was born")),
+        "the point reaches the other paragraph: {:?}",
+        bridge
+            .iter()
+            .map(|&e| edu_text(&doc, e))
+            .collect::<Vec<_>>()
+    );
+    for point in &points {
+        assert!(!point.is_empty() && point.windows(2).all(|w| w[0] < w[1]));
+    }
+    let tokens: u32 = points
+        .iter()
+        .flatten()
+        .map(|&e| doc.edus[e as usize].tokens)
+        .sum();
+    assert!(tokens <= 64, "within the budget: {tokens}");
+}
+
+#[test]
+fn without_shared_terms_the_points_are_the_extractive_ones() {
+    let text = "Apples grow slowly. Rivers bend eastward. Copper conducts heat.\n";
+    let doc = edudb::ingest::analyze("d", text.into(), Format::Text).unwrap();
+    let values = hashed_edu_vectors(&doc);
+    let vectors = EduVectors {
+        values: &values,
+        dimension: 64,
+    };
+    let batch = vec![(0..doc.edus.len() as u32).collect::<Vec<_>>()];
+    let points = BridgeIpMaker::default().make(&doc, &vectors, &batch, 8);
+    let extractive = ExtractiveIpMaker::default().make(&doc, &vectors, &batch, 8);
+    assert!(!points.is_empty());
+    assert_eq!(points, extractive);
 }
