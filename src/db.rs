@@ -167,6 +167,19 @@ impl Db {
         self.engine.nearest(text, target, k, exact)
     }
 
+    /// Like [`Db::nearest`], for a query vector the application embedded
+    /// itself with the store's embedder (normalised here): it must have the
+    /// store's dimension and finite components.
+    pub fn nearest_vector(
+        &self,
+        vector: &[f32],
+        target: Target,
+        k: usize,
+        exact: bool,
+    ) -> Result<Vec<RankedHit>> {
+        self.engine.nearest_vector(vector, target, k, exact)
+    }
+
     /// Document `id`'s weighted DAG (through the document cache).
     pub fn dag(&self, id: &str) -> Result<Dag> {
         self.engine.dag(id)

@@ -121,6 +121,7 @@ impl Cli {
             &OpenOptions {
                 create,
                 embedder: self.embedder.config()?,
+                ..Default::default()
             },
         )
     }

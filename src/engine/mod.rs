@@ -44,7 +44,7 @@ pub(crate) struct Engine {
     /// Documents queries read, kept between queries.
     cache: DocumentCache,
     /// The store's embedder and the configuration it was built from.
-    embedder: Box<dyn Embedder>,
+    embedder: Arc<dyn Embedder>,
     embedder_config: EmbedderConfig,
     /// The vector index, loaded on first use (see [`Engine::vector_index`]).
     vectors: RwLock<Option<VectorIndex>>,
@@ -80,6 +80,12 @@ pub struct OpenOptions {
     /// the hashed n-gram embedder); for an existing store, it must have the
     /// identity the store was built with (`None`: the recorded one).
     pub embedder: Option<EmbedderConfig>,
+    /// An embedder of the application's own, used instead of a configured
+    /// one: a new store records its identity and dimension
+    /// ([`EmbedderConfig::Custom`]), and a store built with it must be
+    /// opened with an embedder of the same identity each time. Setting
+    /// both this and `embedder` is an error.
+    pub custom_embedder: Option<Arc<dyn Embedder>>,
 }
 
 impl Engine {
@@ -145,7 +151,7 @@ impl Engine {
                 (FullText::open(&fulltext_dir)?, true)
             }
         };
-        let (embedder, embedder_config) = store_embedder(&store, options.embedder.as_ref())?;
+        let (embedder, embedder_config) = store_embedder(&store, options)?;
         let engine = Engine {
             dir: dir.to_owned(),
             store,
@@ -221,13 +227,13 @@ impl Drop for Engine {
     }
 }
 
-/// The embedder for `store`: the one recorded in it, or `given` (which
-/// must have the recorded identity); a new store records `given` or the
-/// default.
+/// The embedder for `store`: the one recorded in it, or the one `options`
+/// give (which must have the recorded identity); a new store records the
+/// given one or the default.
 fn store_embedder(
     store: &Store,
-    given: Option<&EmbedderConfig>,
-) -> Result<(Box<dyn Embedder>, EmbedderConfig)> {
+    options: &OpenOptions,
+) -> Result<(Arc<dyn Embedder>, EmbedderConfig)> {
     let recorded: Option<EmbedderConfig> = store
         .embedder_config()?
         .map(|json| {
@@ -237,17 +243,34 @@ fn store_embedder(
             })
         })
         .transpose()?;
-    let mut config = given.or(recorded.as_ref()).cloned().unwrap_or_default();
-    let embedder = config.build()?;
+    let (embedder, mut config): (Arc<dyn Embedder>, EmbedderConfig) =
+        match (&options.custom_embedder, &options.embedder) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Usage(
+                "open a store with either an embedder configuration or a custom embedder, not both"
+                    .into(),
+            ));
+            }
+            (Some(custom), None) => (custom.clone(), EmbedderConfig::custom(custom.as_ref())),
+            (None, given) => {
+                let config = given
+                    .as_ref()
+                    .or(recorded.as_ref())
+                    .cloned()
+                    .unwrap_or_default();
+                (Arc::from(config.build()?), config)
+            }
+        };
     if let EmbedderConfig::Http(http) = &mut config {
         http.dimension = Some(embedder.dimension());
     }
-    match (recorded, given) {
-        (None, _) => {
+    let given = options.embedder.is_some() || options.custom_embedder.is_some();
+    match recorded {
+        None => {
             let json = serde_json::to_string(&config).map_err(|e| Error::Storage(e.to_string()))?;
             store.set_embedder_config(&json)?;
         }
-        (Some(recorded), Some(_)) => {
+        Some(recorded) if given => {
             let stored = recorded.build()?.identity();
             if stored != embedder.identity() {
                 return Err(Error::EmbedderMismatch {
@@ -256,7 +279,7 @@ fn store_embedder(
                 });
             }
         }
-        (Some(_), None) => {}
+        Some(_) => {}
     }
     Ok((embedder, config))
 }

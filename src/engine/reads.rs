@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::compute::vector::normalise;
 use crate::engine::Engine;
 use crate::engine::cache::CachedDocument;
 use crate::error::{Error, Result};
@@ -152,6 +153,31 @@ impl Engine {
         exact: bool,
     ) -> Result<Vec<RankedHit>> {
         let query = self.embed_query(text)?;
+        self.nearest_vector(&query, target, k, exact)
+    }
+
+    /// The work of [`crate::Db::nearest_vector`].
+    pub(crate) fn nearest_vector(
+        &self,
+        vector: &[f32],
+        target: Target,
+        k: usize,
+        exact: bool,
+    ) -> Result<Vec<RankedHit>> {
+        let dimension = self.embedder.dimension();
+        if vector.len() != dimension {
+            return Err(Error::Usage(format!(
+                "a query vector of dimension {} for a store whose vectors have dimension {dimension}",
+                vector.len()
+            )));
+        }
+        if !vector.iter().all(|x| x.is_finite()) {
+            return Err(Error::Usage(
+                "a query vector with a component that is not a finite number".into(),
+            ));
+        }
+        let mut query = vector.to_vec();
+        normalise(&mut query);
         let guard = self.vector_index()?;
         let Some(index) = guard.as_ref() else {
             return Ok(Vec::new());

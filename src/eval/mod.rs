@@ -222,6 +222,7 @@ impl GroupRun {
             &OpenOptions {
                 create: true,
                 embedder: Some(options.embedder.clone()),
+                ..Default::default()
             },
         )?;
         for format in [Format::Markdown, Format::Text] {

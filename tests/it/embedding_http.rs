@@ -133,6 +133,7 @@ fn real_server_hybrid_finds_a_paraphrase_that_bm25_misses() {
             url.as_str(),
             "all-MiniLM-L6-v2",
         ))),
+        ..Default::default()
     };
     let db = edudb::Db::open_with(dir.path().join("db"), &options).unwrap();
     let docs = [

@@ -131,6 +131,7 @@ fn a_missing_or_broken_model_directory_is_named_in_the_error() {
         embedder: Some(EmbedderConfig::Local {
             model: dir.path().to_owned(),
         }),
+        ..Default::default()
     };
     let err = Db::open_with(dir.path().join("db"), &options).unwrap_err();
     assert!(matches!(err, Error::Embedding(_)), "{err:?}");
@@ -144,6 +145,7 @@ fn a_store_on_a_local_model_embeds_with_it_and_weights_its_dag_with_its_attentio
     let options = OpenOptions {
         create: true,
         embedder: Some(config.clone()),
+        ..Default::default()
     };
     let path = rfcs().join("0201-error-chaining.md");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -209,6 +211,7 @@ fn a_store_on_a_local_model_embeds_with_it_and_weights_its_dag_with_its_attentio
     let hashed = OpenOptions {
         create: false,
         embedder: Some(EmbedderConfig::default()),
+        ..Default::default()
     };
     let err = Db::open_with(store.path().join("db"), &hashed).unwrap_err();
     assert!(matches!(err, Error::EmbedderMismatch { .. }), "{err}");

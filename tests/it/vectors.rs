@@ -280,6 +280,7 @@ fn a_store_refuses_a_different_embedder() {
     let other = OpenOptions {
         create: false,
         embedder: Some(EmbedderConfig::Hashed { dimension: 64 }),
+        ..Default::default()
     };
     let err = Db::open_with(&path, &other).unwrap_err();
     assert!(matches!(err, Error::EmbedderMismatch { .. }), "{err}");
@@ -303,6 +304,7 @@ fn a_document_whose_embedding_fails_is_not_written() {
     let options = OpenOptions {
         create: true,
         embedder: Some(EmbedderConfig::Http(config)),
+        ..Default::default()
     };
     let db = Db::open_with(&path, &options).unwrap();
     let err = db
@@ -316,4 +318,139 @@ fn a_document_whose_embedding_fails_is_not_written() {
     assert!(err.to_string().contains("127.0.0.1:9"), "{err}");
     assert!(db.documents().unwrap().is_empty());
     assert_eq!(db.check().unwrap().documents, 0);
+}
+
+/// An application's own embedder: hashed features under its own name.
+#[derive(Debug)]
+struct AppEmbedder {
+    name: &'static str,
+    inner: edudb::compute::embed::hashed::HashedEmbedder,
+}
+
+impl AppEmbedder {
+    fn shared(name: &'static str) -> std::sync::Arc<dyn edudb::Embedder> {
+        std::sync::Arc::new(AppEmbedder {
+            name,
+            inner: edudb::compute::embed::hashed::HashedEmbedder::new(48).unwrap(),
+        })
+    }
+}
+
+impl edudb::Embedder for AppEmbedder {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, edudb::EmbedError> {
+        self.inner.embed(texts)
+    }
+    fn dimension(&self) -> usize {
+        48
+    }
+    fn identity(&self) -> String {
+        self.name.to_owned()
+    }
+}
+
+fn with_custom(create: bool, embedder: std::sync::Arc<dyn edudb::Embedder>) -> OpenOptions {
+    OpenOptions {
+        create,
+        custom_embedder: Some(embedder),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_store_on_the_applications_own_embedder_records_it_and_needs_it_for_new_vectors() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = Db::open_with(&path, &with_custom(true, AppEmbedder::shared("app:v1"))).unwrap();
+        for (id, text) in TOPICS {
+            ingest_markdown(&db, id, text);
+        }
+        assert_eq!(
+            db.embedder_config(),
+            &EmbedderConfig::Custom {
+                identity: "app:v1".into(),
+                dimension: 48
+            }
+        );
+        let hits = db
+            .nearest("tomatoes watering roots", edudb::Target::Edus, 1, true)
+            .unwrap();
+        assert_eq!(hits[0].doc, "garden");
+    }
+    // Opened again with it: its vectors answer as before.
+    {
+        let db = Db::open_with(&path, &with_custom(false, AppEmbedder::shared("app:v1"))).unwrap();
+        let hits = db
+            .nearest("tomatoes watering roots", edudb::Target::Edus, 1, false)
+            .unwrap();
+        assert_eq!(hits[0].doc, "garden");
+    }
+    // Another embedder of the application's is refused by name.
+    let err = Db::open_with(&path, &with_custom(false, AppEmbedder::shared("app:v2"))).unwrap_err();
+    assert!(matches!(err, Error::EmbedderMismatch { .. }), "{err}");
+    assert!(err.to_string().contains("app:v1"), "{err}");
+    // Without it, reads that need no new vector work and embedding fails
+    // saying what to supply; nothing is written by a refused ingest.
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.documents().unwrap().len(), TOPICS.len());
+    assert_eq!(db.search("dough", 5).unwrap()[0].doc, "kitchen");
+    let err = db
+        .nearest("tomatoes", edudb::Target::Edus, 1, false)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("app:v1") && err.to_string().contains("custom_embedder"),
+        "{err}"
+    );
+    let refused = db.ingest_bytes(
+        "late",
+        b"# Late\n\nA document that needs vectors.\n".to_vec(),
+        support::markdown(),
+    );
+    assert!(refused.is_err());
+    assert_eq!(db.documents().unwrap().len(), TOPICS.len());
+}
+
+#[test]
+fn an_embedder_configuration_and_a_custom_embedder_together_are_refused() {
+    let dir = TempDir::new().unwrap();
+    let options = OpenOptions {
+        embedder: Some(EmbedderConfig::default()),
+        ..with_custom(true, AppEmbedder::shared("app:v1"))
+    };
+    let err = Db::open_with(dir.path().join("db"), &options).unwrap_err();
+    assert!(matches!(err, Error::Usage(_)), "{err}");
+    assert!(!dir.path().join("db").join("store").exists());
+}
+
+#[test]
+fn nearest_to_a_vector_matches_nearest_to_its_text_and_checks_the_vector() {
+    let (_dir, db) = store();
+    let text = "clients retry with exponential backoff";
+    let vector = db.embedder().embed(&[text]).unwrap().pop().unwrap();
+    for exact in [true, false] {
+        let by_text = db.nearest(text, edudb::Target::Edus, 3, exact).unwrap();
+        // Scaling does not change the ranking: the vector is normalised.
+        let scaled: Vec<f32> = vector.iter().map(|x| x * 7.5).collect();
+        let by_vector = db
+            .nearest_vector(&scaled, edudb::Target::Edus, 3, exact)
+            .unwrap();
+        let keys = |hits: &[edudb::RankedHit]| -> Vec<(String, u32)> {
+            hits.iter().map(|h| (h.doc.clone(), h.span.first)).collect()
+        };
+        assert_eq!(keys(&by_text), keys(&by_vector));
+        assert_eq!(by_vector[0].doc, "network");
+    }
+    let short = db.nearest_vector(&[1.0, 0.0], edudb::Target::Edus, 3, false);
+    let err = short.unwrap_err();
+    assert!(matches!(err, Error::Usage(_)), "{err}");
+    assert!(
+        err.to_string().contains("dimension 2") && err.to_string().contains("256"),
+        "{err}"
+    );
+    let mut nan = vector.clone();
+    nan[3] = f32::NAN;
+    let err = db
+        .nearest_vector(&nan, edudb::Target::Edus, 3, true)
+        .unwrap_err();
+    assert!(matches!(err, Error::Usage(_)), "{err}");
 }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::compute::embed::absent::AbsentEmbedder;
 use crate::compute::embed::embedder::Embedder;
 use crate::compute::embed::hashed;
 use crate::compute::embed::http;
@@ -27,6 +28,15 @@ pub enum EmbedderConfig {
         /// `model.safetensors`).
         model: std::path::PathBuf,
     },
+    /// An embedder the application supplies itself each time it opens the
+    /// store (`OpenOptions::custom_embedder`): only its identity and
+    /// dimension are recorded, so it cannot be built from this record.
+    Custom {
+        /// The embedder's [`Embedder::identity`].
+        identity: String,
+        /// Its vector length.
+        dimension: usize,
+    },
 }
 
 impl Default for EmbedderConfig {
@@ -38,7 +48,17 @@ impl Default for EmbedderConfig {
 }
 
 impl EmbedderConfig {
-    /// Builds the embedder this configuration describes.
+    /// The record of an embedder the application supplies itself.
+    pub fn custom(embedder: &dyn Embedder) -> EmbedderConfig {
+        EmbedderConfig::Custom {
+            identity: embedder.identity(),
+            dimension: embedder.dimension(),
+        }
+    }
+
+    /// Builds the embedder this configuration describes (for a
+    /// [`EmbedderConfig::Custom`] one, which only the application can
+    /// supply, a stand-in whose every embedding fails saying so).
     pub fn build(&self) -> Result<Box<dyn Embedder>, EmbedError> {
         Ok(match self {
             EmbedderConfig::Hashed { dimension } => {
@@ -46,6 +66,10 @@ impl EmbedderConfig {
             }
             EmbedderConfig::Http(config) => Box::new(http::HttpEmbedder::new(config.clone())?),
             EmbedderConfig::Local { model } => Box::new(LocalEmbedder::load(model)?),
+            EmbedderConfig::Custom {
+                identity,
+                dimension,
+            } => Box::new(AbsentEmbedder::new(identity, *dimension)),
         })
     }
 }

@@ -7,11 +7,14 @@
 //!   API (llama.cpp server, vLLM, TEI, Ollama, hosted APIs).
 //! - [`local::LocalEmbedder`]: a sentence-transformers model run
 //!   in-process ([`crate::compute::transformer`]).
+//! - an application's own [`Embedder`], supplied on every open; a store
+//!   opened without it gets an [`absent::AbsentEmbedder`] in its place.
 //!
 //! Which embedder a store was built with is recorded in the store as an
 //! [`EmbedderConfig`]; its [`Embedder::identity`] must match on every open,
 //! because vectors of different models are not comparable.
 
+pub mod absent;
 mod config;
 mod embedder;
 pub mod hashed;
