@@ -16,7 +16,8 @@ pub struct QueryError {
     pub message: String,
     /// A suggestion, such as the nearest keyword.
     pub hint: Option<String>,
-    /// The statement line holding the fault.
+    /// The statement line holding the fault; of a long line, the part
+    /// around the fault, with `…` where it was cut.
     pub source_line: String,
     /// Characters of `source_line` to underline.
     pub underline: Range<usize>,
@@ -33,13 +34,14 @@ impl QueryError {
             .map_or(source.len(), |i| start + i);
         let column = source[line_start..start].chars().count();
         let width = source[start..end.min(line_end)].chars().count().max(1);
+        let (source_line, underline) = excerpt(&source[line_start..line_end], column, width);
         QueryError {
             line: source[..start].matches('\n').count() + 1,
             column: column + 1,
             message: message.into(),
             hint: None,
-            source_line: source[line_start..line_end].to_owned(),
-            underline: column..column + width,
+            source_line,
+            underline,
         }
     }
 
@@ -48,6 +50,33 @@ impl QueryError {
         self.hint = Some(hint.into());
         self
     }
+}
+
+/// Characters of a statement line shown before the fault and from it on.
+const SHOWN_BEFORE: usize = 40;
+const SHOWN_FROM: usize = 60;
+
+/// The part of `line` shown under an error at character `column`, `width`
+/// characters wide, and the characters of it to underline: the whole line
+/// when short, else a window around the fault with `…` where it was cut.
+fn excerpt(line: &str, column: usize, width: usize) -> (String, Range<usize>) {
+    let length = line.chars().count();
+    if length <= SHOWN_BEFORE + SHOWN_FROM {
+        return (line.to_owned(), column..column + width);
+    }
+    let first = column.saturating_sub(SHOWN_BEFORE);
+    let last = (column + SHOWN_FROM).min(length);
+    let mut shown: String = line.chars().skip(first).take(last - first).collect();
+    let mut start = column - first;
+    if first > 0 {
+        shown.insert(0, '…');
+        start += 1;
+    }
+    if last < length {
+        shown.push('…');
+    }
+    let width = width.min(last.saturating_sub(column)).max(1);
+    (shown, start..start + width)
 }
 
 fn floor_char_boundary(text: &str, mut at: usize) -> usize {

@@ -103,11 +103,13 @@ pub enum Pred {
     Title(Value),
     /// `doc = 'id'`
     Doc(Value),
-    /// Both hold.
-    And(Box<Pred>, Box<Pred>),
-    /// Either holds.
-    Or(Box<Pred>, Box<Pred>),
-    /// It does not hold.
+    /// Every one holds (two or more: a chain of `AND`s is one list, so its
+    /// length never deepens the tree).
+    And(Vec<Pred>),
+    /// At least one holds (two or more, like `And`).
+    Or(Vec<Pred>),
+    /// It does not hold (never directly around another `Not`: a double
+    /// negation is dropped while parsing).
     Not(Box<Pred>),
 }
 

@@ -45,6 +45,25 @@ mod tests {
     }
 
     #[test]
+    fn a_long_line_is_shown_around_the_fault() {
+        let source = format!("{}FROM x{}", "a".repeat(500), "b".repeat(500));
+        let error = QueryError::new(&source, 500..504, "bad");
+        assert_eq!(error.column, 501);
+        let shown: Vec<char> = error.source_line.chars().collect();
+        assert_eq!(shown.len(), 1 + 40 + 60 + 1);
+        assert_eq!((shown[0], shown[shown.len() - 1]), ('…', '…'));
+        let marked: String = shown[error.underline.clone()].iter().collect();
+        assert_eq!(marked, "FROM");
+        // A fault near the start keeps the start; near the end, the end.
+        let error = QueryError::new(&source, 2..3, "bad");
+        assert!(error.source_line.starts_with("aaa") && error.source_line.ends_with('…'));
+        assert_eq!(error.underline, 2..3);
+        let error = QueryError::new(&source, source.len()..source.len(), "bad");
+        assert!(error.source_line.starts_with('…') && error.source_line.ends_with('b'));
+        assert_eq!(error.underline.len(), 1);
+    }
+
+    #[test]
     fn nearest_keyword() {
         assert_eq!(nearest("FORM", &["FROM", "WHERE"]), Some("FROM"));
         assert_eq!(nearest("budgte", &["BUDGET", "LIMIT"]), Some("BUDGET"));

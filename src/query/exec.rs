@@ -842,8 +842,8 @@ fn matches(filter: &Filter, view: &View, candidate: &Candidate) -> bool {
             .node
             .is_some_and(|n| regex.is_match(view.node(n).title.as_str())),
         Filter::Doc(id) => view.id == *id,
-        Filter::And(a, b) => matches(a, view, candidate) && matches(b, view, candidate),
-        Filter::Or(a, b) => matches(a, view, candidate) || matches(b, view, candidate),
+        Filter::And(filters) => filters.iter().all(|f| matches(f, view, candidate)),
+        Filter::Or(filters) => filters.iter().any(|f| matches(f, view, candidate)),
         Filter::Not(a) => !matches(a, view, candidate),
     }
 }

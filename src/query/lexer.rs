@@ -35,13 +35,24 @@ impl Token {
     /// How the token reads in an error message.
     pub fn describe(&self) -> String {
         match &self.kind {
-            TokenKind::Word(word) => format!("'{word}'"),
-            TokenKind::Str(text) => format!("string '{}'", text.replace('\'', "''")),
+            TokenKind::Word(word) => format!("'{}'", shortened(word)),
+            TokenKind::Str(text) => format!("string '{}'", shortened(&text.replace('\'', "''"))),
             TokenKind::Number(number) => format!("number {number}"),
             TokenKind::Param(name) => format!("parameter ${name}"),
             TokenKind::Symbol(symbol) => format!("'{symbol}'"),
             TokenKind::End => "end of statement".to_owned(),
         }
+    }
+}
+
+/// Characters of a word or string an error message repeats.
+const DESCRIBED_CHARS: usize = 40;
+
+/// `text`, cut to [`DESCRIBED_CHARS`] characters with `…` when longer.
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(DESCRIBED_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
     }
 }
 

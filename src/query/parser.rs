@@ -75,8 +75,22 @@ const CLAUSES: [&str; 9] = [
     ";",
 ];
 
+/// Longest statement accepted, in bytes (long texts belong in parameters,
+/// which have limits of their own).
+pub const MAX_STATEMENT_BYTES: usize = 64 * 1024;
+
 /// Parses one statement (an optional trailing `;` allowed).
 pub fn parse(source: &str) -> Result<Statement, QueryError> {
+    if source.len() > MAX_STATEMENT_BYTES {
+        return Err(QueryError::new(
+            source,
+            MAX_STATEMENT_BYTES..MAX_STATEMENT_BYTES + 1,
+            format!(
+                "the statement is {} bytes long; at most {MAX_STATEMENT_BYTES} are accepted",
+                source.len()
+            ),
+        ));
+    }
     let tokens = tokenize(source)?;
     let mut parser = Parser {
         source,
@@ -92,9 +106,20 @@ pub fn parse(source: &str) -> Result<Statement, QueryError> {
     Ok(statement)
 }
 
-/// Deepest parenthesised condition accepted, so no statement can exhaust
-/// the stack.
+/// Deepest parenthesised condition accepted. With chains of `AND`/`OR`
+/// kept as lists and double negations dropped, this bounds the depth of
+/// every condition tree, so no statement can exhaust the stack in the
+/// parser, the planner, the executor or when the tree is dropped.
 const MAX_NESTING: usize = 64;
+
+/// The one predicate of `preds`, or `join` of them all.
+fn one_or(mut preds: Vec<Pred>, join: fn(Vec<Pred>) -> Pred) -> Pred {
+    if preds.len() == 1 {
+        preds.pop().expect("one predicate")
+    } else {
+        join(preds)
+    }
+}
 
 struct Parser<'a> {
     source: &'a str,
@@ -390,32 +415,34 @@ impl Parser<'_> {
     }
 
     fn or_pred(&mut self) -> Result<Pred, QueryError> {
-        let mut pred = self.and_pred()?;
+        let mut preds = vec![self.and_pred()?];
         while self.eat_word("OR") {
-            pred = Pred::Or(Box::new(pred), Box::new(self.and_pred()?));
+            preds.push(self.and_pred()?);
         }
-        Ok(pred)
+        Ok(one_or(preds, Pred::Or))
     }
 
     fn and_pred(&mut self) -> Result<Pred, QueryError> {
-        let mut pred = self.not_pred()?;
+        let mut preds = vec![self.not_pred()?];
         while self.eat_word("AND") {
-            pred = Pred::And(Box::new(pred), Box::new(self.not_pred()?));
+            preds.push(self.not_pred()?);
         }
-        Ok(pred)
+        Ok(one_or(preds, Pred::And))
     }
 
     fn not_pred(&mut self) -> Result<Pred, QueryError> {
-        // Iterative over repeated NOTs, so `NOT NOT ... x` cannot overflow.
-        let mut negations = 0usize;
+        // Iterative over repeated NOTs, and only their parity is kept, so
+        // `NOT NOT ... x` neither overflows here nor builds a deep tree.
+        let mut negated = false;
         while self.eat_word("NOT") {
-            negations += 1;
+            negated = !negated;
         }
-        let mut pred = self.atom_pred()?;
-        for _ in 0..negations {
-            pred = Pred::Not(Box::new(pred));
-        }
-        Ok(pred)
+        let pred = self.atom_pred()?;
+        Ok(if negated {
+            Pred::Not(Box::new(pred))
+        } else {
+            pred
+        })
     }
 
     fn atom_pred(&mut self) -> Result<Pred, QueryError> {

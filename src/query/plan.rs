@@ -26,6 +26,10 @@ pub const MAX_LEVEL: u64 = 1_000;
 pub const MAX_CONTEXT: u64 = 10_000;
 /// Longest accepted compiled regex, in bytes.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Longest seed text (BM25, NEAR, HYBRID), inline or a parameter, in
+/// bytes: about 3,000 words, more than any question; the cost of a full-text
+/// query grows with its terms.
+pub const MAX_SEED_TEXT_BYTES: usize = 16 * 1024;
 
 /// A statement ready to run.
 #[derive(Debug, Clone)]
@@ -124,10 +128,10 @@ pub enum Filter {
     Title(Regex),
     /// `doc = 'id'`
     Doc(String),
-    /// Both.
-    And(Box<Filter>, Box<Filter>),
-    /// Either.
-    Or(Box<Filter>, Box<Filter>),
+    /// Every one.
+    And(Vec<Filter>),
+    /// At least one.
+    Or(Vec<Filter>),
     /// Not.
     Not(Box<Filter>),
 }
@@ -243,6 +247,23 @@ impl Binder<'_> {
         })
     }
 
+    /// A seed's text, at most [`MAX_SEED_TEXT_BYTES`] long.
+    fn seed_text(&self, value: &ast::Value) -> crate::error::Result<String> {
+        let text = self.text(value)?;
+        if text.len() > MAX_SEED_TEXT_BYTES {
+            return Err(self
+                .error(
+                    value.at.clone(),
+                    format!(
+                        "a seed text of {} bytes; at most {MAX_SEED_TEXT_BYTES} are searched for",
+                        text.len()
+                    ),
+                )
+                .into());
+        }
+        Ok(text)
+    }
+
     fn real(&self, value: &ast::Value, what: &str, range: Range<f64>) -> crate::error::Result<f64> {
         let number = match self.value(value)? {
             Bound::Number(number) => number.parse::<f64>().ok(),
@@ -355,15 +376,15 @@ impl Binder<'_> {
         let seed = match &select.seed {
             None => None,
             Some((Seed::Bm25(text), _)) => Some(SeedPlan {
-                text: self.text(text)?,
+                text: self.seed_text(text)?,
                 method: SeedMethod::Bm25,
             }),
             Some((Seed::Near(text), _)) => Some(SeedPlan {
-                text: self.text(text)?,
+                text: self.seed_text(text)?,
                 method: SeedMethod::Near,
             }),
             Some((Seed::Hybrid(text, alpha), _)) => Some(SeedPlan {
-                text: self.text(text)?,
+                text: self.seed_text(text)?,
                 method: SeedMethod::Hybrid {
                     alpha: match alpha {
                         Some(v) => self.real(v, "HYBRID's alpha", 0.0..1.0)? as f32,
@@ -478,6 +499,10 @@ impl Binder<'_> {
         })
     }
 
+    fn filters(&self, preds: &[ast::Pred]) -> crate::error::Result<Vec<Filter>> {
+        preds.iter().map(|pred| self.filter(pred)).collect()
+    }
+
     fn filter(&self, pred: &ast::Pred) -> crate::error::Result<Filter> {
         Ok(match pred {
             ast::Pred::Level(op, value) => {
@@ -528,10 +553,8 @@ impl Binder<'_> {
                 Filter::Title(regex)
             }
             ast::Pred::Doc(value) => Filter::Doc(self.document(value)?),
-            ast::Pred::And(a, b) => {
-                Filter::And(Box::new(self.filter(a)?), Box::new(self.filter(b)?))
-            }
-            ast::Pred::Or(a, b) => Filter::Or(Box::new(self.filter(a)?), Box::new(self.filter(b)?)),
+            ast::Pred::And(preds) => Filter::And(self.filters(preds)?),
+            ast::Pred::Or(preds) => Filter::Or(self.filters(preds)?),
             ast::Pred::Not(a) => Filter::Not(Box::new(self.filter(a)?)),
         })
     }

@@ -681,3 +681,102 @@ fn queries_see_replaced_and_removed_documents() {
     db.set_document_cache_bytes(0);
     assert_eq!(db.document_cache_usage(), (0, 0));
 }
+
+/// The (doc, first EDU, last EDU) of every item `statement` selects.
+fn picks(db: &Db, statement: &str) -> Vec<(String, u32, u32)> {
+    selection(db, statement)
+        .items
+        .iter()
+        .map(|i| (i.doc.clone(), i.edus[0], i.edus[1]))
+        .collect()
+}
+
+#[test]
+fn long_chains_of_conditions_run_in_a_small_stack() {
+    let (_dir, db) = store();
+    let plain = picks(&db, "SELECT FROM * WHERE level = 1 LIMIT 50");
+    let negated = picks(&db, "SELECT FROM * WHERE NOT level = 1 LIMIT 50");
+    assert!(!plain.is_empty() && plain != negated);
+    let levels: Vec<String> = (0..4_000)
+        .map(|n| format!("level = {}", n % 20 + 1))
+        .collect();
+    let statements = [
+        (
+            format!(
+                "SELECT FROM * WHERE {}level = 1 LIMIT 50",
+                "NOT ".repeat(10_000)
+            ),
+            plain.clone(),
+        ),
+        (
+            format!(
+                "SELECT FROM * WHERE {}level = 1 LIMIT 50",
+                "NOT ".repeat(10_001)
+            ),
+            negated,
+        ),
+        (
+            format!("SELECT FROM * WHERE {} LIMIT 50", levels.join(" OR ")),
+            picks(
+                &db,
+                "SELECT FROM * WHERE level >= 1 AND level <= 20 LIMIT 50",
+            ),
+        ),
+        (
+            format!(
+                "SELECT FROM * WHERE {} LIMIT 50",
+                vec!["level = 1"; 4_000].join(" AND ")
+            ),
+            plain,
+        ),
+    ];
+    // A thread with a quarter of a megabyte of stack: recursion as deep as
+    // the chains would overflow it.
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn_scoped(scope, || {
+                for (statement, expected) in &statements {
+                    assert_eq!(&picks(&db, statement), expected, "{}", &statement[..60]);
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    });
+}
+
+#[test]
+fn oversized_statements_and_seed_texts_are_refused_with_short_errors() {
+    let (_dir, db) = store();
+    let words = "compost soil ".repeat(6_000);
+    let huge = format!("SELECT FROM * SEED BM25('{words}') LIMIT 3");
+    let error = query_error(&db, &huge);
+    assert!(error.message.contains("at most 65536"), "{error}");
+    assert!(error.to_string().len() < 400, "{error}");
+    // A seed text through a parameter is bounded too, and not echoed.
+    let params = Params::new().text("q", &words[..40_000]);
+    let error = match db.query("SELECT FROM * SEED BM25($q) LIMIT 3", &params) {
+        Err(Error::Query(error)) => error,
+        other => panic!("expected a query error, got {other:?}"),
+    };
+    assert!(error.message.contains("40000 bytes"), "{error}");
+    assert!(error.to_string().len() < 400, "{error}");
+    // A fault at the end of a long line is shown in a window around it.
+    let long = format!(
+        "SELECT FROM * SEED BM25('{}') LIMTI 3",
+        "compost ".repeat(500)
+    );
+    let error = query_error(&db, &long);
+    let shown = error.to_string();
+    assert!(shown.len() < 400, "{shown}");
+    let lines: Vec<&str> = shown.lines().collect();
+    let caret = lines[2].find('^').unwrap();
+    let marked: String = lines[1].chars().skip(caret).take(5).collect();
+    assert_eq!(marked, "LIMTI", "{shown}");
+    assert!(lines[1].trim_start().starts_with('…'), "{shown}");
+    // Below the limits, a long seed text still runs.
+    let params = Params::new().text("q", &words[..15_000]);
+    db.query("SELECT FROM * SEED BM25($q) LIMIT 3", &params)
+        .unwrap();
+}
