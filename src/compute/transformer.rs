@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, Module, VarBuilder};
 use candle_transformers::models::bert::{BertEncoder, BertModel, Config};
-use tokenizers::{PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use crate::error::EmbedError;
 
@@ -53,7 +53,9 @@ struct AttentionProbe {
     position: Embedding,
     token_type: Embedding,
     norm: LayerNorm,
-    /// One single-layer encoder per layer, sharing the model's weights.
+    /// One single-layer encoder per layer, loaded from the same tensors as
+    /// the model (a second copy of its weights: about twice the model's
+    /// memory; fine for small encoders like MiniLM).
     layers: Vec<BertEncoder>,
     queries: Vec<Linear>,
     keys: Vec<Linear>,
@@ -105,8 +107,18 @@ impl LocalModel {
         // sentence-transformers' tokenizer.json files often pad every input
         // to a fixed length and cut at 128 tokens: pad each batch to its
         // longest text instead, and cut where the model was trained to.
-        if let Some(padding) = tokenizer.get_padding_mut() {
-            padding.strategy = PaddingStrategy::BatchLongest;
+        // One without padding gets it, or a batch of texts of different
+        // lengths would not form a tensor.
+        match tokenizer.get_padding_mut() {
+            Some(padding) => padding.strategy = PaddingStrategy::BatchLongest,
+            None => {
+                let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(0);
+                tokenizer.with_padding(Some(PaddingParams {
+                    strategy: PaddingStrategy::BatchLongest,
+                    pad_id,
+                    ..PaddingParams::default()
+                }));
+            }
         }
         tokenizer
             .with_truncation(Some(TruncationParams {
@@ -223,7 +235,8 @@ impl LocalModel {
     }
 
     /// The model's tokens of `text` (no special tokens), at most
-    /// [`LocalModel::MAX_SEQUENCE_TOKENS`] of them.
+    /// [`LocalModel::MAX_SEQUENCE_TOKENS`] of them (fewer when the model
+    /// has fewer positions).
     pub fn tokens(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         let encoding = self
             .tokenizer
@@ -255,7 +268,11 @@ impl LocalModel {
         let first_key = ids.len();
         ids.extend_from_slice(keys);
         ids.push(self.sep);
-        let types: Vec<u32> = (0..length).map(|i| u32::from(i >= first_key)).collect();
+        // The keys are the second segment, where the model has one.
+        let key_type = u32::from(self.config.type_vocab_size > 1);
+        let types: Vec<u32> = (0..length)
+            .map(|i| if i >= first_key { key_type } else { 0 })
+            .collect();
         let averaged = self
             .probe
             .mean_attention(&ids, &types, &self.config, &self.device)

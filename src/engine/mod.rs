@@ -243,24 +243,32 @@ fn store_embedder(
             })
         })
         .transpose()?;
-    let (embedder, mut config): (Arc<dyn Embedder>, EmbedderConfig) =
-        match (&options.custom_embedder, &options.embedder) {
-            (Some(_), Some(_)) => {
-                return Err(Error::Usage(
+    let (embedder, mut config): (Arc<dyn Embedder>, EmbedderConfig) = match (
+        &options.custom_embedder,
+        &options.embedder,
+    ) {
+        (Some(_), Some(_)) => {
+            return Err(Error::Usage(
                 "open a store with either an embedder configuration or a custom embedder, not both"
                     .into(),
             ));
-            }
-            (Some(custom), None) => (custom.clone(), EmbedderConfig::custom(custom.as_ref())),
-            (None, given) => {
-                let config = given
-                    .as_ref()
-                    .or(recorded.as_ref())
-                    .cloned()
-                    .unwrap_or_default();
-                (Arc::from(config.build()?), config)
-            }
-        };
+        }
+        (Some(custom), None) => (custom.clone(), EmbedderConfig::custom(custom.as_ref())),
+        (None, Some(EmbedderConfig::Custom { .. })) => {
+            return Err(Error::Usage(
+                    "an application's own embedder is given as OpenOptions::custom_embedder, not as a configuration"
+                        .into(),
+                ));
+        }
+        (None, given) => {
+            let config = given
+                .as_ref()
+                .or(recorded.as_ref())
+                .cloned()
+                .unwrap_or_default();
+            (Arc::from(config.build()?), config)
+        }
+    };
     if let EmbedderConfig::Http(http) = &mut config {
         http.dimension = Some(embedder.dimension());
     }
@@ -271,11 +279,18 @@ fn store_embedder(
             store.set_embedder_config(&json)?;
         }
         Some(recorded) if given => {
-            let stored = recorded.build()?.identity();
-            if stored != embedder.identity() {
+            let stored = recorded.build()?;
+            if stored.identity() != embedder.identity()
+                || stored.dimension() != embedder.dimension()
+            {
+                let stored = format!("{} (dimension {})", stored.identity(), stored.dimension());
                 return Err(Error::EmbedderMismatch {
                     stored,
-                    given: embedder.identity(),
+                    given: format!(
+                        "{} (dimension {})",
+                        embedder.identity(),
+                        embedder.dimension()
+                    ),
                 });
             }
         }

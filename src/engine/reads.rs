@@ -171,9 +171,9 @@ impl Engine {
                 vector.len()
             )));
         }
-        if !vector.iter().all(|x| x.is_finite()) {
+        if !vector.iter().all(|x| x.is_finite()) || vector.iter().all(|&x| x == 0.0) {
             return Err(Error::Usage(
-                "a query vector with a component that is not a finite number".into(),
+                "a query vector must have finite components, not all zero".into(),
             ));
         }
         let mut query = vector.to_vec();

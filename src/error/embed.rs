@@ -39,6 +39,12 @@ pub enum EmbedError {
         /// The returned vector's length.
         found: usize,
     },
+    /// A vector has a component that is not a finite number.
+    #[error("embedder {identity} returned a vector with a component that is not a finite number")]
+    NotFinite {
+        /// The embedder.
+        identity: String,
+    },
     /// A local model could not be loaded or run.
     #[error("local model {}: {message}", dir.display())]
     Model {

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::compute::device::Device;
-use crate::compute::embed::{EmbedError, Embedder};
+use crate::compute::embed::{EmbedError, Embedder, normalise};
 use crate::error::{Error, Result};
 use crate::ingest::dag::attention::{AttentionSource, ComputedAttention};
 use crate::ingest::dag::bridge::BridgeIpMaker;
@@ -318,7 +318,16 @@ pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<DocVect
                 }
                 .into());
             }
+            if !row.iter().all(|x| x.is_finite()) {
+                return Err(EmbedError::NotFinite {
+                    identity: embedder.identity(),
+                }
+                .into());
+            }
+            // Unit length, as the index's cosine needs, whoever embedded it.
+            let start = flat.len();
             flat.extend(row);
+            normalise(&mut flat[start..]);
         }
         Ok(flat)
     };

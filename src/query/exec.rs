@@ -714,10 +714,12 @@ fn traverse(
 /// as one graph. A DAG node's direct similarity is the best seed score of
 /// its EDUs; scores flow down the weighted edges ([`Device`] runs
 /// [`crate::compute::propagate`]) for STEPS levels (default: from the highest
-/// top level to the chunks). Every chunk with a positive score becomes a
-/// candidate scored by its propagated score; every seeded EDU is rescored
-/// `(1 − α)·own + α·(its chunk's score)`. Returns the candidates, the
-/// stage's detail and the device that ran it.
+/// top level to the chunks). The candidates are EDUs: every seeded EDU,
+/// rescored `(1 − α)·own + α·(its chunk's score)`, and the EDUs of every
+/// information point with a positive score, at `α·(the point's score)`; an
+/// EDU keeps the better of the two. The seed's tree nodes stay candidates
+/// with their own scores. Returns the candidates, the stage's detail and
+/// the device that ran it.
 ///
 /// [`Device`]: crate::compute::device::Device
 fn propagate(
@@ -773,7 +775,7 @@ fn propagate(
         let node = &dags[doc].nodes[i];
         if node.level == 1 {
             chunk_scores[doc].push((node.span, score));
-        } else {
+        } else if how.alpha * score > 0.0 {
             for &e in &node.points {
                 raise(doc, e, how.alpha * score);
             }

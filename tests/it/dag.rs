@@ -409,6 +409,23 @@ fn propagate_scores_edus_by_their_chunks_and_points_and_keeps_the_seeded_nodes()
         wanted.iter().any(|&e| edu_score[e as usize] == 0.0),
         "some unseeded EDU is reached through a point"
     );
+    // At ALPHA 0 propagation adds nothing: exactly the seeded EDUs come
+    // back, with their own scores (no member of a point at score 0).
+    let Rows::Selection(unmoved) =
+        run("SELECT SPANS FROM * WHERE kind = edu SEED BM25($q) PROPAGATE ALPHA 0 LIMIT 100000")
+            .rows
+    else {
+        panic!("a selection")
+    };
+    let scores = |items: &[edudb::Item]| -> Vec<(u32, String)> {
+        let mut out: Vec<_> = items
+            .iter()
+            .map(|i| (i.edus[0], format!("{:.5}", i.score)))
+            .collect();
+        out.sort();
+        out
+    };
+    assert_eq!(scores(&unmoved.items), scores(&edus.items));
     // The seeded tree nodes stay candidates: the best node of the plain
     // seed is picked by the propagated query too.
     let Rows::Selection(nodes) =

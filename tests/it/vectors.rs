@@ -320,28 +320,44 @@ fn a_document_whose_embedding_fails_is_not_written() {
     assert_eq!(db.check().unwrap().documents, 0);
 }
 
-/// An application's own embedder: hashed features under its own name.
+/// An application's own embedder: hashed features under its own name,
+/// scaled by `scale` (not unit length unless 1).
 #[derive(Debug)]
 struct AppEmbedder {
     name: &'static str,
-    inner: edudb::compute::embed::hashed::HashedEmbedder,
+    dimension: usize,
+    scale: f32,
 }
 
 impl AppEmbedder {
     fn shared(name: &'static str) -> std::sync::Arc<dyn edudb::Embedder> {
+        Self::scaled(name, 48, 1.0)
+    }
+
+    fn scaled(
+        name: &'static str,
+        dimension: usize,
+        scale: f32,
+    ) -> std::sync::Arc<dyn edudb::Embedder> {
         std::sync::Arc::new(AppEmbedder {
             name,
-            inner: edudb::compute::embed::hashed::HashedEmbedder::new(48).unwrap(),
+            dimension,
+            scale,
         })
     }
 }
 
 impl edudb::Embedder for AppEmbedder {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, edudb::EmbedError> {
-        self.inner.embed(texts)
+        let inner = edudb::compute::embed::hashed::HashedEmbedder::new(self.dimension).unwrap();
+        let vectors = inner.embed(texts)?;
+        Ok(vectors
+            .into_iter()
+            .map(|v| v.into_iter().map(|x| x * self.scale).collect())
+            .collect())
     }
     fn dimension(&self) -> usize {
-        48
+        self.dimension
     }
     fn identity(&self) -> String {
         self.name.to_owned()
@@ -385,10 +401,14 @@ fn a_store_on_the_applications_own_embedder_records_it_and_needs_it_for_new_vect
             .unwrap();
         assert_eq!(hits[0].doc, "garden");
     }
-    // Another embedder of the application's is refused by name.
+    // Another embedder of the application's is refused by name, and one
+    // of the same name with another dimension too.
     let err = Db::open_with(&path, &with_custom(false, AppEmbedder::shared("app:v2"))).unwrap_err();
     assert!(matches!(err, Error::EmbedderMismatch { .. }), "{err}");
     assert!(err.to_string().contains("app:v1"), "{err}");
+    let resized = AppEmbedder::scaled("app:v1", 64, 1.0);
+    let err = Db::open_with(&path, &with_custom(false, resized)).unwrap_err();
+    assert!(err.to_string().contains("dimension 48"), "{err}");
     // Without it, reads that need no new vector work and embedding fails
     // saying what to supply; nothing is written by a refused ingest.
     let db = Db::open(&path).unwrap();
@@ -420,6 +440,48 @@ fn an_embedder_configuration_and_a_custom_embedder_together_are_refused() {
     let err = Db::open_with(dir.path().join("db"), &options).unwrap_err();
     assert!(matches!(err, Error::Usage(_)), "{err}");
     assert!(!dir.path().join("db").join("store").exists());
+    // Nor is a custom embedder's record given as a configuration.
+    let options = OpenOptions {
+        create: true,
+        embedder: Some(EmbedderConfig::Custom {
+            identity: "app:v1".into(),
+            dimension: 48,
+        }),
+        ..Default::default()
+    };
+    let err = Db::open_with(dir.path().join("db2"), &options).unwrap_err();
+    assert!(matches!(err, Error::Usage(_)), "{err}");
+}
+
+#[test]
+fn an_application_embedders_vectors_are_stored_unit_length_and_must_be_finite() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::open_with(
+        dir.path().join("db"),
+        &with_custom(true, AppEmbedder::scaled("app:long", 48, 7.0)),
+    )
+    .unwrap();
+    ingest_markdown(&db, "garden", TOPICS[0].1);
+    // An EDU's own text finds it at cosine 1, not at the vectors' length².
+    let text = "Prune roses in late winter while they are dormant.";
+    let hits = db.nearest(text, edudb::Target::Edus, 1, true).unwrap();
+    assert!((hits[0].score - 1.0).abs() < 1e-4, "{}", hits[0].score);
+    drop(db);
+    let dir = TempDir::new().unwrap();
+    let db = Db::open_with(
+        dir.path().join("db"),
+        &with_custom(true, AppEmbedder::scaled("app:nan", 48, f32::NAN)),
+    )
+    .unwrap();
+    let err = db
+        .ingest_bytes(
+            "garden",
+            TOPICS[0].1.as_bytes().to_vec(),
+            support::markdown(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("not a finite number"), "{err}");
+    assert!(db.documents().unwrap().is_empty());
 }
 
 #[test]
@@ -449,8 +511,10 @@ fn nearest_to_a_vector_matches_nearest_to_its_text_and_checks_the_vector() {
     );
     let mut nan = vector.clone();
     nan[3] = f32::NAN;
-    let err = db
-        .nearest_vector(&nan, edudb::Target::Edus, 3, true)
-        .unwrap_err();
-    assert!(matches!(err, Error::Usage(_)), "{err}");
+    for bad in [nan, vec![0.0; vector.len()]] {
+        let err = db
+            .nearest_vector(&bad, edudb::Target::Edus, 3, true)
+            .unwrap_err();
+        assert!(matches!(err, Error::Usage(_)), "{err}");
+    }
 }

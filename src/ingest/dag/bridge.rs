@@ -1,10 +1,12 @@
 //! Information points that connect chunks, without a language model: a
 //! [`BridgeIpMaker`] point is a term that several EDUs of the batch share
 //! (a name, a rare word: what a multi-hop question's bridge usually is),
-//! and its text is the real EDUs that mention it, from as many lower nodes
-//! as mention it. Its edges then run to every node holding a mention, so
-//! relevance reaching the point through one mention flows on to the
-//! others (HippoRAG's shared entities, as PECAN's cross-chunk points).
+//! and its text is real EDUs that mention it (at most `edus_per_point`,
+//! one per lower node first, so a point spans chunks). Its edges are
+//! weighted by attention from the point to every node of the window, so
+//! they favour the nodes whose text shares the term, and relevance reaching
+//! the point flows on to them (HippoRAG's shared entities, as PECAN's
+//! cross-chunk points).
 
 use std::collections::{HashMap, HashSet};
 
@@ -50,7 +52,8 @@ struct Term {
 impl BridgeIpMaker {
     /// The batch's shared terms, most salient first: a term counts once
     /// per EDU; it must be in at least two EDUs and at most `max_share` of
-    /// them; salience is `ln(EDUs / df) · min(df, edus_per_point)`, so a
+    /// them (but two are always allowed, so in a small batch a common word
+    /// shared by two EDUs can qualify); salience is `ln(EDUs / df) · min(df, edus_per_point)`, so a
     /// rare term shared by a few EDUs leads. Ties go to the earlier first
     /// mention, then the term, so a rebuild makes the same points.
     fn shared_terms(&self, doc: &Document, batch: &[Vec<u32>], budget: u32) -> Vec<Term> {

@@ -60,8 +60,8 @@ impl ModelAttention {
         // A sequence holds a group of points, a node and three special
         // tokens; a node keeps what is left after the longest group.
         let positions = self.model.max_positions().saturating_sub(3);
-        let group_limit = POINT_TOKENS.max(positions / 2);
-        let key_limit = positions - group_limit;
+        let group_limit = (positions / 2).max(1);
+        let key_limit = positions.saturating_sub(group_limit);
         let points = (window.queries.iter())
             .map(|q| self.tokens(doc, q, POINT_TOKENS.min(group_limit)))
             .collect::<Result<Vec<_>>>()?;
