@@ -42,14 +42,6 @@ fn build_store(dir: &std::path::Path) -> (Db, Vec<String>) {
     (db, texts)
 }
 
-fn half(text: &str) -> &str {
-    let mut cut = text.len() / 2;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &text[..cut.max(1).min(text.len())]
-}
-
 fn main() {
     let run_started = SystemTime::now();
     let dir = tempfile::tempdir().unwrap();
@@ -75,7 +67,7 @@ fn main() {
     // the mean graph query time, at several search efforts.
     let step = texts.len() / RECALL_QUERIES;
     let queries: Vec<&str> = (0..RECALL_QUERIES)
-        .map(|i| half(&texts[i * step]))
+        .map(|i| common::half(&texts[i * step]))
         .collect();
     let key = |h: &edudb::RankedHit| (h.doc.clone(), h.span.first);
     let truths: Vec<Vec<_>> = queries

@@ -75,6 +75,20 @@ pub fn markdown_store(dir: &Path, more: Vec<edudb::Source>) -> (edudb::Db, edudb
     (db, report)
 }
 
+/// The first half of `text` (at least its first character): a query
+/// near, but not identical to, an indexed text.
+#[allow(dead_code)] // Not every bench binary uses every helper.
+pub fn half(text: &str) -> &str {
+    let mut cut = text.len() / 2;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    if cut == 0 {
+        cut = text.chars().next().map_or(0, char::len_utf8);
+    }
+    &text[..cut]
+}
+
 /// The directory criterion writes its estimates to; set explicitly so the
 /// ratio report can read them back.
 pub fn criterion_dir() -> PathBuf {

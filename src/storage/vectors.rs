@@ -87,8 +87,10 @@ impl Entry {
     }
 }
 
-/// One hnsw_rs graph and the entries its data ids index.
-struct Graph {
+/// One hnsw_rs graph, built with the index's settings, and the entries
+/// its data ids index: what [`VectorIndex`] keeps for nodes and for EDUs
+/// (public for the benchmarks, which measure it on vectors of their own).
+pub struct Graph {
     hnsw: Hnsw<'static, f32, UnitCosine>,
     entries: Vec<Entry>,
     /// Live entry ids of each document.
@@ -119,7 +121,8 @@ fn new_hnsw(capacity: usize) -> Hnsw<'static, f32, UnitCosine> {
 }
 
 impl Graph {
-    fn empty() -> Graph {
+    /// A graph with no vectors.
+    pub fn empty() -> Graph {
         Graph {
             hnsw: new_hnsw(0),
             entries: Vec::new(),
@@ -168,7 +171,7 @@ impl Graph {
 
     /// Adds `doc`'s rows (item, span, unit vector), skipping zero vectors
     /// (text with no features).
-    fn add(&mut self, doc: &str, rows: Vec<(u32, Span, Vec<f32>)>) {
+    pub fn add(&mut self, doc: &str, rows: Vec<(u32, Span, Vec<f32>)>) {
         let first = self.entries.len();
         let rows: Vec<(u32, Span, Vec<f32>)> = rows
             .into_iter()
@@ -202,7 +205,7 @@ impl Graph {
     /// The `k` live entries most similar to `query`, among documents in
     /// `scope` when given, else among all but session turns, as (entry id,
     /// cosine similarity).
-    fn search(
+    pub fn search(
         &self,
         query: &[f32],
         k: usize,
