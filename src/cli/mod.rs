@@ -232,6 +232,20 @@ enum Command {
     },
 }
 
+impl Command {
+    /// Whether the command writes new text, whose tokens it must count.
+    fn counts_tokens(&self) -> bool {
+        matches!(
+            self,
+            Command::Ingest { .. }
+                | Command::Demo
+                | Command::Session {
+                    command: session::SessionCommand::Add { .. }
+                }
+        )
+    }
+}
+
 fn parse_param(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(name, value)| (name.trim_start_matches('$').to_owned(), value.to_owned()))
@@ -291,6 +305,9 @@ pub fn main() -> ExitCode {
 
 fn run(cli: &Cli) -> Result<ExitCode, Failure> {
     let out = &mut anstream::stdout().lock();
+    if cli.command.counts_tokens() {
+        edudb::model::tokens::load_in_background();
+    }
     match &cli.command {
         Command::Init => {
             let db = cli.open(true)?;

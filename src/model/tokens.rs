@@ -1,18 +1,23 @@
 //! Token counts in a real LLM tokenizer (o200k_base); every budget in edudb
 //! is in these tokens.
 
-use tiktoken_rs::CoreBPE;
-
 use crate::model::edu::Span;
 
-/// The shared o200k_base tokenizer, loaded once per process.
-fn tokenizer() -> &'static CoreBPE {
-    tiktoken_rs::o200k_base_singleton()
+/// Number of o200k_base tokens in `text` (special tokens treated as text),
+/// exactly as tiktoken counts them. bpe-openai's tokenizer is deserialised
+/// once per process (about 35 ms, against 80 ms for tiktoken-rs to build
+/// its tables) and counts about four times as fast.
+pub fn count(text: &str) -> u32 {
+    u32::try_from(bpe_openai::o200k_base().count(text)).unwrap_or(u32::MAX)
 }
 
-/// Number of o200k_base tokens in `text` (special tokens treated as text).
-pub fn count(text: &str) -> u32 {
-    u32::try_from(tokenizer().encode_ordinary(text).len()).unwrap_or(u32::MAX)
+/// Starts loading the tokenizer on a background thread, so a process that
+/// is about to count tokens (a write) overlaps the load with its other
+/// start-up work, such as opening the store.
+pub fn load_in_background() {
+    std::thread::spawn(|| {
+        bpe_openai::o200k_base();
+    });
 }
 
 /// The name of the tokenizer, recorded in stores and reports.

@@ -17,4 +17,5 @@ mod local_model;
 mod memory;
 mod properties;
 mod query;
+mod tokens;
 mod vectors;
