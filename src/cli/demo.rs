@@ -93,7 +93,7 @@ fn tour(out: &mut dyn Write, dir: &std::path::Path, quiet: bool) -> Result<(), F
         &CancelToken::new(),
     )?;
     writeln!(out, "$ edudb ingest src/demo/*.md")?;
-    render::ingest_report(out, &mut anstream::stderr(), &report, false)?;
+    render::ingest_report(out, &mut anstream::stderr(), &report, &[], false)?;
 
     writeln!(out, "\n$ edudb docs")?;
     render::documents(out, &db.documents()?, false)?;

@@ -323,7 +323,8 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             format,
             lossy,
         } => {
-            let sources = edudb::ingest::sources::expand(paths, id.as_deref())?;
+            let (sources, skipped) =
+                edudb::ingest::sources::expand_listing_skipped(paths, id.as_deref())?;
             let db = cli.open(true)?;
             let options = IngestOptions {
                 format: *format,
@@ -331,7 +332,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             };
             let progress = bars::Bars::new(cli.quiet || cli.json);
             let report = db.ingest(&sources, options, &progress, &CancelToken::new())?;
-            render::ingest_report(out, &mut anstream::stderr(), &report, cli.json)?;
+            render::ingest_report(out, &mut anstream::stderr(), &report, &skipped, cli.json)?;
             if !report.failures.is_empty() {
                 return Ok(ExitCode::from(EXIT_USER));
             }

@@ -54,8 +54,13 @@ pub fn ingest_report(
     out: &mut dyn Write,
     errors: &mut dyn Write,
     report: &IngestReport,
+    skipped: &[std::path::PathBuf],
     as_json: bool,
 ) -> io::Result<()> {
+    let skip_reason = format!(
+        "not a known extension ({})",
+        edudb::ingest::sources::KNOWN_EXTENSIONS.join(", ")
+    );
     let seconds = report.elapsed.as_secs_f64();
     let rate = if seconds > 0.0 {
         megabytes(report.bytes()) / seconds
@@ -79,6 +84,10 @@ pub fn ingest_report(
                 "seconds": seconds,
                 "mb_per_s": rate,
                 "failures": failures,
+                "skipped": skipped
+                    .iter()
+                    .map(|p| json!({ "path": p.display().to_string(), "reason": skip_reason }))
+                    .collect::<Vec<_>>(),
             }),
         );
     }
@@ -103,7 +112,15 @@ pub fn ingest_report(
         } else {
             format!("; {} failed", report.failures.len())
         }
-    )
+    )?;
+    if !skipped.is_empty() {
+        let files = if skipped.len() == 1 { "file" } else { "files" };
+        writeln!(out, "skipped {} {files}, {skip_reason}:", skipped.len())?;
+        for path in skipped {
+            writeln!(out, "  {}", path.display())?;
+        }
+    }
+    Ok(())
 }
 
 /// Lists documents.

@@ -65,8 +65,9 @@ pub enum Error {
     /// No document has this id.
     #[error("no document with id {0:?}")]
     NoSuchDocument(String),
-    /// An EDU range is outside the document.
-    #[error("EDU range {first}..{last} is outside document {doc:?}, which has EDUs 0..{count}")]
+    /// An EDU range runs backwards or is outside the document (ranges
+    /// include both ends).
+    #[error("{}", edu_range_message(doc, *first, *last, *count))]
     EduRange {
         /// The document id.
         doc: String,
@@ -292,6 +293,23 @@ impl Error {
                 | Error::EmptyTurn { .. }
                 | Error::SessionFull { .. }
                 | Error::TurnDocument { .. }
+        )
+    }
+}
+
+/// The message of [`Error::EduRange`], in the inclusive `A..B` notation the
+/// CLI and the query language use.
+fn edu_range_message(doc: &str, first: u32, last: u32, count: u32) -> String {
+    if first > last {
+        format!(
+            "EDU range {first}..{last} runs backwards; write the lower end first (A..B includes both ends)"
+        )
+    } else if count == 0 {
+        format!("EDU range {first}..{last} is outside document {doc:?}, which has no EDUs")
+    } else {
+        format!(
+            "EDU range {first}..{last} is outside document {doc:?}, whose EDUs are 0..{} (both ends included)",
+            count - 1
         )
     }
 }

@@ -87,7 +87,18 @@ impl Source {
 /// extension. `id` overrides the id and is only allowed with one input that
 /// is not a directory. Ids are checked and must be unique.
 pub fn expand(inputs: &[PathBuf], id: Option<&str>) -> Result<Vec<Source>> {
+    expand_listing_skipped(inputs, id).map(|(sources, _)| sources)
+}
+
+/// [`expand`], also returning the files found in directories that were
+/// skipped because their extension is not one of [`KNOWN_EXTENSIONS`]
+/// (sorted), so a caller can say what it left out.
+pub fn expand_listing_skipped(
+    inputs: &[PathBuf],
+    id: Option<&str>,
+) -> Result<(Vec<Source>, Vec<PathBuf>)> {
     let mut sources = Vec::new();
+    let mut skipped = Vec::new();
     for input in inputs {
         if input.as_os_str() == "-" {
             sources.push(Source {
@@ -106,7 +117,7 @@ pub fn expand(inputs: &[PathBuf], id: Option<&str>) -> Result<Vec<Source>> {
                     "--id cannot be used when ingesting a directory".into(),
                 ));
             }
-            walk(input, &mut sources)?;
+            walk(input, &mut sources, &mut skipped)?;
         } else {
             sources.push(Source {
                 id: file_stem(input),
@@ -130,7 +141,8 @@ pub fn expand(inputs: &[PathBuf], id: Option<&str>) -> Result<Vec<Source>> {
             )));
         }
     }
-    Ok(sources)
+    skipped.sort();
+    Ok((sources, skipped))
 }
 
 /// The file name without its extension.
@@ -141,8 +153,9 @@ fn file_stem(path: &Path) -> String {
     )
 }
 
-/// Collects the known files under `root`, sorted, without recursion.
-fn walk(root: &Path, sources: &mut Vec<Source>) -> Result<()> {
+/// Collects the known files under `root`, sorted, without recursion, and
+/// the other files into `skipped`.
+fn walk(root: &Path, sources: &mut Vec<Source>, skipped: &mut Vec<PathBuf>) -> Result<()> {
     let mut found = Vec::new();
     let mut pending = vec![root.to_owned()];
     while let Some(dir) = pending.pop() {
@@ -164,6 +177,8 @@ fn walk(root: &Path, sources: &mut Vec<Source>) -> Result<()> {
                 pending.push(path);
             } else if kind.is_file() && has_known_extension(&path) {
                 found.push(path);
+            } else if kind.is_file() {
+                skipped.push(path);
             }
         }
     }
@@ -208,6 +223,8 @@ mod tests {
             .map(|s| s.id)
             .collect();
         assert_eq!(ids, ["a", "sub/b", "sub/deeper/c"]);
+        let (_, skipped) = expand_listing_skipped(&[dir.path().to_owned()], None).unwrap();
+        assert_eq!(skipped, [dir.path().join("image.png")]);
     }
 
     #[test]

@@ -243,6 +243,12 @@ pub(crate) fn session_context(
     id: &str,
     budget: u64,
 ) -> Result<context::SessionContext> {
+    if budget == 0 {
+        // As a query's BUDGET 0 is refused: nothing would fit.
+        return Err(Error::Usage(
+            "a context budget of 0 tokens; give at least 1".into(),
+        ));
+    }
     let dialogue = dialogue(engine, id)?;
     let mut texts = TurnTexts::new(engine, &dialogue);
     context::build(&dialogue, budget, &mut |turn, bytes| {

@@ -294,7 +294,7 @@ impl Binder<'_> {
         let number = match &bound {
             Bound::Number(number) if number.bytes().all(|b| b.is_ascii_digit()) => {
                 // Digits only: the only failure is overflow, which is "too large".
-                Ok(number.parse::<u64>().unwrap_or(u64::MAX))
+                Ok((number.parse::<u64>().unwrap_or(u64::MAX), number.as_str()))
             }
             Bound::Number(number) => Err(format!("{what} must be a whole number, not {number}")),
             Bound::Text(text) => Err(format!(
@@ -302,16 +302,25 @@ impl Binder<'_> {
             )),
         };
         match number {
-            Ok(n) if n < min => Err(self
+            Ok((n, _)) if n < min => Err(self
                 .error(value.at.clone(), format!("{what} must be at least {min}"))
                 .into()),
-            Ok(n) if n > max => Err(self
-                .error(
-                    value.at.clone(),
-                    format!("{what} of {n} is too large; at most {max}"),
-                )
-                .into()),
-            Ok(n) => Ok(n),
+            // The number as written: one past u64 would read as u64::MAX.
+            Ok((n, written)) if n > max => {
+                let shown = match written.trim_start_matches('0') {
+                    digits if digits.len() > 40 => {
+                        format!("{}… ({} digits)", &digits[..40], digits.len())
+                    }
+                    digits => digits.to_owned(),
+                };
+                Err(self
+                    .error(
+                        value.at.clone(),
+                        format!("{what} of {shown} is too large; at most {max}"),
+                    )
+                    .into())
+            }
+            Ok((n, _)) => Ok(n),
             Err(message) => Err(self.error(value.at.clone(), message).into()),
         }
     }

@@ -44,11 +44,37 @@ fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
         "<h1>Page</h1><p>Hypertext about nests.</p><script>x()</script>",
     )
     .unwrap();
+    std::fs::write(docs.join("LICENSE"), "MIT").unwrap();
     let db = dir.path().join("store");
     let report = json(&db, &["ingest", docs.to_str().unwrap()]);
     assert_eq!(report["documents"], 2);
     assert_eq!(report["failures"], Value::Array(vec![]));
+    // What a directory held but ingest left out is listed, with why.
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0]["path"].as_str().unwrap().ends_with("LICENSE"));
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("md, markdown")
+    );
     (dir, db)
+}
+
+#[test]
+fn ingest_says_which_files_it_skipped() {
+    let (dir, _) = fixture();
+    let out = edudb(
+        &dir.path().join("again"),
+        &["ingest", dir.path().join("docs").to_str().unwrap()],
+    );
+    let shown = text(&out);
+    assert!(
+        shown.contains("skipped 1 file, not a known extension"),
+        "{shown}"
+    );
+    assert!(shown.contains("LICENSE"), "{shown}");
 }
 
 #[test]
@@ -166,7 +192,11 @@ fn user_errors_exit_1_with_clear_messages() {
         (vec!["show", "missing"], "no document with id \"missing\""),
         (
             vec!["show", "guide", "4..99"],
-            "EDU range 4..99 is outside document \"guide\"",
+            "EDU range 4..99 is outside document \"guide\", whose EDUs are 0..5 (both ends included)",
+        ),
+        (
+            vec!["show", "guide", "5..2"],
+            "EDU range 5..2 runs backwards",
         ),
         (vec!["show", "guide", "x..y"], "bad EDU range"),
         (vec!["rm", "missing"], "no document with id"),

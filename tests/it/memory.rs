@@ -363,7 +363,7 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
     // Never over the budget, at any budget; tight budgets keep the most
     // recent path turns first.
     let current_tokens = dialogue.turns[7].tokens;
-    for budget in [0, 5, current_tokens, current_tokens + 10, 60, 90, 150, 250] {
+    for budget in [1, 5, current_tokens, current_tokens + 10, 60, 90, 150, 250] {
         let context = db.session_context("trip", budget).unwrap();
         assert!(context.tokens_used <= budget, "{budget}: {context:?}");
         let path: Vec<u32> = context
@@ -393,6 +393,12 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
         db.session_context("nobody", 100),
         Err(Error::NoSuchSession(_))
     ));
+    // A budget of 0 is refused, as BUDGET 0 is in a query.
+    let err = db.session_context("trip", 0).unwrap_err();
+    assert!(
+        matches!(err, Error::Usage(_)) && err.to_string().contains("budget of 0"),
+        "{err}"
+    );
 }
 
 /// Multi-line bulleted turns: the list markers and line breaks between
@@ -433,7 +439,7 @@ fn context_text_never_holds_more_tokens_than_counted() {
         .session_context("lists", u64::MAX)
         .unwrap()
         .history_tokens;
-    for budget in (0..=history + 10).step_by(3) {
+    for budget in (1..=history + 10).step_by(3) {
         let context = db.session_context("lists", budget).unwrap();
         let mut recounted = 0u64;
         for item in &context.items {

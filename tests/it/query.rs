@@ -497,7 +497,13 @@ fn errors_name_line_column_and_what_was_expected() {
         (
             "SELECT FROM * LIMIT 99999999999999999999999",
             (1, 21),
-            "too large",
+            "99999999999999999999999 is too large",
+            None,
+        ),
+        (
+            "SELECT FROM * SEED BM25('x') BUDGET 00018446744073709551616 TOKENS",
+            (1, 37),
+            "budget of 18446744073709551616 is too large",
             None,
         ),
         (
