@@ -276,10 +276,14 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // Library warnings show; sled's own log lines (its recovery notes
+    // after a crash, routed here through `log`) only when RUST_LOG asks.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,sled=off".into()),
         )
         .init();
     match run(&cli) {
@@ -414,7 +418,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             } else {
                 writeln!(
                     out,
-                    "indexes rebuilt: {entries} full-text entries, {} node and {} EDU vectors",
+                    "indexes rebuilt: {entries} full-text entries, {} node and {} EDU vectors in the graph (heading EDUs are not indexed: their section's vector carries the title)",
                     vectors.nodes, vectors.edus
                 )?;
             }
@@ -426,7 +430,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             } else {
                 writeln!(
                     out,
-                    "ok: {} documents valid, {} full-text entries, {} node and {} EDU vectors",
+                    "ok: {} documents valid, {} full-text entries, {} node and {} EDU vectors stored",
                     report.documents,
                     report.fulltext_entries,
                     report.vectors.nodes,

@@ -793,3 +793,31 @@ fn auto_placement_and_bulleted_context_through_the_cli() {
     }
     assert_eq!(json(&db, &["check"])["sessions"], 1);
 }
+
+#[test]
+fn check_counts_stored_vectors_and_reindex_the_indexed_ones() {
+    let (_dir, db) = fixture();
+    let check = text(&edudb(&db, &["check"]));
+    assert!(check.contains("EDU vectors stored"), "{check}");
+    let reindex = text(&edudb(&db, &["reindex"]));
+    assert!(
+        reindex.contains("EDU vectors in the graph (heading EDUs are not indexed"),
+        "{reindex}"
+    );
+    // The two differ by exactly the heading EDUs.
+    let stored = json(&db, &["check"])["vectors"]["edus"].as_u64().unwrap();
+    let indexed = json(&db, &["reindex"])["vectors"]["edus"].as_u64().unwrap();
+    let headings: u64 = ["guide", "sub/page"]
+        .iter()
+        .map(|doc| {
+            let edus = json(&db, &["show", doc]);
+            edus.as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["kind"] == "heading")
+                .count() as u64
+        })
+        .sum();
+    assert!(headings > 0);
+    assert_eq!(stored, indexed + headings);
+}
