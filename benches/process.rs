@@ -1,6 +1,7 @@
 //! What one CLI command costs as a whole process (start, open the store,
 //! work, flush, exit) on a store holding the 648 Rust RFCs: the reads
-//! `docs`, `stats` and a BM25 query, and the small writes `session add`
+//! `docs`, `stats`, a BM25 query and a NEAR query scoped to one document,
+//! and the small writes `session add`
 //! (one turn) and `ingest` of a one-line file. Each runs many times; the
 //! medians and 90th percentiles are printed with each command's ratio to
 //! `docs`, measured in the same run.
@@ -67,6 +68,16 @@ fn main() {
                 vec![
                     "query".into(),
                     "SELECT FROM * SEED BM25('borrow checker lifetimes') BUDGET 512 TOKENS".into(),
+                ]
+            }),
+        ),
+        (
+            "query_near_one_doc",
+            Box::new(|_| {
+                vec![
+                    "query".into(),
+                    "SELECT FROM doc('0002-rfc-process') SEED NEAR('how are rfcs accepted') LIMIT 3"
+                        .into(),
                 ]
             }),
         ),

@@ -15,7 +15,7 @@ use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
 use crate::storage::store::{FORMAT_VERSION, StoredDoc};
-use crate::storage::vectors::VectorCounts;
+use crate::storage::vectors::{EXACT_SCOPE_LIMIT, VectorCounts, search_stored};
 
 /// One EDU with its text.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -141,7 +141,9 @@ impl Engine {
 
     /// `text`'s vector from the store's embedder, as searches use it.
     pub(crate) fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
-        Ok(self.embedder.embed(&[text])?.pop().unwrap_or_default())
+        let mut vector = self.embedder.embed(&[text])?.pop().unwrap_or_default();
+        normalise(&mut vector);
+        Ok(vector)
     }
 
     /// The work of [`crate::Db::nearest`].
@@ -154,6 +156,43 @@ impl Engine {
     ) -> Result<Vec<RankedHit>> {
         let query = self.embed_query(text)?;
         self.nearest_vector(&query, target, k, exact)
+    }
+
+    /// The `k` nodes or EDUs nearest to the unit vector `query`, among the
+    /// documents in `scope` when given. A scope of at most
+    /// [`EXACT_SCOPE_LIMIT`] vectors (counted from its documents' records)
+    /// is scored exactly from the store, without loading or building the
+    /// graph; anything larger searches the graph.
+    pub(crate) fn vector_search(
+        &self,
+        target: Target,
+        query: &[f32],
+        k: usize,
+        scope: Option<&[&str]>,
+    ) -> Result<Vec<RankedHit>> {
+        if let Some(docs) = scope.filter(|docs| docs.len() <= EXACT_SCOPE_LIMIT) {
+            let mut vectors = 0usize;
+            for doc in docs {
+                if let Some(stored) = self.store.get(doc)? {
+                    let meta = stored.meta()?;
+                    vectors += match target {
+                        Target::Nodes => meta.nodes.to_native(),
+                        Target::Edus => meta.edus.to_native(),
+                    } as usize;
+                }
+                if vectors > EXACT_SCOPE_LIMIT {
+                    break;
+                }
+            }
+            if vectors <= EXACT_SCOPE_LIMIT {
+                return search_stored(&self.store, target, query, k, docs);
+            }
+        }
+        let guard = self.vector_index()?;
+        match guard.as_ref() {
+            Some(index) => index.search(&self.store, target, query, k, scope),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// The work of [`crate::Db::nearest_vector`].

@@ -544,20 +544,11 @@ fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
         SeedMethod::Bm25 => None,
         SeedMethod::Near | SeedMethod::Hybrid { .. } => Some(engine.embed_query(text)?),
     };
-    let vectors = query_vector
-        .as_ref()
-        .map(|_| engine.vector_index())
-        .transpose()?;
     let rank = |target| -> Result<Vec<RankedHit>> {
         let bm25 = || reader.rank(text, target, scope.as_deref(), wanted);
-        let near = || match (&vectors, &query_vector) {
-            (Some(guard), Some(query)) => match guard.as_ref() {
-                Some(index) => {
-                    index.search(engine.store(), target, query, wanted, scope.as_deref())
-                }
-                None => Ok(Vec::new()),
-            },
-            _ => Ok(Vec::new()),
+        let near = || match &query_vector {
+            Some(query) => engine.vector_search(target, query, wanted, scope.as_deref()),
+            None => Ok(Vec::new()),
         };
         Ok(match how.method {
             SeedMethod::Bm25 => normalised(bm25()?),

@@ -45,7 +45,7 @@ pub const EF_SEARCH: usize = 128;
 /// A scope with at most this many live vectors is searched exactly, by
 /// reading its documents' stored vectors: a filtered graph search loses
 /// recall when the scope is a small part of the store.
-const EXACT_SCOPE_LIMIT: usize = 20_000;
+pub const EXACT_SCOPE_LIMIT: usize = 20_000;
 /// Rebuild once this share of entries is dead.
 const REBUILD_DEAD_SHARE: f32 = 0.25;
 /// Version of the manifest layout.
@@ -58,6 +58,73 @@ const APPLIED_SEQ: &str = "applied_seq";
 const PERSIST_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 /// …or this many documents have changed.
 const PERSIST_AFTER_CHANGES: usize = 1_000;
+
+/// Exact search over the stored vectors of `docs` alone, straight from the
+/// store: what a small scope costs without loading (or building) the graph.
+/// It scores what the index would hold: every node, every EDU but headings,
+/// no zero vector; ties go to document order.
+pub fn search_stored(
+    store: &Store,
+    target: Target,
+    query: &[f32],
+    k: usize,
+    docs: &[&str],
+) -> Result<Vec<RankedHit>> {
+    let mut scored = Vec::new();
+    for &doc in docs {
+        let (Some(stored), Some(vectors)) = (store.get(doc)?, store.vectors(doc)?) else {
+            continue;
+        };
+        let vectors = vectors.get()?;
+        let d = vectors.dimension.to_native() as usize;
+        if d != query.len() {
+            return Err(Error::Vectors(format!(
+                "query vector has dimension {}, the stored vectors of {doc} {d}",
+                query.len()
+            )));
+        }
+        let rows: Vec<(Option<u32>, Span, usize)> = match target {
+            Target::Nodes => (stored.tree()?.nodes.iter().enumerate())
+                .map(|(i, n)| {
+                    let span = Span::new(n.span.first.to_native(), n.span.last.to_native());
+                    (Some(i as u32), span, i)
+                })
+                .collect(),
+            Target::Edus => (stored.edus()?.iter())
+                .filter(|e| e.kind != EduKind::Heading)
+                .map(|e| {
+                    let id = e.id.to_native();
+                    (None, Span::new(id, id), id as usize)
+                })
+                .collect(),
+        };
+        let values = match target {
+            Target::Nodes => &vectors.nodes,
+            Target::Edus => &vectors.edus,
+        };
+        for (node, span, row) in rows {
+            let Some(row) = values.get(row * d..(row + 1) * d) else {
+                return Err(Error::Invariant {
+                    doc: doc.to_owned(),
+                    message: "stored vectors shorter than the document".into(),
+                });
+            };
+            if row.iter().all(|x| x.to_native() == 0.0) {
+                continue;
+            }
+            let score: f32 = row.iter().zip(query).map(|(x, q)| x.to_native() * q).sum();
+            scored.push(RankedHit {
+                doc: doc.to_owned(),
+                node,
+                span,
+                score,
+            });
+        }
+    }
+    scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+    scored.truncate(k);
+    Ok(scored)
+}
 
 /// Cosine distance of unit vectors, `1 − a·b`, clamped at 0 (hnsw_rs's own
 /// `DistDot` asserts on the rounding error of a vector against itself).

@@ -518,3 +518,40 @@ fn nearest_to_a_vector_matches_nearest_to_its_text_and_checks_the_vector() {
         assert!(matches!(err, Error::Usage(_)), "{err}");
     }
 }
+
+#[test]
+fn a_small_scope_is_searched_from_the_store_without_building_the_graph() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::create(&path).unwrap();
+    for (id, text) in TOPICS {
+        ingest_markdown(&db, id, text);
+    }
+    let text = "clients retry with exponential backoff";
+    let scoped = selection(
+        &db,
+        &format!(
+            "SELECT SPANS FROM doc('network') WHERE kind = edu SEED NEAR('{text}') ORDER BY SCORE LIMIT 3"
+        ),
+    );
+    drop(db);
+    // Nothing built or persisted a graph.
+    assert!(!path.join("vectors").exists());
+    // The same EDUs as an exact search over the whole store, kept to that
+    // document, in the same order.
+    let db = Db::open(&path).unwrap();
+    let exact: Vec<(String, u32)> = db
+        .nearest(text, edudb::Target::Edus, 100, true)
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.doc == "network")
+        .map(|h| (h.doc, h.span.first))
+        .take(3)
+        .collect();
+    let got: Vec<(String, u32)> = scoped
+        .items
+        .iter()
+        .map(|i| (i.doc.clone(), i.edus[0]))
+        .collect();
+    assert_eq!(got, exact);
+}
