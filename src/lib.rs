@@ -43,7 +43,7 @@ pub use compute::propagate::PropagateOptions;
 pub use db::Db;
 pub use engine::OpenOptions;
 pub use engine::dag_index::DagHit;
-pub use engine::reads::{CheckReport, EduText, SearchHit, Stats};
+pub use engine::reads::{CheckReport, Damaged, EduText, SearchHit, Stats};
 pub use engine::write::{IngestFailure, IngestReport};
 pub use error::{EmbedError, Error, Result};
 pub use ingest::dag::attention::AttentionSource;

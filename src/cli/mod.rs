@@ -427,6 +427,16 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             let report = cli.open(false)?.check()?;
             if cli.json {
                 render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
+            } else if !report.damaged.is_empty() {
+                writeln!(
+                    out,
+                    "damaged: {} of {} documents (the rest are valid)",
+                    report.damaged.len(),
+                    report.documents
+                )?;
+                for damaged in &report.damaged {
+                    writeln!(out, "  {}: {}", damaged.doc, damaged.problem)?;
+                }
             } else {
                 writeln!(
                     out,
@@ -443,6 +453,9 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
                         report.vector_graph_change, report.last_change
                     )?;
                 }
+            }
+            if !report.damaged.is_empty() {
+                return Ok(ExitCode::from(EXIT_INTERNAL));
             }
         }
         Command::Demo => demo::run(out, cli.quiet)?,

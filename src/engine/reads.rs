@@ -96,6 +96,19 @@ pub struct CheckReport {
     pub vector_graph_change: u64,
     /// The store's latest change.
     pub last_change: u64,
+    /// Every damaged document (or session, or orphan record), with what is
+    /// wrong: empty when the store is sound. The counts above leave their
+    /// vectors out.
+    pub damaged: Vec<Damaged>,
+}
+
+/// One damaged document in a [`CheckReport`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Damaged {
+    /// The document id (`session ID` for a session's dialogue).
+    pub doc: String,
+    /// What is wrong with it.
+    pub problem: String,
 }
 
 impl Engine {
@@ -367,7 +380,7 @@ impl Engine {
 
     /// The work of [`crate::Db::check`].
     pub(crate) fn check(&self) -> Result<CheckReport> {
-        let documents = self.store.check()?;
+        let store = self.store.check_all()?;
         let fulltext = self.fulltext_writer();
         let (applied, last) = (fulltext.applied_seq()?, self.store.last_seq()?);
         if applied != last {
@@ -377,18 +390,23 @@ impl Engine {
             });
         }
         drop(fulltext);
-        let metas = self.store.metas()?;
         Ok(CheckReport {
-            documents,
-            sessions: self.store.dialogues()?.len(),
+            documents: store.documents,
+            sessions: self.store.sessions()?,
             fulltext_entries: self.reader.entries(),
             vectors: VectorCounts {
-                nodes: metas.iter().map(|m| m.nodes as usize).sum(),
-                edus: metas.iter().map(|m| m.edus as usize).sum(),
+                nodes: store.nodes,
+                edus: store.edus,
                 dead: 0,
             },
             vector_graph_change: self.vector_graph_change(),
             last_change: last,
+            damaged: (store.damaged.into_iter())
+                .map(|d| Damaged {
+                    doc: d.doc,
+                    problem: d.error.to_string(),
+                })
+                .collect(),
         })
     }
 }

@@ -417,7 +417,7 @@ mod tests {
         corrupt(session(&db, "s").map(drop));
         corrupt(session_context(&db, "s", 100).map(drop));
         corrupt(sessions(&db).map(drop));
-        corrupt(db.check().map(drop));
+        corrupt(db.store().check().map(drop));
         corrupt(append_turn(&db, "s", Role::User, "More fruit.", Placement::Auto).map(drop));
     }
 }

@@ -319,6 +319,16 @@ impl Store {
             .transpose()
     }
 
+    /// Number of session records (readable or not).
+    pub fn sessions(&self) -> Result<usize> {
+        let mut count = 0;
+        for entry in self.db.scan_prefix([SESSION]).keys() {
+            entry.map_err(storage)?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
     /// Every session's dialogue record, in id order.
     pub fn dialogues(&self) -> Result<Vec<Dialogue>> {
         self.db
@@ -449,91 +459,180 @@ impl Store {
         self.db.size_on_disk().map_err(storage)
     }
 
-    /// Checks the store's invariants: every document has all six records
-    /// and no record lacks its document; every document passes
-    /// [`StoredDoc::validate`], has one vector per node and EDU, and a DAG
-    /// passing [`Dag::validate`]. Returns the number of documents checked.
+    /// Validates every record: no orphan records, every listed document
+    /// readable with matching vectors and DAG, every session's dialogue
+    /// consistent with its turns. Returns the documents checked, or the
+    /// first damage found ([`Store::check_all`] lists them all).
     pub fn check(&self) -> Result<usize> {
+        let report = self.check_all()?;
+        match report.damaged.into_iter().next() {
+            Some(damage) => Err(damage.error),
+            None => Ok(report.documents),
+        }
+    }
+
+    /// Like [`Store::check`], going on past damage: every damaged document
+    /// (or orphan record, or session) with what is wrong with it, so all
+    /// of them can be named and salvaged. Fails only when the store cannot
+    /// be read at all.
+    pub fn check_all(&self) -> Result<StoreCheck> {
+        let mut damaged = Vec::new();
         for kind in [TEXT, EDUS, TREE, VECTORS, DAG] {
             for entry in self.db.scan_prefix([kind]) {
                 let (record, _) = entry.map_err(storage)?;
                 let id = String::from_utf8_lossy(&record[1..]).into_owned();
                 if !self.db.contains_key(key(META, &id)).map_err(storage)? {
-                    return Err(Error::Invariant {
-                        doc: id,
+                    let error = Error::Invariant {
+                        doc: id.clone(),
                         message: format!("orphan {} record", kind as char),
-                    });
+                    };
+                    damaged.push(Damage::unlisted(error, id));
                 }
             }
         }
-        let metas = self.metas()?;
-        for meta in &metas {
-            let doc = self.get(&meta.id)?.ok_or_else(|| Error::Invariant {
-                doc: meta.id.clone(),
-                message: "listed but not readable".into(),
-            })?;
-            doc.validate()?;
-            let vectors = self.vectors(&meta.id)?.ok_or_else(|| Error::Invariant {
-                doc: meta.id.clone(),
-                message: "vectors record missing".into(),
-            })?;
-            let v = vectors.get()?;
-            let dimension = v.dimension.to_native() as usize;
-            if v.nodes.len() != meta.nodes as usize * dimension
-                || v.edus.len() != meta.edus as usize * dimension
-            {
-                return Err(Error::Invariant {
-                    doc: meta.id.clone(),
-                    message: format!(
-                        "{} node and {} EDU vector values of dimension {dimension} for {} nodes and {} EDUs",
-                        v.nodes.len(),
-                        v.edus.len(),
-                        meta.nodes,
-                        meta.edus
-                    ),
-                });
+        let mut metas = Vec::new();
+        for entry in self.db.scan_prefix([META]) {
+            let (record, value) = entry.map_err(storage)?;
+            let id = String::from_utf8_lossy(&record[1..]).into_owned();
+            let name = String::from_utf8_lossy(&record).into_owned();
+            let meta = access::<ArchivedDocMeta>(&value, &name).and_then(|archived| {
+                rkyv::deserialize::<DocMeta, BoxedError>(archived).map_err(|e| Error::Corrupt {
+                    key: name,
+                    message: e.to_string(),
+                })
+            });
+            match meta.and_then(|meta| self.check_document(&meta).map(|()| meta)) {
+                Ok(meta) => metas.push(meta),
+                Err(error) => damaged.push(Damage::new(error, id)),
             }
-            let dag = self.dag(&meta.id)?.ok_or_else(|| Error::Invariant {
-                doc: meta.id.clone(),
-                message: "DAG record missing".into(),
-            })?;
-            dag.to_dag()?
-                .validate(meta.edus)
-                .map_err(|message| Error::Invariant {
-                    doc: meta.id.clone(),
-                    message,
-                })?;
         }
-        self.check_sessions(&metas)?;
-        Ok(metas.len())
+        self.check_sessions(&metas, &mut damaged)?;
+        Ok(StoreCheck {
+            documents: metas.len() + damaged.iter().filter(|d| d.listed).count(),
+            nodes: metas.iter().map(|m| m.nodes as usize).sum(),
+            edus: metas.iter().map(|m| m.edus as usize).sum(),
+            damaged,
+        })
+    }
+
+    /// One listed document's records: readable, valid, with vectors and a
+    /// DAG of its shape.
+    fn check_document(&self, meta: &DocMeta) -> Result<()> {
+        let doc = self.get(&meta.id)?.ok_or_else(|| Error::Invariant {
+            doc: meta.id.clone(),
+            message: "listed but not readable".into(),
+        })?;
+        doc.validate()?;
+        let vectors = self.vectors(&meta.id)?.ok_or_else(|| Error::Invariant {
+            doc: meta.id.clone(),
+            message: "vectors record missing".into(),
+        })?;
+        let v = vectors.get()?;
+        let dimension = v.dimension.to_native() as usize;
+        if v.nodes.len() != meta.nodes as usize * dimension
+            || v.edus.len() != meta.edus as usize * dimension
+        {
+            return Err(Error::Invariant {
+                doc: meta.id.clone(),
+                message: format!(
+                    "{} node and {} EDU vector values of dimension {dimension} for {} nodes and {} EDUs",
+                    v.nodes.len(),
+                    v.edus.len(),
+                    meta.nodes,
+                    meta.edus
+                ),
+            });
+        }
+        let dag = self.dag(&meta.id)?.ok_or_else(|| Error::Invariant {
+            doc: meta.id.clone(),
+            message: "DAG record missing".into(),
+        })?;
+        dag.to_dag()?
+            .validate(meta.edus)
+            .map_err(|message| Error::Invariant {
+                doc: meta.id.clone(),
+                message,
+            })
     }
 
     /// Checks every dialogue record ([`Dialogue::validate`] against the
     /// stored documents) and that every turn document belongs to its
-    /// session's dialogue.
-    fn check_sessions(&self, metas: &[DocMeta]) -> Result<()> {
+    /// session's dialogue; what is wrong goes into `damaged`.
+    fn check_sessions(&self, metas: &[DocMeta], damaged: &mut Vec<Damage>) -> Result<()> {
         let edus: std::collections::HashMap<&str, u32> =
             metas.iter().map(|m| (m.id.as_str(), m.edus)).collect();
         let mut turn_docs = std::collections::HashSet::new();
-        for dialogue in self.dialogues()? {
-            dialogue
-                .validate(&|doc| edus.get(doc).copied())
-                .map_err(|message| Error::Invariant {
-                    doc: format!("session {}", dialogue.id),
-                    message,
-                })?;
-            turn_docs.extend(dialogue.turns.into_iter().map(|t| t.doc));
+        for entry in self.db.scan_prefix([SESSION]) {
+            let (record, value) = entry.map_err(storage)?;
+            let session = String::from_utf8_lossy(&record[1..]).into_owned();
+            let dialogue = decode_dialogue(&value, &session).and_then(|dialogue| {
+                dialogue
+                    .validate(&|doc| edus.get(doc).copied())
+                    .map(|()| dialogue)
+                    .map_err(|message| Error::Invariant {
+                        doc: format!("session {session}"),
+                        message,
+                    })
+            });
+            match dialogue {
+                Ok(dialogue) => turn_docs.extend(dialogue.turns.into_iter().map(|t| t.doc)),
+                Err(error) => damaged.push(Damage::unlisted(error, format!("session {session}"))),
+            }
         }
-        if let Some(orphan) = metas
+        for orphan in metas
             .iter()
-            .find(|m| crate::model::ids::is_turn_id(&m.id) && !turn_docs.contains(&m.id))
+            .filter(|m| crate::model::ids::is_turn_id(&m.id) && !turn_docs.contains(&m.id))
         {
-            return Err(Error::Invariant {
+            let error = Error::Invariant {
                 doc: orphan.id.clone(),
                 message: "a turn document that no session's dialogue lists".into(),
-            });
+            };
+            // Readable, so already counted among the documents.
+            damaged.push(Damage::unlisted(error, orphan.id.clone()));
         }
         Ok(())
+    }
+}
+
+/// What [`Store::check_all`] found.
+#[derive(Debug)]
+pub struct StoreCheck {
+    /// Listed documents checked (damaged ones included).
+    pub documents: usize,
+    /// Nodes and EDUs of the undamaged documents (one vector each).
+    pub nodes: usize,
+    /// See `nodes`.
+    pub edus: usize,
+    /// Every damaged document, orphan record or session, in store order.
+    pub damaged: Vec<Damage>,
+}
+
+/// One damaged document, orphan record or session.
+#[derive(Debug)]
+pub struct Damage {
+    /// The document id (`session ID` for a session's dialogue).
+    pub doc: String,
+    /// What is wrong.
+    pub error: Error,
+    /// Whether it is a listed document not otherwise counted in
+    /// `documents`.
+    listed: bool,
+}
+
+impl Damage {
+    fn new(error: Error, doc: String) -> Damage {
+        Damage {
+            doc,
+            error,
+            listed: true,
+        }
+    }
+
+    fn unlisted(error: Error, doc: String) -> Damage {
+        Damage {
+            listed: false,
+            ..Damage::new(error, doc)
+        }
     }
 }
 
@@ -1001,6 +1100,41 @@ mod tests {
             [(last, t0.meta.id.clone())]
         );
         assert_eq!(store.check().unwrap(), 1);
+    }
+
+    #[test]
+    fn check_all_names_every_damaged_document_and_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for (id, text) in [
+            ("a", "First text."),
+            ("b", "Second text."),
+            ("c", "Third text."),
+        ] {
+            put(&store, &doc(id, text));
+        }
+        let clean = store.check_all().unwrap();
+        assert_eq!((clean.documents, clean.damaged.len()), (3, 0));
+        store
+            .db
+            .insert(key(TREE, "a"), b"not an archive".as_slice())
+            .unwrap();
+        store
+            .db
+            .insert(key(EDUS, "c"), b"garbage".as_slice())
+            .unwrap();
+        store
+            .db
+            .insert(key(DAG, "ghost"), b"orphan".as_slice())
+            .unwrap();
+        let report = store.check_all().unwrap();
+        let named: Vec<&str> = report.damaged.iter().map(|d| d.doc.as_str()).collect();
+        assert_eq!(named, ["ghost", "a", "c"]);
+        assert_eq!(report.documents, 3);
+        // Only the sound document's vectors are counted.
+        assert_eq!(report.edus, clean.edus / 3);
+        // check() still stops at the first.
+        assert!(matches!(store.check(), Err(Error::Invariant { doc, .. }) if doc == "ghost"));
     }
 
     #[test]
