@@ -11,7 +11,7 @@ use crate::compute::device::Device;
 use crate::compute::embed::{Embedder, EmbedderConfig};
 use crate::compute::propagate::PropagateOptions;
 use crate::engine::dag_index::DagHit;
-use crate::engine::reads::{CheckReport, EduText, SearchHit, Stats};
+use crate::engine::reads::{CheckReport, Damaged, EduText, SearchHit, Stats};
 use crate::engine::write::IngestReport;
 use crate::engine::{Engine, OpenOptions};
 use crate::error::Result;
@@ -94,8 +94,10 @@ impl Db {
         self.engine.vector_counts()
     }
 
-    /// Rebuilds the full-text and vector indexes from the store.
-    pub fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<()> {
+    /// Rebuilds the full-text and vector indexes from the store. Damaged
+    /// documents are left out of both and returned, so the rest stays
+    /// searchable and they can be removed ([`Db::remove`]).
+    pub fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<Vec<Damaged>> {
         self.engine.reindex(progress, cancel)
     }
 

@@ -407,13 +407,14 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
         Command::Stats => render::stats(out, &cli.open(false)?.stats()?, cli.json)?,
         Command::Reindex => {
             let db = cli.open(false)?;
-            db.reindex(&bars::Bars::new(cli.quiet || cli.json), &CancelToken::new())?;
+            let skipped =
+                db.reindex(&bars::Bars::new(cli.quiet || cli.json), &CancelToken::new())?;
             let entries = db.stats()?.fulltext_entries;
             let vectors = db.vector_counts()?;
             if cli.json {
                 render::json(
                     out,
-                    &json!({ "fulltext_entries": entries, "vectors": vectors }),
+                    &json!({ "fulltext_entries": entries, "vectors": vectors, "skipped": skipped }),
                 )?;
             } else {
                 writeln!(
@@ -421,6 +422,16 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
                     "indexes rebuilt: {entries} full-text entries, {} node and {} EDU vectors in the graph (heading EDUs are not indexed: their section's vector carries the title)",
                     vectors.nodes, vectors.edus
                 )?;
+                for damaged in &skipped {
+                    writeln!(
+                        out,
+                        "  skipped damaged {}: {}",
+                        damaged.doc, damaged.problem
+                    )?;
+                }
+            }
+            if !skipped.is_empty() {
+                return Ok(ExitCode::from(EXIT_INTERNAL));
             }
         }
         Command::Check => {

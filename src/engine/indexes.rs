@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::RwLockReadGuard;
 use std::sync::atomic::Ordering;
 
+use crate::engine::reads::Damaged;
 use crate::engine::{Engine, VECTORS_DIR};
 use crate::error::{Error, Result};
 use crate::progress::{CancelToken, Progress};
@@ -27,7 +28,15 @@ impl Engine {
         if force_rebuild || applied > last || applied < self.store.trimmed_seq()? {
             tracing::info!("rebuilding the full-text index from the store");
             drop(fulltext);
-            return self.reindex(&crate::progress::NoProgress, &CancelToken::new());
+            let skipped = self.reindex(&crate::progress::NoProgress, &CancelToken::new())?;
+            for damaged in skipped {
+                tracing::warn!(
+                    "document {} left out of the full-text index: {}",
+                    damaged.doc,
+                    damaged.problem
+                );
+            }
+            return Ok(());
         }
         tracing::info!("full-text index catching up from change {applied} to {last}");
         self.replay(&mut fulltext, applied)?;
@@ -192,7 +201,20 @@ impl Engine {
     /// from the index when the store no longer has it.
     pub(super) fn index_vectors(&self, index: &mut VectorIndex, id: &str) -> Result<()> {
         match (self.store.get(id)?, self.store.vectors(id)?) {
-            (Some(stored), Some(vectors)) => index.replace(&stored.to_document()?, vectors.get()?),
+            (Some(stored), Some(vectors)) => {
+                let replaced =
+                    (stored.to_document()).and_then(|doc| index.replace(&doc, vectors.get()?));
+                match replaced {
+                    // A damaged document stays out of the graph (check
+                    // names it) rather than failing every vector search.
+                    Err(err) if err.is_damage() => {
+                        tracing::warn!("document {id} left out of the vector index: {err}");
+                        index.remove(id);
+                        Ok(())
+                    }
+                    other => other,
+                }
+            }
             (None, _) => {
                 index.remove(id);
                 Ok(())
@@ -267,19 +289,34 @@ impl Engine {
     }
 
     /// The work of [`crate::Db::reindex`].
-    pub(crate) fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<()> {
+    pub(crate) fn reindex(
+        &self,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<Vec<Damaged>> {
         let mut fulltext = self.fulltext_writer();
         self.recover_index(&mut fulltext)?;
-        let metas = self.store.metas()?;
+        let ids = self.store.ids()?;
         let last = self.store.last_seq()?;
-        progress.start("reindex", metas.len() as u64);
+        progress.start("reindex", ids.len() as u64);
         fulltext.clear()?;
-        let result: Result<()> = metas.iter().try_for_each(|meta| {
+        let mut skipped = Vec::new();
+        let result: Result<()> = ids.iter().try_for_each(|id| {
             cancel.check()?;
-            if let Some(stored) = self.store.get(&meta.id)? {
-                fulltext.replace(&stored.to_document()?)?;
+            let document =
+                (self.store.get(id)).and_then(|stored| stored.map(|s| s.to_document()).transpose());
+            match document {
+                Ok(Some(doc)) => fulltext.replace(&doc)?,
+                Ok(None) => {}
+                // A damaged document is left out and named, so the rest of
+                // the store is searchable and the damage can be removed.
+                Err(err) if err.is_damage() => skipped.push(Damaged {
+                    doc: id.clone(),
+                    problem: err.to_string(),
+                }),
+                Err(err) => return Err(err),
             }
-            progress.advance(1, &meta.id);
+            progress.advance(1, id);
             Ok(())
         });
         progress.finish();
@@ -299,6 +336,67 @@ impl Engine {
         // searches with documents missing.
         self.catch_up_vectors(&mut index, progress, cancel)?;
         *guard = Some(index);
-        Ok(())
+        Ok(skipped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Salvage: a damaged document is named by check, left out of a
+    //! reindex (the rest stays searchable) and removable.
+    use crate::engine::{Engine, OpenOptions};
+    use crate::ingest::pipeline::IngestOptions;
+    use crate::model::document::Format;
+    use crate::progress::{CancelToken, NoProgress};
+
+    #[test]
+    fn a_damaged_document_is_named_skipped_by_reindex_and_removable() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = OpenOptions {
+            create: true,
+            ..Default::default()
+        };
+        let engine = Engine::open(dir.path().join("db"), &options).unwrap();
+        let markdown = || IngestOptions {
+            format: Some(Format::Markdown),
+            lossy: false,
+        };
+        for (id, text) in [
+            ("apples", "# Apples\n\nApples grow in orchards."),
+            ("pears", "# Pears\n\nPears ripen after picking."),
+            ("plums", "# Plums\n\nPlums dry into prunes."),
+        ] {
+            engine
+                .ingest_bytes(id, text.as_bytes().to_vec(), markdown())
+                .unwrap();
+        }
+        engine.store().damage("pears");
+        engine.store().damage("plums");
+        let report = engine.check().unwrap();
+        let named: Vec<&str> = report.damaged.iter().map(|d| d.doc.as_str()).collect();
+        assert_eq!(named, ["pears", "plums"]);
+        assert_eq!(report.documents, 3);
+        // Reindex leaves them out and says so; the rest is searchable.
+        let skipped = engine.reindex(&NoProgress, &CancelToken::new()).unwrap();
+        let skipped: Vec<&str> = skipped.iter().map(|d| d.doc.as_str()).collect();
+        assert_eq!(skipped, ["pears", "plums"]);
+        assert_eq!(engine.search("orchards", 5).unwrap()[0].doc, "apples");
+        assert!(engine.search("prunes", 5).unwrap().is_empty());
+        // Vector search works around them too.
+        let hits = engine
+            .nearest(
+                "apples orchards",
+                crate::model::rank::Target::Edus,
+                5,
+                false,
+            )
+            .unwrap();
+        assert!(hits.iter().all(|h| h.doc == "apples"), "{hits:?}");
+        // Removing them leaves a sound store.
+        engine.remove("pears").unwrap();
+        engine.remove("plums").unwrap();
+        let report = engine.check().unwrap();
+        assert!(report.damaged.is_empty(), "{:?}", report.damaged);
+        assert_eq!(report.documents, 1);
     }
 }

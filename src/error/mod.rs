@@ -260,6 +260,13 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this is damage to stored records (an unreadable record, or
+    /// records that disagree), which salvage can skip past, rather than a
+    /// failure to read or write at all.
+    pub fn is_damage(&self) -> bool {
+        matches!(self, Error::Corrupt { .. } | Error::Invariant { .. })
+    }
+
     /// True when the error is caused by the caller's input (exit code 1 in
     /// the CLI); false for internal failures (exit code 2).
     pub fn is_user_error(&self) -> bool {

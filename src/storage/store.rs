@@ -407,6 +407,25 @@ impl Store {
         Ok(Some(dag))
     }
 
+    /// Every listed document's id, in order, without decoding anything (a
+    /// damaged record does not hide the others).
+    pub fn ids(&self) -> Result<Vec<String>> {
+        self.db
+            .scan_prefix([META])
+            .keys()
+            .map(|k| Ok(String::from_utf8_lossy(&k.map_err(storage)?[1..]).into_owned()))
+            .collect()
+    }
+
+    /// Overwrites document `id`'s tree record with bytes that are no
+    /// archive, as a damaged disk would: for salvage tests above the seam.
+    #[cfg(test)]
+    pub(crate) fn damage(&self, id: &str) {
+        self.db
+            .insert(key(TREE, id), b"damaged".as_slice())
+            .unwrap();
+    }
+
     /// Metadata of every document, in id order.
     pub fn metas(&self) -> Result<Vec<DocMeta>> {
         self.db
