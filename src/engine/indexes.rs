@@ -171,7 +171,7 @@ impl Engine {
             if applied > last || applied < self.store.trimmed_seq()? || index.needs_rebuild() {
                 tracing::info!("building the vector index from the stored vectors");
                 index.clear();
-                self.store.metas()?.into_iter().map(|m| m.id).collect()
+                self.store.ids()?
             } else {
                 tracing::info!("vector index catching up from change {applied} to {last}");
                 let mut ids: Vec<String> = self
@@ -200,29 +200,29 @@ impl Engine {
     /// Puts document `id`'s stored vectors into `index`, or removes it
     /// from the index when the store no longer has it.
     pub(super) fn index_vectors(&self, index: &mut VectorIndex, id: &str) -> Result<()> {
-        match (self.store.get(id)?, self.store.vectors(id)?) {
-            (Some(stored), Some(vectors)) => {
-                let replaced =
-                    (stored.to_document()).and_then(|doc| index.replace(&doc, vectors.get()?));
-                match replaced {
-                    // A damaged document stays out of the graph (check
-                    // names it) rather than failing every vector search.
-                    Err(err) if err.is_damage() => {
-                        tracing::warn!("document {id} left out of the vector index: {err}");
-                        index.remove(id);
-                        Ok(())
-                    }
-                    other => other,
+        let replaced =
+            (self.store.get(id)).and_then(|stored| match (stored, self.store.vectors(id)?) {
+                (Some(stored), Some(vectors)) => {
+                    index.replace(&stored.to_document()?, vectors.get()?)
                 }
-            }
-            (None, _) => {
+                (None, _) => {
+                    index.remove(id);
+                    Ok(())
+                }
+                (Some(_), None) => Err(Error::Invariant {
+                    doc: id.to_owned(),
+                    message: "vectors record missing".into(),
+                }),
+            });
+        match replaced {
+            // A damaged document stays out of the graph (check names it)
+            // rather than failing every vector search.
+            Err(err) if err.is_damage() => {
+                tracing::warn!("document {id} left out of the vector index: {err}");
                 index.remove(id);
                 Ok(())
             }
-            (Some(_), None) => Err(Error::Invariant {
-                doc: id.to_owned(),
-                message: "vectors record missing".into(),
-            }),
+            other => other,
         }
     }
 
@@ -370,12 +370,22 @@ mod tests {
                 .ingest_bytes(id, text.as_bytes().to_vec(), markdown())
                 .unwrap();
         }
-        engine.store().damage("pears");
-        engine.store().damage("plums");
+        engine.store().damage("pears", false);
+        engine.store().damage("plums", true);
         let report = engine.check().unwrap();
         let named: Vec<&str> = report.damaged.iter().map(|d| d.doc.as_str()).collect();
         assert_eq!(named, ["pears", "plums"]);
         assert_eq!(report.documents, 3);
+        // Listing shows what is readable: a damaged metadata record hides
+        // only its own document.
+        let listed: Vec<String> = engine
+            .documents()
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(listed, ["apples", "pears"]);
+        assert_eq!(engine.stats().unwrap().documents, 2);
         // Reindex leaves them out and says so; the rest is searchable.
         let skipped = engine.reindex(&NoProgress, &CancelToken::new()).unwrap();
         let skipped: Vec<&str> = skipped.iter().map(|d| d.doc.as_str()).collect();

@@ -152,6 +152,16 @@ where
     })
 }
 
+/// A metadata record (`key` names it in errors).
+fn decode_meta(key: &[u8], value: &[u8]) -> Result<DocMeta> {
+    let name = String::from_utf8_lossy(key).into_owned();
+    let archived = access::<ArchivedDocMeta>(value, &name)?;
+    rkyv::deserialize::<DocMeta, BoxedError>(archived).map_err(|e| Error::Corrupt {
+        key: name,
+        message: e.to_string(),
+    })
+}
+
 /// Decodes a dialogue record and checks its tree ([`Dialogue::check_tree`]),
 /// so every dialogue read from the store is safe to walk.
 fn decode_dialogue(value: &[u8], id: &str) -> Result<Dialogue> {
@@ -417,29 +427,30 @@ impl Store {
             .collect()
     }
 
-    /// Overwrites document `id`'s tree record with bytes that are no
-    /// archive, as a damaged disk would: for salvage tests above the seam.
+    /// Overwrites document `id`'s tree record (its metadata record when
+    /// `meta`) with bytes that are no archive, as a damaged disk would: for
+    /// salvage tests above the seam.
     #[cfg(test)]
-    pub(crate) fn damage(&self, id: &str) {
+    pub(crate) fn damage(&self, id: &str, meta: bool) {
+        let kind = if meta { META } else { TREE };
         self.db
-            .insert(key(TREE, id), b"damaged".as_slice())
+            .insert(key(kind, id), b"damaged".as_slice())
             .unwrap();
     }
 
-    /// Metadata of every document, in id order.
+    /// Metadata of every document, in id order. A damaged metadata record
+    /// is left out with a warning, so one damaged document does not hide
+    /// the others ([`Store::check_all`] names it).
     pub fn metas(&self) -> Result<Vec<DocMeta>> {
-        self.db
-            .scan_prefix([META])
-            .map(|entry| {
-                let (key, value) = entry.map_err(storage)?;
-                let name = String::from_utf8_lossy(&key).into_owned();
-                let archived = access::<ArchivedDocMeta>(&value, &name)?;
-                rkyv::deserialize::<DocMeta, BoxedError>(archived).map_err(|e| Error::Corrupt {
-                    key: name,
-                    message: e.to_string(),
-                })
-            })
-            .collect()
+        let mut metas = Vec::new();
+        for entry in self.db.scan_prefix([META]) {
+            let (key, value) = entry.map_err(storage)?;
+            match decode_meta(&key, &value) {
+                Ok(meta) => metas.push(meta),
+                Err(err) => tracing::warn!("left out of the listing: {err}"),
+            }
+        }
+        Ok(metas)
     }
 
     /// Ids changed after `seq`, with the latest sequence number of each, in log order.
@@ -513,13 +524,7 @@ impl Store {
         for entry in self.db.scan_prefix([META]) {
             let (record, value) = entry.map_err(storage)?;
             let id = String::from_utf8_lossy(&record[1..]).into_owned();
-            let name = String::from_utf8_lossy(&record).into_owned();
-            let meta = access::<ArchivedDocMeta>(&value, &name).and_then(|archived| {
-                rkyv::deserialize::<DocMeta, BoxedError>(archived).map_err(|e| Error::Corrupt {
-                    key: name,
-                    message: e.to_string(),
-                })
-            });
+            let meta = decode_meta(&record, &value);
             match meta.and_then(|meta| self.check_document(&meta).map(|()| meta)) {
                 Ok(meta) => metas.push(meta),
                 Err(error) => damaged.push(Damage::new(error, id)),
