@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::LazyLock;
 use std::time::Instant;
 
-use edudb::query::lexer::ends_statement;
+use edudb::query::lexer::split_statements;
 use edudb::query::parser::KEYWORDS;
 use edudb::query::plan::KIND_NAMES;
 use edudb::{Db, Params};
@@ -97,6 +97,7 @@ fn interactive(console: &mut Console) -> Result<(), Failure> {
         console.db.path().display()
     )?;
     let mut history_warned = false;
+    let mut entry = String::new();
     loop {
         let prompt = if console.pending.is_empty() {
             PROMPT
@@ -108,13 +109,23 @@ fn interactive(console: &mut Console) -> Result<(), Failure> {
             // Ctrl-C drops the statement being typed, as in psql.
             Err(ReadlineError::Interrupted) => {
                 console.pending.clear();
+                entry.clear();
                 continue;
             }
             Err(ReadlineError::Eof) => break,
             Err(err) => return Err(readline_failure(err)),
         };
+        // A statement typed over several lines is one history entry, its
+        // lines joined, recalled whole.
         if !line.trim().is_empty() {
-            let _ = editor.add_history_entry(line.as_str());
+            if !entry.is_empty() {
+                entry.push(' ');
+            }
+            entry.push_str(line.trim());
+        }
+        let flow = console.feed(&line, 0)?;
+        if console.pending.is_empty() && !entry.is_empty() {
+            let _ = editor.add_history_entry(std::mem::take(&mut entry));
             if let Some(path) = &history
                 && let Err(err) = editor.append_history(path)
                 && !history_warned
@@ -124,7 +135,7 @@ fn interactive(console: &mut Console) -> Result<(), Failure> {
                 render::error(&mut anstream::stderr(), &message)?;
             }
         }
-        if let Flow::Quit = console.feed(&line, 0)? {
+        if let Flow::Quit = flow {
             break;
         }
     }
@@ -175,10 +186,14 @@ impl Console {
             self.pending.push('\n');
         }
         self.pending.push_str(line);
-        if ends_statement(&self.pending) {
-            let statement = std::mem::take(&mut self.pending);
-            self.execute(&statement)?;
+        // Every statement the line completes runs, in order; what follows
+        // the last `;` waits for more lines.
+        let typed = std::mem::take(&mut self.pending);
+        let (statements, rest) = split_statements(&typed);
+        for statement in statements {
+            self.execute(statement)?;
         }
+        self.pending = rest.trim_start().to_owned();
         Ok(Flow::Continue)
     }
 
@@ -321,7 +336,7 @@ static SESSION_ID_PREFIX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\bsession\s*\(?\s*'([^']*)$").expect("valid regex"));
 
 /// The start of the text to replace and the completions for the word
-/// before `pos`: document or session ids (closed with `'`) inside a quoted
+/// before `pos`: document or session ids (left open: the person closes them) inside a quoted
 /// id, console commands at the start of a line, otherwise keywords and kind
 /// names in the case the word was typed in.
 fn complete(line: &str, pos: usize, names: &Names) -> (usize, Vec<String>) {
@@ -334,7 +349,9 @@ fn complete(line: &str, pos: usize, names: &Names) -> (usize, Vec<String>) {
             let ids = ids
                 .iter()
                 .filter(|id| id.starts_with(partial.as_str()))
-                .map(|id| format!("{id}'"))
+                // Not closed: a person types the `'` (closing it here made
+                // their `')` an escaped quote that kept the string open).
+                .map(|id| id.to_string())
                 .collect();
             return (partial.start(), ids);
         }
@@ -403,9 +420,9 @@ mod tests {
         let line = "SHOW TREE doc('al";
         let (start, words) = complete(line, line.len(), &ids());
         assert_eq!(start, line.len() - 2);
-        assert_eq!(words, vec!["alpha'".to_owned(), "alpine'".to_owned()]);
+        assert_eq!(words, vec!["alpha".to_owned(), "alpine".to_owned()]);
         let line = "SELECT FROM * WHERE doc = 'b";
-        assert_eq!(complete(line, line.len(), &ids()).1, vec!["beta'"]);
+        assert_eq!(complete(line, line.len(), &ids()).1, vec!["beta"]);
         let line = "SELECT FROM docs('";
         assert_eq!(complete(line, line.len(), &ids()).1.len(), 3);
     }
@@ -415,9 +432,9 @@ mod tests {
         let line = "SELECT FROM session('tri";
         let (start, words) = complete(line, line.len(), &ids());
         assert_eq!(start, line.len() - 3);
-        assert_eq!(words, vec!["trip'".to_owned(), "triage'".to_owned()]);
+        assert_eq!(words, vec!["trip".to_owned(), "triage".to_owned()]);
         let line = "show session 'tria";
-        assert_eq!(complete(line, line.len(), &ids()).1, vec!["triage'"]);
+        assert_eq!(complete(line, line.len(), &ids()).1, vec!["triage"]);
     }
 
     #[test]

@@ -65,19 +65,29 @@ const SYMBOLS: [&str; 14] = [
 const UNTERMINATED_STRING: &str =
     "unterminated string; close it with ' (write '' for a quote inside)";
 
-/// For a reader that collects a statement line by line (the console): true
-/// once `source` ends with `;` outside any string or comment, or has a
-/// lexical error that more lines cannot fix (so it is reported now).
-pub fn ends_statement(source: &str) -> bool {
+/// For a reader that collects statements line by line (the console): the
+/// complete statements in `source` (each up to and including a `;` outside
+/// any string or comment), and what is left to be continued. A lexical
+/// error that more lines cannot fix makes the rest one statement, so it is
+/// reported now; an unterminated string waits for more.
+pub fn split_statements(source: &str) -> (Vec<&str>, &str) {
     match tokenize(source) {
-        Ok(tokens) => matches!(
-            tokens.iter().rev().nth(1),
-            Some(Token {
-                kind: TokenKind::Symbol(";"),
-                ..
-            })
-        ),
-        Err(err) => err.message != UNTERMINATED_STRING,
+        Ok(tokens) => {
+            let mut statements = Vec::new();
+            let mut from = 0;
+            for token in &tokens {
+                if matches!(token.kind, TokenKind::Symbol(";")) {
+                    statements.push(&source[from..token.end]);
+                    from = token.end;
+                }
+            }
+            // Only comments and blanks after the last `;`: nothing pending.
+            let pending =
+                (tokens.iter()).any(|t| t.start >= from && !matches!(t.kind, TokenKind::End));
+            (statements, if pending { &source[from..] } else { "" })
+        }
+        Err(err) if err.message == UNTERMINATED_STRING => (Vec::new(), source),
+        Err(_) => (vec![source], ""),
     }
 }
 
@@ -201,19 +211,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_statement_ends_at_a_semicolon_outside_strings_and_comments() {
-        assert!(ends_statement("SHOW DOCS;"));
-        assert!(ends_statement("SELECT FROM *\n  LIMIT 3 ;  "));
-        assert!(!ends_statement("SHOW DOCS"));
-        assert!(!ends_statement("SELECT FROM doc('a;"));
-        assert!(!ends_statement("SELECT FROM doc('it''s;'"));
-        assert!(!ends_statement("SHOW DOCS -- done;"));
-        assert!(
-            ends_statement("SHOW DOCS; -- done"),
+    fn statements_end_at_semicolons_outside_strings_and_comments() {
+        let split = |s| split_statements(s);
+        assert_eq!(split("SHOW DOCS;"), (vec!["SHOW DOCS;"], ""));
+        assert_eq!(
+            split("SELECT FROM *\n  LIMIT 3 ;  "),
+            (vec!["SELECT FROM *\n  LIMIT 3 ;"], "")
+        );
+        assert_eq!(split("SHOW DOCS"), (vec![], "SHOW DOCS"));
+        assert_eq!(
+            split("SELECT FROM doc('a;"),
+            (vec![], "SELECT FROM doc('a;")
+        );
+        assert_eq!(split("SELECT FROM doc('it''s;'").0.len(), 0);
+        assert_eq!(split("SHOW DOCS -- done;"), (vec![], "SHOW DOCS -- done;"));
+        assert_eq!(
+            split("SHOW DOCS; -- done"),
+            (vec!["SHOW DOCS;"], ""),
             "a comment after ; ends"
         );
-        assert!(
-            ends_statement("SELECT # FROM"),
+        // Several on one line, and a start of the next.
+        assert_eq!(
+            split("SHOW DOCS; SHOW STATS; SELECT FROM"),
+            (vec!["SHOW DOCS;", " SHOW STATS;"], " SELECT FROM")
+        );
+        assert_eq!(
+            split("SELECT FROM doc('a;b'); SHOW DOCS;"),
+            (vec!["SELECT FROM doc('a;b');", " SHOW DOCS;"], "")
+        );
+        assert_eq!(
+            split("SELECT # FROM"),
+            (vec!["SELECT # FROM"], ""),
             "a bad character is reported now"
         );
     }

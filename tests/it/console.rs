@@ -109,12 +109,18 @@ fn a_person_types_statements_and_commands_and_reads_results() {
     session.send("SHOW TRE\t").unwrap();
     session.flush().unwrap();
     session.exp_string("SHOW TREE").unwrap();
+    // The id is completed, not closed: the person types the quote.
     session.send(" doc('alp\t").unwrap();
     session.flush().unwrap();
-    session.exp_string("alpha'").unwrap();
-    let screen = type_line(&mut session, ") DEPTH 2;");
+    session.exp_string("alpha").unwrap();
+    let screen = type_line(&mut session, "') DEPTH 2;");
     assert!(screen.contains("└── "), "box-drawn tree: {screen}");
     assert!(screen.contains("Lifetimes"), "{screen}");
+
+    // Two statements on one line both run, in order.
+    let screen = type_line(&mut session, "SHOW EDUS doc('beta') 0..0; SHOW DOCS;");
+    let (edus, docs) = (screen.find("[0] ").unwrap(), screen.find("alpha").unwrap());
+    assert!(edus < docs, "{screen}");
 
     // .timing and .format.
     type_line(&mut session, ".timing on");
@@ -144,9 +150,14 @@ fn a_person_types_statements_and_commands_and_reads_results() {
     session.send_line(".quit").unwrap();
     session.exp_eof().unwrap();
 
-    // History persists across sessions.
+    // History persists across sessions; a statement typed over two lines
+    // is one entry.
     let saved = std::fs::read_to_string(&history).unwrap();
     assert!(saved.contains("SHOW STATS;"), "{saved}");
+    assert!(
+        saved.contains("SELECT FROM * SEED BM25('borrow checker') BUDGET 40 TOKENS;"),
+        "{saved}"
+    );
     let mut session = console(&db, &history, false);
     session.send("\x1b[A").unwrap(); // Up arrow recalls the last line.
     session.flush().unwrap();
