@@ -7,13 +7,13 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, Mutex, mpsc};
 use std::time::Instant;
 
 use edudb::query::lexer::split_statements;
 use edudb::query::parser::KEYWORDS;
 use edudb::query::plan::KIND_NAMES;
-use edudb::{Db, Params};
+use edudb::{Db, Params, QueryResult};
 use regex::Regex;
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
@@ -46,13 +46,25 @@ const COMMANDS: [(&str, &str); 6] = [
 /// Reading from a pipe, a failed statement makes the exit code 1.
 pub fn run(db: Db, format: OutputFormat) -> Result<ExitCode, Failure> {
     let mut console = Console {
-        db,
+        db: Arc::new(db),
         format,
         timing: false,
         pending: String::new(),
         failures: 0,
+        interruptible: false,
     };
     if io::stdin().is_terminal() {
+        // Outside line editing the terminal turns Ctrl-C into a signal:
+        // it goes to the statement running then, if any, not to the process.
+        console.interruptible = ctrlc::set_handler(|| {
+            let running = RUNNING
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(running) = running.as_ref() {
+                let _ = running.send(Outcome::Interrupted);
+            }
+        })
+        .is_ok();
         interactive(&mut console)?;
         Ok(ExitCode::SUCCESS)
     } else {
@@ -159,15 +171,26 @@ enum Flow {
     Quit,
 }
 
+/// How a statement run from the terminal ended.
+enum Outcome {
+    Done(edudb::Result<QueryResult>),
+    Interrupted,
+}
+
+/// Where Ctrl-C is sent while a statement runs (nowhere otherwise).
+static RUNNING: Mutex<Option<mpsc::Sender<Outcome>>> = Mutex::new(None);
+
 /// The open store, the settings, and the statement being typed.
 struct Console {
-    db: Db,
+    db: Arc<Db>,
     format: OutputFormat,
     timing: bool,
     /// Lines of a statement that has not ended with `;` yet.
     pending: String,
     /// Statements or commands that failed so far.
     failures: usize,
+    /// Whether Ctrl-C cancels a running statement (on a terminal).
+    interruptible: bool,
 }
 
 impl Console {
@@ -209,20 +232,44 @@ impl Console {
     /// Runs one statement and prints its result or its error.
     fn execute(&mut self, statement: &str) -> Result<(), Failure> {
         let started = Instant::now();
-        let result = self.db.query(statement, &Params::new());
+        let outcome = if self.interruptible {
+            self.run_interruptible(statement)
+        } else {
+            Outcome::Done(self.db.query(statement, &Params::new()))
+        };
         let elapsed = started.elapsed();
         let mut out = anstream::stdout();
-        match result {
-            Ok(result) => {
+        match outcome {
+            Outcome::Done(Ok(result)) => {
                 render::query_result(&mut out, &result, self.format == OutputFormat::Json)?
             }
-            Err(err) => self.fail(&err)?,
+            Outcome::Done(Err(err)) => self.fail(&err)?,
+            Outcome::Interrupted => self.fail(&"statement cancelled")?,
         }
         if self.timing {
             writeln!(out, "Time: {:.3} ms", elapsed.as_secs_f64() * 1000.0)?;
         }
         out.flush()?;
         Ok(())
+    }
+
+    /// Runs `statement` on a worker thread and waits for it or for Ctrl-C,
+    /// whichever comes first. A cancelled statement is abandoned: it only
+    /// reads, and its thread's result is dropped when it ends.
+    fn run_interruptible(&self, statement: &str) -> Outcome {
+        let (sender, outcome) = mpsc::channel();
+        *RUNNING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sender.clone());
+        let (db, statement) = (Arc::clone(&self.db), statement.to_owned());
+        std::thread::spawn(move || {
+            let _ = sender.send(Outcome::Done(db.query(&statement, &Params::new())));
+        });
+        let outcome = outcome.recv().unwrap_or(Outcome::Interrupted);
+        *RUNNING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        outcome
     }
 
     /// Reports a failed statement or command and counts it.

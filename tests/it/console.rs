@@ -219,3 +219,30 @@ fn a_piped_script_with_an_error_exits_1() {
     assert!(stderr(&out).contains("gamma"), "{}", stderr(&out));
     assert!(text(&out).contains("alpha"), "later statements still run");
 }
+
+#[test]
+fn ctrl_c_cancels_the_running_statement_not_the_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store");
+    let rfcs = crate::support::rfcs();
+    let out = edudb(&db, &["ingest", "-q", rfcs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let history = dir.path().join("history");
+    let mut session = console(&db, &history, true);
+    // The first vector search over the RFCs builds the graph: tens of
+    // seconds on two cores.
+    session
+        .send_line("SELECT FROM * SEED NEAR('borrowing and lifetimes') LIMIT 3;")
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_000));
+    let started = std::time::Instant::now();
+    session.send_control('c').unwrap();
+    session.exp_string("statement cancelled").unwrap();
+    session.exp_string("edudb> ").unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // The console goes on.
+    let screen = type_line(&mut session, "SHOW STATS;");
+    assert!(screen.contains("documents"), "{screen}");
+    session.send_line(".quit").unwrap();
+    session.exp_eof().unwrap();
+}
