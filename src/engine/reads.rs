@@ -168,47 +168,11 @@ impl Engine {
         exact: bool,
     ) -> Result<Vec<RankedHit>> {
         let query = self.embed_query(text)?;
-        self.nearest_vector(&query, target, k, exact)
+        self.nearest_unit(&query, target, k, exact)
     }
 
-    /// The `k` nodes or EDUs nearest to the unit vector `query`, among the
-    /// documents in `scope` when given. A scope of at most
-    /// [`EXACT_SCOPE_LIMIT`] vectors (counted from its documents' records)
-    /// is scored exactly from the store, without loading or building the
-    /// graph; anything larger searches the graph.
-    pub(crate) fn vector_search(
-        &self,
-        target: Target,
-        query: &[f32],
-        k: usize,
-        scope: Option<&[&str]>,
-    ) -> Result<Vec<RankedHit>> {
-        if let Some(docs) = scope.filter(|docs| docs.len() <= EXACT_SCOPE_LIMIT) {
-            let mut vectors = 0usize;
-            for doc in docs {
-                if let Some(stored) = self.store.get(doc)? {
-                    let meta = stored.meta()?;
-                    vectors += match target {
-                        Target::Nodes => meta.nodes.to_native(),
-                        Target::Edus => meta.edus.to_native(),
-                    } as usize;
-                }
-                if vectors > EXACT_SCOPE_LIMIT {
-                    break;
-                }
-            }
-            if vectors <= EXACT_SCOPE_LIMIT {
-                return search_stored(&self.store, target, query, k, docs);
-            }
-        }
-        let guard = self.vector_index()?;
-        match guard.as_ref() {
-            Some(index) => index.search(&self.store, target, query, k, scope),
-            None => Ok(Vec::new()),
-        }
-    }
-
-    /// The work of [`crate::Db::nearest_vector`].
+    /// The work of [`crate::Db::nearest_vector`]: checks the caller's
+    /// vector, then searches with it normalised.
     pub(crate) fn nearest_vector(
         &self,
         vector: &[f32],
@@ -230,14 +194,51 @@ impl Engine {
         }
         let mut query = vector.to_vec();
         normalise(&mut query);
+        self.nearest_unit(&query, target, k, exact)
+    }
+
+    /// The whole store's `k` nodes or EDUs nearest to the unit vector
+    /// `query`: by the graph, or scoring every stored vector when `exact`.
+    fn nearest_unit(
+        &self,
+        query: &[f32],
+        target: Target,
+        k: usize,
+        exact: bool,
+    ) -> Result<Vec<RankedHit>> {
         let guard = self.vector_index()?;
         let Some(index) = guard.as_ref() else {
             return Ok(Vec::new());
         };
         if exact {
-            index.search_exact(&self.store, target, &query, k, None)
+            index.search_exact(&self.store, target, query, k)
         } else {
-            index.search(&self.store, target, &query, k, None)
+            index.search(target, query, k, None)
+        }
+    }
+
+    /// The `k` nodes or EDUs nearest to the unit vector `query`, among the
+    /// documents in `scope` when given. A scope of at most
+    /// [`EXACT_SCOPE_LIMIT`] vectors is scored exactly from the store,
+    /// without loading or building the graph; anything larger searches the
+    /// graph.
+    pub(crate) fn vector_search(
+        &self,
+        target: Target,
+        query: &[f32],
+        k: usize,
+        scope: Option<&[&str]>,
+    ) -> Result<Vec<RankedHit>> {
+        if let Some(docs) = scope
+            && let Some(hits) =
+                search_stored(&self.store, target, query, k, docs, EXACT_SCOPE_LIMIT)?
+        {
+            return Ok(hits);
+        }
+        let guard = self.vector_index()?;
+        match guard.as_ref() {
+            Some(index) => index.search(target, query, k, scope),
+            None => Ok(Vec::new()),
         }
     }
 

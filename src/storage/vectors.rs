@@ -42,9 +42,9 @@ const MAX_LAYERS: usize = 16;
 /// Candidates explored per search by default, at least (more for larger
 /// `k`); see [`VectorIndex::set_search_effort`].
 pub const EF_SEARCH: usize = 128;
-/// A scope with at most this many live vectors is searched exactly, by
-/// reading its documents' stored vectors: a filtered graph search loses
-/// recall when the scope is a small part of the store.
+/// A scope with at most this many vectors is best searched exactly, by
+/// reading its documents' stored vectors ([`search_stored`]): a filtered
+/// graph search loses recall when the scope is a small part of the store.
 pub const EXACT_SCOPE_LIMIT: usize = 20_000;
 /// Rebuild once this share of entries is dead.
 const REBUILD_DEAD_SHARE: f32 = 0.25;
@@ -62,16 +62,22 @@ const PERSIST_AFTER_CHANGES: usize = 1_000;
 /// Exact search over the stored vectors of `docs` alone, straight from the
 /// store: what a small scope costs without loading (or building) the graph.
 /// It scores what the index would hold: every node, every EDU but headings,
-/// no zero vector; ties go to document order.
+/// no zero vector; ties go to document order. `None` as soon as the scope
+/// holds more than `limit` such vectors (the graph serves it better), so a
+/// large scope costs at most `limit` vectors' reading.
 pub fn search_stored(
     store: &Store,
     target: Target,
     query: &[f32],
     k: usize,
     docs: &[&str],
-) -> Result<Vec<RankedHit>> {
+    limit: usize,
+) -> Result<Option<Vec<RankedHit>>> {
     let mut scored = Vec::new();
     for &doc in docs {
+        if scored.len() > limit {
+            return Ok(None);
+        }
         let (Some(stored), Some(vectors)) = (store.get(doc)?, store.vectors(doc)?) else {
             continue;
         };
@@ -121,9 +127,12 @@ pub fn search_stored(
             });
         }
     }
+    if scored.len() > limit {
+        return Ok(None);
+    }
     scored.sort_by(|a, b| b.score.total_cmp(&a.score));
     scored.truncate(k);
-    Ok(scored)
+    Ok(Some(scored))
 }
 
 /// Cosine distance of unit vectors, `1 − a·b`, clamped at 0 (hnsw_rs's own
@@ -608,13 +617,12 @@ impl VectorIndex {
     }
 
     /// The `k` nodes or EDUs most similar to the unit vector `query`
-    /// (cosine similarity, best first), among the documents in `scope` when
-    /// given. A scope of at most [`EXACT_SCOPE_LIMIT`] vectors is searched
-    /// exactly from the vectors in `store`; larger ones by a filtered graph
-    /// search.
+    /// (cosine similarity, best first) by a graph search, filtered to the
+    /// documents in `scope` when given. A filtered search loses recall when
+    /// the scope is a small part of the store: search a scope of at most
+    /// [`EXACT_SCOPE_LIMIT`] vectors with [`search_stored`] instead.
     pub fn search(
         &self,
-        store: &Store,
         target: Target,
         query: &[f32],
         k: usize,
@@ -627,47 +635,29 @@ impl VectorIndex {
                 self.dimension
             )));
         }
-        let graph = self.graph(target);
-        let scoped = scope.map(|docs| {
-            docs.iter()
-                .map(|d| graph.by_doc.get(*d).map_or(0, Vec::len))
-                .sum::<usize>()
-        });
-        let mut ranked = match scoped {
-            Some(n) if n <= EXACT_SCOPE_LIMIT => {
-                self.exact(store, target, query, k, scope.unwrap_or_default())?
-            }
-            _ => graph.search(query, k, self.search_effort, scope),
-        };
+        let mut ranked = self
+            .graph(target)
+            .search(query, k, self.search_effort, scope);
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked.truncate(k);
         Ok(self.hits(target, ranked))
     }
 
-    /// Like [`VectorIndex::search`], but always exact: scores every live
-    /// vector in scope (every document when `scope` is `None`). The
-    /// baseline graph recall is measured against.
+    /// Like [`VectorIndex::search`] over the whole store, but exact: scores
+    /// every live vector outside session turns, reading it from `store`.
+    /// The baseline graph recall is measured against.
     pub fn search_exact(
         &self,
         store: &Store,
         target: Target,
         query: &[f32],
         k: usize,
-        scope: Option<&[&str]>,
     ) -> Result<Vec<RankedHit>> {
-        let graph = self.graph(target);
-        let all: Vec<&str>;
-        let docs = match scope {
-            Some(docs) => docs,
-            None => {
-                all = (graph.by_doc.keys())
-                    .map(String::as_str)
-                    .filter(|doc| !is_turn_id(doc))
-                    .collect();
-                &all
-            }
-        };
-        let ranked = self.exact(store, target, query, k, docs)?;
+        let docs: Vec<&str> = (self.graph(target).by_doc.keys())
+            .map(String::as_str)
+            .filter(|doc| !is_turn_id(doc))
+            .collect();
+        let ranked = self.exact(store, target, query, k, &docs)?;
         Ok(self.hits(target, ranked))
     }
 
