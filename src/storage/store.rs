@@ -516,23 +516,26 @@ impl Store {
                         doc: id.clone(),
                         message: format!("orphan {} record", kind as char),
                     };
-                    damaged.push(Damage::unlisted(error, id));
+                    damaged.push(Damage { doc: id, error });
                 }
             }
         }
-        let mut metas = Vec::new();
+        let (mut documents, mut metas) = (0, Vec::new());
         for entry in self.db.scan_prefix([META]) {
             let (record, value) = entry.map_err(storage)?;
-            let id = String::from_utf8_lossy(&record[1..]).into_owned();
+            documents += 1;
             let meta = decode_meta(&record, &value);
             match meta.and_then(|meta| self.check_document(&meta).map(|()| meta)) {
                 Ok(meta) => metas.push(meta),
-                Err(error) => damaged.push(Damage::new(error, id)),
+                Err(error) => damaged.push(Damage {
+                    doc: String::from_utf8_lossy(&record[1..]).into_owned(),
+                    error,
+                }),
             }
         }
         self.check_sessions(&metas, &mut damaged)?;
         Ok(StoreCheck {
-            documents: metas.len() + damaged.iter().filter(|d| d.listed).count(),
+            documents,
             nodes: metas.iter().map(|m| m.nodes as usize).sum(),
             edus: metas.iter().map(|m| m.edus as usize).sum(),
             damaged,
@@ -600,7 +603,10 @@ impl Store {
             });
             match dialogue {
                 Ok(dialogue) => turn_docs.extend(dialogue.turns.into_iter().map(|t| t.doc)),
-                Err(error) => damaged.push(Damage::unlisted(error, format!("session {session}"))),
+                Err(error) => damaged.push(Damage {
+                    doc: format!("session {session}"),
+                    error,
+                }),
             }
         }
         for orphan in metas
@@ -611,8 +617,10 @@ impl Store {
                 doc: orphan.id.clone(),
                 message: "a turn document that no session's dialogue lists".into(),
             };
-            // Readable, so already counted among the documents.
-            damaged.push(Damage::unlisted(error, orphan.id.clone()));
+            damaged.push(Damage {
+                doc: orphan.id.clone(),
+                error,
+            });
         }
         Ok(())
     }
@@ -638,26 +646,6 @@ pub struct Damage {
     pub doc: String,
     /// What is wrong.
     pub error: Error,
-    /// Whether it is a listed document not otherwise counted in
-    /// `documents`.
-    listed: bool,
-}
-
-impl Damage {
-    fn new(error: Error, doc: String) -> Damage {
-        Damage {
-            doc,
-            error,
-            listed: true,
-        }
-    }
-
-    fn unlisted(error: Error, doc: String) -> Damage {
-        Damage {
-            listed: false,
-            ..Damage::new(error, doc)
-        }
-    }
 }
 
 impl StoredDag {
