@@ -272,7 +272,14 @@ fn store_embedder(
     if let EmbedderConfig::Http(http) = &mut config {
         http.dimension = Some(embedder.dimension());
     }
-    let given = options.embedder.is_some() || options.custom_embedder.is_some();
+    // A given configuration equal to the recorded one builds the same
+    // embedder: building the recorded one again (for a local model, a
+    // second load of its weights) could not find a difference.
+    let given = options.custom_embedder.is_some()
+        || options
+            .embedder
+            .as_ref()
+            .is_some_and(|given| Some(given) != recorded.as_ref());
     match recorded {
         None => {
             let json = serde_json::to_string(&config).map_err(|e| Error::Storage(e.to_string()))?;
