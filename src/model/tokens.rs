@@ -74,6 +74,18 @@ pub fn token_batches(tokens: &[u32], window: u32) -> Vec<std::ops::Range<usize>>
 
 #[cfg(test)]
 mod tests {
+    use super::token_batches;
+
+    #[test]
+    fn batches_fill_up_to_the_window_and_keep_order() {
+        let tokens = [3, 4, 2, 5, 1];
+        assert_eq!(token_batches(&tokens, 7), vec![0..2, 2..4, 4..5]);
+        assert_eq!(token_batches(&tokens, 100), vec![0..5]);
+        assert_eq!(token_batches(&[], 7), Vec::<std::ops::Range<usize>>::new());
+        // An item larger than the window is a batch of its own.
+        assert_eq!(token_batches(&[9, 1], 7), vec![0..1, 1..2]);
+    }
+
     #[test]
     fn counts_real_tokens() {
         assert_eq!(super::count(""), 0);

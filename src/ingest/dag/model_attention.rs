@@ -17,6 +17,7 @@ use crate::compute::device::Device;
 use crate::compute::transformer::LocalModel;
 use crate::error::Result;
 use crate::model::document::Document;
+use crate::model::tokens::token_batches;
 
 /// Most model tokens of one information point that attend (a longer point
 /// is cut).
@@ -73,7 +74,8 @@ impl ModelAttention {
         let rows: usize = points.iter().map(Vec::len).sum();
         let columns: usize = nodes.iter().map(Vec::len).sum();
         let mut attention = vec![0.0f32; rows * columns];
-        for group in groups(&points, group_limit) {
+        let point_lengths: Vec<u32> = points.iter().map(|p| p.len() as u32).collect();
+        for group in token_batches(&point_lengths, group_limit as u32) {
             let first_row = query_segments.0[group.start].start as usize;
             let joined: Vec<u32> = points[group].concat();
             if joined.is_empty() {
@@ -98,24 +100,6 @@ impl ModelAttention {
     }
 }
 
-/// Consecutive runs of points whose tokens total at most `limit` (each
-/// point is at most `limit` long), as index ranges.
-fn groups(points: &[Vec<u32>], limit: usize) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let (mut start, mut tokens) = (0, 0);
-    for (i, point) in points.iter().enumerate() {
-        if i > start && tokens + point.len() > limit {
-            out.push(start..i);
-            (start, tokens) = (i, 0);
-        }
-        tokens += point.len();
-    }
-    if start < points.len() {
-        out.push(start..points.len());
-    }
-    out
-}
-
 impl AttentionSource for ModelAttention {
     fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
         let matrices = (windows.iter())
@@ -132,18 +116,5 @@ impl AttentionSource for ModelAttention {
             })
             .collect();
         self.device.segment_mean(&views)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn groups_fill_up_to_the_limit_and_keep_order() {
-        let points: Vec<Vec<u32>> = [3, 4, 2, 5, 1].iter().map(|&n| vec![0; n]).collect();
-        assert_eq!(groups(&points, 7), vec![0..2, 2..4, 4..5]);
-        assert_eq!(groups(&points, 100), vec![0..5]);
-        assert_eq!(groups(&[], 7), Vec::<std::ops::Range<usize>>::new());
     }
 }
