@@ -134,17 +134,11 @@ fn main() {
         all.len(),
         (matrix.len() * 4) as f64 / (1024.0 * 1024.0)
     );
+    let mut scores = Vec::new();
     group.bench_function("brute_force_in_memory_top10", |b| {
         b.iter(|| {
             let q = embedder.embed(&[query()]).unwrap().pop().unwrap();
-            let mut scored: Vec<(f32, usize)> = matrix
-                .chunks_exact(DEFAULT_DIMENSION)
-                .enumerate()
-                .map(|(i, row)| (edudb::compute::embed::dot(row, &q), i))
-                .collect();
-            scored.select_nth_unstable_by(K, |a, b| b.0.total_cmp(&a.0));
-            scored.truncate(K);
-            scored
+            common::flat_scan(&matrix, DEFAULT_DIMENSION, &q, K, &mut scores)
         })
     });
     group.finish();

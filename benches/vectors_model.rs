@@ -23,8 +23,8 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
+use edudb::compute::embed::Embedder;
 use edudb::compute::embed::local::LocalEmbedder;
-use edudb::compute::embed::{Embedder, dot};
 use edudb::ingest::pipeline::analyze;
 use edudb::storage::vectors::{EF_SEARCH, Graph};
 use edudb::{EduKind, Format, Span};
@@ -154,25 +154,6 @@ fn save_cache(path: &Path, cache: &HashMap<String, Vec<f32>>) {
     std::fs::rename(&partial, path).unwrap();
 }
 
-/// The `k` best rows of `matrix` for `query` by dot product: a flat scan
-/// with the SIMD-friendly dot product and a partial selection, scoring into
-/// `scores` (reused between calls).
-fn flat_scan(
-    matrix: &[f32],
-    dimension: usize,
-    query: &[f32],
-    k: usize,
-    scores: &mut Vec<(f32, usize)>,
-) -> Vec<(f32, usize)> {
-    scores.clear();
-    scores
-        .extend((matrix.chunks_exact(dimension).enumerate()).map(|(i, row)| (dot(row, query), i)));
-    scores.select_nth_unstable_by(k, |a, b| b.0.total_cmp(&a.0));
-    let mut best = scores[..k].to_vec();
-    best.sort_by(|a, b| b.0.total_cmp(&a.0));
-    best
-}
-
 /// The non-heading EDU texts (what the store's EDU graph indexes) of the
 /// RFCs and the 2Wiki and MuSiQue passage documents.
 fn corpus_edu_texts() -> Vec<String> {
@@ -269,7 +250,7 @@ fn main() {
     let mut scores = Vec::new();
     let truths: Vec<(HashSet<usize>, f32)> = (queries.iter())
         .map(|q| {
-            let best = flat_scan(&matrix, dimension, q, K, &mut scores);
+            let best = common::flat_scan(&matrix, dimension, q, K, &mut scores);
             let kth = best.last().map_or(f32::MIN, |&(score, _)| score);
             (best.iter().map(|&(_, i)| i).collect(), kth)
         })
@@ -309,7 +290,7 @@ fn main() {
         queries[next % queries.len()].as_slice()
     };
     group.bench_function("flat_scan_top10", |b| {
-        b.iter(|| flat_scan(&matrix, dimension, query(), K, &mut scores))
+        b.iter(|| common::flat_scan(&matrix, dimension, query(), K, &mut scores))
     });
     group.bench_function("hnsw_top10_default_effort", |b| {
         b.iter(|| graph.search(query(), K, EF_SEARCH, None))

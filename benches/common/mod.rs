@@ -89,6 +89,28 @@ pub fn half(text: &str) -> &str {
     &text[..cut]
 }
 
+/// The `k` best rows of `matrix` for `query` by dot product: a flat scan
+/// with the SIMD-friendly dot product and a partial selection, scoring into
+/// `scores` (reused between calls), best first.
+#[allow(dead_code)] // Not every bench binary uses every helper.
+pub fn flat_scan(
+    matrix: &[f32],
+    dimension: usize,
+    query: &[f32],
+    k: usize,
+    scores: &mut Vec<(f32, usize)>,
+) -> Vec<(f32, usize)> {
+    scores.clear();
+    scores.extend(
+        (matrix.chunks_exact(dimension).enumerate())
+            .map(|(i, row)| (edudb::compute::embed::dot(row, query), i)),
+    );
+    scores.select_nth_unstable_by(k, |a, b| b.0.total_cmp(&a.0));
+    let mut best = scores[..k].to_vec();
+    best.sort_by(|a, b| b.0.total_cmp(&a.0));
+    best
+}
+
 /// The directory criterion writes its estimates to; set explicitly so the
 /// ratio report can read them back.
 pub fn criterion_dir() -> PathBuf {
