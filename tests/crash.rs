@@ -19,6 +19,7 @@ use std::time::Duration;
 use edudb::ingest::analyze;
 use edudb::{Db, Format};
 use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 
 const ROUNDS: usize = 24;
@@ -214,5 +215,248 @@ fn sigkill_during_turn_appends_leaves_whole_turns_only() {
     assert!(
         most_turns >= 2,
         "the session never grew: {most_turns} turns"
+    );
+}
+
+/// A tmpfs of `MEBIBYTES` mounted on a temporary directory for the
+/// full-disk test, unmounted when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    const MEBIBYTES: u64 = 20;
+
+    /// Mounts it, or says why not (mounting needs root). With
+    /// `EDUDB_REQUIRE_TMPFS` set (as CI sets it) failing to mount fails.
+    fn mount() -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={}m", Self::MEBIBYTES))
+            .arg("tmpfs")
+            .arg(dir.path())
+            .stderr(Stdio::piped())
+            .output();
+        match mounted {
+            Ok(out) if out.status.success() => Some(Tmpfs { dir }),
+            failed => {
+                let why = format!("cannot mount a tmpfs: {failed:?}");
+                assert!(std::env::var_os("EDUDB_REQUIRE_TMPFS").is_none(), "{why}");
+                eprintln!("skipped: {why}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fills the file system until at most `free` bytes are left.
+    fn fill(&self, free: u64) -> PathBuf {
+        use std::io::Write;
+        let path = self.path().join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        while fs4::available_space(self.path()).unwrap() > free {
+            let room = fs4::available_space(self.path()).unwrap() - free;
+            let len = chunk.len().min(room as usize).max(1);
+            if file
+                .write_all(&chunk[..len])
+                .and_then(|()| file.sync_data())
+                .is_err()
+            {
+                break;
+            }
+        }
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.path()).status();
+    }
+}
+
+/// Runs an edudb command that must end within a minute (a full disk must
+/// fail a write promptly, never hang it); returns whether it succeeded.
+/// A failure must be the full disk's clear error.
+fn run_on_full_disk(db: &Path, args: &[&str]) -> bool {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("edudb {args:?} hung on a full disk");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let args = &args[..args.len().min(4)];
+    if !out.status.success() {
+        eprintln!("edudb {} refused: {}", args[0], stderr.trim());
+        assert_eq!(out.status.code(), Some(2), "edudb {args:?}: {stderr}");
+        assert!(
+            stderr.contains("is full") && stderr.contains("every earlier change is kept"),
+            "edudb {args:?} failed without the full disk's error: {stderr}"
+        );
+    }
+    out.status.success()
+}
+
+/// The ids of the store's documents (it must open and pass `check`).
+fn committed(db_path: &Path, rng: &mut StdRng) -> Vec<String> {
+    verify(db_path, rng);
+    let mut ids: Vec<String> = Db::open(db_path)
+        .unwrap()
+        .documents()
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
+    let Some(disk) = Tmpfs::mount() else {
+        return;
+    };
+    let seed = std::env::var("EDUDB_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let db = disk.path().join("store");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(support::rfcs())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.sort();
+    let (mut refused_ingests, mut refused_writes) = (0, 0);
+    for round in 0..8 {
+        // Removing a third of the documents makes room (sled reuses it),
+        if round > 0 {
+            let ids = committed(&db, &mut rng);
+            let mut args = vec!["rm"];
+            args.extend(
+                ids.choose_multiple(&mut rng, ids.len() / 3)
+                    .map(String::as_str),
+            );
+            assert!(
+                run_on_full_disk(&db, &args),
+                "removing must work at the reserve"
+            );
+        }
+        // then ingest until the disk refuses (the corpus is about 11 MB of
+        // text; the store needs several times that).
+        let batch: Vec<String> = files
+            .choose_multiple(&mut rng, 60)
+            .map(|path| path.to_string_lossy().into_owned())
+            .collect();
+        let mut args = vec!["ingest", "-q", "--format", "markdown"];
+        args.extend(batch.iter().map(String::as_str));
+        if !run_on_full_disk(&db, &args) {
+            refused_ingests += 1;
+        }
+        let mut expected = committed(&db, &mut rng);
+
+        // Another program fills the disk, leaving from nothing to a little
+        // more than a write needs; reads must still answer or fail clearly,
+        // and one write either happens whole or not at all.
+        let free = [0, 256 << 10, 4 << 20, 12 << 20][round % 4];
+        let filler = disk.fill(free);
+        run_on_full_disk(&db, &["docs"]);
+        let file = files[rng.random_range(0..files.len())].clone();
+        let id = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let victim = expected[rng.random_range(0..expected.len())].clone();
+        let session = format!("s{round}");
+        let (written, change) = match round % 3 {
+            0 => (
+                run_on_full_disk(
+                    &db,
+                    &[
+                        "ingest",
+                        "-q",
+                        "--format",
+                        "markdown",
+                        &file.to_string_lossy(),
+                    ],
+                ),
+                Some(id),
+            ),
+            1 => (run_on_full_disk(&db, &["rm", &victim]), None),
+            _ => (
+                run_on_full_disk(
+                    &db,
+                    &[
+                        "session",
+                        "add",
+                        &session,
+                        "--new-topic",
+                        "--",
+                        "a turn on a full disk",
+                    ],
+                ),
+                None,
+            ),
+        };
+        if written {
+            match (round % 3, change) {
+                (0, Some(id)) => {
+                    if let Err(at) = expected.binary_search(&id) {
+                        expected.insert(at, id);
+                    }
+                }
+                (1, _) => expected.retain(|doc| doc != &victim),
+                _ => {}
+            }
+        } else {
+            refused_writes += 1;
+        }
+
+        // Space returns: every committed document is there, whole.
+        std::fs::remove_file(filler).unwrap();
+        assert_eq!(
+            committed(&db, &mut rng),
+            expected,
+            "round {round} (seed {seed})"
+        );
+        if round % 3 == 2 {
+            let turns = Db::open(&db)
+                .unwrap()
+                .dialogue(&session)
+                .map(|d| d.turns.len());
+            assert_eq!(
+                turns.ok(),
+                written.then_some(1),
+                "round {round}: session {session}"
+            );
+        }
+        eprintln!(
+            "round {round} (seed {seed}): {} documents, {free} bytes left, write {}",
+            expected.len(),
+            if written { "done" } else { "refused" }
+        );
+    }
+    assert!(
+        refused_ingests >= 4,
+        "the disk refused only {refused_ingests} ingests"
+    );
+    assert!(
+        refused_writes >= 2,
+        "the disk refused only {refused_writes} single writes"
     );
 }

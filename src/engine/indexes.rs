@@ -122,11 +122,19 @@ impl Engine {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if guard.is_none() {
             let mut index = self.open_vector_index();
-            self.catch_up_vectors(
+            let replayed = self.replay_vectors(
                 &mut index,
                 &crate::progress::NoProgress,
                 &CancelToken::new(),
             )?;
+            // Saving the caught-up graph is upkeep for the read that
+            // needed it: on a full disk the read still gets its answer, and
+            // the kept change log brings the saved graph along next time.
+            if let Some(last) = replayed
+                && let Err(err) = self.persist_vectors(&mut index, last)
+            {
+                tracing::warn!("the caught-up vector graph was not saved: {err}");
+            }
             *guard = Some(index);
         }
         let index = guard
@@ -144,10 +152,16 @@ impl Engine {
         cancel: &CancelToken,
     ) -> Result<()> {
         if let Some(last) = self.replay_vectors(index, progress, cancel)? {
-            index.persist()?;
-            self.trim_log(last.min(self.fulltext_writer().applied_seq()?))?;
+            self.persist_vectors(index, last)?;
         }
         Ok(())
+    }
+
+    /// Saves `index`, caught up to change `last`, and drops the change log
+    /// as far as both derived indexes have applied it.
+    fn persist_vectors(&self, index: &mut VectorIndex, last: u64) -> Result<()> {
+        index.persist()?;
+        self.trim_log(last.min(self.fulltext_writer().applied_seq()?))
     }
 
     /// Brings the vector index up to the store's latest change without

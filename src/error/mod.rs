@@ -143,6 +143,19 @@ pub enum Error {
     /// The storage engine failed.
     #[error("storage: {0}")]
     Storage(String),
+    /// The disk holding the store has too little free space for a write.
+    /// Nothing of the refused write was stored, and every change committed
+    /// before it is kept.
+    #[error(
+        "the disk holding {path} is full: {detail}; nothing of this write was stored and every earlier change is kept: free some space and retry"
+    )]
+    DiskFull {
+        /// The store's storage directory.
+        path: PathBuf,
+        /// How much the write needed and how much was free, or the file
+        /// system's own refusal.
+        detail: String,
+    },
     /// A change was stored durably, but updating the derived indexes
     /// afterwards failed: do not repeat the change; the indexes catch up
     /// from the store's change log on the next write or open.

@@ -15,9 +15,19 @@
 //!   session is removed with all its turns in one batch, so a crash never
 //!   leaves a dialogue naming a missing turn or a turn its dialogue lacks.
 //!
+//! - a write is refused with [`Error::DiskFull`] before anything reaches
+//!   sled unless the file system has twice the write's bytes free plus a
+//!   reserve ([`SPACE_RESERVE`], or the smaller [`REMOVAL_RESERVE`] for a
+//!   write that removes records, so space can still be reclaimed): sled
+//!   0.34 can hang in `flush` once the disk fills under it, so edudb keeps
+//!   its own writes from filling it;
+//! - a snapshot sled left half-written (`snap.*.generating`, which sled
+//!   0.34 would read as the newest snapshot and call corrupt) is removed
+//!   before sled opens the directory.
+//!
 //! Swapping the engine means rewriting this module only.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rkyv::rancor::BoxedError;
 use rkyv::vec::ArchivedVec;
@@ -35,6 +45,15 @@ pub const FORMAT_VERSION: u32 = 3;
 /// How long [`Store::open`] waits for a previous in-process `Store` on the
 /// same path to release sled's file lock.
 const SLED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Free space a write that adds data leaves on the store's file system,
+/// beyond twice its own bytes: room for sled's log segments, its snapshot
+/// at the next open, and the full-text and vector indexes' commits.
+pub const SPACE_RESERVE: u64 = 8 << 20;
+
+/// Free space a removal needs: removing must stay possible on a disk the
+/// reserve has stopped ingest on, since it is how space is reclaimed.
+pub const REMOVAL_RESERVE: u64 = 1 << 20;
 
 const VERSION_KEY: &[u8] = b"\0version";
 const SEQ_KEY: &[u8] = b"\0seq";
@@ -56,6 +75,37 @@ const RECORDS: [u8; 6] = [META, TEXT, EDUS, TREE, VECTORS, DAG];
 #[derive(Debug)]
 pub struct Store {
     db: sled::Db,
+    dir: PathBuf,
+}
+
+/// A sled batch that counts the bytes it adds and knows whether it
+/// removes records, for the free-space check.
+#[derive(Default)]
+struct Batch {
+    writes: sled::Batch,
+    bytes: u64,
+    removes: bool,
+}
+
+impl Batch {
+    fn insert(&mut self, key: &[u8], value: &[u8]) {
+        self.bytes += (key.len() + value.len()) as u64;
+        self.writes.insert(key, value);
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        self.removes = true;
+        self.writes.remove(key);
+    }
+}
+
+/// `bytes` for a reader: KiB below a mebibyte, MiB above.
+fn size(bytes: u64) -> String {
+    if bytes < 1 << 20 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+    }
 }
 
 /// One document's weighted DAG, read in place from the store's buffer.
@@ -79,6 +129,44 @@ fn storage(err: sled::Error) -> Error {
     Error::Storage(err.to_string())
 }
 
+/// A failed write (or open, which may write sled's snapshot) in `dir` as
+/// an error: the file system's refusal for lack of space as
+/// [`Error::DiskFull`], anything else as a storage error.
+fn write_failed(dir: &Path, err: sled::Error) -> Error {
+    match err {
+        sled::Error::Io(e) if e.kind() == std::io::ErrorKind::StorageFull => Error::DiskFull {
+            path: dir.to_owned(),
+            detail: e.to_string(),
+        },
+        other => storage(other),
+    }
+}
+
+/// Removes the snapshots sled left half-written in `dir`. sled writes a
+/// snapshot to `snap.N.generating` and renames it to `snap.N` once complete
+/// and synced, but 0.34 counts the `.generating` file among the snapshots
+/// at open; one left by a write that failed (a full disk) sorts last and
+/// makes every later open fail as corrupt. Such a file is never a complete
+/// snapshot, so removing it loses nothing: sled rebuilds from its log.
+fn remove_unfinished_snapshots(dir: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::Storage(format!("reading {}: {e}", dir.display()))),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::Storage(format!("reading {}: {e}", dir.display())))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            let path = entry.path();
+            std::fs::remove_file(&path)
+                .map_err(|e| Error::Storage(format!("removing {}: {e}", path.display())))?;
+        }
+    }
+    Ok(())
+}
+
 fn key(kind: u8, id: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(id.len() + 1);
     key.push(kind);
@@ -88,25 +176,25 @@ fn key(kind: u8, id: &str) -> Vec<u8> {
 
 /// Adds the records of `doc`, its vectors and its DAG to `batch`.
 fn insert_document(
-    batch: &mut sled::Batch,
+    batch: &mut Batch,
     doc: &Document,
     vectors: &DocVectors,
     dag: &Dag,
 ) -> Result<()> {
     let id = &doc.meta.id;
-    batch.insert(key(META, id), archive(&doc.meta)?.as_slice());
-    batch.insert(key(TEXT, id), doc.text.as_bytes());
-    batch.insert(key(EDUS, id), archive(&doc.edus)?.as_slice());
-    batch.insert(key(TREE, id), archive(&doc.tree)?.as_slice());
-    batch.insert(key(VECTORS, id), archive(vectors)?.as_slice());
-    batch.insert(key(DAG, id), archive(dag)?.as_slice());
+    batch.insert(&key(META, id), &archive(&doc.meta)?);
+    batch.insert(&key(TEXT, id), doc.text.as_bytes());
+    batch.insert(&key(EDUS, id), &archive(&doc.edus)?);
+    batch.insert(&key(TREE, id), &archive(&doc.tree)?);
+    batch.insert(&key(VECTORS, id), &archive(vectors)?);
+    batch.insert(&key(DAG, id), &archive(dag)?);
     Ok(())
 }
 
 /// Adds the removal of every record of document `id` to `batch`.
-fn remove_document(batch: &mut sled::Batch, id: &str) {
+fn remove_document(batch: &mut Batch, id: &str) {
     for kind in RECORDS {
-        batch.remove(key(kind, id));
+        batch.remove(&key(kind, id));
     }
 }
 
@@ -186,6 +274,7 @@ impl Store {
     /// same path, whose background flusher may still be shutting down; that
     /// case is retried for up to [`SLED_LOCK_WAIT`].
     pub fn open(dir: &Path) -> Result<Store> {
+        remove_unfinished_snapshots(dir)?;
         let started = std::time::Instant::now();
         let db = loop {
             match sled::Config::new().path(dir).open() {
@@ -196,7 +285,7 @@ impl Store {
                 {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
-                other => break other.map_err(storage)?,
+                other => break other.map_err(|e| write_failed(dir, e))?,
             }
         };
         match db.get(VERSION_KEY).map_err(storage)? {
@@ -209,13 +298,22 @@ impl Store {
                 });
             }
             None if db.is_empty() => {
-                db.insert(VERSION_KEY, FORMAT_VERSION.to_string().as_bytes())
-                    .map_err(storage)?;
-                db.flush().map_err(storage)?;
+                let store = Store {
+                    db,
+                    dir: dir.to_owned(),
+                };
+                let mut batch = Batch::default();
+                batch.insert(VERSION_KEY, FORMAT_VERSION.to_string().as_bytes());
+                store.apply(batch)?;
+                store.flush()?;
+                return Ok(store);
             }
             None => return Err(Error::NotAStore(dir.to_owned())),
         }
-        Ok(Store { db })
+        Ok(Store {
+            db,
+            dir: dir.to_owned(),
+        })
     }
 
     /// The sequence number of the latest change (0 for a new store).
@@ -239,16 +337,16 @@ impl Store {
 
     /// Records the store's embedder configuration (durably).
     pub fn set_embedder_config(&self, config: &str) -> Result<()> {
-        self.db
-            .insert(EMBEDDER_KEY, config.as_bytes())
-            .map_err(storage)?;
+        let mut batch = Batch::default();
+        batch.insert(EMBEDDER_KEY, config.as_bytes());
+        self.apply(batch)?;
         self.flush()
     }
 
     /// Writes `doc`, its vectors and its DAG (replacing any document with
     /// its id) in one atomic batch; returns the change's sequence number.
     pub fn put(&self, doc: &Document, vectors: &DocVectors, dag: &Dag) -> Result<u64> {
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         insert_document(&mut batch, doc, vectors, dag)?;
         self.apply_logged(batch, &[&doc.meta.id])
     }
@@ -256,15 +354,48 @@ impl Store {
     /// Appends a change-log entry for each of `ids`, numbered after the last
     /// change, to `batch` and applies it atomically; returns the last
     /// sequence number. The caller holds the only writer.
-    fn apply_logged(&self, mut batch: sled::Batch, ids: &[&str]) -> Result<u64> {
+    fn apply_logged(&self, mut batch: Batch, ids: &[&str]) -> Result<u64> {
         let mut seq = self.last_seq()?;
         for id in ids {
             seq += 1;
             batch.insert(&log_key(seq), id.as_bytes());
         }
         batch.insert(SEQ_KEY, &seq.to_be_bytes());
-        self.db.apply_batch(batch).map_err(storage)?;
+        self.apply(batch)?;
         Ok(seq)
+    }
+
+    /// Applies `batch` atomically once the file system has room for it
+    /// (see [`Store::ensure_space`]).
+    fn apply(&self, batch: Batch) -> Result<()> {
+        let reserve = if batch.removes {
+            REMOVAL_RESERVE
+        } else {
+            SPACE_RESERVE
+        };
+        self.ensure_space(reserve + 2 * batch.bytes, batch.bytes)?;
+        self.db
+            .apply_batch(batch.writes)
+            .map_err(|e| write_failed(&self.dir, e))
+    }
+
+    /// Refuses a write of `bytes` with [`Error::DiskFull`] unless the
+    /// store's file system has `needed` bytes free.
+    fn ensure_space(&self, needed: u64, bytes: u64) -> Result<()> {
+        let available = fs4::available_space(&self.dir)
+            .map_err(|e| Error::Storage(format!("free space of {}: {e}", self.dir.display())))?;
+        if available < needed {
+            return Err(Error::DiskFull {
+                path: self.dir.clone(),
+                detail: format!(
+                    "this write needs {} free (its {} plus the store's reserve) and {} are available",
+                    size(needed),
+                    size(bytes),
+                    size(available)
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Replaces the DAG of existing document `id` (with a change-log entry,
@@ -274,8 +405,8 @@ impl Store {
         if !self.db.contains_key(key(META, id)).map_err(storage)? {
             return Ok(None);
         }
-        let mut batch = sled::Batch::default();
-        batch.insert(key(DAG, id), archive(dag)?.as_slice());
+        let mut batch = Batch::default();
+        batch.insert(&key(DAG, id), &archive(dag)?);
         self.apply_logged(batch, &[id]).map(Some)
     }
 
@@ -285,7 +416,7 @@ impl Store {
         if !self.db.contains_key(key(META, id)).map_err(storage)? {
             return Ok(None);
         }
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         remove_document(&mut batch, id);
         self.apply_logged(batch, &[id]).map(Some)
     }
@@ -314,9 +445,9 @@ impl Store {
                 ),
             });
         }
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         insert_document(&mut batch, doc, vectors, dag)?;
-        batch.insert(key(SESSION, &dialogue.id), archive(dialogue)?.as_slice());
+        batch.insert(&key(SESSION, &dialogue.id), &archive(dialogue)?);
         self.apply_logged(batch, &[id])
     }
 
@@ -358,12 +489,12 @@ impl Store {
         let Some(dialogue) = self.dialogue(id)? else {
             return Ok(None);
         };
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         let docs: Vec<String> = dialogue.turns.iter().map(|t| t.doc.clone()).collect();
         for doc in &docs {
             remove_document(&mut batch, doc);
         }
-        batch.remove(key(SESSION, id));
+        batch.remove(&key(SESSION, id));
         let ids: Vec<&str> = docs.iter().map(String::as_str).collect();
         self.apply_logged(batch, &ids)?;
         Ok(Some(docs))
@@ -470,18 +601,21 @@ impl Store {
     /// Drops change-log entries up to and including `seq`, once every
     /// derived index has applied them.
     pub fn trim_log(&self, seq: u64) -> Result<()> {
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         for entry in self.db.range(log_key(0)..=log_key(seq)) {
             let (key, _) = entry.map_err(storage)?;
-            batch.remove(key);
+            batch.remove(&key);
         }
         batch.insert(TRIMMED_KEY, &seq.max(self.trimmed_seq()?).to_be_bytes());
-        self.db.apply_batch(batch).map_err(storage)
+        self.apply(batch)
     }
 
     /// Makes every applied change durable.
     pub fn flush(&self) -> Result<()> {
-        self.db.flush().map(|_| ()).map_err(storage)
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| write_failed(&self.dir, e))
     }
 
     /// Bytes the engine occupies on disk.
@@ -932,6 +1066,23 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.metas().unwrap()[0].id, "a");
         assert_eq!(store.last_seq().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_snapshot_left_half_written_by_a_full_disk_does_not_stop_the_store_opening() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            put(&store, &doc("a", "Persisted text."));
+            store.flush().unwrap();
+        }
+        // What sled leaves when the disk fills while it writes a snapshot:
+        // an empty file that sorts after every complete snapshot.
+        let leftover = dir.path().join("snap.FFFFFFFFFFFFFFFF.generating");
+        std::fs::write(&leftover, b"").unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.metas().unwrap()[0].id, "a");
+        assert!(!leftover.exists());
     }
 
     #[test]
