@@ -8,7 +8,13 @@
 //! - every change gets a sequence number in the log, which derived indexes
 //!   replay to catch up;
 //! - records are rkyv archives, validated on access and read in place
-//!   (rkyv's `unaligned` layout, so sled's unaligned buffers need no copy).
+//!   (rkyv's `unaligned` layout, so sled's unaligned buffers need no copy);
+//! - a record over [`PIECE_BYTES`] is stored as numbered pieces under their
+//!   own key prefix, with a small manifest in its place. sled reads a leaf
+//!   page (4–16 neighbouring keys) whole, so a large value beside a
+//!   document's metadata would make listing cost that document's size;
+//!   with pieces no page holds more than 16 pieces, and listings read
+//!   metadata pages only.
 //!
 //! - a session's turn is written with its dialogue record (the session's
 //!   tree, key prefix `S`) in the same batch as the turn's document, and a
@@ -40,7 +46,16 @@ use crate::model::edu::{ArchivedEdu, Edu};
 use crate::model::tree::{ArchivedTree, Tree};
 
 /// Version of the on-disk layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
+
+/// Older layouts this one reads as they are, and upgrades at open by
+/// recording [`FORMAT_VERSION`]: version 3 had no pieced records, and its
+/// whole records are read as before (a later write of a document stores it
+/// pieced).
+const UPGRADABLE_VERSIONS: [u32; 1] = [3];
+
+/// Records larger than this are stored in pieces of this size.
+pub const PIECE_BYTES: usize = 64 << 10;
 
 /// How long [`Store::open`] waits for a previous in-process `Store` on the
 /// same path to release sled's file lock.
@@ -69,7 +84,15 @@ const LOG: u8 = b'L';
 /// A session's dialogue record (added without a format bump: a new record
 /// kind under a new prefix, which older stores simply do not have).
 const SESSION: u8 = b'S';
+/// The manifest of a pieced record: `H`, the record's kind, the id; the
+/// value is the piece count (u32) and the record's length (u64), big-endian.
+const MANIFEST: u8 = b'H';
+/// A piece of a record: `P`, the record's kind, the id, a 0 byte, the
+/// piece's index (u32, big-endian, so pieces sort in order).
+const PIECE: u8 = b'P';
 const RECORDS: [u8; 6] = [META, TEXT, EDUS, TREE, VECTORS, DAG];
+/// The records that may be pieced (metadata is always small).
+const PIECEABLE: [u8; 5] = [TEXT, EDUS, TREE, VECTORS, DAG];
 
 /// The persistent document store.
 #[derive(Debug)]
@@ -78,23 +101,30 @@ pub struct Store {
     dir: PathBuf,
 }
 
-/// A sled batch that counts the bytes it adds and knows whether it
-/// removes records, for the free-space check.
+/// A sled batch that counts the bytes it adds and knows whether it is a
+/// removal (which reclaims space), for the free-space check.
 #[derive(Default)]
 struct Batch {
     writes: sled::Batch,
     bytes: u64,
-    removes: bool,
+    reclaims: bool,
 }
 
 impl Batch {
+    /// A batch that removes documents or log entries.
+    fn reclaiming() -> Batch {
+        Batch {
+            reclaims: true,
+            ..Batch::default()
+        }
+    }
+
     fn insert(&mut self, key: &[u8], value: &[u8]) {
         self.bytes += (key.len() + value.len()) as u64;
         self.writes.insert(key, value);
     }
 
     fn remove(&mut self, key: &[u8]) {
-        self.removes = true;
         self.writes.remove(key);
     }
 }
@@ -174,27 +204,49 @@ fn key(kind: u8, id: &str) -> Vec<u8> {
     key
 }
 
-/// Adds the records of `doc`, its vectors and its DAG to `batch`.
-fn insert_document(
-    batch: &mut Batch,
-    doc: &Document,
-    vectors: &DocVectors,
-    dag: &Dag,
-) -> Result<()> {
-    let id = &doc.meta.id;
-    batch.insert(&key(META, id), &archive(&doc.meta)?);
-    batch.insert(&key(TEXT, id), doc.text.as_bytes());
-    batch.insert(&key(EDUS, id), &archive(&doc.edus)?);
-    batch.insert(&key(TREE, id), &archive(&doc.tree)?);
-    batch.insert(&key(VECTORS, id), &archive(vectors)?);
-    batch.insert(&key(DAG, id), &archive(dag)?);
-    Ok(())
+/// The key of the manifest of record `kind` of document `id`.
+fn manifest_key(kind: u8, id: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(id.len() + 2);
+    key.extend_from_slice(&[MANIFEST, kind]);
+    key.extend_from_slice(id.as_bytes());
+    key
 }
 
-/// Adds the removal of every record of document `id` to `batch`.
-fn remove_document(batch: &mut Batch, id: &str) {
-    for kind in RECORDS {
-        batch.remove(&key(kind, id));
+/// The key of piece `index` of record `kind` of document `id`.
+fn piece_key(kind: u8, id: &str, index: u32) -> Vec<u8> {
+    let mut key = Vec::with_capacity(id.len() + 7);
+    key.extend_from_slice(&[PIECE, kind]);
+    key.extend_from_slice(id.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// A pieced record's manifest: how many pieces, and the record's length.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Manifest {
+    pieces: u32,
+    len: u64,
+}
+
+impl Manifest {
+    fn encode(self) -> [u8; 12] {
+        let mut bytes = [0; 12];
+        bytes[..4].copy_from_slice(&self.pieces.to_be_bytes());
+        bytes[4..].copy_from_slice(&self.len.to_be_bytes());
+        bytes
+    }
+
+    fn decode(bytes: &[u8], kind: u8, id: &str) -> Result<Manifest> {
+        let encoded: [u8; 12] = bytes.try_into().map_err(|_| Error::Corrupt {
+            key: format!("{}{id}", kind as char),
+            message: "piece manifest is not 12 bytes".into(),
+        })?;
+        let [p0, p1, p2, p3, l @ ..] = encoded;
+        Ok(Manifest {
+            pieces: u32::from_be_bytes([p0, p1, p2, p3]),
+            len: u64::from_be_bytes(l),
+        })
     }
 }
 
@@ -288,8 +340,24 @@ impl Store {
                 other => break other.map_err(|e| write_failed(dir, e))?,
             }
         };
+        let version = |v: u32| v.to_string().into_bytes();
         match db.get(VERSION_KEY).map_err(storage)? {
-            Some(found) if found.as_ref() == FORMAT_VERSION.to_string().as_bytes() => {}
+            Some(found) if found.as_ref() == version(FORMAT_VERSION) => {}
+            Some(found)
+                if UPGRADABLE_VERSIONS
+                    .iter()
+                    .any(|&v| found.as_ref() == version(v)) =>
+            {
+                let store = Store {
+                    db,
+                    dir: dir.to_owned(),
+                };
+                let mut batch = Batch::default();
+                batch.insert(VERSION_KEY, &version(FORMAT_VERSION));
+                store.apply(batch)?;
+                store.flush()?;
+                return Ok(store);
+            }
             Some(found) => {
                 return Err(Error::FormatVersion {
                     path: dir.to_owned(),
@@ -347,7 +415,7 @@ impl Store {
     /// its id) in one atomic batch; returns the change's sequence number.
     pub fn put(&self, doc: &Document, vectors: &DocVectors, dag: &Dag) -> Result<u64> {
         let mut batch = Batch::default();
-        insert_document(&mut batch, doc, vectors, dag)?;
+        self.insert_document(&mut batch, doc, vectors, dag)?;
         self.apply_logged(batch, &[&doc.meta.id])
     }
 
@@ -368,7 +436,7 @@ impl Store {
     /// Applies `batch` atomically once the file system has room for it
     /// (see [`Store::ensure_space`]).
     fn apply(&self, batch: Batch) -> Result<()> {
-        let reserve = if batch.removes {
+        let reserve = if batch.reclaims {
             REMOVAL_RESERVE
         } else {
             SPACE_RESERVE
@@ -406,7 +474,7 @@ impl Store {
             return Ok(None);
         }
         let mut batch = Batch::default();
-        batch.insert(&key(DAG, id), &archive(dag)?);
+        self.insert_record(&mut batch, DAG, id, &archive(dag)?)?;
         self.apply_logged(batch, &[id]).map(Some)
     }
 
@@ -416,8 +484,8 @@ impl Store {
         if !self.db.contains_key(key(META, id)).map_err(storage)? {
             return Ok(None);
         }
-        let mut batch = Batch::default();
-        remove_document(&mut batch, id);
+        let mut batch = Batch::reclaiming();
+        self.remove_document(&mut batch, id)?;
         self.apply_logged(batch, &[id]).map(Some)
     }
 
@@ -446,7 +514,7 @@ impl Store {
             });
         }
         let mut batch = Batch::default();
-        insert_document(&mut batch, doc, vectors, dag)?;
+        self.insert_document(&mut batch, doc, vectors, dag)?;
         batch.insert(&key(SESSION, &dialogue.id), &archive(dialogue)?);
         self.apply_logged(batch, &[id])
     }
@@ -489,10 +557,10 @@ impl Store {
         let Some(dialogue) = self.dialogue(id)? else {
             return Ok(None);
         };
-        let mut batch = Batch::default();
+        let mut batch = Batch::reclaiming();
         let docs: Vec<String> = dialogue.turns.iter().map(|t| t.doc.clone()).collect();
         for doc in &docs {
-            remove_document(&mut batch, doc);
+            self.remove_document(&mut batch, doc)?;
         }
         batch.remove(&key(SESSION, id));
         let ids: Vec<&str> = docs.iter().map(String::as_str).collect();
@@ -500,11 +568,115 @@ impl Store {
         Ok(Some(docs))
     }
 
+    /// Adds the records of `doc`, its vectors and its DAG to `batch`,
+    /// replacing any stored under its id.
+    fn insert_document(
+        &self,
+        batch: &mut Batch,
+        doc: &Document,
+        vectors: &DocVectors,
+        dag: &Dag,
+    ) -> Result<()> {
+        let id = &doc.meta.id;
+        batch.insert(&key(META, id), &archive(&doc.meta)?);
+        self.insert_record(batch, TEXT, id, doc.text.as_bytes())?;
+        self.insert_record(batch, EDUS, id, &archive(&doc.edus)?)?;
+        self.insert_record(batch, TREE, id, &archive(&doc.tree)?)?;
+        self.insert_record(batch, VECTORS, id, &archive(vectors)?)?;
+        self.insert_record(batch, DAG, id, &archive(dag)?)
+    }
+
+    /// Adds record `kind` of document `id` to `batch`: whole when it is at
+    /// most [`PIECE_BYTES`], else as pieces with a manifest; whatever was
+    /// stored for it before (whole or pieced) is replaced entirely.
+    fn insert_record(&self, batch: &mut Batch, kind: u8, id: &str, bytes: &[u8]) -> Result<()> {
+        let before = self.manifest(kind, id)?;
+        let pieces = if bytes.len() > PIECE_BYTES {
+            let manifest = Manifest {
+                pieces: u32::try_from(bytes.len().div_ceil(PIECE_BYTES)).map_err(|_| {
+                    Error::Storage(format!("record {}{id} is too large", kind as char))
+                })?,
+                len: bytes.len() as u64,
+            };
+            batch.remove(&key(kind, id));
+            batch.insert(&manifest_key(kind, id), &manifest.encode());
+            for (index, piece) in (0..).zip(bytes.chunks(PIECE_BYTES)) {
+                batch.insert(&piece_key(kind, id, index), piece);
+            }
+            manifest.pieces
+        } else {
+            batch.insert(&key(kind, id), bytes);
+            batch.remove(&manifest_key(kind, id));
+            0
+        };
+        for stale in pieces..before.map_or(0, |m| m.pieces) {
+            batch.remove(&piece_key(kind, id, stale));
+        }
+        Ok(())
+    }
+
+    /// Adds the removal of every record of document `id`, whole or pieced,
+    /// to `batch`.
+    fn remove_document(&self, batch: &mut Batch, id: &str) -> Result<()> {
+        for kind in RECORDS {
+            batch.remove(&key(kind, id));
+        }
+        for kind in PIECEABLE {
+            if let Some(manifest) = self.manifest(kind, id)? {
+                batch.remove(&manifest_key(kind, id));
+                for index in 0..manifest.pieces {
+                    batch.remove(&piece_key(kind, id, index));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The manifest of record `kind` of document `id`, when it is pieced.
+    fn manifest(&self, kind: u8, id: &str) -> Result<Option<Manifest>> {
+        self.db
+            .get(manifest_key(kind, id))
+            .map_err(storage)?
+            .map(|bytes| Manifest::decode(&bytes, kind, id))
+            .transpose()
+    }
+
+    /// Record `kind` of document `id`, whole or joined from its pieces.
+    fn record(&self, kind: u8, id: &str) -> Result<Option<sled::IVec>> {
+        if let Some(whole) = self.db.get(key(kind, id)).map_err(storage)? {
+            return Ok(Some(whole));
+        }
+        let Some(manifest) = self.manifest(kind, id)? else {
+            return Ok(None);
+        };
+        let mut joined = Vec::with_capacity(usize::try_from(manifest.len).unwrap_or(0));
+        let start = piece_key(kind, id, 0);
+        let end = piece_key(kind, id, manifest.pieces);
+        let mut pieces = 0;
+        for entry in self.db.range(start..end) {
+            let (_, piece) = entry.map_err(storage)?;
+            joined.extend_from_slice(&piece);
+            pieces += 1;
+        }
+        if pieces != manifest.pieces || joined.len() as u64 != manifest.len {
+            return Err(Error::Corrupt {
+                key: format!("{}{id}", kind as char),
+                message: format!(
+                    "{pieces} pieces of {} bytes where the manifest lists {} of {}",
+                    joined.len(),
+                    manifest.pieces,
+                    manifest.len
+                ),
+            });
+        }
+        Ok(Some(joined.into()))
+    }
+
     /// The stored document with this id, if any.
     pub fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
         let mut records = Vec::with_capacity(4);
         for kind in [META, TEXT, EDUS, TREE] {
-            match self.db.get(key(kind, id)).map_err(storage)? {
+            match self.record(kind, id)? {
                 Some(value) => records.push(value),
                 None if kind == META => return Ok(None),
                 None => {
@@ -530,7 +702,7 @@ impl Store {
 
     /// The vectors of the document with this id, if it exists.
     pub fn vectors(&self, id: &str) -> Result<Option<StoredVectors>> {
-        let Some(value) = self.db.get(key(VECTORS, id)).map_err(storage)? else {
+        let Some(value) = self.record(VECTORS, id)? else {
             return Ok(None);
         };
         let vectors = StoredVectors(value);
@@ -540,7 +712,7 @@ impl Store {
 
     /// The DAG of the document with this id, if it exists.
     pub fn dag(&self, id: &str) -> Result<Option<StoredDag>> {
-        let Some(value) = self.db.get(key(DAG, id)).map_err(storage)? else {
+        let Some(value) = self.record(DAG, id)? else {
             return Ok(None);
         };
         let dag = StoredDag(value);
@@ -601,7 +773,7 @@ impl Store {
     /// Drops change-log entries up to and including `seq`, once every
     /// derived index has applied them.
     pub fn trim_log(&self, seq: u64) -> Result<()> {
-        let mut batch = Batch::default();
+        let mut batch = Batch::reclaiming();
         for entry in self.db.range(log_key(0)..=log_key(seq)) {
             let (key, _) = entry.map_err(storage)?;
             batch.remove(&key);
@@ -654,6 +826,7 @@ impl Store {
                 }
             }
         }
+        self.check_pieces(&mut damaged)?;
         let (mut documents, mut metas) = (0, Vec::new());
         for entry in self.db.scan_prefix([META]) {
             let (record, value) = entry.map_err(storage)?;
@@ -674,6 +847,45 @@ impl Store {
             edus: metas.iter().map(|m| m.edus as usize).sum(),
             damaged,
         })
+    }
+
+    /// Finds manifests of unlisted documents and pieces no manifest counts.
+    fn check_pieces(&self, damaged: &mut Vec<Damage>) -> Result<()> {
+        let mut orphan = |id: String, what: String| {
+            let error = Error::Invariant {
+                doc: id.clone(),
+                message: format!("orphan {what}"),
+            };
+            damaged.push(Damage { doc: id, error });
+        };
+        for entry in self.db.scan_prefix([MANIFEST]).keys() {
+            let record = entry.map_err(storage)?;
+            let id = String::from_utf8_lossy(&record[2..]).into_owned();
+            if !self.db.contains_key(key(META, &id)).map_err(storage)? {
+                orphan(
+                    id,
+                    format!("manifest of a pieced {} record", record[1] as char),
+                );
+            }
+        }
+        for entry in self.db.scan_prefix([PIECE]).keys() {
+            let record = entry.map_err(storage)?;
+            let (kind, rest) = (record[1], &record[2..]);
+            let split = rest.len().saturating_sub(5);
+            let id = String::from_utf8_lossy(&rest[..split]).into_owned();
+            let index = rest[split..]
+                .get(1..)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(u32::from_be_bytes);
+            let counted = match (index, self.manifest(kind, &id)) {
+                (Some(index), Ok(Some(manifest))) => index < manifest.pieces,
+                _ => false,
+            };
+            if !counted {
+                orphan(id, format!("piece of a {} record", kind as char));
+            }
+        }
+        Ok(())
     }
 
     /// One listed document's records: readable, valid, with vectors and a
@@ -1098,6 +1310,104 @@ mod tests {
             matches!(&err, Error::FormatVersion { found, expected: FORMAT_VERSION, .. } if found == "99"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_version_3_store_is_read_and_upgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            put(&store, &doc("a", "Text stored by version 3."));
+            store.db.insert(VERSION_KEY, b"3").unwrap();
+            store.flush().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            store.db.get(VERSION_KEY).unwrap().unwrap().as_ref(),
+            FORMAT_VERSION.to_string().as_bytes()
+        );
+        assert_eq!(store.check().unwrap(), 1);
+    }
+
+    /// How many keys name document `id`: whole records, manifests, pieces.
+    fn stored_keys(store: &Store, id: &str) -> usize {
+        store
+            .db
+            .iter()
+            .keys()
+            .filter(|k| {
+                let k = k.as_ref().unwrap();
+                k.windows(id.len()).any(|w| w == id.as_bytes())
+            })
+            .count()
+    }
+
+    /// A Markdown document of about `bytes` bytes of prose.
+    fn large(id: &str, bytes: usize) -> Document {
+        let paragraph = "Pieces keep every sled page small, whatever the size of a document. \
+                         Listing reads metadata pages only, never a record's megabytes.\n\n";
+        doc(id, &paragraph.repeat(bytes / paragraph.len() + 1))
+    }
+
+    #[test]
+    fn large_records_are_stored_in_pieces_that_are_replaced_and_removed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for (bytes, pieced) in [
+            (300_000, true),
+            (100_000, true),
+            (2_000, false),
+            (200_000, true),
+        ] {
+            let big = large("big", bytes);
+            put(&store, &big);
+            let stored = store.get("big").unwrap().unwrap();
+            assert_eq!(stored.to_document().unwrap(), big);
+            let manifest = store.manifest(TEXT, "big").unwrap();
+            assert_eq!(manifest.is_some(), pieced, "{bytes} bytes");
+            assert_eq!(store.db.contains_key(key(TEXT, "big")).unwrap(), !pieced);
+            if let Some(manifest) = manifest {
+                assert_eq!(manifest.len, big.text.len() as u64);
+                assert_eq!(
+                    manifest.pieces as usize,
+                    big.text.len().div_ceil(PIECE_BYTES)
+                );
+            }
+            // Nothing stale is left behind: check would name it.
+            assert_eq!(store.check().unwrap(), 1, "{bytes} bytes");
+            for entry in store.db.iter() {
+                let (k, v) = entry.unwrap();
+                assert!(v.len() <= PIECE_BYTES, "{:?} holds {} bytes", k, v.len());
+            }
+        }
+        store.remove("big").unwrap();
+        assert_eq!(stored_keys(&store, "big"), 0);
+        assert_eq!(store.check().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_missing_or_stray_piece_is_named_as_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        put(&store, &large("big", 200_000));
+        put(&store, &doc("small", "A small document beside it."));
+        store.db.remove(piece_key(TEXT, "big", 1)).unwrap();
+        let err = store.get("big").err().unwrap();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        store
+            .db
+            .insert(piece_key(TREE, "gone", 0), b"stray".as_slice())
+            .unwrap();
+        let damaged: Vec<String> = store
+            .check_all()
+            .unwrap()
+            .damaged
+            .into_iter()
+            .map(|d| d.doc)
+            .collect();
+        assert_eq!(damaged, ["gone", "big"]);
+        store.remove("big").unwrap();
+        assert_eq!(stored_keys(&store, "big"), 0);
     }
 
     #[test]
