@@ -83,12 +83,16 @@ impl TermVector {
     }
 }
 
-/// Chooses where to cut `units` into `groups` runs: returns the sorted
-/// indices at which a new run starts (`groups - 1` of them, each in
-/// `1..units.len()`). Cuts go to the deepest valleys of lexical similarity
-/// between neighbouring windows, keeping every run at least
-/// `len / (2 * groups)` units long.
-pub(super) fn cut_points(units: &[TermVector], groups: usize) -> Vec<usize> {
+/// Chooses where to cut `units`, whose sizes (in EDUs) are `weights`, into
+/// `groups` runs: returns the sorted indices at which a new run starts
+/// (`groups - 1` of them, or one per gap when there are fewer gaps, each in
+/// `1..units.len()`). Cut `k` goes to the deepest valley of lexical
+/// similarity between neighbouring windows among the gaps whose weight
+/// before them lies within an eighth of a run of `k / groups` of the
+/// total, so runs are balanced by size, not by count: every run holds at
+/// most 1.25 of an even share of the weight plus its largest unit, however
+/// unevenly sized the units are (a document's sections, say).
+pub(super) fn cut_points(units: &[TermVector], weights: &[usize], groups: usize) -> Vec<usize> {
     let n = units.len();
     let wanted = groups.saturating_sub(1).min(n.saturating_sub(1));
     if wanted == 0 {
@@ -116,41 +120,47 @@ pub(super) fn cut_points(units: &[TermVector], groups: usize) -> Vec<usize> {
         }
         similarity[at]
     };
-    let mut candidates: Vec<(f32, usize)> = (1..n)
+    let depth: Vec<f32> = (0..n)
         .map(|gap| {
-            let depth = peak(gap, |g| g.checked_sub(1)) + peak(gap, |g| Some(g + 1))
-                - 2.0 * similarity[gap];
-            (depth, gap)
+            if gap == 0 {
+                return f32::NEG_INFINITY;
+            }
+            peak(gap, |g| g.checked_sub(1)) + peak(gap, |g| Some(g + 1)) - 2.0 * similarity[gap]
         })
         .collect();
-    let ideal = |gap: usize| {
-        (0..groups)
-            .map(|k| (k * n / groups).abs_diff(gap))
-            .min()
-            .unwrap_or(0)
-    };
-    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(ideal(a.1).cmp(&ideal(b.1))));
-    let min_run = (n / (2 * groups)).max(1);
+    // before[gap]: the weight of the units before the gap.
+    let before: Vec<f64> = std::iter::once(0.0)
+        .chain(weights.iter().scan(0.0, |sum, &w| {
+            *sum += w as f64;
+            Some(*sum)
+        }))
+        .collect();
+    let total = before[n];
+    let slack = total / (8.0 * groups as f64);
     let mut cuts: Vec<usize> = Vec::with_capacity(wanted);
-    let fits = |cuts: &[usize], gap: usize| {
-        gap >= min_run && n - gap >= min_run && cuts.iter().all(|&c| c.abs_diff(gap) >= min_run)
-    };
-    for &(_, gap) in &candidates {
-        if cuts.len() == wanted {
-            break;
-        }
-        if fits(&cuts, gap) {
-            cuts.push(gap);
-        }
-    }
     for k in 1..groups {
         if cuts.len() == wanted {
             break;
         }
-        let gap = k * n / groups;
-        if gap > 0 && !cuts.contains(&gap) {
-            cuts.push(gap);
-        }
+        let target = total * k as f64 / groups as f64;
+        let distance = |gap: usize| (before[gap] - target).abs();
+        let first = before.partition_point(|&w| w < target - slack).max(1);
+        let end = before.partition_point(|&w| w <= target + slack).min(n);
+        let deepest = (first..end)
+            .filter(|gap| !cuts.contains(gap))
+            .max_by(|&a, &b| {
+                depth[a]
+                    .total_cmp(&depth[b])
+                    .then(distance(b).total_cmp(&distance(a)))
+            });
+        // A unit wider than the window leaves it empty: the free gap
+        // nearest the target then.
+        let cut = deepest.or_else(|| {
+            (1..n)
+                .filter(|gap| !cuts.contains(gap))
+                .min_by(|&a, &b| distance(a).total_cmp(&distance(b)))
+        });
+        cuts.extend(cut);
     }
     cuts.sort_unstable();
     cuts
@@ -173,18 +183,59 @@ mod tests {
             "Sunlight helps garden tomatoes grow.",
         ];
         let units: Vec<TermVector> = texts.iter().map(|t| TermVector::from_text(t)).collect();
-        assert_eq!(cut_points(&units, 2), vec![4]);
+        assert_eq!(cut_points(&units, &[1; 8], 2), vec![4]);
+    }
+
+    proptest::proptest! {
+        /// Exactly the cuts asked for (or one per gap), distinct, in
+        /// order, inside the units; and every run within 1.25 of an even
+        /// share of the weight plus its largest unit, however the units'
+        /// sizes and words vary.
+        #[test]
+        fn cuts_are_distinct_and_runs_balanced_by_weight(
+            units in proptest::collection::vec((1usize..400, 0usize..6), 1..120),
+            groups in 2usize..=16,
+        ) {
+            let words = ["alpha beta", "gamma delta", "ownership borrow", "garden tomato", "", "memory"];
+            let vectors: Vec<TermVector> =
+                units.iter().map(|&(_, w)| TermVector::from_text(words[w])).collect();
+            let weights: Vec<usize> = units.iter().map(|&(w, _)| w).collect();
+            let n = units.len();
+            let cuts = cut_points(&vectors, &weights, groups);
+            proptest::prop_assert_eq!(cuts.len(), (groups - 1).min(n - 1));
+            proptest::prop_assert!(cuts.windows(2).all(|w| w[0] < w[1]));
+            proptest::prop_assert!(cuts.iter().all(|&c| (1..n).contains(&c)));
+            let total: usize = weights.iter().sum();
+            let share = 1.25 * total as f64 / groups as f64;
+            let bounds: Vec<usize> = std::iter::once(0).chain(cuts).chain(std::iter::once(n)).collect();
+            for run in bounds.windows(2) {
+                let run = &weights[run[0]..run[1]];
+                let (weight, largest) = (run.iter().sum::<usize>(), run.iter().max().copied().unwrap_or(0));
+                proptest::prop_assert!(
+                    weight as f64 <= share + largest as f64 + 1e-9,
+                    "a run of {} with largest unit {} against a share of {}", weight, largest, share
+                );
+            }
+        }
     }
 
     #[test]
-    fn always_returns_the_requested_number_of_distinct_cuts() {
-        let units = vec![TermVector::default(); 50];
-        for groups in 2..=16 {
-            let cuts = cut_points(&units, groups);
-            assert_eq!(cuts.len(), groups - 1);
-            assert!(cuts.windows(2).all(|w| w[0] < w[1]));
-            assert!(cuts.iter().all(|&c| (1..50).contains(&c)));
-        }
+    fn many_small_units_then_a_few_large_ones_are_not_one_run() {
+        // The shape that left one segment with most of a 50 MB document:
+        // cutting by count put 15 cuts among the small units.
+        let units = vec![TermVector::default(); 100];
+        let weights: Vec<usize> = (0..100).map(|i| if i < 90 { 1 } else { 100 }).collect();
+        let cuts = cut_points(&units, &weights, 16);
+        let bounds: Vec<usize> = std::iter::once(0)
+            .chain(cuts)
+            .chain(std::iter::once(100))
+            .collect();
+        let heaviest = bounds
+            .windows(2)
+            .map(|run| weights[run[0]..run[1]].iter().sum::<usize>())
+            .max()
+            .unwrap();
+        assert!(heaviest <= 200, "a run of {heaviest} of 1090");
     }
 
     #[test]

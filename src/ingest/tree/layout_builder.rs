@@ -136,12 +136,12 @@ fn limit_fanout(index: usize, drafts: &mut Vec<Draft>, unit_vectors: &[TermVecto
             continue;
         }
         let groups = count.div_ceil(MAX_FANOUT).clamp(2, MAX_FANOUT);
-        let vectors: Vec<TermVector> = drafts[index]
+        let (vectors, weights): (Vec<TermVector>, Vec<usize>) = drafts[index]
             .items
             .iter()
             .map(|&item| item_vector(item, drafts, unit_vectors))
-            .collect();
-        let cuts = cut_points(&vectors, groups);
+            .unzip();
+        let cuts = cut_points(&vectors, &weights, groups);
         let items = std::mem::take(&mut drafts[index].items);
         let bounds: Vec<usize> = std::iter::once(0)
             .chain(cuts)
@@ -165,8 +165,9 @@ fn limit_fanout(index: usize, drafts: &mut Vec<Draft>, unit_vectors: &[TermVecto
     }
 }
 
-/// The words under an item: its EDU's, or the sum over a draft's EDUs.
-fn item_vector(item: Item, drafts: &[Draft], unit_vectors: &[TermVector]) -> TermVector {
+/// The words under an item (its EDU's, or the sum over a draft's EDUs),
+/// and how many EDUs that is.
+fn item_vector(item: Item, drafts: &[Draft], unit_vectors: &[TermVector]) -> (TermVector, usize) {
     let mut edus = Vec::new();
     let mut stack = vec![item];
     while let Some(item) = stack.pop() {
@@ -175,7 +176,8 @@ fn item_vector(item: Item, drafts: &[Draft], unit_vectors: &[TermVector]) -> Ter
             Item::Draft(d) => stack.extend(drafts[d].items.iter().copied()),
         }
     }
-    TermVector::sum(edus)
+    let count = edus.len();
+    (TermVector::sum(edus), count)
 }
 
 /// Emits drafts as a pre-order node list with spans, levels and titles.
