@@ -54,8 +54,11 @@ pub const FORMAT_VERSION: u32 = 4;
 /// pieced).
 const UPGRADABLE_VERSIONS: [u32; 1] = [3];
 
-/// Records larger than this are stored in pieces of this size.
-pub const PIECE_BYTES: usize = 64 << 10;
+/// Records larger than this are stored in pieces of this size. A listing
+/// reads at most a page of 16 pieces (4 MiB) beside the metadata; smaller
+/// pieces cost sled more space (64 KiB pieces: +32% on the RFC corpus;
+/// 256 KiB: +1%).
+pub const PIECE_BYTES: usize = 256 << 10;
 
 /// How long [`Store::open`] waits for a previous in-process `Store` on the
 /// same path to release sled's file lock.
@@ -1354,10 +1357,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         for (bytes, pieced) in [
-            (300_000, true),
-            (100_000, true),
+            (3 * PIECE_BYTES, true),
+            (PIECE_BYTES + PIECE_BYTES / 2, true),
             (2_000, false),
-            (200_000, true),
+            (2 * PIECE_BYTES, true),
         ] {
             let big = large("big", bytes);
             put(&store, &big);
@@ -1389,7 +1392,7 @@ mod tests {
     fn a_missing_or_stray_piece_is_named_as_damage() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        put(&store, &large("big", 200_000));
+        put(&store, &large("big", 3 * PIECE_BYTES));
         put(&store, &doc("small", "A small document beside it."));
         store.db.remove(piece_key(TEXT, "big", 1)).unwrap();
         let err = store.get("big").err().unwrap();
