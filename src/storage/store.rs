@@ -57,7 +57,7 @@ const UPGRADABLE_VERSIONS: [u32; 1] = [3];
 /// Records larger than this are stored in pieces of this size. A listing
 /// reads at most a page of 16 pieces (4 MiB) beside the metadata; smaller
 /// pieces cost sled more space (64 KiB pieces: +32% on the RFC corpus;
-/// 256 KiB: +1%).
+/// 256 KiB: +1–4%).
 pub const PIECE_BYTES: usize = 256 << 10;
 
 /// How long [`Store::open`] waits for a previous in-process `Store` on the
