@@ -229,8 +229,8 @@ impl Db {
     /// dialogue against its turn documents, and that the full-text index is
     /// caught up with the store. The vector graph is reported, not built.
     pub fn check(&self) -> Result<CheckReport> {
-        let report = self.engine.check()?;
-        memory::session::check_session_documents(&self.engine)?;
+        let mut report = self.engine.check()?;
+        (report.damaged).extend(memory::session::check_session_documents(&self.engine));
         Ok(report)
     }
 

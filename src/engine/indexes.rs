@@ -423,4 +423,33 @@ mod tests {
         assert!(report.damaged.is_empty(), "{:?}", report.damaged);
         assert_eq!(report.documents, 1);
     }
+
+    #[test]
+    fn a_document_the_store_lost_but_the_index_holds_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = OpenOptions {
+            create: true,
+            ..Default::default()
+        };
+        let engine = Engine::open(dir.path().join("db"), &options).unwrap();
+        for (id, text) in [("kept", "Kept text stays."), ("lost", "Lost text goes.")] {
+            engine
+                .ingest_bytes(id, text.as_bytes().to_vec(), IngestOptions::default())
+                .unwrap();
+        }
+        engine.store().lose("lost");
+        let report = engine.check().unwrap();
+        let named: Vec<(&str, &str)> = (report.damaged.iter())
+            .map(|d| (d.doc.as_str(), d.problem.as_str()))
+            .collect();
+        assert!(
+            matches!(&named[..], [("lost", problem)] if problem.contains("lost to damage")),
+            "{named:?}"
+        );
+        // A removed document's stale index terms are not mistaken for one.
+        engine.remove("kept").unwrap();
+        let report = engine.check().unwrap();
+        let named: Vec<&str> = report.damaged.iter().map(|d| d.doc.as_str()).collect();
+        assert_eq!(named, ["lost"]);
+    }
 }

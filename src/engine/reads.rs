@@ -14,7 +14,7 @@ use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
-use crate::storage::store::{FORMAT_VERSION, StoredDoc};
+use crate::storage::store::{Damage, FORMAT_VERSION, StoredDoc};
 use crate::storage::vectors::{EXACT_SCOPE_LIMIT, VectorCounts, search_stored};
 
 /// One EDU with its text.
@@ -381,19 +381,51 @@ impl Engine {
 
     /// The work of [`crate::Db::check`].
     pub(crate) fn check(&self) -> Result<CheckReport> {
-        let store = self.store.check_all()?;
-        let fulltext = self.fulltext_writer();
-        let (applied, last) = (fulltext.applied_seq()?, self.store.last_seq()?);
-        if applied != last {
-            return Err(Error::Invariant {
-                doc: String::new(),
-                message: format!("full-text index applied change {applied}, store is at {last}"),
-            });
+        let mut store = self.store.check_all(&self.reader.document_ids()?)?;
+        // A document the index holds and the store lacks was lost: sled
+        // recovers a damaged log only up to the damage.
+        for id in std::mem::take(&mut store.absent) {
+            if self.reader.holds(&id)? {
+                let error = Error::Invariant {
+                    doc: id.clone(),
+                    message: "the full-text index holds it but the store does not: lost to damage"
+                        .into(),
+                };
+                store.damaged.push(Damage { doc: id, error });
+            }
         }
+        let fulltext = self.fulltext_writer();
+        let applied = fulltext.applied_seq()?;
         drop(fulltext);
+        // An unreadable change counter, or one the index disagrees with, is
+        // damage to name like a record's.
+        let last = match self.store.last_seq() {
+            Ok(last) => {
+                if last != applied {
+                    let error = Error::Invariant {
+                        doc: String::new(),
+                        message: format!(
+                            "the full-text index applied change {applied}, the store is at {last}"
+                        ),
+                    };
+                    store.damaged.push(Damage {
+                        doc: "the full-text index".into(),
+                        error,
+                    });
+                }
+                last
+            }
+            Err(error) => {
+                store.damaged.push(Damage {
+                    doc: "the store's change counter".into(),
+                    error,
+                });
+                applied
+            }
+        };
         Ok(CheckReport {
             documents: store.documents,
-            sessions: self.store.sessions()?,
+            sessions: store.sessions,
             fulltext_entries: self.reader.entries(),
             vectors: VectorCounts {
                 nodes: store.nodes,

@@ -4,6 +4,7 @@
 
 use crate::compute::vector::mean_unit;
 use crate::engine::Engine;
+use crate::engine::reads::Damaged;
 use crate::engine::write::Written;
 use crate::error::{Error, Result};
 use crate::memory::context;
@@ -276,20 +277,36 @@ pub(crate) fn remove_session(engine: &Engine, id: &str) -> Result<()> {
 
 /// Checks every session's turns against their stored documents
 /// ([`crate::memory::Turn::check_document`]: EDUs, byte ranges and
-/// token counts of turns and their summaries); the rest of a
-/// dialogue's invariants are checked when it is read.
-pub(crate) fn check_session_documents(engine: &Engine) -> Result<()> {
-    for dialogue in engine.store().dialogues()? {
+/// token counts of turns and their summaries), naming each session at
+/// fault; the rest of a dialogue's invariants are checked when it is read.
+/// Dialogues the store cannot read are left to the store's own check,
+/// which names them.
+pub(crate) fn check_session_documents(engine: &Engine) -> Vec<Damaged> {
+    let Ok(dialogues) = engine.store().dialogues() else {
+        return Vec::new();
+    };
+    let mut damaged = Vec::new();
+    for dialogue in dialogues {
         for turn in &dialogue.turns {
-            let doc = engine.document(&turn.doc)?.to_document()?;
-            turn.check_document(&doc)
-                .map_err(|message| Error::Invariant {
+            let checked = engine
+                .document(&turn.doc)
+                .and_then(|doc| doc.to_document())
+                .and_then(|doc| {
+                    turn.check_document(&doc)
+                        .map_err(|message| Error::Invariant {
+                            doc: turn.doc.clone(),
+                            message,
+                        })
+                });
+            if let Err(error) = checked {
+                damaged.push(Damaged {
                     doc: format!("session {}", dialogue.id),
-                    message,
-                })?;
+                    problem: error.to_string(),
+                });
+            }
         }
     }
-    Ok(())
+    damaged
 }
 
 /// The turn document ids of session `id` in turn order, or `None` when
@@ -365,7 +382,7 @@ mod tests {
         let text = "- apples\n- pears\n- plums, and a long list item";
         append_turn(&db, "s", Role::User, "Which fruit?", Placement::Auto).unwrap();
         append_turn(&db, "s", Role::User, text, Placement::Continue).unwrap();
-        check_session_documents(&db).unwrap();
+        assert!(check_session_documents(&db).is_empty());
         let mut dialogue = dialogue(&db, "s").unwrap();
         corrupt(&mut dialogue);
         let id = turn_doc_id("s", 1);
@@ -395,10 +412,10 @@ mod tests {
                         .for_each(|p| *p = pick);
                 }
             });
-            let err = check_session_documents(&db).unwrap_err();
+            let damaged = check_session_documents(&db);
             assert!(
-                matches!(&err, Error::Invariant { doc, .. } if doc == "session s"),
-                "{err}"
+                matches!(&damaged[..], [Damaged { doc, .. }] if doc == "session s"),
+                "{damaged:?}"
             );
         }
     }

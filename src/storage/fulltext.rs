@@ -271,6 +271,36 @@ impl FullTextReader {
         self.reader.searcher().num_docs()
     }
 
+    /// Whether the index holds live entries of document `id`.
+    pub fn holds(&self, id: &str) -> Result<bool> {
+        let query = TermQuery::new(
+            Term::from_field_text(self.fields.doc, id),
+            IndexRecordOption::Basic,
+        );
+        let count = self
+            .reader
+            .searcher()
+            .search(&query, &tantivy::collector::Count)
+            .map_err(fulltext)?;
+        Ok(count > 0)
+    }
+
+    /// Every document id the index has terms for (possibly some whose
+    /// entries were deleted and not yet merged away): for `check`, which
+    /// asks the store about each, so that a document whose metadata the
+    /// store can no longer list is still named.
+    pub fn document_ids(&self) -> Result<std::collections::BTreeSet<String>> {
+        let mut ids = std::collections::BTreeSet::new();
+        for segment in self.reader.searcher().segment_readers() {
+            let index = segment.inverted_index(self.fields.doc).map_err(fulltext)?;
+            let mut terms = index.terms().stream().map_err(fulltext)?;
+            while terms.advance() {
+                ids.insert(String::from_utf8_lossy(terms.key()).into_owned());
+            }
+        }
+        Ok(ids)
+    }
+
     /// BM25 search in tantivy query syntax over EDU texts and section
     /// titles (of documents, not session turns), best first.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<RankedHit>> {

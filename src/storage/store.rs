@@ -159,7 +159,16 @@ pub struct StoredDoc {
 }
 
 fn storage(err: sled::Error) -> Error {
-    Error::Storage(err.to_string())
+    match err {
+        sled::Error::Corruption { at, .. } => Error::Corrupt {
+            key: match at {
+                Some(at) => format!("sled page at {at:?}"),
+                None => "a sled page".into(),
+            },
+            message: "its checksum does not match: the file was damaged".into(),
+        },
+        other => Error::Storage(other.to_string()),
+    }
 }
 
 /// A failed write (or open, which may write sled's snapshot) in `dir` as
@@ -173,6 +182,51 @@ fn write_failed(dir: &Path, err: sled::Error) -> Error {
         },
         other => storage(other),
     }
+}
+
+/// The next entry of a scan over the records of `kind`, or `None` at its
+/// end or at a page sled cannot read: that is recorded as damage (naming
+/// the last key read before it) and the scan ends, since sled would fail
+/// on the same page again.
+fn next_or_damage<T>(
+    scan: &mut impl Iterator<Item = sled::Result<T>>,
+    kind: u8,
+    damaged: &mut Vec<Damage>,
+) -> Option<T> {
+    match scan.next()? {
+        Ok(entry) => Some(entry),
+        Err(err) => {
+            let what = format!("the {} records", kind as char);
+            damaged.push(Damage {
+                doc: what.clone(),
+                error: Error::Corrupt {
+                    key: what,
+                    message: format!(
+                        "sled cannot read a page of them, and the scan stopped there: {err}"
+                    ),
+                },
+            });
+            None
+        }
+    }
+}
+
+/// Opens sled in `dir`. sled 0.34 panics while recovering from some
+/// damage to its files (it serialises a page it could not read into its
+/// new snapshot); that panic becomes [`Error::Corrupt`] here, so a damaged
+/// store is an error, never a crash of the program that opened it.
+fn open_sled(dir: &Path) -> Result<sled::Result<sled::Db>> {
+    std::panic::catch_unwind(|| sled::Config::new().path(dir).open()).map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Error::Corrupt {
+            key: dir.display().to_string(),
+            message: format!("sled could not recover its files: {message}"),
+        }
+    })
 }
 
 /// Removes the snapshots sled left half-written in `dir`. sled writes a
@@ -332,7 +386,7 @@ impl Store {
         remove_unfinished_snapshots(dir)?;
         let started = std::time::Instant::now();
         let db = loop {
-            match sled::Config::new().path(dir).open() {
+            match open_sled(dir)? {
                 Err(sled::Error::Io(e))
                     // sled reports its lock conflict as `Other` with this text.
                     if e.to_string().starts_with("could not acquire lock")
@@ -744,6 +798,16 @@ impl Store {
             .unwrap();
     }
 
+    /// Drops document `id`'s records without a change-log entry, as
+    /// sled's recovery of a log damaged before them does: for tests of
+    /// loss detection above the seam.
+    #[cfg(test)]
+    pub(crate) fn lose(&self, id: &str) {
+        let mut batch = Batch::reclaiming();
+        self.remove_document(&mut batch, id).unwrap();
+        self.db.apply_batch(batch.writes).unwrap();
+    }
+
     /// Metadata of every document, in id order. A damaged metadata record
     /// is left out with a warning, so one damaged document does not hide
     /// the others ([`Store::check_all`] names it).
@@ -803,7 +867,7 @@ impl Store {
     /// consistent with its turns. Returns the documents checked, or the
     /// first damage found ([`Store::check_all`] lists them all).
     pub fn check(&self) -> Result<usize> {
-        let report = self.check_all()?;
+        let report = self.check_all(&Default::default())?;
         match report.damaged.into_iter().next() {
             Some(damage) => Err(damage.error),
             None => Ok(report.documents),
@@ -812,40 +876,76 @@ impl Store {
 
     /// Like [`Store::check`], going on past damage: every damaged document
     /// (or orphan record, or session) with what is wrong with it, so all
-    /// of them can be named and salvaged. Fails only when the store cannot
-    /// be read at all.
-    pub fn check_all(&self) -> Result<StoreCheck> {
+    /// of them can be named and salvaged. `known` are ids other sources
+    /// (the full-text index) hold: one whose metadata the listing could not
+    /// reach (sled failed to read its page) is still looked up, and named
+    /// if it cannot be read. Fails only when the store cannot be read at
+    /// all.
+    pub fn check_all(&self, known: &std::collections::BTreeSet<String>) -> Result<StoreCheck> {
         let mut damaged = Vec::new();
         for kind in [TEXT, EDUS, TREE, VECTORS, DAG] {
-            for entry in self.db.scan_prefix([kind]) {
-                let (record, _) = entry.map_err(storage)?;
+            let mut scan = self.db.scan_prefix([kind]).keys();
+            while let Some(record) = next_or_damage(&mut scan, kind, &mut damaged) {
                 let id = String::from_utf8_lossy(&record[1..]).into_owned();
-                if !self.db.contains_key(key(META, &id)).map_err(storage)? {
-                    let error = Error::Invariant {
+                let error = match self.db.contains_key(key(META, &id)) {
+                    Ok(true) => continue,
+                    Ok(false) => Error::Invariant {
                         doc: id.clone(),
                         message: format!("orphan {} record", kind as char),
-                    };
-                    damaged.push(Damage { doc: id, error });
+                    },
+                    Err(err) => storage(err),
+                };
+                damaged.push(Damage { doc: id, error });
+            }
+        }
+        self.check_pieces(&mut damaged);
+        let (mut documents, mut metas) = (0, Vec::new());
+        let (mut listed, mut absent) = (std::collections::BTreeSet::new(), Vec::new());
+        let mut scan = self.db.scan_prefix([META]);
+        while let Some((record, value)) = next_or_damage(&mut scan, META, &mut damaged) {
+            let id = String::from_utf8_lossy(&record[1..]).into_owned();
+            documents += 1;
+            listed.insert(id.clone());
+            match decode_meta(&record, &value)
+                .and_then(|meta| self.check_document(&meta).map(|()| meta))
+            {
+                Ok(meta) => metas.push(meta),
+                Err(error) => damaged.push(Damage { doc: id, error }),
+            }
+        }
+        for id in known.difference(&listed) {
+            let checked = self
+                .db
+                .get(key(META, id))
+                .map_err(storage)
+                .and_then(|value| {
+                    value
+                        .map(|value| {
+                            decode_meta(&key(META, id), &value)
+                                .and_then(|meta| self.check_document(&meta).map(|()| meta))
+                        })
+                        .transpose()
+                });
+            match checked {
+                Ok(None) => absent.push(id.clone()),
+                Ok(Some(meta)) => {
+                    documents += 1;
+                    metas.push(meta);
+                }
+                Err(error) => {
+                    documents += 1;
+                    damaged.push(Damage {
+                        doc: id.clone(),
+                        error,
+                    });
                 }
             }
         }
-        self.check_pieces(&mut damaged)?;
-        let (mut documents, mut metas) = (0, Vec::new());
-        for entry in self.db.scan_prefix([META]) {
-            let (record, value) = entry.map_err(storage)?;
-            documents += 1;
-            let meta = decode_meta(&record, &value);
-            match meta.and_then(|meta| self.check_document(&meta).map(|()| meta)) {
-                Ok(meta) => metas.push(meta),
-                Err(error) => damaged.push(Damage {
-                    doc: String::from_utf8_lossy(&record[1..]).into_owned(),
-                    error,
-                }),
-            }
-        }
-        self.check_sessions(&metas, &mut damaged)?;
+        let sessions = self.check_sessions(&metas, &mut damaged);
         Ok(StoreCheck {
             documents,
+            sessions,
+            absent,
             nodes: metas.iter().map(|m| m.nodes as usize).sum(),
             edus: metas.iter().map(|m| m.edus as usize).sum(),
             damaged,
@@ -853,26 +953,20 @@ impl Store {
     }
 
     /// Finds manifests of unlisted documents and pieces no manifest counts.
-    fn check_pieces(&self, damaged: &mut Vec<Damage>) -> Result<()> {
-        let mut orphan = |id: String, what: String| {
-            let error = Error::Invariant {
-                doc: id.clone(),
-                message: format!("orphan {what}"),
-            };
-            damaged.push(Damage { doc: id, error });
-        };
-        for entry in self.db.scan_prefix([MANIFEST]).keys() {
-            let record = entry.map_err(storage)?;
+    fn check_pieces(&self, damaged: &mut Vec<Damage>) {
+        let mut found = Vec::new();
+        let mut scan = self.db.scan_prefix([MANIFEST]).keys();
+        while let Some(record) = next_or_damage(&mut scan, MANIFEST, damaged) {
             let id = String::from_utf8_lossy(&record[2..]).into_owned();
-            if !self.db.contains_key(key(META, &id)).map_err(storage)? {
-                orphan(
+            if !self.db.contains_key(key(META, &id)).unwrap_or(false) {
+                found.push((
                     id,
                     format!("manifest of a pieced {} record", record[1] as char),
-                );
+                ));
             }
         }
-        for entry in self.db.scan_prefix([PIECE]).keys() {
-            let record = entry.map_err(storage)?;
+        let mut scan = self.db.scan_prefix([PIECE]).keys();
+        while let Some(record) = next_or_damage(&mut scan, PIECE, damaged) {
             let (kind, rest) = (record[1], &record[2..]);
             let split = rest.len().saturating_sub(5);
             let id = String::from_utf8_lossy(&rest[..split]).into_owned();
@@ -885,10 +979,16 @@ impl Store {
                 _ => false,
             };
             if !counted {
-                orphan(id, format!("piece of a {} record", kind as char));
+                found.push((id, format!("piece of a {} record", kind as char)));
             }
         }
-        Ok(())
+        for (id, what) in found {
+            let error = Error::Invariant {
+                doc: id.clone(),
+                message: format!("orphan {what}"),
+            };
+            damaged.push(Damage { doc: id, error });
+        }
     }
 
     /// One listed document's records: readable, valid, with vectors and a
@@ -934,12 +1034,14 @@ impl Store {
     /// Checks every dialogue record ([`Dialogue::validate`] against the
     /// stored documents) and that every turn document belongs to its
     /// session's dialogue; what is wrong goes into `damaged`.
-    fn check_sessions(&self, metas: &[DocMeta], damaged: &mut Vec<Damage>) -> Result<()> {
+    fn check_sessions(&self, metas: &[DocMeta], damaged: &mut Vec<Damage>) -> usize {
         let edus: std::collections::HashMap<&str, u32> =
             metas.iter().map(|m| (m.id.as_str(), m.edus)).collect();
         let mut turn_docs = std::collections::HashSet::new();
-        for entry in self.db.scan_prefix([SESSION]) {
-            let (record, value) = entry.map_err(storage)?;
+        let (mut sessions, unreadable) = (0, damaged.len());
+        let mut scan = self.db.scan_prefix([SESSION]);
+        while let Some((record, value)) = next_or_damage(&mut scan, SESSION, damaged) {
+            sessions += 1;
             let session = String::from_utf8_lossy(&record[1..]).into_owned();
             let dialogue = decode_dialogue(&value, &session).and_then(|dialogue| {
                 dialogue
@@ -958,6 +1060,13 @@ impl Store {
                 }),
             }
         }
+        // With dialogues unread, a turn no dialogue read lists proves nothing.
+        if damaged[unreadable..]
+            .iter()
+            .any(|d| d.doc == format!("the {} records", SESSION as char))
+        {
+            return sessions;
+        }
         for orphan in metas
             .iter()
             .filter(|m| crate::model::ids::is_turn_id(&m.id) && !turn_docs.contains(&m.id))
@@ -971,7 +1080,7 @@ impl Store {
                 error,
             });
         }
-        Ok(())
+        sessions
     }
 }
 
@@ -980,6 +1089,10 @@ impl Store {
 pub struct StoreCheck {
     /// Listed documents checked (damaged ones included).
     pub documents: usize,
+    /// Session records read.
+    pub sessions: usize,
+    /// Ids among those the caller knew that the store does not hold.
+    pub absent: Vec<String>,
     /// Nodes and EDUs of the undamaged documents (one vector each).
     pub nodes: usize,
     /// See `nodes`.
@@ -1402,7 +1515,7 @@ mod tests {
             .insert(piece_key(TREE, "gone", 0), b"stray".as_slice())
             .unwrap();
         let damaged: Vec<String> = store
-            .check_all()
+            .check_all(&Default::default())
             .unwrap()
             .damaged
             .into_iter()
@@ -1589,7 +1702,7 @@ mod tests {
         ] {
             put(&store, &doc(id, text));
         }
-        let clean = store.check_all().unwrap();
+        let clean = store.check_all(&Default::default()).unwrap();
         assert_eq!((clean.documents, clean.damaged.len()), (3, 0));
         store
             .db
@@ -1603,7 +1716,7 @@ mod tests {
             .db
             .insert(key(DAG, "ghost"), b"orphan".as_slice())
             .unwrap();
-        let report = store.check_all().unwrap();
+        let report = store.check_all(&Default::default()).unwrap();
         let named: Vec<&str> = report.damaged.iter().map(|d| d.doc.as_str()).collect();
         assert_eq!(named, ["ghost", "a", "c"]);
         assert_eq!(report.documents, 3);
