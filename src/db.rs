@@ -101,6 +101,14 @@ impl Db {
         self.engine.reindex(progress, cancel)
     }
 
+    /// Brings the vector graph up to the store's latest change now, with
+    /// progress, and saves it: ingest leaves the graph to the first search
+    /// that needs it (inserts cost more than the rest of ingest), which is
+    /// then slow; this runs that work when the caller chooses.
+    pub fn build_vectors(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<()> {
+        self.engine.build_vectors(progress, cancel)
+    }
+
     /// Ingests `sources`: reads, decodes, analyses them on worker threads and
     /// writes each document in one atomic batch (replacing any document with
     /// its id). Inputs with bad content (invalid UTF-8, binary, empty) are

@@ -145,6 +145,10 @@ enum Command {
         /// Replace invalid UTF-8 with U+FFFD instead of rejecting the file.
         #[arg(long)]
         lossy: bool,
+        /// Also bring the vector graph up to date now (with progress), so
+        /// the first NEAR or HYBRID search does not build it.
+        #[arg(long)]
+        vectors: bool,
     },
     /// List documents.
     Docs,
@@ -326,6 +330,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             id,
             format,
             lossy,
+            vectors,
         } => {
             let (sources, skipped) =
                 edudb::ingest::sources::expand_listing_skipped(paths, id.as_deref())?;
@@ -336,6 +341,9 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             };
             let progress = bars::Bars::new(cli.quiet || cli.json);
             let report = db.ingest(&sources, options, &progress, &CancelToken::new())?;
+            if *vectors {
+                db.build_vectors(&progress, &CancelToken::new())?;
+            }
             render::ingest_report(out, &mut anstream::stderr(), &report, &skipped, cli.json)?;
             if !report.failures.is_empty() {
                 return Ok(ExitCode::from(EXIT_USER));

@@ -352,6 +352,26 @@ impl Engine {
         *guard = Some(index);
         Ok(skipped)
     }
+
+    /// The work of [`crate::Db::build_vectors`].
+    pub(crate) fn build_vectors(
+        &self,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<()> {
+        let mut guard = self
+            .vectors
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut index = match guard.take() {
+            Some(index) => index,
+            None => self.open_vector_index(),
+        };
+        // As in reindex: the index goes back only when caught up.
+        self.catch_up_vectors(&mut index, progress, cancel)?;
+        *guard = Some(index);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -555,3 +555,53 @@ fn a_small_scope_is_searched_from_the_store_without_building_the_graph() {
         .collect();
     assert_eq!(got, exact);
 }
+
+/// Progress reported while the graph is built.
+#[derive(Default)]
+struct Recorded(std::sync::Mutex<Vec<(String, u64)>>);
+
+impl edudb::Progress for Recorded {
+    fn start(&self, stage: &str, total: u64) {
+        self.0.lock().unwrap().push((stage.to_owned(), total));
+    }
+}
+
+#[test]
+fn the_graph_can_be_built_when_the_caller_chooses_with_progress() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = Db::create(&path).unwrap();
+        for (id, text) in TOPICS {
+            ingest_markdown(&db, id, text);
+        }
+        let progress = Recorded::default();
+        db.build_vectors(&progress, &edudb::CancelToken::new())
+            .unwrap();
+        assert_eq!(
+            progress.0.lock().unwrap()[..],
+            [("vectors".to_owned(), TOPICS.len() as u64)]
+        );
+        let report = db.check().unwrap();
+        assert_eq!(report.vector_graph_change, report.last_change);
+        // Built again with nothing new: nothing to do.
+        let again = Recorded::default();
+        db.build_vectors(&again, &edudb::CancelToken::new())
+            .unwrap();
+        assert!(again.0.lock().unwrap().is_empty());
+    }
+    // It was saved: a new process finds it caught up without building.
+    let report = Db::open(&path).unwrap().check().unwrap();
+    assert_eq!(report.vector_graph_change, report.last_change);
+    // Through the CLI: `ingest --vectors` leaves the graph caught up.
+    let cli_store = dir.path().join("cli");
+    let file = dir.path().join("notes.md");
+    std::fs::write(&file, TOPICS[0].1).unwrap();
+    let out = support::edudb(
+        &cli_store,
+        &["ingest", "-q", "--vectors", file.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", support::stderr(&out));
+    let report = Db::open(&cli_store).unwrap().check().unwrap();
+    assert_eq!(report.vector_graph_change, report.last_change);
+}
