@@ -280,15 +280,15 @@ impl Drop for Tmpfs {
     }
 }
 
-/// Runs an edudb command that must end within a minute (a full disk must
-/// fail a write promptly, never hang it); returns whether it succeeded.
-/// A failure must be the full disk's clear error.
-fn run_on_full_disk(db: &Path, args: &[&str]) -> bool {
+/// Runs an edudb command that must end within a minute, `on` what (for
+/// the message: a full disk must fail a write promptly, damage must not
+/// hang a command); returns its output.
+fn run_within_a_minute(db: &Path, args: &[&str], on: &str) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
         .arg("--db")
         .arg(db)
         .args(args)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -296,11 +296,18 @@ fn run_on_full_disk(db: &Path, args: &[&str]) -> bool {
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > Duration::from_secs(60) {
             child.kill().unwrap();
-            panic!("edudb {args:?} hung on a full disk");
+            panic!("edudb {args:?} hung on {on}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Runs an edudb command on a full disk (see [`run_within_a_minute`]);
+/// returns whether it succeeded. A failure must be the full disk's clear
+/// error.
+fn run_on_full_disk(db: &Path, args: &[&str]) -> bool {
+    let out = run_within_a_minute(db, args, "a full disk");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let args = &args[..args.len().min(4)];
     if !out.status.success() {
@@ -459,27 +466,11 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
     );
 }
 
-/// Runs an edudb command on a damaged store: it must end within a minute
-/// with success or exit 2 (never a panic or a signal); returns its exit
-/// code and standard output.
+/// Runs an edudb command on a damaged store (see [`run_within_a_minute`]):
+/// it must end with success or exit 2 (never a panic or a signal); returns
+/// its exit code and standard output.
 fn run_on_damage(db: &Path, args: &[&str]) -> (i32, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("edudb {args:?} hung on a damaged store");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = run_within_a_minute(db, args, "a damaged store");
     let code = out.status.code();
     assert!(
         matches!(code, Some(0 | 2)),

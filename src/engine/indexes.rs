@@ -337,25 +337,24 @@ impl Engine {
         result?;
         fulltext.commit(last)?;
         drop(fulltext);
-        let mut guard = self
-            .vectors
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut index = match guard.take() {
-            Some(index) => index,
-            None => self.open_vector_index(),
-        };
-        index.clear();
-        // Put back only when whole: a part-built index would answer
-        // searches with documents missing.
-        self.catch_up_vectors(&mut index, progress, cancel)?;
-        *guard = Some(index);
+        self.refresh_vectors(true, progress, cancel)?;
         Ok(skipped)
     }
 
     /// The work of [`crate::Db::build_vectors`].
     pub(crate) fn build_vectors(
         &self,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<()> {
+        self.refresh_vectors(false, progress, cancel)
+    }
+
+    /// Brings the vector index (loaded, or opened as persisted; emptied
+    /// first when `rebuild`) up to the store's latest change and saves it.
+    fn refresh_vectors(
+        &self,
+        rebuild: bool,
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<()> {
@@ -367,7 +366,11 @@ impl Engine {
             Some(index) => index,
             None => self.open_vector_index(),
         };
-        // As in reindex: the index goes back only when caught up.
+        if rebuild {
+            index.clear();
+        }
+        // Put back only when whole: a part-built index would answer
+        // searches with documents missing.
         self.catch_up_vectors(&mut index, progress, cancel)?;
         *guard = Some(index);
         Ok(())
