@@ -25,6 +25,13 @@ impl Engine {
         if applied == last && !force_rebuild {
             return Ok(());
         }
+        if applied > last {
+            // Only damage (sled recovers a damaged log up to the damage) or
+            // an older copy of the store put back can do this: say so.
+            tracing::warn!(
+                "the store is at change {last} but its full-text index applied change {applied}: changes after {last} were lost (damaged files, or an older copy restored); the index is rebuilt from what the store holds"
+            );
+        }
         if force_rebuild || applied > last || applied < self.store.trimmed_seq()? {
             tracing::info!("rebuilding the full-text index from the store");
             drop(fulltext);

@@ -823,3 +823,37 @@ fn check_counts_stored_vectors_and_reindex_the_indexed_ones() {
     assert!(headings > 0);
     assert_eq!(stored, indexed + headings);
 }
+
+#[test]
+fn changes_a_restored_older_store_lacks_are_reported_as_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let ingest = |id: &str, text: &str| {
+        let out = edudb_with_stdin(&db, &["ingest", "-", "--id", id], text.as_bytes());
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    ingest("kept", "A document written before the copy was taken.");
+    let copy = dir.path().join("sled-copy");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(db.join("sled"))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    ingest("lost", "Zebras gallop across the savannah at dawn.");
+    // The older copy of the store goes back under the newer full-text index.
+    std::fs::remove_dir_all(db.join("sled")).unwrap();
+    std::fs::rename(&copy, db.join("sled")).unwrap();
+    let out = edudb(&db, &["docs"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("changes after 1 were lost"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(text(&out).contains("kept") && !text(&out).contains("lost"));
+    // The index was rebuilt from the store: search no longer finds it.
+    let out = edudb(&db, &["search", "zebras"]);
+    assert!(!text(&out).contains("lost"), "{}", text(&out));
+}
