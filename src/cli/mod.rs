@@ -341,10 +341,10 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             };
             let progress = bars::Bars::new(cli.quiet || cli.json);
             let report = db.ingest(&sources, options, &progress, &CancelToken::new())?;
+            render::ingest_report(out, &mut anstream::stderr(), &report, &skipped, cli.json)?;
             if *vectors {
                 db.build_vectors(&progress, &CancelToken::new())?;
             }
-            render::ingest_report(out, &mut anstream::stderr(), &report, &skipped, cli.json)?;
             if !report.failures.is_empty() {
                 return Ok(ExitCode::from(EXIT_USER));
             }

@@ -85,11 +85,19 @@ impl Engine {
     /// Drops change-log entries every derived index has applied, up to
     /// `seq`. The vector index, when it has been built, holds the log back
     /// to what it has persisted; when it has never been built, its first
-    /// build reads the whole store anyway.
+    /// build reads the whole store anyway. Trimming is upkeep: on a disk
+    /// too full for it the log is kept (a warning) and the next write
+    /// trims it.
     pub(super) fn trim_log(&self, seq: u64) -> Result<()> {
         let vectors = VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR));
         let upto = if vectors == 0 { seq } else { seq.min(vectors) };
-        self.store.trim_log(upto)
+        match self.store.trim_log(upto) {
+            Err(err @ Error::DiskFull { .. }) => {
+                tracing::warn!("the change log is kept untrimmed for now: {err}");
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// The vector index, loaded (and caught up with the store) on first
@@ -140,7 +148,7 @@ impl Engine {
             if let Some(last) = replayed
                 && let Err(err) = self.persist_vectors(&mut index, last)
             {
-                tracing::warn!("the caught-up vector graph was not saved: {err}");
+                tracing::warn!("saving the caught-up vector graph failed: {err}");
             }
             *guard = Some(index);
         }

@@ -384,8 +384,15 @@ impl Engine {
         let mut store = self.store.check_all(&self.reader.document_ids()?)?;
         // A document the index holds and the store lacks was lost: sled
         // recovers a damaged log only up to the damage.
+        let fulltext = self.fulltext_writer();
+        let applied = fulltext.applied_seq()?;
+        drop(fulltext);
+        // An index behind the store (after a failed index update) still
+        // holds documents since removed: only one at or past the store's
+        // latest change can show a loss.
+        let ahead = self.store.last_seq().is_ok_and(|last| applied >= last);
         for id in std::mem::take(&mut store.absent) {
-            if self.reader.holds(&id)? {
+            if ahead && self.reader.holds(&id)? {
                 let error = Error::Invariant {
                     doc: id.clone(),
                     message: "the full-text index holds it but the store does not: lost to damage"
@@ -394,9 +401,6 @@ impl Engine {
                 store.damaged.push(Damage { doc: id, error });
             }
         }
-        let fulltext = self.fulltext_writer();
-        let applied = fulltext.applied_seq()?;
-        drop(fulltext);
         // An unreadable change counter, or one the index disagrees with, is
         // damage to name like a record's.
         let last = match self.store.last_seq() {

@@ -143,12 +143,10 @@ pub enum Error {
     /// The storage engine failed.
     #[error("storage: {0}")]
     Storage(String),
-    /// The disk holding the store has too little free space for a write.
-    /// Nothing of the refused write was stored, and every change committed
-    /// before it is kept.
-    #[error(
-        "the disk holding {path} is full: {detail}; nothing of this write was stored and every earlier change is kept: free some space and retry"
-    )]
+    /// The disk holding the store has too little free space for a write:
+    /// refused before anything was stored (every earlier change is kept),
+    /// or refused by the file system (the detail says which).
+    #[error("the disk holding {path} is full: {detail}; free some space and retry")]
     DiskFull {
         /// The store's storage directory.
         path: PathBuf,

@@ -282,11 +282,13 @@ pub(crate) fn remove_session(engine: &Engine, id: &str) -> Result<()> {
 /// Dialogues the store cannot read are left to the store's own check,
 /// which names them.
 pub(crate) fn check_session_documents(engine: &Engine) -> Vec<Damaged> {
-    let Ok(dialogues) = engine.store().dialogues() else {
-        return Vec::new();
-    };
+    let store = engine.store();
+    let ids = store.session_ids().unwrap_or_default();
     let mut damaged = Vec::new();
-    for dialogue in dialogues {
+    for dialogue in ids
+        .iter()
+        .filter_map(|id| store.dialogue(id).ok().flatten())
+    {
         for turn in &dialogue.turns {
             let checked = engine
                 .document(&turn.doc)

@@ -66,7 +66,9 @@ const SLED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Free space a write that adds data leaves on the store's file system,
 /// beyond twice its own bytes: room for sled's log segments, its snapshot
-/// at the next open, and the full-text and vector indexes' commits.
+/// at the next open, and the full-text index's commit. (Saving the vector
+/// graph is not covered: it is upkeep, and a failed save only costs a
+/// replay next time.)
 pub const SPACE_RESERVE: u64 = 8 << 20;
 
 /// Free space a removal needs: removing must stay possible on a disk the
@@ -178,7 +180,7 @@ fn write_failed(dir: &Path, err: sled::Error) -> Error {
     match err {
         sled::Error::Io(e) if e.kind() == std::io::ErrorKind::StorageFull => Error::DiskFull {
             path: dir.to_owned(),
-            detail: e.to_string(),
+            detail: format!("{e}; the latest changes may not have been stored"),
         },
         other => storage(other),
     }
@@ -279,31 +281,74 @@ fn piece_key(kind: u8, id: &str, index: u32) -> Vec<u8> {
     key
 }
 
-/// A pieced record's manifest: how many pieces, and the record's length.
+/// A pieced record's manifest: how many pieces, the record's length, and
+/// the CRC-32 of the whole record (so a read that raced a replacement of
+/// the record, or a damaged piece, is caught rather than returned).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Manifest {
     pieces: u32,
     len: u64,
+    crc: u32,
 }
 
 impl Manifest {
-    fn encode(self) -> [u8; 12] {
-        let mut bytes = [0; 12];
+    fn of(bytes: &[u8]) -> Option<Manifest> {
+        Some(Manifest {
+            pieces: u32::try_from(bytes.len().div_ceil(PIECE_BYTES)).ok()?,
+            len: bytes.len() as u64,
+            crc: crc32fast::hash(bytes),
+        })
+    }
+
+    fn encode(self) -> [u8; 16] {
+        let mut bytes = [0; 16];
         bytes[..4].copy_from_slice(&self.pieces.to_be_bytes());
-        bytes[4..].copy_from_slice(&self.len.to_be_bytes());
+        bytes[4..12].copy_from_slice(&self.len.to_be_bytes());
+        bytes[12..].copy_from_slice(&self.crc.to_be_bytes());
         bytes
     }
 
+    /// Decodes a manifest, refusing one whose count and length disagree
+    /// (so a damaged one can never ask for an absurd allocation).
     fn decode(bytes: &[u8], kind: u8, id: &str) -> Result<Manifest> {
-        let encoded: [u8; 12] = bytes.try_into().map_err(|_| Error::Corrupt {
+        let corrupt = |message: &str| Error::Corrupt {
             key: format!("{}{id}", kind as char),
-            message: "piece manifest is not 12 bytes".into(),
-        })?;
-        let [p0, p1, p2, p3, l @ ..] = encoded;
-        Ok(Manifest {
+            message: message.into(),
+        };
+        let encoded: [u8; 16] = bytes
+            .try_into()
+            .map_err(|_| corrupt("piece manifest is not 16 bytes"))?;
+        let [
+            p0,
+            p1,
+            p2,
+            p3,
+            l0,
+            l1,
+            l2,
+            l3,
+            l4,
+            l5,
+            l6,
+            l7,
+            c0,
+            c1,
+            c2,
+            c3,
+        ] = encoded;
+        let manifest = Manifest {
             pieces: u32::from_be_bytes([p0, p1, p2, p3]),
-            len: u64::from_be_bytes(l),
-        })
+            len: u64::from_be_bytes([l0, l1, l2, l3, l4, l5, l6, l7]),
+            crc: u32::from_be_bytes([c0, c1, c2, c3]),
+        };
+        let piece = PIECE_BYTES as u64;
+        let consistent = manifest.pieces > 0
+            && manifest.len > u64::from(manifest.pieces - 1) * piece
+            && manifest.len <= u64::from(manifest.pieces) * piece;
+        if !consistent {
+            return Err(corrupt("piece manifest's count and length disagree"));
+        }
+        Ok(manifest)
     }
 }
 
@@ -409,7 +454,9 @@ impl Store {
                     db,
                     dir: dir.to_owned(),
                 };
-                let mut batch = Batch::default();
+                // A few bytes: held to the small reserve, so an old store on
+                // a nearly full disk still opens (and can be cleared).
+                let mut batch = Batch::reclaiming();
                 batch.insert(VERSION_KEY, &version(FORMAT_VERSION));
                 store.apply(batch)?;
                 store.flush()?;
@@ -513,7 +560,7 @@ impl Store {
             return Err(Error::DiskFull {
                 path: self.dir.clone(),
                 detail: format!(
-                    "this write needs {} free (its {} plus the store's reserve) and {} are available",
+                    "this write needs {} free (its {} plus the store's reserve) and {} are available; nothing of it was stored and every earlier change is kept",
                     size(needed),
                     size(bytes),
                     size(available)
@@ -542,7 +589,7 @@ impl Store {
             return Ok(None);
         }
         let mut batch = Batch::reclaiming();
-        self.remove_document(&mut batch, id)?;
+        self.remove_document(&mut batch, id);
         self.apply_logged(batch, &[id]).map(Some)
     }
 
@@ -585,14 +632,14 @@ impl Store {
             .transpose()
     }
 
-    /// Number of session records (readable or not).
-    pub fn sessions(&self) -> Result<usize> {
-        let mut count = 0;
-        for entry in self.db.scan_prefix([SESSION]).keys() {
-            entry.map_err(storage)?;
-            count += 1;
-        }
-        Ok(count)
+    /// Every session's id, in order, without decoding its dialogue (so one
+    /// damaged dialogue does not hide the others).
+    pub fn session_ids(&self) -> Result<Vec<String>> {
+        self.db
+            .scan_prefix([SESSION])
+            .keys()
+            .map(|k| Ok(String::from_utf8_lossy(&k.map_err(storage)?[1..]).into_owned()))
+            .collect()
     }
 
     /// Every session's dialogue record, in id order.
@@ -617,7 +664,7 @@ impl Store {
         let mut batch = Batch::reclaiming();
         let docs: Vec<String> = dialogue.turns.iter().map(|t| t.doc.clone()).collect();
         for doc in &docs {
-            self.remove_document(&mut batch, doc)?;
+            self.remove_document(&mut batch, doc);
         }
         batch.remove(&key(SESSION, id));
         let ids: Vec<&str> = docs.iter().map(String::as_str).collect();
@@ -647,14 +694,10 @@ impl Store {
     /// most [`PIECE_BYTES`], else as pieces with a manifest; whatever was
     /// stored for it before (whole or pieced) is replaced entirely.
     fn insert_record(&self, batch: &mut Batch, kind: u8, id: &str, bytes: &[u8]) -> Result<()> {
-        let before = self.manifest(kind, id)?;
-        let pieces = if bytes.len() > PIECE_BYTES {
-            let manifest = Manifest {
-                pieces: u32::try_from(bytes.len().div_ceil(PIECE_BYTES)).map_err(|_| {
-                    Error::Storage(format!("record {}{id} is too large", kind as char))
-                })?,
-                len: bytes.len() as u64,
-            };
+        let stale_from = if bytes.len() > PIECE_BYTES {
+            let manifest = Manifest::of(bytes).ok_or_else(|| {
+                Error::Storage(format!("record {}{id} is too large", kind as char))
+            })?;
             batch.remove(&key(kind, id));
             batch.insert(&manifest_key(kind, id), &manifest.encode());
             for (index, piece) in (0..).zip(bytes.chunks(PIECE_BYTES)) {
@@ -666,27 +709,42 @@ impl Store {
             batch.remove(&manifest_key(kind, id));
             0
         };
-        for stale in pieces..before.map_or(0, |m| m.pieces) {
-            batch.remove(&piece_key(kind, id, stale));
-        }
+        self.remove_pieces(batch, kind, id, stale_from);
         Ok(())
     }
 
     /// Adds the removal of every record of document `id`, whole or pieced,
-    /// to `batch`.
-    fn remove_document(&self, batch: &mut Batch, id: &str) -> Result<()> {
+    /// to `batch`. A damaged manifest does not stop it: removal is how
+    /// damage is cleared.
+    fn remove_document(&self, batch: &mut Batch, id: &str) {
         for kind in RECORDS {
             batch.remove(&key(kind, id));
         }
         for kind in PIECEABLE {
-            if let Some(manifest) = self.manifest(kind, id)? {
-                batch.remove(&manifest_key(kind, id));
-                for index in 0..manifest.pieces {
+            batch.remove(&manifest_key(kind, id));
+            self.remove_pieces(batch, kind, id, 0);
+        }
+    }
+
+    /// Adds the removal of the pieces of record `kind` of document `id`
+    /// from index `from` on: those its manifest counts, or, when the
+    /// manifest cannot be read, every piece a scan finds.
+    fn remove_pieces(&self, batch: &mut Batch, kind: u8, id: &str, from: u32) {
+        match self.manifest(kind, id) {
+            Ok(Some(manifest)) => {
+                for index in from..manifest.pieces {
                     batch.remove(&piece_key(kind, id, index));
                 }
             }
+            Ok(None) => {}
+            Err(_) => {
+                let start = piece_key(kind, id, from);
+                let end = piece_key(kind, id, u32::MAX);
+                for key in self.db.range(start..=end).keys().map_while(|k| k.ok()) {
+                    batch.remove(&key);
+                }
+            }
         }
-        Ok(())
     }
 
     /// The manifest of record `kind` of document `id`, when it is pieced.
@@ -699,34 +757,61 @@ impl Store {
     }
 
     /// Record `kind` of document `id`, whole or joined from its pieces.
+    /// A pieced record is read in several steps that a concurrent writer
+    /// replacing it can interleave with: a read whose pieces do not match
+    /// the manifest's checksum is tried again, a few times, before it is
+    /// reported as damage.
     fn record(&self, kind: u8, id: &str) -> Result<Option<sled::IVec>> {
-        if let Some(whole) = self.db.get(key(kind, id)).map_err(storage)? {
-            return Ok(Some(whole));
+        const READS: usize = 3;
+        let mut attempt = 0;
+        loop {
+            if let Some(whole) = self.db.get(key(kind, id)).map_err(storage)? {
+                return Ok(Some(whole));
+            }
+            let Some(manifest) = self.manifest(kind, id)? else {
+                return Ok(None);
+            };
+            match self.join_pieces(kind, id, manifest)? {
+                Ok(joined) => return Ok(Some(joined.into())),
+                Err(damage) if attempt + 1 == READS => return Err(damage),
+                Err(_) => attempt += 1,
+            }
         }
-        let Some(manifest) = self.manifest(kind, id)? else {
-            return Ok(None);
-        };
-        let mut joined = Vec::with_capacity(usize::try_from(manifest.len).unwrap_or(0));
-        let start = piece_key(kind, id, 0);
-        let end = piece_key(kind, id, manifest.pieces);
+    }
+
+    /// The pieces `manifest` lists, joined; the inner error when they do
+    /// not make the record it describes.
+    fn join_pieces(&self, kind: u8, id: &str, manifest: Manifest) -> Result<Result<Vec<u8>>> {
+        let len = usize::try_from(manifest.len).unwrap_or(usize::MAX);
+        // Grown as pieces arrive past 64 MiB: a damaged length must not
+        // turn into one absurd allocation.
+        let mut joined = Vec::with_capacity(len.min(64 << 20));
         let mut pieces = 0;
-        for entry in self.db.range(start..end) {
+        let range = piece_key(kind, id, 0)..piece_key(kind, id, manifest.pieces);
+        for entry in self.db.range(range) {
             let (_, piece) = entry.map_err(storage)?;
+            if joined.len() + piece.len() > len {
+                break;
+            }
             joined.extend_from_slice(&piece);
             pieces += 1;
         }
-        if pieces != manifest.pieces || joined.len() as u64 != manifest.len {
-            return Err(Error::Corrupt {
+        let whole = pieces == manifest.pieces
+            && joined.len() == len
+            && crc32fast::hash(&joined) == manifest.crc;
+        Ok(if whole {
+            Ok(joined)
+        } else {
+            Err(Error::Corrupt {
                 key: format!("{}{id}", kind as char),
                 message: format!(
-                    "{pieces} pieces of {} bytes where the manifest lists {} of {}",
+                    "{pieces} pieces of {} bytes do not make the record of {} pieces and {} bytes its manifest describes",
                     joined.len(),
                     manifest.pieces,
                     manifest.len
                 ),
-            });
-        }
-        Ok(Some(joined.into()))
+            })
+        })
     }
 
     /// The stored document with this id, if any.
@@ -804,7 +889,7 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn lose(&self, id: &str) {
         let mut batch = Batch::reclaiming();
-        self.remove_document(&mut batch, id).unwrap();
+        self.remove_document(&mut batch, id);
         self.db.apply_batch(batch.writes).unwrap();
     }
 
@@ -954,20 +1039,31 @@ impl Store {
 
     /// Finds manifests of unlisted documents and pieces no manifest counts.
     fn check_pieces(&self, damaged: &mut Vec<Damage>) {
-        let mut found = Vec::new();
+        // (id, kind) → what is wrong: one entry per record, however many
+        // of its pieces are stray.
+        let mut found: std::collections::BTreeMap<(String, u8), Error> = Default::default();
         let mut scan = self.db.scan_prefix([MANIFEST]).keys();
         while let Some(record) = next_or_damage(&mut scan, MANIFEST, damaged) {
-            let id = String::from_utf8_lossy(&record[2..]).into_owned();
-            if !self.db.contains_key(key(META, &id)).unwrap_or(false) {
-                found.push((
-                    id,
-                    format!("manifest of a pieced {} record", record[1] as char),
-                ));
-            }
+            let (Some(&kind), Some(id)) = (record.get(1), record.get(2..)) else {
+                continue;
+            };
+            let id = String::from_utf8_lossy(id).into_owned();
+            let error = match self.db.contains_key(key(META, &id)) {
+                Ok(true) => continue,
+                Ok(false) => Error::Invariant {
+                    doc: id.clone(),
+                    message: format!("orphan manifest of a pieced {} record", kind as char),
+                },
+                Err(err) => storage(err),
+            };
+            found.insert((id, kind), error);
         }
         let mut scan = self.db.scan_prefix([PIECE]).keys();
         while let Some(record) = next_or_damage(&mut scan, PIECE, damaged) {
-            let (kind, rest) = (record[1], &record[2..]);
+            // P, kind, id, 0, index (4 bytes).
+            let Some((&kind, rest)) = record.get(1..).and_then(<[u8]>::split_first) else {
+                continue;
+            };
             let split = rest.len().saturating_sub(5);
             let id = String::from_utf8_lossy(&rest[..split]).into_owned();
             let index = rest[split..]
@@ -979,14 +1075,14 @@ impl Store {
                 _ => false,
             };
             if !counted {
-                found.push((id, format!("piece of a {} record", kind as char)));
+                let error = Error::Invariant {
+                    doc: id.clone(),
+                    message: format!("orphan piece of a {} record", kind as char),
+                };
+                found.entry((id, kind)).or_insert(error);
             }
         }
-        for (id, what) in found {
-            let error = Error::Invariant {
-                doc: id.clone(),
-                message: format!("orphan {what}"),
-            };
+        for ((id, _), error) in found {
             damaged.push(Damage { doc: id, error });
         }
     }
@@ -1038,9 +1134,10 @@ impl Store {
         let edus: std::collections::HashMap<&str, u32> =
             metas.iter().map(|m| (m.id.as_str(), m.edus)).collect();
         let mut turn_docs = std::collections::HashSet::new();
-        let (mut sessions, unreadable) = (0, damaged.len());
+        let mut sessions = 0;
+        let mut unreadable = Vec::new();
         let mut scan = self.db.scan_prefix([SESSION]);
-        while let Some((record, value)) = next_or_damage(&mut scan, SESSION, damaged) {
+        while let Some((record, value)) = next_or_damage(&mut scan, SESSION, &mut unreadable) {
             sessions += 1;
             let session = String::from_utf8_lossy(&record[1..]).into_owned();
             let dialogue = decode_dialogue(&value, &session).and_then(|dialogue| {
@@ -1061,10 +1158,8 @@ impl Store {
             }
         }
         // With dialogues unread, a turn no dialogue read lists proves nothing.
-        if damaged[unreadable..]
-            .iter()
-            .any(|d| d.doc == format!("the {} records", SESSION as char))
-        {
+        if !unreadable.is_empty() {
+            damaged.extend(unreadable);
             return sessions;
         }
         for orphan in metas
@@ -1524,6 +1619,39 @@ mod tests {
         assert_eq!(damaged, ["gone", "big"]);
         store.remove("big").unwrap();
         assert_eq!(stored_keys(&store, "big"), 0);
+    }
+
+    #[test]
+    fn an_altered_piece_or_a_damaged_manifest_is_caught_and_still_removable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        put(&store, &large("big", 3 * PIECE_BYTES));
+        // Same length, other bytes: only the checksum can tell.
+        let piece = piece_key(TEXT, "big", 1);
+        let mut bytes = store.db.get(&piece).unwrap().unwrap().to_vec();
+        bytes[10] ^= 1;
+        store.db.insert(&piece, bytes).unwrap();
+        let err = store.get("big").err().unwrap();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        // A manifest whose count and length disagree is refused, and the
+        // document is still removed whole, pieces found by a scan.
+        let manifest = Manifest {
+            pieces: u32::MAX,
+            len: 1,
+            crc: 0,
+        };
+        store
+            .db
+            .insert(manifest_key(TEXT, "big"), &manifest.encode())
+            .unwrap();
+        let err = store.get("big").err().unwrap();
+        assert!(
+            err.to_string().contains("count and length disagree"),
+            "{err}"
+        );
+        store.remove("big").unwrap();
+        assert_eq!(stored_keys(&store, "big"), 0);
+        assert_eq!(store.check().unwrap(), 0);
     }
 
     #[test]

@@ -726,23 +726,9 @@ impl VectorIndex {
         Ok(scored)
     }
 
-    /// Writes the index to disk as reflecting [`VectorIndex::applied_seq`]:
-    /// dumps into a fresh sibling directory, then renames it into place.
-    pub fn persist(&mut self) -> Result<()> {
-        let seq = self.applied_seq;
-        let parent = self.dir.parent().unwrap_or(Path::new("."));
-        let name = self
-            .dir
-            .file_name()
-            .map_or_else(|| "vectors".into(), |n| n.to_string_lossy().into_owned());
-        let staging = parent.join(format!("{name}.new"));
-        let retired = parent.join(format!("{name}.old"));
-        for stale in [&staging, &retired] {
-            if stale.exists() {
-                std::fs::remove_dir_all(stale).map_err(io(stale))?;
-            }
-        }
-        std::fs::create_dir_all(&staging).map_err(io(&staging))?;
+    /// Writes the graphs, their checksums and the manifest into `staging`.
+    fn write_dump(&self, staging: &Path, seq: u64) -> Result<()> {
+        std::fs::create_dir_all(staging).map_err(io(staging))?;
         let mut checksums = HashMap::new();
         for target in [Target::Nodes, Target::Edus] {
             let graph = self.graph(target);
@@ -752,7 +738,7 @@ impl VectorIndex {
             let name = graph_name(target);
             let written = graph
                 .hnsw
-                .file_dump(&staging, name)
+                .file_dump(staging, name)
                 .map_err(|e| Error::Vectors(format!("dumping {name}: {e}")))?;
             if written != name {
                 return Err(Error::Vectors(format!(
@@ -788,6 +774,31 @@ impl VectorIndex {
             std::fs::File::open(path)
                 .and_then(|f| f.sync_all())
                 .map_err(io(path))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the index to disk as reflecting [`VectorIndex::applied_seq`]:
+    /// dumps into a fresh sibling directory, then renames it into place.
+    pub fn persist(&mut self) -> Result<()> {
+        let seq = self.applied_seq;
+        let parent = self.dir.parent().unwrap_or(Path::new("."));
+        let name = self
+            .dir
+            .file_name()
+            .map_or_else(|| "vectors".into(), |n| n.to_string_lossy().into_owned());
+        let staging = parent.join(format!("{name}.new"));
+        let retired = parent.join(format!("{name}.old"));
+        for stale in [&staging, &retired] {
+            if stale.exists() {
+                std::fs::remove_dir_all(stale).map_err(io(stale))?;
+            }
+        }
+        // A dump that fails part way (a full disk) is removed, not left
+        // taking the space.
+        if let Err(err) = self.write_dump(&staging, seq) {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(err);
         }
         if self.dir.exists() {
             std::fs::rename(&self.dir, &retired).map_err(io(&self.dir))?;

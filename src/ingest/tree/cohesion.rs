@@ -94,6 +94,7 @@ impl TermVector {
 /// unevenly sized the units are (a document's sections, say).
 pub(super) fn cut_points(units: &[TermVector], weights: &[usize], groups: usize) -> Vec<usize> {
     let n = units.len();
+    debug_assert_eq!(weights.len(), n, "one weight per unit");
     let wanted = groups.saturating_sub(1).min(n.saturating_sub(1));
     if wanted == 0 {
         return Vec::new();
