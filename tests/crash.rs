@@ -296,14 +296,10 @@ impl Drop for Tmpfs {
     }
 }
 
-/// Runs an edudb command that must end within a minute, `on` what (for
-/// the message: a full disk must fail a write promptly, damage must not
-/// hang a command); returns its output.
-fn run_within_a_minute(db: &Path, args: &[&str], on: &str) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
+/// Runs `command`, which must end within a minute (else the panic names
+/// `what`), and returns its output.
+fn output_within_a_minute(command: &mut Command, what: &str) -> std::process::Output {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -312,11 +308,20 @@ fn run_within_a_minute(db: &Path, args: &[&str], on: &str) -> std::process::Outp
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > Duration::from_secs(60) {
             child.kill().unwrap();
-            panic!("edudb {args:?} hung on {on}");
+            panic!("{what} hung");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
+}
+
+/// Runs an edudb command that must end within a minute, `on` what (for
+/// the message: a full disk must fail a write promptly, damage must not
+/// hang a command); returns its output.
+fn run_within_a_minute(db: &Path, args: &[&str], on: &str) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_edudb"));
+    command.arg("--db").arg(db).args(args);
+    output_within_a_minute(&mut command, &format!("edudb {args:?} on {on}"))
 }
 
 /// Runs an edudb command on a full disk (see [`run_within_a_minute`]);
@@ -610,7 +615,8 @@ fn random_bytes_in_the_store_files_never_crash_and_check_names_the_damage() {
 /// `env`, under a minute's deadline; it must pass. Returns the last line
 /// it printed to standard error that starts with `verdict: `.
 fn run_test_helper(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args([
             "--exact",
             name,
@@ -618,20 +624,8 @@ fn run_test_helper(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
             "--nocapture",
             "--test-threads=1",
         ])
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("{name} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+        .envs(env.iter().copied());
+    let out = output_within_a_minute(&mut command, name);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{name} failed: {stderr}");
     stderr
