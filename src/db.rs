@@ -238,7 +238,9 @@ impl Db {
     /// caught up with the store. The vector graph is reported, not built.
     pub fn check(&self) -> Result<CheckReport> {
         let mut report = self.engine.check()?;
-        (report.damaged).extend(memory::session::check_session_documents(&self.engine));
+        report
+            .damaged
+            .extend(memory::session::check_session_documents(&self.engine));
         Ok(report)
     }
 

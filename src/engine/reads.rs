@@ -390,7 +390,8 @@ impl Engine {
         // An index behind the store (after a failed index update) still
         // holds documents since removed: only one at or past the store's
         // latest change can show a loss.
-        let ahead = self.store.last_seq().is_ok_and(|last| applied >= last);
+        let last = self.store.last_seq();
+        let ahead = last.as_ref().is_ok_and(|&last| applied >= last);
         for id in std::mem::take(&mut store.absent) {
             if ahead && self.reader.holds(&id)? {
                 let error = Error::Invariant {
@@ -403,7 +404,7 @@ impl Engine {
         }
         // An unreadable change counter, or one the index disagrees with, is
         // damage to name like a record's.
-        let last = match self.store.last_seq() {
+        let last = match last {
             Ok(last) => {
                 if last != applied {
                     let error = Error::Invariant {

@@ -315,31 +315,14 @@ impl Manifest {
             key: format!("{}{id}", kind as char),
             message: message.into(),
         };
-        let encoded: [u8; 16] = bytes
-            .try_into()
-            .map_err(|_| corrupt("piece manifest is not 16 bytes"))?;
-        let [
-            p0,
-            p1,
-            p2,
-            p3,
-            l0,
-            l1,
-            l2,
-            l3,
-            l4,
-            l5,
-            l6,
-            l7,
-            c0,
-            c1,
-            c2,
-            c3,
-        ] = encoded;
+        let not_16 = || corrupt("piece manifest is not 16 bytes");
+        let (pieces, rest) = bytes.split_first_chunk::<4>().ok_or_else(not_16)?;
+        let (len, crc) = rest.split_first_chunk::<8>().ok_or_else(not_16)?;
+        let crc: [u8; 4] = crc.try_into().map_err(|_| not_16())?;
         let manifest = Manifest {
-            pieces: u32::from_be_bytes([p0, p1, p2, p3]),
-            len: u64::from_be_bytes([l0, l1, l2, l3, l4, l5, l6, l7]),
-            crc: u32::from_be_bytes([c0, c1, c2, c3]),
+            pieces: u32::from_be_bytes(*pieces),
+            len: u64::from_be_bytes(*len),
+            crc: u32::from_be_bytes(crc),
         };
         let piece = PIECE_BYTES as u64;
         let consistent = manifest.pieces > 0
@@ -443,24 +426,17 @@ impl Store {
             }
         };
         let version = |v: u32| v.to_string().into_bytes();
-        match db.get(VERSION_KEY).map_err(storage)? {
-            Some(found) if found.as_ref() == version(FORMAT_VERSION) => {}
+        // The version record to write: none for a current store; for a
+        // version-3 one a few bytes, held to the small reserve so an old
+        // store on a nearly full disk still opens (and can be cleared).
+        let record = match db.get(VERSION_KEY).map_err(storage)? {
+            Some(found) if found.as_ref() == version(FORMAT_VERSION) => None,
             Some(found)
                 if UPGRADABLE_VERSIONS
                     .iter()
                     .any(|&v| found.as_ref() == version(v)) =>
             {
-                let store = Store {
-                    db,
-                    dir: dir.to_owned(),
-                };
-                // A few bytes: held to the small reserve, so an old store on
-                // a nearly full disk still opens (and can be cleared).
-                let mut batch = Batch::reclaiming();
-                batch.insert(VERSION_KEY, &version(FORMAT_VERSION));
-                store.apply(batch)?;
-                store.flush()?;
-                return Ok(store);
+                Some(Batch::reclaiming())
             }
             Some(found) => {
                 return Err(Error::FormatVersion {
@@ -469,23 +445,19 @@ impl Store {
                     expected: FORMAT_VERSION,
                 });
             }
-            None if db.is_empty() => {
-                let store = Store {
-                    db,
-                    dir: dir.to_owned(),
-                };
-                let mut batch = Batch::default();
-                batch.insert(VERSION_KEY, FORMAT_VERSION.to_string().as_bytes());
-                store.apply(batch)?;
-                store.flush()?;
-                return Ok(store);
-            }
+            None if db.is_empty() => Some(Batch::default()),
             None => return Err(Error::NotAStore(dir.to_owned())),
-        }
-        Ok(Store {
+        };
+        let store = Store {
             db,
             dir: dir.to_owned(),
-        })
+        };
+        if let Some(mut batch) = record {
+            batch.insert(VERSION_KEY, &version(FORMAT_VERSION));
+            store.apply(batch)?;
+            store.flush()?;
+        }
+        Ok(store)
     }
 
     /// The sequence number of the latest change (0 for a new store).
@@ -972,15 +944,9 @@ impl Store {
             let mut scan = self.db.scan_prefix([kind]).keys();
             while let Some(record) = next_or_damage(&mut scan, kind, &mut damaged) {
                 let id = String::from_utf8_lossy(&record[1..]).into_owned();
-                let error = match self.db.contains_key(key(META, &id)) {
-                    Ok(true) => continue,
-                    Ok(false) => Error::Invariant {
-                        doc: id.clone(),
-                        message: format!("orphan {} record", kind as char),
-                    },
-                    Err(err) => storage(err),
-                };
-                damaged.push(Damage { doc: id, error });
+                if let Some(error) = self.unlisted(&id, || format!("{} record", kind as char)) {
+                    damaged.push(Damage { doc: id, error });
+                }
             }
         }
         self.check_pieces(&mut damaged);
@@ -991,26 +957,15 @@ impl Store {
             let id = String::from_utf8_lossy(&record[1..]).into_owned();
             documents += 1;
             listed.insert(id.clone());
-            match decode_meta(&record, &value)
-                .and_then(|meta| self.check_document(&meta).map(|()| meta))
-            {
+            match self.checked_meta(&record, &value) {
                 Ok(meta) => metas.push(meta),
                 Err(error) => damaged.push(Damage { doc: id, error }),
             }
         }
         for id in known.difference(&listed) {
-            let checked = self
-                .db
-                .get(key(META, id))
-                .map_err(storage)
-                .and_then(|value| {
-                    value
-                        .map(|value| {
-                            decode_meta(&key(META, id), &value)
-                                .and_then(|meta| self.check_document(&meta).map(|()| meta))
-                        })
-                        .transpose()
-                });
+            let record = key(META, id);
+            let checked = (self.db.get(&record).map_err(storage))
+                .and_then(|value| value.map(|v| self.checked_meta(&record, &v)).transpose());
             match checked {
                 Ok(None) => absent.push(id.clone()),
                 Ok(Some(meta)) => {
@@ -1048,15 +1003,10 @@ impl Store {
                 continue;
             };
             let id = String::from_utf8_lossy(id).into_owned();
-            let error = match self.db.contains_key(key(META, &id)) {
-                Ok(true) => continue,
-                Ok(false) => Error::Invariant {
-                    doc: id.clone(),
-                    message: format!("orphan manifest of a pieced {} record", kind as char),
-                },
-                Err(err) => storage(err),
-            };
-            found.insert((id, kind), error);
+            let what = || format!("manifest of a pieced {} record", kind as char);
+            if let Some(error) = self.unlisted(&id, what) {
+                found.insert((id, kind), error);
+            }
         }
         let mut scan = self.db.scan_prefix([PIECE]).keys();
         while let Some(record) = next_or_damage(&mut scan, PIECE, damaged) {
@@ -1085,6 +1035,28 @@ impl Store {
         for ((id, _), error) in found {
             damaged.push(Damage { doc: id, error });
         }
+    }
+
+    /// Why a record of document `id` (`what`, for the message) is damage:
+    /// no document `id` is listed, or the listing cannot be read; `None`
+    /// when the document is listed.
+    fn unlisted(&self, id: &str, what: impl FnOnce() -> String) -> Option<Error> {
+        match self.db.contains_key(key(META, id)) {
+            Ok(true) => None,
+            Ok(false) => Some(Error::Invariant {
+                doc: id.to_owned(),
+                message: format!("orphan {}", what()),
+            }),
+            Err(err) => Some(storage(err)),
+        }
+    }
+
+    /// A metadata record, decoded, once its document passes
+    /// [`Store::check_document`].
+    fn checked_meta(&self, record: &[u8], value: &[u8]) -> Result<DocMeta> {
+        let meta = decode_meta(record, value)?;
+        self.check_document(&meta)?;
+        Ok(meta)
     }
 
     /// One listed document's records: readable, valid, with vectors and a
