@@ -18,13 +18,13 @@ use crate::error::Result;
 use crate::ingest::dag::supplied::SuppliedAttention;
 use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::sources::Source;
-use crate::memory::{self, Placement, SessionContext, TurnReceipt};
+use crate::memory::{self, Placement, SessionContext, TurnInput, TurnReceipt};
 use crate::model::dag::{Dag, DagListing};
 use crate::model::dialogue::{Dialogue, Role, SessionMeta, SessionView};
 use crate::model::document::DocMeta;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
-use crate::progress::{CancelToken, Progress};
+use crate::progress::{CancelToken, NoProgress, Progress};
 use crate::query::{Params, Query, QueryResult};
 use crate::storage::store::StoredDoc;
 use crate::storage::vectors::VectorCounts;
@@ -307,7 +307,28 @@ impl Db {
         text: &str,
         placement: Placement,
     ) -> Result<TurnReceipt> {
-        memory::session::append_turn(&self.engine, session, role, text, placement)
+        let input = TurnInput {
+            placement,
+            ..TurnInput::new(role, text)
+        };
+        let mut receipts =
+            self.append_turns(session, &[input], &NoProgress, &CancelToken::new())?;
+        Ok(receipts.remove(0))
+    }
+
+    /// Appends `turns` to session `session` in order, as [`Db::append_turn`]
+    /// appends one (each with its own placement and optional time), in one
+    /// atomic batch: all of them or, on any error or cancellation, none.
+    /// Each turn is analysed once, in parallel, so a long history loads
+    /// in one call. Returns a receipt per turn.
+    pub fn append_turns(
+        &self,
+        session: &str,
+        turns: &[TurnInput],
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<Vec<TurnReceipt>> {
+        memory::session::append_turns(&self.engine, session, turns, progress, cancel)
     }
 
     /// Session `id`'s stored dialogue record, or [`crate::Error::NoSuchSession`].
@@ -326,12 +347,20 @@ impl Db {
         memory::session::sessions(&self.engine)
     }
 
-    /// The context for session `id`'s next turn within `budget` tokens:
-    /// the active path in full, then the stored summaries of the active
-    /// topic's other branches and of the other topics (see
-    /// [`crate::memory::context`]). Never over the budget.
-    pub fn session_context(&self, id: &str, budget: u64) -> Result<SessionContext> {
-        memory::session::session_context(&self.engine, id, budget)
+    /// The context for session `id`'s next turn within `budget` tokens
+    /// (see [`crate::memory::context`]; never over the budget). Without a
+    /// query: the active path in full, then the stored summaries of the
+    /// active topic's other branches and of the other topics. With
+    /// `query` (what the user just said): the most recent path turns, the
+    /// turns of the whole history most relevant to it with their
+    /// neighbours, and their topics' summaries, grouped by topic.
+    pub fn session_context(
+        &self,
+        id: &str,
+        budget: u64,
+        query: Option<&str>,
+    ) -> Result<SessionContext> {
+        memory::session::session_context(&self.engine, id, budget, query)
     }
 
     /// Removes session `id`: all its turn documents (records and index

@@ -53,7 +53,7 @@ pub use ingest::pipeline::IngestOptions;
 pub use ingest::sources::Source;
 pub use ingest::tree::TreeBuilder;
 pub use memory::{
-    ContextItem, ContextKind, Placement, Role, SessionContext, SessionMeta, SessionView,
+    ContextItem, ContextKind, Placement, Role, SessionContext, SessionMeta, SessionView, TurnInput,
     TurnReceipt,
 };
 pub use model::dag::{Dag, DagListing};

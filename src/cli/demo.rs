@@ -129,7 +129,7 @@ fn tour(out: &mut dyn Write, dir: &std::path::Path, quiet: bool) -> Result<(), F
     writeln!(out, "\n$ edudb session show rfc-chat")?;
     render::session(out, &db.session("rfc-chat")?, false)?;
     writeln!(out, "\n$ edudb session context rfc-chat --budget 120")?;
-    render::context(out, &db.session_context("rfc-chat", 120)?, false)?;
+    render::context(out, &db.session_context("rfc-chat", 120, None)?, false)?;
 
     writeln!(
         out,

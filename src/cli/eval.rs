@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use edudb::eval::convert::{self, Setting};
+use edudb::eval::memory;
 use edudb::eval::score::{Cell, Summary};
 use edudb::eval::structure::{self, Recovery};
 use edudb::eval::{self, Dataset, EvalOptions, Method, MethodKind};
@@ -65,6 +66,24 @@ pub enum EvalCommand {
         /// Also write every per-question observation (JSONL) here.
         #[arg(long)]
         observations: Option<PathBuf>,
+    },
+    /// Evaluate agent memory on LoCoMo conversations (JSON): each is loaded
+    /// as one session, and every question's evidence recall is scored per
+    /// category for session contexts (with and without the question as
+    /// query), session queries, recency and flat BM25 over turns.
+    Memory {
+        /// LoCoMo conversation files.
+        #[arg(required = true)]
+        conversations: Vec<PathBuf>,
+        /// Token budgets, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [256u64, 512, 1024])]
+        budgets: Vec<u64>,
+        /// Bootstrap resamples per interval.
+        #[arg(long, default_value_t = eval::DEFAULT_RESAMPLES)]
+        resamples: usize,
+        /// Seed of the bootstrap's generator.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Strip the headings of Markdown files, rebuild each tree from the text
     /// alone, and score it against the heading tree.
@@ -217,6 +236,42 @@ pub fn run(
             if as_json {
                 render::json(out, &serde_json::to_value(&summary).unwrap_or_default())?;
             } else {
+                table(out, &summary)?;
+            }
+        }
+        EvalCommand::Memory {
+            conversations,
+            budgets,
+            resamples,
+            seed,
+        } => {
+            let loaded = conversations
+                .iter()
+                .map(|path| memory::load_locomo(path))
+                .collect::<edudb::Result<Vec<_>>>()?;
+            let options = edudb::OpenOptions {
+                embedder: embedder.clone(),
+                ..Default::default()
+            };
+            let bars = Bars::new(quiet || as_json);
+            let (observations, times) =
+                memory::evaluate_memory(&loaded, budgets, &options, &bars, &CancelToken::new())?;
+            let summary = eval::summarise(&observations, *resamples, *seed);
+            if as_json {
+                render::json(out, &json!({ "summary": summary, "loading": times }))?;
+            } else {
+                for (conversation, loaded) in loaded.iter().zip(&times.conversations) {
+                    writeln!(
+                        out,
+                        "{}: {} turns loaded in {:.2} s, {} questions ({} evidence ids name no turn)",
+                        conversation.name,
+                        loaded.1,
+                        loaded.2,
+                        conversation.questions.len(),
+                        conversation.unknown_evidence
+                    )?;
+                }
+                writeln!(out)?;
                 table(out, &summary)?;
             }
         }

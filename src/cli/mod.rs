@@ -478,9 +478,13 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             }
         }
         Command::Demo => demo::run(out, cli.quiet)?,
-        Command::Session { command } => {
-            session::run(out, command, &|create| cli.open(create), cli.json)?
-        }
+        Command::Session { command } => session::run(
+            out,
+            command,
+            &|create| cli.open(create),
+            &bars::Bars::new(cli.quiet || cli.json),
+            cli.json,
+        )?,
         Command::Eval { command } => {
             eval::run(out, command, cli.embedder.config()?, cli.json, cli.quiet)?
         }

@@ -427,6 +427,28 @@ pub fn receipt(out: &mut dyn Write, receipt: &TurnReceipt, as_json: bool) -> io:
     )
 }
 
+/// Writes what `session add --jsonl` appended: a line for the whole
+/// batch (every receipt with `--json`).
+pub fn receipts(out: &mut dyn Write, receipts: &[TurnReceipt], as_json: bool) -> io::Result<()> {
+    if as_json {
+        return json(out, &serde_json::to_value(receipts).unwrap_or_default());
+    }
+    let (Some(first), Some(last)) = (receipts.first(), receipts.last()) else {
+        return Ok(());
+    };
+    let topics: std::collections::BTreeSet<u32> = receipts.iter().map(|r| r.topic).collect();
+    writeln!(
+        out,
+        "appended {} turns to session {} (turns {}-{}, in {} topics) {DETAIL}{} tok{DETAIL:#}",
+        receipts.len(),
+        first.session,
+        first.turn,
+        last.turn,
+        topics.len(),
+        receipts.iter().map(|r| r.tokens).sum::<u64>()
+    )
+}
+
 /// Writes the context for a session's next turn.
 pub fn context(out: &mut dyn Write, context: &SessionContext, as_json: bool) -> io::Result<()> {
     if as_json {
@@ -435,6 +457,12 @@ pub fn context(out: &mut dyn Write, context: &SessionContext, as_json: bool) -> 
     for item in &context.items {
         let what = match item.kind {
             ContextKind::PathTurn => format!("turn #{} {}", item.turn, item.role),
+            ContextKind::RelevantTurn => format!(
+                "turn #{} {} (relevance {:.2})",
+                item.turn,
+                item.role,
+                item.score.unwrap_or(0.0)
+            ),
             ContextKind::BranchSummary => {
                 format!("branch {} summary (turn #{})", item.branch, item.turn)
             }
@@ -442,9 +470,12 @@ pub fn context(out: &mut dyn Write, context: &SessionContext, as_json: bool) -> 
                 format!("topic {} summary (turn #{})", item.topic, item.turn)
             }
         };
+        let when = item.at.map_or_else(String::new, |at| {
+            format!(" {}", edudb::model::time::format(at))
+        });
         writeln!(
             out,
-            "{HEADING}──{HEADING:#} {what} {COORDINATES}{} [{}-{}] bytes {}..{}{COORDINATES:#} {DETAIL}{} tok{DETAIL:#}",
+            "{HEADING}──{HEADING:#} {what}{when} {COORDINATES}{} [{}-{}] bytes {}..{}{COORDINATES:#} {DETAIL}{} tok{DETAIL:#}",
             item.doc, item.edus[0], item.edus[1], item.bytes[0], item.bytes[1], item.tokens
         )?;
         writeln!(out, "{}", item.text.trim_end())?;

@@ -3,7 +3,7 @@
 use std::io::{Read, Write};
 
 use clap::Subcommand;
-use edudb::{Db, Error, Placement, Role};
+use edudb::{Db, Error, Placement, Role, TurnInput};
 use serde_json::json;
 
 use super::failure::Failure;
@@ -33,10 +33,20 @@ pub enum SessionCommand {
         /// Follow the current turn.
         #[arg(long = "continue", id = "continue_")]
         continue_: bool,
+        /// When the turn was said: RFC 3339 (2023-05-18T13:47:00Z) or a date.
+        #[arg(long, value_name = "TIME", value_parser = parse_time)]
+        at: Option<i64>,
+        /// Append many turns from a JSON Lines file (`-`: standard input),
+        /// one object per line: `{"text": …}` with optional `"role"`
+        /// (user, assistant, system), `"at"` (RFC 3339) and `"placement"`
+        /// ("auto", "continue", "new_topic", {"topic": N}, {"fork": N}),
+        /// all in one atomic write.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["text", "role", "new_topic", "topic", "fork", "continue_", "at"])]
+        jsonl: Option<String>,
         /// The turn's text, or `-` to read it from standard input (text
         /// starting with '-', such as "-5 °C tonight?", is taken as text).
-        #[arg(allow_hyphen_values = true)]
-        text: String,
+        #[arg(allow_hyphen_values = true, required_unless_present = "jsonl")]
+        text: Option<String>,
     },
     /// Show SESSION's dialogue tree: topics, branches, turns with their
     /// roles and summary spans; the current turn marked.
@@ -52,6 +62,11 @@ pub enum SessionCommand {
         /// Most tokens (o200k_base) the context may hold.
         #[arg(long)]
         budget: u64,
+        /// What the user just said: the context then holds the recent
+        /// turns, the turns of the whole history most relevant to it with
+        /// their neighbours, and their topics' summaries.
+        #[arg(long)]
+        query: Option<String>,
     },
     /// List sessions.
     Ls,
@@ -66,15 +81,96 @@ fn parse_role(name: &str) -> Result<Role, String> {
     name.parse().map_err(|e: Error| e.to_string())
 }
 
+fn parse_time(text: &str) -> Result<i64, String> {
+    edudb::model::time::parse(text).map_err(|e| e.to_string())
+}
+
+/// One line of `session add --jsonl`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnLine {
+    text: String,
+    #[serde(default)]
+    role: Role,
+    at: Option<String>,
+    #[serde(default)]
+    placement: Placement,
+}
+
+/// Reads `session add --jsonl` input: one turn per non-blank line; a bad
+/// line is an error naming `name` and the line number.
+fn read_turn_lines(name: &str, input: &str) -> Result<Vec<TurnInput>, Error> {
+    let mut turns = Vec::new();
+    for (index, line) in input.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at_line = |message: String| Error::Usage(format!("{name}:{}: {message}", index + 1));
+        let parsed: TurnLine =
+            serde_json::from_str(line).map_err(|e| at_line(format!("not a turn object: {e}")))?;
+        let at = parsed
+            .at
+            .map(|at| edudb::model::time::parse(&at))
+            .transpose()
+            .map_err(|e| at_line(e.to_string()))?;
+        turns.push(TurnInput {
+            role: parsed.role,
+            text: parsed.text,
+            at,
+            placement: parsed.placement,
+        });
+    }
+    if turns.is_empty() {
+        return Err(Error::Usage(format!("{name} holds no turns")));
+    }
+    Ok(turns)
+}
+
+/// The whole of `path` (`-`: standard input) as text.
+fn read_input(path: &str) -> Result<String, Error> {
+    let mut buffer = String::new();
+    let read = if path == "-" {
+        std::io::stdin().read_to_string(&mut buffer).map(drop)
+    } else {
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_to_string(&mut buffer))
+            .map(drop)
+    };
+    read.map_err(|source| Error::Input {
+        path: if path == "-" {
+            "<stdin>".into()
+        } else {
+            path.into()
+        },
+        source,
+    })?;
+    Ok(buffer)
+}
+
 /// Runs one `edudb session` command on the store `open` opens (creating it
 /// for `add`).
 pub fn run(
     out: &mut dyn Write,
     command: &SessionCommand,
     open: &dyn Fn(bool) -> edudb::Result<Db>,
+    progress: &dyn edudb::Progress,
     as_json: bool,
 ) -> Result<(), Failure> {
     match command {
+        SessionCommand::Add {
+            session,
+            jsonl: Some(path),
+            ..
+        } => {
+            let turns = read_turn_lines(path, &read_input(path)?)?;
+            // Bad input fails before a store is opened or created.
+            for turn in &turns {
+                edudb::memory::check_turn_input(session, &turn.text)?;
+            }
+            let receipts =
+                open(true)?.append_turns(session, &turns, progress, &edudb::CancelToken::new())?;
+            render::receipts(out, &receipts, as_json)?;
+        }
         SessionCommand::Add {
             session,
             role,
@@ -82,7 +178,9 @@ pub fn run(
             topic,
             fork,
             continue_,
+            at,
             text,
+            ..
         } => {
             let placement = match (new_topic, topic, fork, continue_) {
                 (true, ..) => Placement::NewTopic,
@@ -91,28 +189,36 @@ pub fn run(
                 (_, _, _, true) => Placement::Continue,
                 _ => Placement::Auto,
             };
-            let text = if text == "-" {
-                let mut buffer = String::new();
-                std::io::stdin()
-                    .read_to_string(&mut buffer)
-                    .map_err(|source| Error::Input {
-                        path: "<stdin>".into(),
-                        source,
-                    })?;
-                buffer
-            } else {
-                text.clone()
+            let text = match text.as_deref() {
+                Some("-") | None => read_input("-")?,
+                Some(text) => text.to_owned(),
             };
             // Bad input fails before a store is opened or created.
             edudb::memory::check_turn_input(session, &text)?;
-            let receipt = open(true)?.append_turn(session, *role, &text, placement)?;
-            render::receipt(out, &receipt, as_json)?;
+            let input = TurnInput {
+                role: *role,
+                text,
+                at: *at,
+                placement,
+            };
+            let db = open(true)?;
+            let receipt = db.append_turns(
+                session,
+                &[input],
+                &edudb::NoProgress,
+                &edudb::CancelToken::new(),
+            )?;
+            render::receipt(out, &receipt[0], as_json)?;
         }
         SessionCommand::Show { session } => {
             render::session(out, &open(false)?.session(session)?, as_json)?
         }
-        SessionCommand::Context { session, budget } => {
-            let context = open(false)?.session_context(session, *budget)?;
+        SessionCommand::Context {
+            session,
+            budget,
+            query,
+        } => {
+            let context = open(false)?.session_context(session, *budget, query.as_deref())?;
             render::context(out, &context, as_json)?;
         }
         SessionCommand::Ls => render::sessions(out, &open(false)?.sessions()?, as_json)?,

@@ -12,6 +12,7 @@
 pub mod convert;
 pub mod dataset;
 pub mod flat;
+pub mod memory;
 pub mod score;
 pub mod structure;
 

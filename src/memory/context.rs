@@ -9,6 +9,16 @@
 //! kept first (a run ending at the current turn), then branch summaries,
 //! then topic summaries (each most recent first); the budget is never
 //! exceeded.
+//!
+//! **With a query** (what the user just said), the context answers from
+//! the whole history instead ([`build_for_query`]): the current turn and
+//! the path turns before it within [`RECENT_SHARE`] of the budget, then the turns most
+//! relevant to the query, each with a claim on its neighbours (the turns
+//! said just before and after it, at [`NEIGHBOUR_WEIGHT`] of its score) so
+//! a hit can be understood, then the summaries of the topics the relevant
+//! turns come from within [`SUMMARY_SHARE`], and what budget is left goes
+//! to more relevant turns. Items are grouped by topic (topics in order of
+//! their first item, the active topic last) and chronological within one.
 
 use std::collections::HashSet;
 
@@ -27,10 +37,22 @@ pub enum ContextKind {
     BranchSummary,
     /// A summary pick of another topic.
     TopicSummary,
+    /// A whole turn relevant to the query, or the neighbour of one.
+    RelevantTurn,
 }
 
+/// Share of a query-aware context's budget the most recent path turns
+/// may take (tuned on the LoCoMo dev set; docs/benchmarks.md).
+pub const RECENT_SHARE: f64 = 0.05;
+/// A turn's claim to a place beside a relevant neighbour, as a share of
+/// that neighbour's relevance (tuned on the LoCoMo dev set).
+pub const NEIGHBOUR_WEIGHT: f32 = 0.7;
+/// Share of a query-aware context's budget the summaries of the relevant
+/// turns' topics may take (tuned on the LoCoMo dev set).
+pub const SUMMARY_SHARE: f64 = 0.05;
+
 /// One piece of context with its coordinates.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ContextItem {
     /// What it is.
     pub kind: ContextKind,
@@ -38,6 +60,12 @@ pub struct ContextItem {
     pub turn: u32,
     /// That turn's role.
     pub role: Role,
+    /// When that turn was said (RFC 3339, UTC), if known.
+    #[serde(serialize_with = "crate::model::time::serialize_at")]
+    pub at: Option<i64>,
+    /// The turn's relevance to the query (a relevant turn, or
+    /// [`NEIGHBOUR_WEIGHT`] of a neighbour's); `None` for other items.
+    pub score: Option<f32>,
     /// That turn's document id.
     pub doc: String,
     /// The topic it stands for (the turn's topic, or the summarised topic).
@@ -55,7 +83,7 @@ pub struct ContextItem {
 }
 
 /// The context for the next turn, as [`crate::Db::session_context`] builds it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SessionContext {
     /// The session id.
     pub session: String,
@@ -79,6 +107,7 @@ pub struct SessionContext {
 /// A candidate item before its text is read.
 struct Candidate {
     kind: ContextKind,
+    score: Option<f32>,
     turn: u32,
     topic: u32,
     branch: u32,
@@ -110,6 +139,7 @@ pub(crate) fn build(
         used += turn.tokens;
         path_items.push(Candidate {
             kind: ContextKind::PathTurn,
+            score: None,
             turn: number,
             topic: turn.topic,
             branch: turn.branch,
@@ -126,6 +156,7 @@ pub(crate) fn build(
     let topic = &dialogue.topics[current.topic as usize];
     let pick = |kind, topic: u32, branch: u32, p: &SummaryPick| Candidate {
         kind,
+        score: None,
         turn: p.turn,
         topic,
         branch,
@@ -163,12 +194,23 @@ pub(crate) fn build(
     }
     branch_items.sort_by_key(|c| (c.branch, c.turn));
     topic_items.sort_by_key(|c| (c.topic, c.turn));
-    let mut items = Vec::new();
-    for candidate in topic_items
+    let candidates = topic_items
         .into_iter()
         .chain(branch_items)
-        .chain(path_items)
-    {
+        .chain(path_items);
+    finish(dialogue, budget, candidates.collect(), dropped, text_of)
+}
+
+/// The context items of `candidates` in their order, with their texts.
+fn finish(
+    dialogue: &Dialogue,
+    budget: u64,
+    candidates: Vec<Candidate>,
+    path_turns_dropped: u32,
+    text_of: &mut dyn FnMut(u32, [u32; 2]) -> Result<String>,
+) -> Result<SessionContext> {
+    let mut items = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
         let turn = &dialogue.turns[candidate.turn as usize];
         let bytes = candidate.bytes;
         let text = text_of(candidate.turn, bytes)?;
@@ -176,6 +218,8 @@ pub(crate) fn build(
             kind: candidate.kind,
             turn: candidate.turn,
             role: turn.role,
+            at: turn.at,
+            score: candidate.score,
             doc: turn.doc.clone(),
             topic: candidate.topic,
             branch: candidate.branch,
@@ -192,7 +236,146 @@ pub(crate) fn build(
         items,
         budget,
         history_tokens: dialogue.tokens(),
-        path_turns: path.len() as u32,
-        path_turns_dropped: dropped,
+        path_turns: dialogue.active_path().len() as u32,
+        path_turns_dropped,
     })
+}
+
+/// A whole turn as a candidate item.
+fn whole_turn(
+    dialogue: &Dialogue,
+    number: u32,
+    kind: ContextKind,
+    score: Option<f32>,
+) -> Candidate {
+    let turn = &dialogue.turns[number as usize];
+    Candidate {
+        kind,
+        score,
+        turn: number,
+        topic: turn.topic,
+        branch: turn.branch,
+        edus: [0, turn.edus.saturating_sub(1)],
+        bytes: turn.bytes,
+        tokens: turn.tokens,
+    }
+}
+
+/// Builds the context of `dialogue` for a query under `budget` tokens
+/// (see the module's documentation); `relevance[turn]` is each turn's
+/// relevance to the query (0: none), and `text_of` reads a turn's text as
+/// for [`build`]. The budget is never exceeded.
+pub(crate) fn build_for_query(
+    dialogue: &Dialogue,
+    budget: u64,
+    relevance: &[f32],
+    text_of: &mut dyn FnMut(u32, [u32; 2]) -> Result<String>,
+) -> Result<SessionContext> {
+    let turns = dialogue.turns.len();
+    let mut chosen = vec![false; turns];
+    let mut picked: Vec<Candidate> = Vec::new();
+    let mut used = 0u64;
+    // 1. The most recent path turns, a run ending at the current turn
+    // (which is kept whenever it fits the budget at all).
+    let path = dialogue.active_path();
+    let recent_cap = (budget as f64 * RECENT_SHARE) as u64;
+    for &number in path.iter().rev() {
+        let tokens = dialogue.turns[number as usize].tokens;
+        let cap = if used == 0 { budget } else { recent_cap };
+        if used + tokens > cap {
+            break;
+        }
+        used += tokens;
+        chosen[number as usize] = true;
+        picked.push(whole_turn(dialogue, number, ContextKind::PathTurn, None));
+    }
+    // 2. Relevant turns and their neighbours, best claim first.
+    let relevance_of = |t: usize| relevance.get(t).copied().unwrap_or(0.0);
+    let mut claims: Vec<(u32, f32)> = (0..turns)
+        .map(|t| {
+            let neighbour = [t.checked_sub(1), Some(t + 1)]
+                .into_iter()
+                .flatten()
+                .map(relevance_of)
+                .fold(0.0f32, f32::max);
+            (t as u32, relevance_of(t).max(NEIGHBOUR_WEIGHT * neighbour))
+        })
+        .filter(|&(_, claim)| claim > 0.0)
+        .collect();
+    claims.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    let summary_cap = (budget as f64 * SUMMARY_SHARE) as u64;
+    let take_relevant =
+        |used: &mut u64, limit: u64, picked: &mut Vec<Candidate>, chosen: &mut [bool]| {
+            for &(number, claim) in &claims {
+                let tokens = dialogue.turns[number as usize].tokens;
+                if !chosen[number as usize] && *used + tokens <= limit {
+                    *used += tokens;
+                    chosen[number as usize] = true;
+                    picked.push(whole_turn(
+                        dialogue,
+                        number,
+                        ContextKind::RelevantTurn,
+                        Some(claim),
+                    ));
+                }
+            }
+        };
+    take_relevant(
+        &mut used,
+        budget.saturating_sub(summary_cap),
+        &mut picked,
+        &mut chosen,
+    );
+    // 3. Summaries of the relevant turns' topics, most relevant topic first.
+    let mut topic_weight = vec![0.0f32; dialogue.topics.len()];
+    for candidate in picked
+        .iter()
+        .filter(|c| c.kind == ContextKind::RelevantTurn)
+    {
+        topic_weight[candidate.topic as usize] += candidate.score.unwrap_or(0.0);
+    }
+    let mut topics: Vec<usize> = (0..topic_weight.len())
+        .filter(|&t| topic_weight[t] > 0.0)
+        .collect();
+    topics.sort_by(|&a, &b| topic_weight[b].total_cmp(&topic_weight[a]).then(a.cmp(&b)));
+    for topic in topics {
+        for p in &dialogue.topics[topic].summary {
+            let tokens = u64::from(p.tokens);
+            if !chosen[p.turn as usize] && used + tokens <= budget {
+                used += tokens;
+                // The pick stands for its turn: the turn is not added again.
+                chosen[p.turn as usize] = true;
+                picked.push(Candidate {
+                    kind: ContextKind::TopicSummary,
+                    score: None,
+                    turn: p.turn,
+                    topic: topic as u32,
+                    branch: dialogue.turns[p.turn as usize].branch,
+                    edus: [p.edus.first, p.edus.last],
+                    bytes: p.bytes,
+                    tokens,
+                });
+            }
+        }
+    }
+    // 4. What is left goes to more relevant turns.
+    take_relevant(&mut used, budget, &mut picked, &mut chosen);
+    // Grouped by topic (first item's turn order, the active topic last),
+    // chronological inside a topic; a summary before the turns it sits among.
+    let active = dialogue.current_turn().topic;
+    let mut first_turn = vec![u32::MAX; dialogue.topics.len()];
+    for c in &picked {
+        let first = &mut first_turn[c.topic as usize];
+        *first = (*first).min(c.turn);
+    }
+    picked.sort_by_key(|c| {
+        (
+            c.topic == active,
+            first_turn[c.topic as usize],
+            c.turn,
+            c.kind != ContextKind::TopicSummary,
+        )
+    });
+    let dropped = path.iter().filter(|&&t| !chosen[t as usize]).count() as u32;
+    finish(dialogue, budget, picked, dropped, text_of)
 }

@@ -17,6 +17,8 @@ pub(crate) struct NewTurn {
     pub edus: u32,
     pub bytes: [u32; 2],
     pub tokens: u64,
+    /// When it was said (seconds since the Unix epoch), if known.
+    pub at: Option<i64>,
     /// The turn's unit vector.
     pub vector: Vec<f32>,
     /// Its summary span's unit vector.
@@ -91,6 +93,7 @@ pub(crate) fn add_turn(
         edus: turn.edus,
         bytes: turn.bytes,
         tokens: turn.tokens,
+        at: turn.at,
     });
     dialogue.current = number;
     Ok(number)
@@ -128,6 +131,7 @@ mod tests {
             edus: 1,
             bytes: [0, 4],
             tokens: 1,
+            at: None,
         }
     }
 

@@ -33,7 +33,7 @@ pub mod summary;
 
 pub use context::{ContextItem, ContextKind, SessionContext};
 pub use placement::{BranchChoice, Decision, Placement, TopicChoice};
-pub use session::{TurnReceipt, check_turn_input};
+pub use session::{TurnInput, TurnReceipt, check_turn_input};
 
 pub use crate::model::dialogue::{
     Branch, BranchView, Dialogue, MAX_TURNS, Role, SessionMeta, SessionView, SummaryPick,

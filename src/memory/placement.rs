@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::model::dialogue::Dialogue;
 
 /// Where the caller wants a new turn to go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Placement {
     /// Decided from similarities (see [`crate::memory::placement`]).

@@ -11,12 +11,17 @@ use crate::memory::context;
 use crate::memory::dialogue::{NewTurn, add_turn};
 use crate::memory::placement::{self, Decision, Placement};
 use crate::memory::summary;
+use crate::model::dag::Dag;
 use crate::model::dialogue::{
     BranchView, Dialogue, MAX_TURNS, Role, SessionMeta, SessionView, SummaryPick, SummaryText,
     TopicView, TurnView, span_text,
 };
-use crate::model::document::Format;
-use crate::model::ids::{turn_doc_id, validate_session_id};
+use crate::model::document::{DocVectors, Document, Format};
+use crate::model::ids::{parse_turn_id, turn_doc_id, validate_session_id};
+use crate::model::rank::Target;
+use crate::progress::{CancelToken, Progress};
+use rayon::prelude::*;
+use std::collections::HashMap;
 
 /// Checks a turn before anything is stored: the session id
 /// ([`validate_session_id`]), the text as ingest checks any input (size
@@ -33,7 +38,32 @@ pub fn check_turn_input(session: &str, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// What [`crate::Db::append_turn`] did: where the turn went and why.
+/// One turn for [`crate::Db::append_turns`] to append.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TurnInput {
+    /// Who speaks it.
+    pub role: Role,
+    /// Its text.
+    pub text: String,
+    /// When it was said, in seconds since the Unix epoch (UTC); see
+    /// [`crate::model::time`] for RFC 3339 text.
+    pub at: Option<i64>,
+    /// Where it goes.
+    pub placement: Placement,
+}
+
+impl TurnInput {
+    /// A turn by `role` with `text`, placed automatically, without a time.
+    pub fn new(role: Role, text: impl Into<String>) -> TurnInput {
+        TurnInput {
+            role,
+            text: text.into(),
+            ..TurnInput::default()
+        }
+    }
+}
+
+/// What [`crate::Db::append_turns`] did with one turn: where it went and why.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TurnReceipt {
     /// The session id.
@@ -44,6 +74,9 @@ pub struct TurnReceipt {
     pub doc: String,
     /// Who spoke it.
     pub role: Role,
+    /// When it was said (RFC 3339, UTC), if given.
+    #[serde(serialize_with = "crate::model::time::serialize_at")]
+    pub at: Option<i64>,
     /// Its parent turn (`None`: the first turn of a topic).
     pub parent: Option<u32>,
     /// Its topic.
@@ -60,67 +93,70 @@ pub struct TurnReceipt {
     pub decision: Decision,
 }
 
-/// The work of [`crate::Db::append_turn`].
-pub(crate) fn append_turn(
+/// A turn analysed before it joins the dialogue: its document, vectors and DAG.
+type Prepared = (Document, DocVectors, Dag);
+
+/// The work of [`crate::Db::append_turns`]: every turn is checked and
+/// analysed (in parallel) before anything is written, then placed in
+/// order, and all of them are written with the dialogue in one atomic
+/// batch. Cancelling writes nothing.
+pub(crate) fn append_turns(
     engine: &Engine,
     session: &str,
-    role: Role,
-    text: &str,
-    placement: Placement,
-) -> Result<TurnReceipt> {
-    check_turn_input(session, text)?;
+    inputs: &[TurnInput],
+    progress: &dyn Progress,
+    cancel: &CancelToken,
+) -> Result<Vec<TurnReceipt>> {
+    validate_session_id(session)?;
+    if inputs.is_empty() {
+        return Ok(Vec::new());
+    }
+    for input in inputs {
+        check_turn_input(session, &input.text)?;
+    }
     let empty = || Error::EmptyTurn {
         session: session.to_owned(),
     };
     engine.write(|| {
         let store = engine.store();
         let existing = store.dialogue(session)?;
-        let number = existing.as_ref().map_or(0, |d| d.turns.len() as u32);
-        if number >= MAX_TURNS {
+        let first = existing.as_ref().map_or(0, |d| d.turns.len() as u32);
+        if u64::from(first) + inputs.len() as u64 > u64::from(MAX_TURNS) {
             return Err(Error::SessionFull {
                 session: session.to_owned(),
                 limit: MAX_TURNS,
             });
         }
-        // Unknown targets fail before any analysis.
-        let placement = placement::check(session, existing.as_ref(), placement)?;
-        let id = turn_doc_id(session, number);
-        // Text with no words to index (only punctuation, say) is an
-        // empty turn, not an error naming the internal document id.
-        let (doc, vectors, dag) = engine
-            .prepare_text(&id, text.to_owned(), Format::Text)
-            .map_err(|e| match e {
-                Error::EmptyDocument { .. } => empty(),
-                e => e,
-            })?;
-        let (Some(first), Some(last)) = (doc.edus.first(), doc.edus.last()) else {
-            return Err(empty());
-        };
-        let bytes = [first.start, last.end];
-        let tokens = crate::model::tokens::count(span_text(&id, &doc.text, bytes)?);
-        let dimension = vectors.dimension as usize;
-        let vector = mean_unit(
-            &vectors.edus,
-            dimension,
-            first.id as usize,
-            last.id as usize,
-        );
-        let mut turn_vector = |turn: u32| -> Result<Vec<f32>> {
-            let (edus, dimension) = engine.edu_vectors(&turn_doc_id(session, turn))?;
-            let rows = edus.len() / dimension.max(1);
-            Ok(mean_unit(&edus, dimension, 0, rows.saturating_sub(1)))
-        };
-        let resolved = placement::resolve(existing.as_ref(), placement, &vector, &mut turn_vector)?;
-        let (pick, pick_vector) = summary::turn_summary(number, &doc, &vectors.edus, dimension);
-        let mut stored_pick_vector = |p: &SummaryPick| -> Result<Vec<f32>> {
-            let (edus, dimension) = engine.edu_vectors(&turn_doc_id(session, p.turn))?;
-            Ok(mean_unit(
-                &edus,
-                dimension,
-                p.edus.first as usize,
-                p.edus.last as usize,
-            ))
-        };
+        // Unknown explicit targets fail before any analysis (a target
+        // among the new turns is checked as it is placed).
+        if let Some(input) = inputs.first() {
+            placement::check(session, existing.as_ref(), input.placement)?;
+        }
+        progress.start("analyse turns", inputs.len() as u64);
+        let prepared = inputs
+            .par_iter()
+            .enumerate()
+            .map(|(index, input)| -> Result<Prepared> {
+                cancel.check()?;
+                let id = turn_doc_id(session, first + index as u32);
+                // Text with no words to index (only punctuation, say) is an
+                // empty turn, not an error naming the internal document id.
+                let prepared = engine
+                    .prepare_text(&id, input.text.clone(), Format::Text)
+                    .map_err(|e| match e {
+                        Error::EmptyDocument { .. } => empty(),
+                        e => e,
+                    })?;
+                if prepared.0.edus.is_empty() {
+                    return Err(empty());
+                }
+                progress.advance(1, &id);
+                Ok(prepared)
+            })
+            .collect::<Result<Vec<Prepared>>>();
+        progress.finish();
+        let prepared = prepared?;
+        cancel.check()?;
         let mut dialogue = existing.unwrap_or_else(|| Dialogue {
             id: session.to_owned(),
             turns: Vec::new(),
@@ -128,47 +164,156 @@ pub(crate) fn append_turn(
             branches: Vec::new(),
             current: 0,
         });
-        add_turn(
-            &mut dialogue,
-            &resolved,
-            NewTurn {
-                role,
-                doc: id.clone(),
-                summary: pick,
-                edus: doc.meta.edus,
-                bytes,
-                tokens: u64::from(tokens),
-                vector,
-                summary_vector: pick_vector,
-            },
-            &mut stored_pick_vector,
-        )?;
-        dialogue.check_tree().map_err(|message| Error::Invariant {
-            doc: id.clone(),
-            message,
-        })?;
-        store.put_turn(&doc, &vectors, &dag, &dialogue)?;
-        let turn = dialogue.current_turn();
-        let receipt = TurnReceipt {
-            session: session.to_owned(),
-            turn: number,
-            doc: id,
-            role,
-            parent: turn.parent,
-            topic: turn.topic,
-            branch: turn.branch,
-            edus: turn.edus,
-            tokens: turn.tokens,
-            summary: [pick.edus.first, pick.edus.last],
-            decision: resolved.decision,
+        let mut vectors = TurnVectors {
+            engine,
+            session,
+            first,
+            prepared: &prepared,
+            means: HashMap::new(),
         };
+        let mut receipts = Vec::with_capacity(inputs.len());
+        for (input, (doc, doc_vectors, _)) in inputs.iter().zip(&prepared) {
+            receipts.push(place_turn(
+                &mut dialogue,
+                session,
+                input,
+                doc,
+                doc_vectors,
+                &mut vectors,
+            )?);
+        }
+        store.put_turns(&prepared, &dialogue)?;
+        let put = prepared.into_iter().map(|(doc, ..)| doc).collect();
         Ok((
-            receipt,
+            receipts,
             Written {
-                put: vec![doc],
+                put,
                 removed: Vec::new(),
             },
         ))
+    })
+}
+
+/// Unit vectors of a session's turns, for placement and summaries: the
+/// new turns' from their analysis, earlier turns' read from the store,
+/// each turn's mean computed once.
+struct TurnVectors<'a> {
+    engine: &'a Engine,
+    session: &'a str,
+    /// The number of the first new turn.
+    first: u32,
+    /// The new turns, from `first` on.
+    prepared: &'a [Prepared],
+    /// Turn means computed so far.
+    means: HashMap<u32, Vec<f32>>,
+}
+
+impl TurnVectors<'_> {
+    /// Turn `turn`'s EDU vectors (row-major) and their dimension.
+    fn edus(&self, turn: u32) -> Result<(std::borrow::Cow<'_, [f32]>, usize)> {
+        let fresh = turn
+            .checked_sub(self.first)
+            .and_then(|i| self.prepared.get(i as usize));
+        Ok(match fresh {
+            Some((_, vectors, _)) => (vectors.edus.as_slice().into(), vectors.dimension as usize),
+            None => {
+                let (edus, dimension) =
+                    self.engine.edu_vectors(&turn_doc_id(self.session, turn))?;
+                (edus.into(), dimension)
+            }
+        })
+    }
+
+    /// Turn `turn`'s unit vector: the unit mean of its EDU vectors.
+    fn turn(&mut self, turn: u32) -> Result<Vec<f32>> {
+        if let Some(mean) = self.means.get(&turn) {
+            return Ok(mean.clone());
+        }
+        let (edus, dimension) = self.edus(turn)?;
+        let rows = edus.len() / dimension.max(1);
+        let mean = mean_unit(&edus, dimension, 0, rows.saturating_sub(1));
+        self.means.insert(turn, mean.clone());
+        Ok(mean)
+    }
+
+    /// The unit vector of summary pick `pick`'s EDUs.
+    fn pick(&self, pick: &SummaryPick) -> Result<Vec<f32>> {
+        let (edus, dimension) = self.edus(pick.turn)?;
+        Ok(mean_unit(
+            &edus,
+            dimension,
+            pick.edus.first as usize,
+            pick.edus.last as usize,
+        ))
+    }
+}
+
+/// Places one analysed turn (`doc` with its `doc_vectors`) in `dialogue`:
+/// resolves its placement, picks its summary and adds it.
+fn place_turn(
+    dialogue: &mut Dialogue,
+    session: &str,
+    input: &TurnInput,
+    doc: &Document,
+    doc_vectors: &DocVectors,
+    vectors: &mut TurnVectors<'_>,
+) -> Result<TurnReceipt> {
+    let existing = (!dialogue.turns.is_empty()).then_some(&*dialogue);
+    let placement = placement::check(session, existing, input.placement)?;
+    let id = doc.meta.id.clone();
+    let (Some(first), Some(last)) = (doc.edus.first(), doc.edus.last()) else {
+        return Err(Error::EmptyTurn {
+            session: session.to_owned(),
+        });
+    };
+    let bytes = [first.start, last.end];
+    let tokens = crate::model::tokens::count(span_text(&id, &doc.text, bytes)?);
+    let dimension = doc_vectors.dimension as usize;
+    let vector = mean_unit(
+        &doc_vectors.edus,
+        dimension,
+        first.id as usize,
+        last.id as usize,
+    );
+    let resolved =
+        placement::resolve(existing, placement, &vector, &mut |turn| vectors.turn(turn))?;
+    let number = dialogue.turns.len() as u32;
+    let (pick, pick_vector) = summary::turn_summary(number, doc, &doc_vectors.edus, dimension);
+    let mut stored_pick_vector = |p: &SummaryPick| vectors.pick(p);
+    add_turn(
+        dialogue,
+        &resolved,
+        NewTurn {
+            role: input.role,
+            doc: id.clone(),
+            summary: pick,
+            edus: doc.meta.edus,
+            bytes,
+            tokens: u64::from(tokens),
+            at: input.at,
+            vector,
+            summary_vector: pick_vector,
+        },
+        &mut stored_pick_vector,
+    )?;
+    dialogue.check_tree().map_err(|message| Error::Invariant {
+        doc: id.clone(),
+        message,
+    })?;
+    let turn = dialogue.current_turn();
+    Ok(TurnReceipt {
+        session: session.to_owned(),
+        turn: number,
+        doc: id,
+        role: input.role,
+        at: input.at,
+        parent: turn.parent,
+        topic: turn.topic,
+        branch: turn.branch,
+        edus: turn.edus,
+        tokens: turn.tokens,
+        summary: [pick.edus.first, pick.edus.last],
+        decision: resolved.decision,
     })
 }
 
@@ -243,6 +388,7 @@ pub(crate) fn session_context(
     engine: &Engine,
     id: &str,
     budget: u64,
+    query: Option<&str>,
 ) -> Result<context::SessionContext> {
     if budget == 0 {
         // As a query's BUDGET 0 is refused: nothing would fit.
@@ -252,9 +398,42 @@ pub(crate) fn session_context(
     }
     let dialogue = dialogue(engine, id)?;
     let mut texts = TurnTexts::new(engine, &dialogue);
-    context::build(&dialogue, budget, &mut |turn, bytes| {
-        texts.span(turn, bytes)
-    })
+    let mut text_of = |turn, bytes| texts.span(turn, bytes);
+    match query {
+        None => context::build(&dialogue, budget, &mut text_of),
+        Some(query) => {
+            crate::ingest::pipeline::check_bytes("context query", query.as_bytes())?;
+            let relevance = turn_relevance(engine, &dialogue, query)?;
+            context::build_for_query(&dialogue, budget, &relevance, &mut text_of)
+        }
+    }
+}
+
+/// Each turn's relevance to `query`, by turn number: the better BM25 score
+/// of its best-matching EDU and of its best-matching tree node (the turn
+/// as a whole) among the session's turns, each on the scale of
+/// [`crate::storage::fulltext::FullTextReader::rank_ceiling`] (1: an entry of
+/// average length holding every query term once); 0 for no match.
+fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<Vec<f32>> {
+    let ids: Vec<&str> = dialogue.turns.iter().map(|t| t.doc.as_str()).collect();
+    let reader = engine.fulltext_reader();
+    let mut relevance = vec![0.0f32; ids.len()];
+    let edus: u32 = dialogue.turns.iter().map(|t| t.edus).sum();
+    for target in [Target::Edus, Target::Nodes] {
+        let ceiling = reader.rank_ceiling(query, target, Some(&ids))?;
+        if ceiling <= 0.0 {
+            continue;
+        }
+        for hit in reader.rank(query, target, Some(&ids), edus as usize)? {
+            if let Some((_, turn)) = parse_turn_id(&hit.doc)
+                && let Ok(turn) = turn.parse::<usize>()
+                && let Some(score) = relevance.get_mut(turn)
+            {
+                *score = score.max(hit.score / ceiling);
+            }
+        }
+    }
+    Ok(relevance)
 }
 
 /// The work of [`crate::Db::remove_session`].
@@ -369,6 +548,28 @@ impl<'a> TurnTexts<'a> {
 mod tests {
     use super::*;
 
+    /// Appends one turn, as [`crate::Db::append_turn`] does.
+    fn append_turn(
+        db: &Engine,
+        session: &str,
+        role: Role,
+        text: &str,
+        placement: Placement,
+    ) -> Result<TurnReceipt> {
+        let input = TurnInput {
+            placement,
+            ..TurnInput::new(role, text)
+        };
+        let mut receipts = append_turns(
+            db,
+            session,
+            &[input],
+            &crate::progress::NoProgress,
+            &CancelToken::new(),
+        )?;
+        Ok(receipts.remove(0))
+    }
+
     /// A store with session "s" of two turns, and what re-writing its last
     /// turn with the dialogue `corrupt` makes of it needs.
     fn rewrite(corrupt: impl FnOnce(&mut Dialogue)) -> (tempfile::TempDir, Engine) {
@@ -390,7 +591,7 @@ mod tests {
         let id = turn_doc_id("s", 1);
         let (doc, vectors, dag) = db.prepare_text(&id, text.into(), Format::Text).unwrap();
         db.store()
-            .put_turn(&doc, &vectors, &dag, &dialogue)
+            .put_turns(&[(doc, vectors, dag)], &dialogue)
             .unwrap();
         (dir, db)
     }
@@ -434,7 +635,7 @@ mod tests {
         };
         corrupt(dialogue(&db, "s").map(drop));
         corrupt(session(&db, "s").map(drop));
-        corrupt(session_context(&db, "s", 100).map(drop));
+        corrupt(session_context(&db, "s", 100, None).map(drop));
         corrupt(sessions(&db).map(drop));
         corrupt(db.store().check().map(drop));
         corrupt(append_turn(&db, "s", Role::User, "More fruit.", Placement::Auto).map(drop));

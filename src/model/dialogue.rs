@@ -115,6 +115,87 @@ pub struct Turn {
     /// o200k_base tokens of exactly that text (`text[bytes]`, gaps
     /// between EDUs such as list markers included), counted when appended.
     pub tokens: u64,
+    /// When it was said, in seconds since the Unix epoch (UTC), when the
+    /// caller gave a time ([`crate::memory::TurnInput::at`]).
+    pub at: Option<i64>,
+}
+
+/// The dialogue record of store format versions 3 and 4, whose turns had
+/// no time: read only to upgrade such a store's dialogues at open.
+pub mod v4 {
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use super::{Branch, Role, SummaryPick, Topic};
+
+    /// A turn as versions 3 and 4 stored it: [`super::Turn`] without `at`.
+    #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Turn {
+        /// See [`super::Turn::number`].
+        pub number: u32,
+        /// See [`super::Turn::role`].
+        pub role: Role,
+        /// See [`super::Turn::doc`].
+        pub doc: String,
+        /// See [`super::Turn::parent`].
+        pub parent: Option<u32>,
+        /// See [`super::Turn::topic`].
+        pub topic: u32,
+        /// See [`super::Turn::branch`].
+        pub branch: u32,
+        /// See [`super::Turn::summary`].
+        pub summary: SummaryPick,
+        /// See [`super::Turn::edus`].
+        pub edus: u32,
+        /// See [`super::Turn::bytes`].
+        pub bytes: [u32; 2],
+        /// See [`super::Turn::tokens`].
+        pub tokens: u64,
+    }
+
+    /// A dialogue as versions 3 and 4 stored it.
+    #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Dialogue {
+        /// See [`super::Dialogue::id`].
+        pub id: String,
+        /// Its turns, without times.
+        pub turns: Vec<Turn>,
+        /// See [`super::Dialogue::topics`].
+        pub topics: Vec<Topic>,
+        /// See [`super::Dialogue::branches`].
+        pub branches: Vec<Branch>,
+        /// See [`super::Dialogue::current`].
+        pub current: u32,
+    }
+
+    impl From<Dialogue> for super::Dialogue {
+        /// The same dialogue with no turn times.
+        fn from(old: Dialogue) -> super::Dialogue {
+            let turns = old
+                .turns
+                .into_iter()
+                .map(|t| super::Turn {
+                    number: t.number,
+                    role: t.role,
+                    doc: t.doc,
+                    parent: t.parent,
+                    topic: t.topic,
+                    branch: t.branch,
+                    summary: t.summary,
+                    edus: t.edus,
+                    bytes: t.bytes,
+                    tokens: t.tokens,
+                    at: None,
+                })
+                .collect();
+            super::Dialogue {
+                id: old.id,
+                turns,
+                topics: old.topics,
+                branches: old.branches,
+                current: old.current,
+            }
+        }
+    }
 }
 
 /// A chain of turns inside a topic: a topic's first branch starts at its

@@ -11,5 +11,6 @@ pub mod document;
 pub mod edu;
 pub mod ids;
 pub mod rank;
+pub mod time;
 pub mod tokens;
 pub mod tree;

@@ -46,13 +46,14 @@ use crate::model::edu::{ArchivedEdu, Edu};
 use crate::model::tree::{ArchivedTree, Tree};
 
 /// Version of the on-disk layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
-/// Older layouts this one reads as they are, and upgrades at open by
-/// recording [`FORMAT_VERSION`]: version 3 had no pieced records, and its
+/// Older layouts this one upgrades at open, in one batch with the new
+/// [`FORMAT_VERSION`] record: version 3 had no pieced records, and its
 /// whole records are read as before (a later write of a document stores it
-/// pieced).
-const UPGRADABLE_VERSIONS: [u32; 1] = [3];
+/// pieced); versions 3 and 4 stored turns without a time, so their
+/// dialogue records are rewritten ([`crate::model::dialogue::v4`]).
+const UPGRADABLE_VERSIONS: [u32; 2] = [3, 4];
 
 /// Records larger than this are stored in pieces of this size. A listing
 /// reads at most a page of 16 pieces (4 MiB) beside the metadata; smaller
@@ -453,11 +454,30 @@ impl Store {
             dir: dir.to_owned(),
         };
         if let Some(mut batch) = record {
+            if !store.db.is_empty() {
+                store.upgrade_dialogues(&mut batch)?;
+            }
             batch.insert(VERSION_KEY, &version(FORMAT_VERSION));
             store.apply(batch)?;
             store.flush()?;
         }
         Ok(store)
+    }
+
+    /// Adds to `batch` every dialogue record rewritten from the layout of
+    /// versions 3 and 4 ([`crate::model::dialogue::v4`]) to this one.
+    fn upgrade_dialogues(&self, batch: &mut Batch) -> Result<()> {
+        use crate::model::dialogue::v4;
+        // A record that does not decode in the old layout is left as it is:
+        // read in the new one it is damage, which `check` names.
+        for (key, value) in self.db.scan_prefix([SESSION]).map_while(|e| e.ok()) {
+            let old = rkyv::access::<v4::ArchivedDialogue, BoxedError>(&value)
+                .and_then(rkyv::deserialize::<v4::Dialogue, BoxedError>);
+            if let Ok(old) = old {
+                batch.insert(&key, &archive(&Dialogue::from(old))?);
+            }
+        }
+        Ok(())
     }
 
     /// The sequence number of the latest change (0 for a new store).
@@ -565,34 +585,45 @@ impl Store {
         self.apply_logged(batch, &[id]).map(Some)
     }
 
-    /// Writes a session's new turn: the turn's document, vectors and DAG
+    /// Writes new turns of a session: each turn's document, vectors and DAG
     /// (as [`Store::put`]) and the session's updated `dialogue`, whose
-    /// latest turn must be that document, in one atomic batch with one
-    /// change-log entry; returns its sequence number. A dialogue that does
-    /// not end with `doc` is refused and nothing is written.
-    pub fn put_turn(
+    /// latest turns must be those documents in order, in one atomic batch
+    /// with one change-log entry; returns its sequence number. A dialogue
+    /// that does not end with them is refused and nothing is written.
+    pub fn put_turns(
         &self,
-        doc: &Document,
-        vectors: &DocVectors,
-        dag: &Dag,
+        turns: &[(Document, DocVectors, Dag)],
         dialogue: &Dialogue,
     ) -> Result<u64> {
-        let id = &doc.meta.id;
-        let names_doc = dialogue.turns.last().is_some_and(|t| &t.doc == id)
-            && crate::model::ids::parse_turn_id(id).is_some_and(|(s, _)| s == dialogue.id);
-        if !names_doc {
+        let ids: Vec<&str> = turns.iter().map(|(doc, ..)| doc.meta.id.as_str()).collect();
+        let latest = dialogue
+            .turns
+            .len()
+            .checked_sub(ids.len())
+            .map(|from| &dialogue.turns[from..]);
+        let names_docs = latest.is_some_and(|latest| {
+            latest.iter().zip(&ids).all(|(turn, id)| {
+                turn.doc == *id
+                    && crate::model::ids::parse_turn_id(id).is_some_and(|(s, _)| s == dialogue.id)
+            })
+        });
+        if ids.is_empty() || !names_docs {
             return Err(Error::Invariant {
-                doc: id.clone(),
+                doc: ids
+                    .first()
+                    .map_or_else(|| format!("session {}", dialogue.id), |id| (*id).to_owned()),
                 message: format!(
-                    "a turn document must be the latest turn of its session's dialogue ({:?})",
+                    "turn documents must be the latest turns of their session's dialogue ({:?})",
                     dialogue.id
                 ),
             });
         }
         let mut batch = Batch::default();
-        self.insert_document(&mut batch, doc, vectors, dag)?;
+        for (doc, vectors, dag) in turns {
+            self.insert_document(&mut batch, doc, vectors, dag)?;
+        }
         batch.insert(&key(SESSION, &dialogue.id), &archive(dialogue)?);
-        self.apply_logged(batch, &[id])
+        self.apply_logged(batch, &ids)
     }
 
     /// The dialogue record of session `id`, if it exists.
@@ -1496,20 +1527,59 @@ mod tests {
     }
 
     #[test]
-    fn a_version_3_store_is_read_and_upgraded() {
-        let dir = tempfile::tempdir().unwrap();
-        {
+    fn version_3_and_4_stores_are_read_and_upgraded_with_their_dialogues() {
+        use crate::model::dialogue::v4;
+        for old_version in UPGRADABLE_VERSIONS {
+            let dir = tempfile::tempdir().unwrap();
+            let t0 = turn("s", 0);
+            let d = dialogue("s", &t0);
+            {
+                let store = Store::open(dir.path()).unwrap();
+                put(&store, &doc("a", "Text stored by an older version."));
+                store.put_turns(&[written(&t0)], &d).unwrap();
+                // The dialogue as versions 3 and 4 stored it: turns without times.
+                let old = v4::Dialogue {
+                    id: d.id.clone(),
+                    turns: d
+                        .turns
+                        .iter()
+                        .map(|t| v4::Turn {
+                            number: t.number,
+                            role: t.role,
+                            doc: t.doc.clone(),
+                            parent: t.parent,
+                            topic: t.topic,
+                            branch: t.branch,
+                            summary: t.summary,
+                            edus: t.edus,
+                            bytes: t.bytes,
+                            tokens: t.tokens,
+                        })
+                        .collect(),
+                    topics: d.topics.clone(),
+                    branches: d.branches.clone(),
+                    current: d.current,
+                };
+                let old = archive(&old).unwrap();
+                store.db.insert(key(SESSION, "s"), old.as_slice()).unwrap();
+                store
+                    .db
+                    .insert(VERSION_KEY, old_version.to_string().as_bytes())
+                    .unwrap();
+                store.flush().unwrap();
+                assert!(
+                    store.dialogue("s").is_err(),
+                    "the old layout does not read as the new"
+                );
+            }
             let store = Store::open(dir.path()).unwrap();
-            put(&store, &doc("a", "Text stored by version 3."));
-            store.db.insert(VERSION_KEY, b"3").unwrap();
-            store.flush().unwrap();
+            assert_eq!(
+                store.db.get(VERSION_KEY).unwrap().unwrap().as_ref(),
+                FORMAT_VERSION.to_string().as_bytes()
+            );
+            assert_eq!(store.dialogue("s").unwrap(), Some(d));
+            assert_eq!(store.check().unwrap(), 2);
         }
-        let store = Store::open(dir.path()).unwrap();
-        assert_eq!(
-            store.db.get(VERSION_KEY).unwrap().unwrap().as_ref(),
-            FORMAT_VERSION.to_string().as_bytes()
-        );
-        assert_eq!(store.check().unwrap(), 1);
     }
 
     /// How many keys name document `id`: whole records, manifests, pieces.
@@ -1659,6 +1729,7 @@ mod tests {
                 edus: doc.meta.edus,
                 bytes: [doc.edus[0].start, doc.edus[doc.edus.len() - 1].end],
                 tokens: doc.meta.tokens,
+                at: None,
             }],
             topics: vec![Topic {
                 id: 0,
@@ -1680,6 +1751,11 @@ mod tests {
         }
     }
 
+    /// What [`Store::put_turns`] writes for one turn document.
+    fn written(doc: &Document) -> (Document, DocVectors, Dag) {
+        (doc.clone(), vectors(doc), dag(doc))
+    }
+
     fn turn(session: &str, number: u32) -> Document {
         let id = crate::model::ids::turn_doc_id(session, number);
         analyze(
@@ -1697,7 +1773,7 @@ mod tests {
         let t0 = turn("s", 0);
         let d = dialogue("s", &t0);
         assert!(store.dialogues().unwrap().is_empty());
-        let seq = store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
+        let seq = store.put_turns(&[written(&t0)], &d).unwrap();
         // Both records, one log entry naming the turn document.
         assert_eq!(store.dialogue("s").unwrap(), Some(d.clone()));
         assert_eq!(
@@ -1720,9 +1796,7 @@ mod tests {
         let t1 = turn("s", 1);
         let other = turn("x", 0);
         for (doc, record) in [(&t1, &d), (&other, &d), (&t0, &dialogue("x", &t0))] {
-            let err = store
-                .put_turn(doc, &vectors(doc), &dag(doc), record)
-                .unwrap_err();
+            let err = store.put_turns(&[written(doc)], record).unwrap_err();
             assert!(matches!(err, Error::Invariant { .. }), "{err}");
             assert_eq!(store.last_seq().unwrap(), seq);
         }
@@ -1737,7 +1811,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let t0 = turn("s", 0);
         let d = dialogue("s", &t0);
-        store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
+        store.put_turns(&[written(&t0)], &d).unwrap();
         // What a torn write would leave: the dialogue without the document…
         for kind in RECORDS {
             store.db.remove(key(kind, &t0.meta.id)).unwrap();
@@ -1775,7 +1849,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let t0 = turn("s", 0);
         let d = dialogue("s", &t0);
-        let seq = store.put_turn(&t0, &vectors(&t0), &dag(&t0), &d).unwrap();
+        let seq = store.put_turns(&[written(&t0)], &d).unwrap();
         put(&store, &doc("keep", "Another document."));
         assert_eq!(store.remove_session("missing").unwrap(), None);
         let removed = store.remove_session("s").unwrap().unwrap();

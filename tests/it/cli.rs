@@ -531,6 +531,101 @@ fn dag_lists_nodes_and_edges_as_json_and_dot() {
 // codes and error messages.
 
 #[test]
+fn session_add_jsonl_and_times_then_a_context_for_a_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let lines = [
+        r#"{"text": "My sister adopted a grey cat called Biscuit.", "at": "2023-05-18T13:47:00Z"}"#,
+        r#"{"role": "assistant", "text": "What a lovely name for a cat!", "placement": "continue"}"#,
+        "",
+        r#"{"text": "Which trains run from Sapporo to Otaru?", "at": "2023-06-01", "placement": "new_topic"}"#,
+    ];
+    let path = dir.path().join("turns.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let receipts = json(
+        &db,
+        &["session", "add", "s", "--jsonl", path.to_str().unwrap()],
+    );
+    let receipts = receipts.as_array().unwrap();
+    assert_eq!(receipts.len(), 3);
+    assert_eq!(receipts[0]["at"], "2023-05-18T13:47:00Z");
+    assert_eq!(receipts[1]["at"], serde_json::Value::Null);
+    assert_eq!(
+        (receipts[1]["role"].as_str(), receipts[1]["parent"].as_u64()),
+        (Some("assistant"), Some(0))
+    );
+    assert_eq!(receipts[2]["at"], "2023-06-01T00:00:00Z");
+    assert_eq!(receipts[2]["topic"], 1);
+    // One turn with a time; a bad time is refused before anything is written.
+    let one = json(
+        &db,
+        &[
+            "session",
+            "add",
+            "s",
+            "--at",
+            "2023-06-02T08:00:00+02:00",
+            "And back?",
+        ],
+    );
+    assert_eq!(one["at"], "2023-06-02T06:00:00Z");
+    let out = edudb(&db, &["session", "add", "s", "--at", "yesterday", "When?"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("\"yesterday\" is not a time"),
+        "{}",
+        stderr(&out)
+    );
+    // A bad line names its file and line; nothing of the file is written.
+    std::fs::write(&path, format!("{}\n{{\"txt\": \"typo\"}}\n", lines[0])).unwrap();
+    let out = edudb(
+        &db,
+        &["session", "add", "s", "--jsonl", path.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("turns.jsonl:2: not a turn object"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(json(&db, &["session", "ls"])[0]["turns"], 4);
+    // The context for a query finds the old turn and its reply, with dates.
+    let context = json(
+        &db,
+        &[
+            "session",
+            "context",
+            "s",
+            "--budget",
+            "60",
+            "--query",
+            "What is the cat called?",
+        ],
+    );
+    let items = context["items"].as_array().unwrap();
+    let turns: Vec<u64> = items.iter().map(|i| i["turn"].as_u64().unwrap()).collect();
+    assert!(turns.contains(&0) && turns.contains(&1), "{context}");
+    let cat = items.iter().find(|i| i["turn"] == 0).unwrap();
+    assert_eq!(
+        (cat["kind"].as_str(), cat["at"].as_str()),
+        (Some("relevant_turn"), Some("2023-05-18T13:47:00Z"))
+    );
+    assert!(context["tokens_used"].as_u64().unwrap() <= 60);
+    let out = edudb(
+        &db,
+        &[
+            "session", "context", "s", "--budget", "60", "--query", "cat",
+        ],
+    );
+    assert!(
+        text(&out).contains("── turn #0 user (relevance ")
+            && text(&out).contains(" 2023-05-18T13:47:00Z @session/s/000000"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
 fn session_add_show_context_ls_rm() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
@@ -550,8 +645,8 @@ fn session_add_show_context_ls_rm() {
     assert_eq!(
         sorted_keys(&first),
         [
-            "branch", "decision", "doc", "edus", "parent", "role", "session", "summary", "tokens",
-            "topic", "turn"
+            "at", "branch", "decision", "doc", "edus", "parent", "role", "session", "summary",
+            "tokens", "topic", "turn"
         ]
     );
     let second = json(

@@ -297,7 +297,7 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
     branched(&db);
     let dialogue = db.dialogue("trip").unwrap();
     assert_eq!(dialogue.active_path(), [0, 1, 6, 7]);
-    let context = db.session_context("trip", 100_000).unwrap();
+    let context = db.session_context("trip", 100_000, None).unwrap();
     assert_eq!(context.history_tokens, dialogue.tokens());
     assert!(context.tokens_used < context.history_tokens);
     assert_eq!(context.path_turns, 4);
@@ -350,7 +350,9 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
                 assert_eq!(turn.topic, 1);
                 summarised_topics.insert(item.topic);
             }
-            ContextKind::PathTurn => unreachable!(),
+            ContextKind::PathTurn | ContextKind::RelevantTurn => {
+                panic!("no query: no relevant turns, and path turns were filtered out")
+            }
         }
     }
     assert_eq!(summarised_topics, HashSet::from([1]));
@@ -364,7 +366,7 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
     // recent path turns first.
     let current_tokens = dialogue.turns[7].tokens;
     for budget in [1, 5, current_tokens, current_tokens + 10, 60, 90, 150, 250] {
-        let context = db.session_context("trip", budget).unwrap();
+        let context = db.session_context("trip", budget, None).unwrap();
         assert!(context.tokens_used <= budget, "{budget}: {context:?}");
         let path: Vec<u32> = context
             .items
@@ -390,11 +392,11 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
         }
     }
     assert!(matches!(
-        db.session_context("nobody", 100),
+        db.session_context("nobody", 100, None),
         Err(Error::NoSuchSession(_))
     ));
     // A budget of 0 is refused, as BUDGET 0 is in a query.
-    let err = db.session_context("trip", 0).unwrap_err();
+    let err = db.session_context("trip", 0, None).unwrap_err();
     assert!(
         matches!(err, Error::Usage(_)) && err.to_string().contains("budget of 0"),
         "{err}"
@@ -436,11 +438,11 @@ fn context_text_never_holds_more_tokens_than_counted() {
         assert_eq!(u64::from(edudb::model::tokens::count(span)), turn.tokens);
     }
     let history = db
-        .session_context("lists", u64::MAX)
+        .session_context("lists", u64::MAX, None)
         .unwrap()
         .history_tokens;
     for budget in (1..=history + 10).step_by(3) {
-        let context = db.session_context("lists", budget).unwrap();
+        let context = db.session_context("lists", budget, None).unwrap();
         let mut recounted = 0u64;
         for item in &context.items {
             // Recount the text returned, not the stated counts.
@@ -455,7 +457,7 @@ fn context_text_never_holds_more_tokens_than_counted() {
         assert!(context.tokens_used <= budget);
     }
     // With room for everything, the path turns are returned whole.
-    let all = db.session_context("lists", history).unwrap();
+    let all = db.session_context("lists", history, None).unwrap();
     assert!(
         all.items
             .iter()
@@ -778,12 +780,12 @@ fn sessions_survive_reopen_and_remove_session_removes_everything() {
         travel(&db, "second");
         (
             db.session("trip").unwrap(),
-            db.session_context("trip", 200).unwrap(),
+            db.session_context("trip", 200, None).unwrap(),
         )
     };
     let db = Db::open(&path).unwrap();
     assert_eq!(db.session("trip").unwrap(), view);
-    assert_eq!(db.session_context("trip", 200).unwrap(), context);
+    assert_eq!(db.session_context("trip", 200, None).unwrap(), context);
     assert_eq!(db.check().unwrap().sessions, 2);
     let stats = db.stats().unwrap();
     assert_eq!(
@@ -982,4 +984,205 @@ fn a_store_of_mostly_turns_answers_vector_searches_over_documents_exactly() {
             .iter()
             .all(|i| i.doc.starts_with("@session/trip/"))
     );
+}
+
+/// Turns that say nothing about cats, to bury the ones that do.
+fn filler(n: usize) -> String {
+    let subjects = [
+        "the garden",
+        "a train timetable",
+        "the football match",
+        "a new recipe",
+        "the weather",
+    ];
+    format!(
+        "Turn {n}: we talked about {} for a while, and then about {} again.",
+        subjects[n % subjects.len()],
+        subjects[(n / 5) % subjects.len()]
+    )
+}
+
+#[test]
+fn append_turns_is_one_write_that_places_turns_as_one_by_one_appends_do() {
+    use edudb::{CancelToken, NoProgress, TurnInput};
+    let (_dir, db) = store();
+    let inputs: Vec<TurnInput> = TRAVEL
+        .iter()
+        .map(|&(role, text)| TurnInput::new(role, text))
+        .chain([
+            TurnInput::new(Role::User, PYTHON),
+            TurnInput::new(Role::User, BACK_TO_TRAVEL),
+        ])
+        .enumerate()
+        .map(|(i, input)| TurnInput {
+            at: Some(1_684_417_620 + 60 * i as i64),
+            ..input
+        })
+        .collect();
+    let before = last_change(&db);
+    let receipts = db
+        .append_turns("bulk", &inputs, &NoProgress, &CancelToken::new())
+        .unwrap();
+    // One atomic batch: one change per turn document, written together.
+    assert_eq!(last_change(&db), before + inputs.len() as u64);
+    for input in &inputs {
+        db.append_turns(
+            "single",
+            std::slice::from_ref(input),
+            &NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap();
+    }
+    let (bulk, single) = (db.dialogue("bulk").unwrap(), db.dialogue("single").unwrap());
+    for (a, b) in bulk.turns.iter().zip(&single.turns) {
+        assert_eq!(
+            (a.parent, a.topic, a.branch, a.summary, a.at),
+            (b.parent, b.topic, b.branch, b.summary, b.at)
+        );
+    }
+    assert_eq!(bulk.topics.len(), single.topics.len());
+    assert_eq!(receipts[4].at, Some(1_684_417_860));
+    assert_eq!(bulk.turns[4].at, Some(1_684_417_860));
+    // All or nothing: a turn with no words, or a cancelled token, writes
+    // none of the batch.
+    let written = last_change(&db);
+    let bad = [
+        TurnInput::new(Role::User, "Fine."),
+        TurnInput::new(Role::User, "\u{2028}\u{c} \u{85}"),
+        TurnInput::new(Role::User, "Good."),
+    ];
+    let err = db
+        .append_turns("bulk", &bad, &NoProgress, &CancelToken::new())
+        .unwrap_err();
+    assert!(matches!(err, Error::EmptyTurn { .. }), "{err}");
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let err = db
+        .append_turns("bulk", &bad[..1], &NoProgress, &cancel)
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled), "{err}");
+    let err = db
+        .append_turns(
+            "bulk",
+            &[TurnInput {
+                placement: Placement::Fork(99),
+                ..bad[0].clone()
+            }],
+            &NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::NoSuchTurn { turn: 99, .. }), "{err}");
+    assert_eq!(last_change(&db), written);
+    assert_eq!(db.dialogue("bulk").unwrap().turns.len(), inputs.len());
+    db.check().unwrap();
+}
+
+#[test]
+fn a_query_aware_context_answers_from_the_whole_history() {
+    use edudb::{CancelToken, NoProgress, TurnInput};
+    let (_dir, db) = store();
+    let mut inputs = vec![
+        TurnInput::new(
+            Role::User,
+            "My sister adopted a grey cat, and she called it Biscuit.",
+        ),
+        TurnInput::new(Role::Assistant, "That is a sweet name. How old is it?"),
+        TurnInput::new(Role::User, "Two years old, and very shy."),
+    ];
+    inputs.extend((0..60).map(|n| TurnInput::new(Role::User, filler(n))));
+    let inputs: Vec<TurnInput> = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, input)| TurnInput {
+            at: Some(86_400 * i as i64),
+            ..input
+        })
+        .collect();
+    db.append_turns("long", &inputs, &NoProgress, &CancelToken::new())
+        .unwrap();
+    let dialogue = db.dialogue("long").unwrap();
+    let budget = 120;
+    let plain = db.session_context("long", budget, None).unwrap();
+    assert!(
+        plain.items.iter().all(|i| i.turn > 2),
+        "without a query the old turns are out of reach"
+    );
+    let context = db
+        .session_context("long", budget, Some("Which cat did my sister adopt?"))
+        .unwrap();
+    assert!(context.tokens_used <= budget);
+    assert_eq!(
+        context.tokens_used,
+        context.items.iter().map(|i| i.tokens).sum::<u64>()
+    );
+    let by_turn = |turn: u32| context.items.iter().find(|i| i.turn == turn);
+    let cat = by_turn(0).expect("the relevant turn");
+    assert_eq!((cat.kind, cat.at), (ContextKind::RelevantTurn, Some(0)));
+    assert!(cat.score.unwrap() > 0.0);
+    // Its reply comes along as a neighbour, at a lower claim.
+    let reply = by_turn(1).expect("the neighbour");
+    assert!(reply.score.unwrap() < cat.score.unwrap());
+    // The recent path is still there: the current turn.
+    let current = by_turn(dialogue.current).expect("the current turn");
+    assert_eq!(current.kind, ContextKind::PathTurn);
+    // Exact coordinates; grouped by topic, chronological within one.
+    for item in &context.items {
+        let text = db.document(&item.doc).unwrap().text().unwrap().to_owned();
+        assert_eq!(
+            item.text,
+            text[item.bytes[0] as usize..item.bytes[1] as usize]
+        );
+        assert_eq!(item.at, dialogue.turns[item.turn as usize].at);
+    }
+    for pair in context.items.windows(2) {
+        if pair[0].topic == pair[1].topic {
+            assert!(
+                pair[0].turn <= pair[1].turn,
+                "{:?}",
+                (pair[0].turn, pair[1].turn)
+            );
+        }
+    }
+    let topics: Vec<u32> = context.items.iter().map(|i| i.topic).collect();
+    let mut seen = HashSet::new();
+    let mut last = None;
+    for topic in topics {
+        assert!(
+            last == Some(topic) || seen.insert(topic),
+            "topic {topic} comes back after another"
+        );
+        last = Some(topic);
+    }
+    // A query with no indexed words is a context of recent turns only.
+    let none = db.session_context("long", budget, Some("?!")).unwrap();
+    assert!(none.items.iter().all(|i| i.kind == ContextKind::PathTurn));
+    assert!(matches!(
+        db.session_context("long", 0, Some("cat")),
+        Err(Error::Usage(_))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// Whatever the query and budget, a query-aware context stays within
+    /// its budget and names each turn at most once.
+    #[test]
+    fn a_query_aware_context_never_exceeds_its_budget(
+        budget in 1u64..400,
+        words in proptest::collection::vec("(garden|train|cat|recipe|weather|Biscuit|x)", 0..5),
+    ) {
+        use edudb::{CancelToken, NoProgress, TurnInput};
+        let (_dir, db) = store();
+        let inputs: Vec<TurnInput> = (0..25).map(|n| TurnInput::new(Role::User, filler(n))).collect();
+        db.append_turns("p", &inputs, &NoProgress, &CancelToken::new()).unwrap();
+        let context = db.session_context("p", budget, Some(&words.join(" "))).unwrap();
+        prop_assert!(context.tokens_used <= budget);
+        let mut turns = HashSet::new();
+        for item in &context.items {
+            prop_assert!(turns.insert(item.turn), "turn {} twice", item.turn);
+        }
+    }
 }
