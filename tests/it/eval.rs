@@ -574,3 +574,74 @@ proptest! {
         prop_assert_eq!(tree_edit_distance(&b, &a, relabel), expected);
     }
 }
+
+/// `eval memory` on a small LoCoMo-format conversation: the question's
+/// evidence is an old turn and its reply, buried under later sessions.
+#[test]
+fn memory_eval_scores_each_method_per_category_on_a_locomo_conversation() {
+    use edudb::eval::memory::{self, METHODS};
+    let dir = tempfile::tempdir().unwrap();
+    let mut later: Vec<serde_json::Value> = Vec::new();
+    for n in 0..40 {
+        later.push(serde_json::json!({
+            "speaker": if n % 2 == 0 { "Sam" } else { "Evan" },
+            "dia_id": format!("D2:{}", n + 1),
+            "text": format!("Session two, turn {n}: the weather and the garden again."),
+        }));
+    }
+    let conversation = serde_json::json!({
+        "speaker_a": "Sam",
+        "speaker_b": "Evan",
+        "session_1_date_time": "1:47 pm on 18 May, 2023",
+        "session_1": [
+            {"speaker": "Sam", "dia_id": "D1:1", "text": "I just bought a blue Prius for the family."},
+            {"speaker": "Evan", "dia_id": "D1:2", "text": "Nice! Is it comfortable on long drives?",
+             "blip_caption": "a photo of a car on a mountain road"},
+        ],
+        "session_2_date_time": "10:04 am on 19 October, 2023",
+        "session_2": later,
+        "qa": [
+            {"question": "What car did Sam buy?", "answer": "Prius", "evidence": ["D1:1", "D1:2"], "category": 4},
+            {"question": "No evidence named here.", "answer": "x", "evidence": ["D9:9"], "category": 1},
+        ],
+    });
+    let path = dir.path().join("conv.json");
+    std::fs::write(&path, conversation.to_string()).unwrap();
+    let loaded = memory::load_locomo(&path).unwrap();
+    assert_eq!(loaded.turns.len(), 42);
+    assert_eq!(
+        loaded.turns[1].text,
+        "Evan: Nice! Is it comfortable on long drives? [shares a photo of a car on a mountain road]"
+    );
+    assert_eq!(loaded.turns[1].role, edudb::Role::Assistant);
+    assert_eq!(loaded.turns[0].at, Some(1_684_417_620));
+    assert_eq!((loaded.questions.len(), loaded.unknown_evidence), (1, 1));
+    assert_eq!(loaded.questions[0].evidence, [0, 1]);
+    let (observations, times) = memory::evaluate_memory(
+        std::slice::from_ref(&loaded),
+        &[128, 256],
+        &edudb::OpenOptions::default(),
+        &NoProgress,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(times.conversations[0].1, 42);
+    // Every method at every budget, under the category and under "all".
+    assert_eq!(observations.len(), METHODS.len() * 2 * 2);
+    let recall = |method: &str, budget: u64| {
+        observations
+            .iter()
+            .find(|o| o.method == method && o.budget == budget && o.dataset == "single-hop")
+            .unwrap()
+            .recall
+    };
+    assert_eq!(recall("context+query", 128), 1.0);
+    assert_eq!(recall("recency", 256), 0.0);
+    assert!(
+        recall("context", 128) < 1.0,
+        "without the question, the old turns are not all there"
+    );
+    assert!(observations.iter().all(|o| o.tokens <= o.budget));
+    let err = memory::load_locomo(&dir.path().join("missing.json")).unwrap_err();
+    assert!(err.to_string().contains("missing.json"), "{err}");
+}
