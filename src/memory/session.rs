@@ -14,7 +14,7 @@ use crate::memory::summary;
 use crate::model::dag::Dag;
 use crate::model::dialogue::{
     BranchView, Dialogue, MAX_TURNS, Role, SessionMeta, SessionView, SummaryPick, SummaryText,
-    TopicView, TurnView, span_text,
+    TimedTurns, TopicView, TurnView, span_text,
 };
 use crate::model::document::{DocVectors, Document, Format};
 use crate::model::ids::{parse_turn_id, turn_doc_id, validate_session_id};
@@ -490,13 +490,14 @@ pub(crate) fn check_session_documents(engine: &Engine) -> Vec<Damaged> {
     damaged
 }
 
-/// The turn document ids of session `id` in turn order, or `None` when
-/// it does not exist (for the `session('id')` query scope).
-pub(crate) fn session_turn_ids(engine: &Engine, id: &str) -> Result<Option<Vec<String>>> {
+/// The turn document ids of session `id` in turn order, each with its
+/// time, or `None` when the session does not exist (for the
+/// `session('id')` query scope).
+pub(crate) fn session_turns(engine: &Engine, id: &str) -> Result<Option<TimedTurns>> {
     Ok(engine
         .store()
         .dialogue(id)?
-        .map(|d| d.turns.into_iter().map(|t| t.doc).collect()))
+        .map(|d| d.turns.into_iter().map(|t| (t.doc, t.at)).collect()))
 }
 
 /// Reads turn texts for summary picks, each document once.

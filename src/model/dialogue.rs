@@ -18,6 +18,10 @@ pub const MAX_SUMMARY_PICKS: usize = 3;
 /// Most turns one session holds: turn numbers are zero-padded to 6 digits.
 pub const MAX_TURNS: u32 = 1_000_000;
 
+/// A session's turn document ids in turn order, each with its time
+/// (seconds since the Unix epoch) when it has one.
+pub type TimedTurns = Vec<(String, Option<i64>)>;
+
 /// Who spoke a turn.
 #[derive(
     Archive,

@@ -68,7 +68,7 @@ pub enum Scope {
     Session(Value),
 }
 
-/// Comparison operators of `level`.
+/// Comparison operators of `level` and `time`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompareOp {
     /// `=`
@@ -103,6 +103,8 @@ pub enum Pred {
     Title(Value),
     /// `doc = 'id'`
     Doc(Value),
+    /// `time <op> 'RFC 3339 time or date'`: a session turn's time.
+    Time(CompareOp, Value),
     /// Every one holds (two or more: a chain of `AND`s is one list, so its
     /// length never deepens the tree).
     And(Vec<Pred>),
@@ -162,6 +164,9 @@ pub enum Order {
     Position,
     /// Best first.
     Score,
+    /// By the time of each item's session turn (items without one last, in
+    /// document order).
+    Time,
 }
 
 /// A SELECT statement; `at` fields locate clauses for semantic errors.

@@ -46,8 +46,8 @@ impl Catalog for Engine {
             .collect())
     }
 
-    fn session_turns(&self, id: &str) -> Result<Option<Vec<String>>> {
-        sessions::session_turn_ids(self, id)
+    fn session_turns(&self, id: &str) -> Result<Option<crate::model::dialogue::TimedTurns>> {
+        sessions::session_turns(self, id)
     }
 
     fn document_size(&self, id: &str) -> Result<Option<(u32, u32)>> {
@@ -419,7 +419,10 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
     if let Some(filter) = &plan.filter {
         let timer = Timer::start();
         let before = candidates.len();
-        candidates.retain(|c| matches(filter, &views[c.doc], c));
+        candidates.retain(|c| {
+            let view = &views[c.doc];
+            matches(filter, view, c, plan.times.get(&view.id).copied())
+        });
         timer.stop(
             stages,
             "filter",
@@ -469,13 +472,14 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
         (candidates.len(), picked.picks.len()),
     );
     let timer = Timer::start();
-    let items = linearise(&views, picked.picks, plan.order);
+    let items = linearise(&views, picked.picks, plan.order, &plan.times);
     timer.stop(
         stages,
         "linearise",
         match plan.order {
             Order::Position => "document order, grouped by document".to_owned(),
             Order::Score => "best first".to_owned(),
+            Order::Time => "by the time of each session turn".to_owned(),
         },
         (items.len(), items.len()),
     );
@@ -814,19 +818,24 @@ fn propagate(
     Ok((out, detail, device))
 }
 
-fn matches(filter: &Filter, view: &View, candidate: &Candidate) -> bool {
+/// `actual <op> wanted`.
+fn compare<T: PartialOrd>(op: CompareOp, actual: T, wanted: T) -> bool {
+    match op {
+        CompareOp::Eq => actual == wanted,
+        CompareOp::Ne => actual != wanted,
+        CompareOp::Lt => actual < wanted,
+        CompareOp::Le => actual <= wanted,
+        CompareOp::Gt => actual > wanted,
+        CompareOp::Ge => actual >= wanted,
+    }
+}
+
+/// Whether `candidate` of `view` (whose session turn time is `time`)
+/// meets `filter`.
+fn matches(filter: &Filter, view: &View, candidate: &Candidate, time: Option<i64>) -> bool {
     match filter {
-        Filter::Level(op, level) => {
-            let actual = view.level(candidate);
-            match op {
-                CompareOp::Eq => actual == *level,
-                CompareOp::Ne => actual != *level,
-                CompareOp::Lt => actual < *level,
-                CompareOp::Le => actual <= *level,
-                CompareOp::Gt => actual > *level,
-                CompareOp::Ge => actual >= *level,
-            }
-        }
+        Filter::Level(op, level) => compare(*op, view.level(candidate), *level),
+        Filter::Time(op, wanted) => time.is_some_and(|time| compare(*op, time, *wanted)),
         Filter::Kind(equal, kind) => {
             let actual = candidate.node.map(|n| view.node(n).kind);
             (actual == *kind) == *equal
@@ -835,9 +844,9 @@ fn matches(filter: &Filter, view: &View, candidate: &Candidate) -> bool {
             .node
             .is_some_and(|n| regex.is_match(view.node(n).title.as_str())),
         Filter::Doc(id) => view.id == *id,
-        Filter::And(filters) => filters.iter().all(|f| matches(f, view, candidate)),
-        Filter::Or(filters) => filters.iter().any(|f| matches(f, view, candidate)),
-        Filter::Not(a) => !matches(a, view, candidate),
+        Filter::And(filters) => filters.iter().all(|f| matches(f, view, candidate, time)),
+        Filter::Or(filters) => filters.iter().any(|f| matches(f, view, candidate, time)),
+        Filter::Not(a) => !matches(a, view, candidate, time),
     }
 }
 
@@ -885,7 +894,12 @@ fn expand(view: &View, candidate: &Candidate, growth: Growth) -> Candidate {
 }
 
 /// Orders picks and reads their text.
-fn linearise(views: &[View], mut picks: Vec<Candidate>, order: Order) -> Vec<Item> {
+fn linearise(
+    views: &[View],
+    mut picks: Vec<Candidate>,
+    order: Order,
+    times: &HashMap<String, i64>,
+) -> Vec<Item> {
     match order {
         Order::Position => {
             // A session reads as one document: its turns in the order spoken
@@ -917,6 +931,19 @@ fn linearise(views: &[View], mut picks: Vec<Candidate>, order: Order) -> Vec<Ite
                 .then(a.doc.cmp(&b.doc))
                 .then(a.span.first.cmp(&b.span.first))
         }),
+        Order::Time => {
+            // Untimed items last (`None` sorts first, so compare reversed
+            // presence), then in document order.
+            let time = |pick: &Candidate| times.get(&views[pick.doc].id).copied();
+            picks.sort_by(|a, b| {
+                let (ta, tb) = (time(a), time(b));
+                tb.is_some()
+                    .cmp(&ta.is_some())
+                    .then(ta.cmp(&tb))
+                    .then(views[a.doc].id.cmp(&views[b.doc].id))
+                    .then(a.span.first.cmp(&b.span.first))
+            });
+        }
     }
     picks.iter().map(|p| views[p.doc].item(p)).collect()
 }

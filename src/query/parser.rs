@@ -10,7 +10,7 @@ use super::lexer::{Token, TokenKind, tokenize};
 
 /// Every word of the grammar, spelt as in `docs/query-language.md` (for
 /// completion in the console; a test keeps it equal to the documented EBNF).
-pub const KEYWORDS: [&str; 49] = [
+pub const KEYWORDS: [&str; 51] = [
     "ALPHA",
     "AND",
     "BM25",
@@ -51,6 +51,7 @@ pub const KEYWORDS: [&str; 49] = [
     "TEXT",
     "THRESHOLD",
     "TOKENS",
+    "TIME",
     "TRAVERSE",
     "TREE",
     "WHERE",
@@ -59,6 +60,7 @@ pub const KEYWORDS: [&str; 49] = [
     "kind",
     "level",
     "session",
+    "time",
     "title",
 ];
 
@@ -338,9 +340,12 @@ impl Parser<'_> {
                     self.advance();
                     self.expect_word("BY")?;
                     select.order = Some(
-                        match self.one_of(&["POSITION", "SCORE"], "POSITION or SCORE")? {
+                        match self
+                            .one_of(&["POSITION", "SCORE", "TIME"], "POSITION, SCORE or TIME")?
+                        {
                             "POSITION" => Order::Position,
-                            _ => Order::Score,
+                            "SCORE" => Order::Score,
+                            _ => Order::Time,
                         },
                     );
                 }
@@ -460,12 +465,19 @@ impl Parser<'_> {
             self.nesting -= 1;
             return Ok(pred);
         }
-        let fields = ["LEVEL", "KIND", "TITLE", "DOC"];
-        let field = self.one_of(&fields, "a condition on level, kind, title or doc")?;
+        let fields = ["LEVEL", "KIND", "TITLE", "DOC", "TIME"];
+        let field = self.one_of(&fields, "a condition on level, kind, title, doc or time")?;
         match field {
             "LEVEL" => {
                 let op = self.compare_op()?;
                 Ok(Pred::Level(op, self.number("a level")?))
+            }
+            "TIME" => {
+                let op = self.compare_op()?;
+                Ok(Pred::Time(
+                    op,
+                    self.string("a time in quotes, such as '2023-05-01'")?,
+                ))
             }
             "KIND" => {
                 let equal = if self.eat_symbol("=") {

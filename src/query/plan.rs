@@ -3,12 +3,14 @@
 //! 0, an absurd number, a clause whose index does not exist yet) is raised
 //! here, pointing at the value or clause at fault.
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 use regex::Regex;
 
 use super::ast::{self, CompareOp, Expand, Order, Output, Scope, Seed, Show, Statement, ValueKind};
 use super::error::{QueryError, nearest};
+use crate::model::dialogue::TimedTurns;
 use crate::model::tree::NodeKind;
 use crate::query::params::{Param, Params};
 
@@ -74,6 +76,9 @@ pub struct SelectPlan {
     pub order: Order,
     /// Most items returned.
     pub limit: usize,
+    /// The times of the scope's session turns, by document id (empty
+    /// unless the scope is a session).
+    pub times: HashMap<String, i64>,
 }
 
 /// A bound PROPAGATE.
@@ -114,6 +119,16 @@ pub enum SeedMethod {
     },
 }
 
+/// Where a `time` condition is written in `pred`, if it has one.
+fn time_condition(pred: &ast::Pred) -> Option<Range<usize>> {
+    match pred {
+        ast::Pred::Time(_, value) => Some(value.at.clone()),
+        ast::Pred::And(preds) | ast::Pred::Or(preds) => preds.iter().find_map(time_condition),
+        ast::Pred::Not(pred) => time_condition(pred),
+        _ => None,
+    }
+}
+
 /// HYBRID's alpha when none is given: vectors and BM25 weigh the same.
 pub const DEFAULT_HYBRID_ALPHA: f32 = 0.5;
 
@@ -128,6 +143,9 @@ pub enum Filter {
     Title(Regex),
     /// `doc = 'id'`
     Doc(String),
+    /// `time <op> t`: the candidate's session turn's time (seconds since
+    /// the Unix epoch); a turn without a time never matches.
+    Time(CompareOp, i64),
     /// Every one.
     And(Vec<Filter>),
     /// At least one.
@@ -181,8 +199,10 @@ pub trait Catalog {
     fn document_size(&self, id: &str) -> crate::error::Result<Option<(u32, u32)>>;
     /// Every session id, sorted.
     fn session_ids(&self) -> crate::error::Result<Vec<String>>;
-    /// A session's turn document ids in turn order, `None` when it does not exist.
-    fn session_turns(&self, id: &str) -> crate::error::Result<Option<Vec<String>>>;
+    /// A session's turn document ids in turn order, each with its time
+    /// (seconds since the Unix epoch) when it has one; `None` when the
+    /// session does not exist.
+    fn session_turns(&self, id: &str) -> crate::error::Result<Option<TimedTurns>>;
 }
 
 /// Binds `statement` (parsed from `source`) with `params` against `catalog`.
@@ -343,7 +363,7 @@ impl Binder<'_> {
 
     /// An existing session id and its turn documents, or an error
     /// suggesting the nearest session.
-    fn session(&self, value: &ast::Value) -> crate::error::Result<(String, Vec<String>)> {
+    fn session(&self, value: &ast::Value) -> crate::error::Result<(String, TimedTurns)> {
         let id = self.text(value)?;
         if let Some(turns) = self.catalog.session_turns(&id)? {
             return Ok((id, turns));
@@ -359,6 +379,7 @@ impl Binder<'_> {
     }
 
     fn select(&self, select: &ast::Select) -> crate::error::Result<SelectPlan> {
+        let mut times = HashMap::new();
         let (docs, scope_text) = match &select.scope {
             // Session turns are documents but not part of `*`: the indexes
             // keep them apart (see `FullTextReader::rank`).
@@ -376,11 +397,29 @@ impl Binder<'_> {
                 let matching = ids.into_iter().filter(|id| matcher.is_match(id)).collect();
                 (Some(matching), self.source[at.clone()].to_owned())
             }
-            Some((Scope::Session(value), at)) => (
-                Some(self.session(value)?.1),
-                self.source[at.clone()].to_owned(),
-            ),
+            Some((Scope::Session(value), at)) => {
+                let turns = self.session(value)?.1;
+                times.extend(
+                    turns
+                        .iter()
+                        .filter_map(|(doc, at)| Some((doc.clone(), (*at)?))),
+                );
+                let docs = turns.into_iter().map(|(doc, _)| doc).collect();
+                (Some(docs), self.source[at.clone()].to_owned())
+            }
         };
+        let in_session = matches!(select.scope, Some((Scope::Session(_), _)));
+        if let Some(at) = select
+            .filter
+            .as_ref()
+            .and_then(time_condition)
+            .filter(|_| !in_session)
+        {
+            return Err(self
+                .error(at, "time is a property of session turns")
+                .with_hint("scope the query to a session: FROM session('id')")
+                .into());
+        }
         let filter = select.filter.as_ref().map(|p| self.filter(p)).transpose()?;
         let seed = match &select.seed {
             None => None,
@@ -505,6 +544,7 @@ impl Binder<'_> {
             budget,
             order,
             limit,
+            times,
         })
     }
 
@@ -562,6 +602,12 @@ impl Binder<'_> {
                 Filter::Title(regex)
             }
             ast::Pred::Doc(value) => Filter::Doc(self.document(value)?),
+            ast::Pred::Time(op, value) => {
+                let text = self.text(value)?;
+                let at = crate::model::time::parse(&text)
+                    .map_err(|e| self.error(value.at.clone(), e.to_string()))?;
+                Filter::Time(*op, at)
+            }
             ast::Pred::And(preds) => Filter::And(self.filters(preds)?),
             ast::Pred::Or(preds) => Filter::Or(self.filters(preds)?),
             ast::Pred::Not(a) => Filter::Not(Box::new(self.filter(a)?)),

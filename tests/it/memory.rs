@@ -1186,3 +1186,89 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn turns_filter_and_order_by_time_in_the_session_scope() {
+    use edudb::{CancelToken, NoProgress, TurnInput};
+    let (_dir, db) = store();
+    // Times out of turn order, and one turn without a time.
+    let times = [
+        Some("2023-05-03"),
+        Some("2023-05-01T09:00:00Z"),
+        None,
+        Some("2023-06-10"),
+    ];
+    let inputs: Vec<TurnInput> = times
+        .iter()
+        .enumerate()
+        .map(|(n, at)| TurnInput {
+            at: at.map(|t| edudb::model::time::parse(t).unwrap()),
+            ..TurnInput::new(
+                Role::User,
+                format!("Turn {n} about the garden and its roses."),
+            )
+        })
+        .collect();
+    db.append_turns("t", &inputs, &NoProgress, &CancelToken::new())
+        .unwrap();
+    let turns = |statement: &str| -> Vec<u32> {
+        let items = selection(&db, statement).items;
+        let mut turns: Vec<u32> = items
+            .iter()
+            .map(|i| {
+                edudb::memory::parse_turn_id(&i.doc)
+                    .unwrap()
+                    .1
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        turns.dedup();
+        turns
+    };
+    assert_eq!(
+        turns(
+            "SELECT FROM session('t') WHERE time >= '2023-05-02' ORDER BY TIME BUDGET 1000 TOKENS"
+        ),
+        [0, 3]
+    );
+    assert_eq!(
+        turns(
+            "SELECT FROM session('t') WHERE time < '2023-05-03T00:00:01Z' ORDER BY TIME BUDGET 1000 TOKENS"
+        ),
+        [1, 0]
+    );
+    // A turn without a time fails every time comparison, so passes its NOT.
+    assert_eq!(
+        turns(
+            "SELECT FROM session('t') WHERE NOT time < '2023-05-02' ORDER BY TIME BUDGET 1000 TOKENS"
+        ),
+        [0, 3, 2]
+    );
+    // ORDER BY TIME: timed turns by time, untimed last.
+    assert_eq!(
+        turns("SELECT FROM session('t') SEED BM25('garden roses') ORDER BY TIME LIMIT 10"),
+        [1, 0, 3, 2]
+    );
+    // Errors say where: time outside a session scope, a bad time.
+    for (statement, wanted, hint) in [
+        (
+            "SELECT FROM * WHERE time > '2023-05-01'",
+            "time is a property of session turns",
+            true,
+        ),
+        (
+            "SELECT FROM session('t') WHERE time > 'May'",
+            "is not a time",
+            false,
+        ),
+    ] {
+        let err = match db.query(statement, &Params::new()) {
+            Err(Error::Query(error)) => error,
+            other => panic!("{statement}: {other:?}"),
+        };
+        assert!(err.message.contains(wanted), "{err}");
+        assert_eq!(&statement[err.underline.clone()][..1], "'", "{err}");
+        assert_eq!(err.hint.is_some(), hint, "{err}");
+    }
+}
