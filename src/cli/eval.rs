@@ -84,6 +84,11 @@ pub enum EvalCommand {
         /// Seed of the bootstrap's generator.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Keep the stores in this directory and reuse them on the next run
+        /// (a store built with a local model takes minutes); default: a
+        /// temporary directory.
+        #[arg(long, value_name = "DIR")]
+        stores: Option<PathBuf>,
     },
     /// Strip the headings of Markdown files, rebuild each tree from the text
     /// alone, and score it against the heading tree.
@@ -244,6 +249,7 @@ pub fn run(
             budgets,
             resamples,
             seed,
+            stores,
         } => {
             let loaded = conversations
                 .iter()
@@ -254,8 +260,14 @@ pub fn run(
                 ..Default::default()
             };
             let bars = Bars::new(quiet || as_json);
-            let (observations, times) =
-                memory::evaluate_memory(&loaded, budgets, &options, &bars, &CancelToken::new())?;
+            let (observations, times) = memory::evaluate_memory(
+                &loaded,
+                budgets,
+                &options,
+                stores.as_deref(),
+                &bars,
+                &CancelToken::new(),
+            )?;
             let summary = eval::summarise(&observations, *resamples, *seed);
             if as_json {
                 render::json(out, &json!({ "summary": summary, "loading": times }))?;

@@ -217,28 +217,33 @@ pub struct LoadTimes {
     pub conversations: Vec<(String, usize, f64)>,
 }
 
-/// Loads each conversation into a fresh store (built with `options` in a
-/// temporary directory) and scores every method of [`METHODS`] on every
-/// question at every budget. Observations name the category as their data
-/// set (and again under `all`). Progress counts questions.
+/// Loads each conversation into its own store (built with `options`) and
+/// scores every method of [`METHODS`] on every question at every budget.
+/// The stores live in `stores` when given (`DIR/<n>-<name>`; a store that
+/// already holds the conversation's session with all its turns is reused,
+/// so a model-backed store is built once), else in a temporary directory.
+/// Observations name the category as their data set (and again under
+/// `all`). Progress counts questions.
 pub fn evaluate_memory(
     conversations: &[Conversation],
     budgets: &[u64],
     options: &OpenOptions,
+    stores: Option<&Path>,
     progress: &dyn Progress,
     cancel: &CancelToken,
 ) -> Result<(Vec<Observation>, LoadTimes)> {
-    let work = tempfile::tempdir().map_err(|source| Error::Io {
+    let temporary = tempfile::tempdir().map_err(|source| Error::Io {
         path: std::env::temp_dir(),
         source,
     })?;
+    let work = stores.unwrap_or(temporary.path());
     let mut observations = Vec::new();
     let mut times = LoadTimes::default();
     let total = conversations.iter().map(|c| c.questions.len() as u64).sum();
     progress.start("eval memory", total);
     let outcome = (|| -> Result<()> {
         for (number, conversation) in conversations.iter().enumerate() {
-            let dir = work.path().join(format!("conversation-{number}"));
+            let dir = work.join(format!("{number}-{}", session_id(conversation)));
             let db = Db::open_with(
                 dir.join("store"),
                 &OpenOptions {
@@ -248,7 +253,13 @@ pub fn evaluate_memory(
             )?;
             let session = session_id(conversation);
             let started = Instant::now();
-            db.append_turns(&session, &conversation.turns, &NoProgress, cancel)?;
+            let loaded = db.dialogue(&session).ok().map(|d| d.turns.len());
+            if loaded != Some(conversation.turns.len()) {
+                if loaded.is_some() {
+                    db.remove_session(&session)?;
+                }
+                db.append_turns(&session, &conversation.turns, &NoProgress, cancel)?;
+            }
             times.conversations.push((
                 conversation.name.clone(),
                 conversation.turns.len(),
@@ -288,6 +299,7 @@ impl<'a> ConversationRun<'a> {
         let tokens = dialogue.turns.iter().map(|t| t.tokens).collect();
         // One unit per turn (no turn reaches this many tokens), indexed
         // under plain ids: the index keeps session turns apart.
+        let _ = std::fs::remove_dir_all(dir.join("flat"));
         let plain: Vec<Document> = turns
             .iter()
             .map(|doc| {

@@ -47,6 +47,14 @@ pub const RECENT_SHARE: f64 = 0.05;
 /// A turn's claim to a place beside a relevant neighbour, as a share of
 /// that neighbour's relevance (tuned on the LoCoMo dev set).
 pub const NEIGHBOUR_WEIGHT: f32 = 0.7;
+/// Weight of vector similarity against BM25 in a turn's relevance when the
+/// store's embedder is semantic (tuned on the LoCoMo dev set with
+/// all-MiniLM-L6-v2; the hashed embedder's vectors are left out).
+pub const VECTOR_WEIGHT: f32 = 0.5;
+/// Cosine below which a turn gets no vector relevance (tuned with
+/// all-MiniLM-L6-v2, whose cosines between unrelated texts sit around
+/// 0–0.2).
+pub const VECTOR_FLOOR: f32 = 0.2;
 /// Share of a query-aware context's budget the summaries of the relevant
 /// turns' topics may take (tuned on the LoCoMo dev set).
 pub const SUMMARY_SHARE: f64 = 0.05;

@@ -409,31 +409,71 @@ pub(crate) fn session_context(
     }
 }
 
-/// Each turn's relevance to `query`, by turn number: the better BM25 score
-/// of its best-matching EDU and of its best-matching tree node (the turn
-/// as a whole) among the session's turns, each on the scale of
-/// [`crate::storage::fulltext::FullTextReader::rank_ceiling`] (1: an entry of
-/// average length holding every query term once); 0 for no match.
+/// Each turn's relevance to `query`, by turn number (0: none). Its BM25
+/// part is the sum of two scores among the session's turns, each on the
+/// scale of [`crate::storage::fulltext::FullTextReader::rank_ceiling`] (1:
+/// an entry of average length holding every query term once): its
+/// best-matching EDU's and its own (its tree node's representation). With
+/// a semantic embedder ([`crate::EmbedderConfig::is_semantic`]) that part,
+/// divided by the best turn's, is blended at [`context::VECTOR_WEIGHT`]
+/// with the cosine of the query's vector to the turn's nearest EDU or
+/// node, above [`context::VECTOR_FLOOR`] and divided by the best turn's.
 fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<Vec<f32>> {
     let ids: Vec<&str> = dialogue.turns.iter().map(|t| t.doc.as_str()).collect();
     let reader = engine.fulltext_reader();
-    let mut relevance = vec![0.0f32; ids.len()];
-    let edus: u32 = dialogue.turns.iter().map(|t| t.edus).sum();
+    let entries: u32 = dialogue.turns.iter().map(|t| t.edus + 1).sum();
+    let mut lexical = vec![0.0f32; ids.len()];
     for target in [Target::Edus, Target::Nodes] {
         let ceiling = reader.rank_ceiling(query, target, Some(&ids))?;
         if ceiling <= 0.0 {
             continue;
         }
-        for hit in reader.rank(query, target, Some(&ids), edus as usize)? {
-            if let Some((_, turn)) = parse_turn_id(&hit.doc)
-                && let Ok(turn) = turn.parse::<usize>()
-                && let Some(score) = relevance.get_mut(turn)
-            {
-                *score = score.max(hit.score / ceiling);
-            }
+        let mut best = vec![0.0f32; ids.len()];
+        for hit in reader.rank(query, target, Some(&ids), entries as usize)? {
+            keep_best(&mut best, &hit.doc, hit.score / ceiling);
+        }
+        lexical.iter_mut().zip(best).for_each(|(sum, b)| *sum += b);
+    }
+    if !engine.embedder_config().is_semantic() {
+        return Ok(lexical);
+    }
+    let vector = engine.embed_query(query)?;
+    let mut cosine = vec![0.0f32; ids.len()];
+    for target in [Target::Edus, Target::Nodes] {
+        for hit in engine.vector_search(target, &vector, entries as usize, Some(&ids))? {
+            keep_best(&mut cosine, &hit.doc, hit.score);
         }
     }
-    Ok(relevance)
+    let top = |scores: &[f32]| scores.iter().copied().fold(0.0f32, f32::max);
+    let (top_lexical, top_cosine) = (top(&lexical), top(&cosine));
+    let floor = context::VECTOR_FLOOR;
+    Ok(lexical
+        .iter()
+        .zip(&cosine)
+        .map(|(&l, &c)| {
+            let l = if top_lexical > 0.0 {
+                l / top_lexical
+            } else {
+                0.0
+            };
+            let c = if top_cosine > floor {
+                ((c - floor) / (top_cosine - floor)).max(0.0)
+            } else {
+                0.0
+            };
+            (1.0 - context::VECTOR_WEIGHT) * l + context::VECTOR_WEIGHT * c
+        })
+        .collect())
+}
+
+/// Raises `scores[turn]` to `score` for the turn document `doc` names.
+fn keep_best(scores: &mut [f32], doc: &str, score: f32) {
+    if let Some((_, turn)) = parse_turn_id(doc)
+        && let Ok(turn) = turn.parse::<usize>()
+        && let Some(best) = scores.get_mut(turn)
+    {
+        *best = best.max(score);
+    }
 }
 
 /// The work of [`crate::Db::remove_session`].

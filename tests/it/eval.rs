@@ -621,6 +621,7 @@ fn memory_eval_scores_each_method_per_category_on_a_locomo_conversation() {
         std::slice::from_ref(&loaded),
         &[128, 256],
         &edudb::OpenOptions::default(),
+        None,
         &NoProgress,
         &CancelToken::new(),
     )

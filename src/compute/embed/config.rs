@@ -48,6 +48,14 @@ impl Default for EmbedderConfig {
 }
 
 impl EmbedderConfig {
+    /// Whether its vectors carry meaning beyond the words: every embedder
+    /// but the built-in hashed one, whose n-gram vectors match the words
+    /// BM25 already scores (measured: adding them to a session context's
+    /// relevance lowers its recall; docs/benchmarks.md).
+    pub fn is_semantic(&self) -> bool {
+        !matches!(self, EmbedderConfig::Hashed { .. })
+    }
+
     /// The record of an embedder the application supplies itself.
     pub fn custom(embedder: &dyn Embedder) -> EmbedderConfig {
         EmbedderConfig::Custom {
