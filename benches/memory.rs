@@ -9,7 +9,12 @@
 //!   `context_query_1024` (a query-aware context at 1,024 tokens),
 //!   `context_1024` (the context without a query), against
 //!   `bm25_query_1024`, the session-scoped BM25 query at the same budget,
-//!   as the baseline measured in the same run.
+//!   as the baseline measured in the same run;
+//! - `memory_model` (only with `EDUDB_LOCAL_MODEL`, from
+//!   `.ci/embedding-server model-dir`): the same session in a store whose
+//!   embedder is all-MiniLM-L6-v2 in-process (its load time is printed),
+//!   `context_query_1024` (which then embeds the query and scores the
+//!   turns' vectors too) against `bm25_query_1024` there.
 //!
 //! `cargo bench --bench memory` (add `-- --quick` for a short run).
 
@@ -39,14 +44,35 @@ fn turns() -> Vec<TurnInput> {
 }
 
 fn open(dir: &std::path::Path) -> Db {
+    open_with(dir, OpenOptions::default())
+}
+
+fn open_with(dir: &std::path::Path, options: OpenOptions) -> Db {
     Db::open_with(
         dir.join("store"),
         &OpenOptions {
             create: true,
-            ..Default::default()
+            ..options
         },
     )
     .unwrap()
+}
+
+/// The query-aware context and the session BM25 query at 1,024 tokens on
+/// `db`'s session `long`, in criterion group `group`.
+fn bench_contexts(criterion: &mut criterion::Criterion, group: &str, db: &Db, question: &str) {
+    let mut group = criterion.benchmark_group(group);
+    group.bench_function("context_query_1024", |b| {
+        b.iter(|| db.session_context("long", 1024, Some(question)).unwrap())
+    });
+    let statement = db
+        .prepare("SELECT SPANS FROM session('long') SEED BM25($q) BUDGET 1024 TOKENS")
+        .unwrap();
+    let params = Params::new().text("q", question);
+    group.bench_function("bm25_query_1024", |b| {
+        b.iter(|| db.run(&statement, &params).unwrap())
+    });
+    group.finish();
 }
 
 fn main() {
@@ -86,20 +112,29 @@ fn main() {
                     .unwrap()
             })
         });
-        group.bench_function("context_query_1024", |b| {
-            b.iter(|| db.session_context("long", 1024, Some(question)).unwrap())
-        });
         group.bench_function("context_1024", |b| {
             b.iter(|| db.session_context("long", 1024, None).unwrap())
         });
-        let statement = db
-            .prepare("SELECT SPANS FROM session('long') SEED BM25($q) BUDGET 1024 TOKENS")
-            .unwrap();
-        let params = Params::new().text("q", question);
-        group.bench_function("bm25_query_1024", |b| {
-            b.iter(|| db.run(&statement, &params).unwrap())
-        });
         group.finish();
+    }
+    bench_contexts(&mut criterion, "memory_session", &db, question);
+    if let Some(model) = std::env::var_os("EDUDB_LOCAL_MODEL") {
+        let dir = tempfile::tempdir().unwrap();
+        let options = OpenOptions {
+            embedder: Some(edudb::EmbedderConfig::Local {
+                model: model.into(),
+            }),
+            ..OpenOptions::default()
+        };
+        let db = open_with(dir.path(), options);
+        let started = std::time::Instant::now();
+        db.append_turns("long", &turns, &NoProgress, &CancelToken::new())
+            .unwrap();
+        println!(
+            "memory_model: loaded {TURNS} turns with all-MiniLM-L6-v2 in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        bench_contexts(&mut criterion, "memory_model", &db, question);
     }
     criterion.final_summary();
     common::print_ratios("memory_load", "append_turns_1000", &[], run_started);
@@ -107,6 +142,12 @@ fn main() {
         "memory_session",
         "bm25_query_1024",
         &["append_one", "context_query_1024", "context_1024"],
+        run_started,
+    );
+    common::print_ratios(
+        "memory_model",
+        "bm25_query_1024",
+        &["context_query_1024"],
         run_started,
     );
 }

@@ -416,8 +416,9 @@ pub(crate) fn session_context(
 /// best-matching EDU's and its own (its tree node's representation). With
 /// a semantic embedder ([`crate::EmbedderConfig::is_semantic`]) that part,
 /// divided by the best turn's, is blended at [`context::VECTOR_WEIGHT`]
-/// with the cosine of the query's vector to the turn's nearest EDU or
-/// node, above [`context::VECTOR_FLOOR`] and divided by the best turn's.
+/// with the cosine of the query's vector to the turn's nearest node (the
+/// turn as a whole: its EDUs' cosines measured lower), above
+/// [`context::VECTOR_FLOOR`] and divided by the best turn's.
 fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<Vec<f32>> {
     let ids: Vec<&str> = dialogue.turns.iter().map(|t| t.doc.as_str()).collect();
     let reader = engine.fulltext_reader();
@@ -439,10 +440,8 @@ fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<V
     }
     let vector = engine.embed_query(query)?;
     let mut cosine = vec![0.0f32; ids.len()];
-    for target in [Target::Edus, Target::Nodes] {
-        for hit in engine.vector_search(target, &vector, entries as usize, Some(&ids))? {
-            keep_best(&mut cosine, &hit.doc, hit.score);
-        }
+    for hit in engine.vector_search(Target::Nodes, &vector, entries as usize, Some(&ids))? {
+        keep_best(&mut cosine, &hit.doc, hit.score);
     }
     let top = |scores: &[f32]| scores.iter().copied().fold(0.0f32, f32::max);
     let (top_lexical, top_cosine) = (top(&lexical), top(&cosine));
