@@ -374,10 +374,14 @@ pub fn session(out: &mut dyn Write, view: &SessionView, as_json: bool) -> io::Re
             for (n, turn) in branch.turns.iter().enumerate() {
                 writeln!(
                     out,
-                    "{prefix}{}#{} {} {COORDINATES}[{}-{}] {}..{}{COORDINATES:#} {}{}",
+                    "{prefix}{}#{} {}{} {COORDINATES}[{}-{}] {}..{}{COORDINATES:#} {}{}",
                     mark(n + 1 == branch.turns.len()),
                     turn.number,
                     turn.role,
+                    turn.at.map_or_else(String::new, |at| format!(
+                        " {}",
+                        edudb::model::time::format(at)
+                    )),
                     turn.summary.edus[0],
                     turn.summary.edus[1],
                     turn.summary.bytes[0],

@@ -255,13 +255,29 @@ impl Engine {
 
     /// Document `id`'s stored EDU vectors (row-major) and their dimension.
     pub(crate) fn edu_vectors(&self, id: &str) -> Result<(Vec<f32>, usize)> {
+        self.stored_vectors(id, Target::Edus)
+    }
+
+    /// Document `id`'s stored node vectors (row-major, by node id) and
+    /// their dimension.
+    pub(crate) fn node_vectors(&self, id: &str) -> Result<(Vec<f32>, usize)> {
+        self.stored_vectors(id, Target::Nodes)
+    }
+
+    /// Document `id`'s stored vectors of `target` and their dimension,
+    /// reading its vector record alone.
+    fn stored_vectors(&self, id: &str, target: Target) -> Result<(Vec<f32>, usize)> {
         let stored = self
             .store
             .vectors(id)?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
         let vectors = stored.get()?;
+        let rows = match target {
+            Target::Edus => &vectors.edus,
+            Target::Nodes => &vectors.nodes,
+        };
         Ok((
-            vectors.edus.iter().map(|v| v.to_native()).collect(),
+            rows.iter().map(|v| v.to_native()).collect(),
             vectors.dimension.to_native() as usize,
         ))
     }

@@ -344,6 +344,7 @@ pub(crate) fn session(engine: &Engine, id: &str) -> Result<SessionView> {
                     role: turn.role,
                     doc: turn.doc.clone(),
                     parent: turn.parent,
+                    at: turn.at,
                     tokens: turn.tokens,
                     current: number == dialogue.current,
                     summary: texts.pick(&turn.summary)?,
@@ -439,10 +440,19 @@ fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<V
         return Ok(lexical);
     }
     let vector = engine.embed_query(query)?;
-    let mut cosine = vec![0.0f32; ids.len()];
-    for hit in engine.vector_search(Target::Nodes, &vector, entries as usize, Some(&ids))? {
-        keep_best(&mut cosine, &hit.doc, hit.score);
-    }
+    // Each turn's node vectors alone (no tree or EDUs read): a turn is a
+    // few nodes.
+    let cosine = ids
+        .iter()
+        .map(|id| {
+            let (rows, dimension) = engine.node_vectors(id)?;
+            Ok(rows
+                .chunks_exact(dimension.max(1))
+                .filter(|row| row.len() == vector.len())
+                .map(|row| crate::compute::vector::dot(row, &vector))
+                .fold(0.0f32, f32::max))
+        })
+        .collect::<Result<Vec<f32>>>()?;
     let top = |scores: &[f32]| scores.iter().copied().fold(0.0f32, f32::max);
     let (top_lexical, top_cosine) = (top(&lexical), top(&cosine));
     let floor = context::VECTOR_FLOOR;

@@ -627,6 +627,9 @@ pub struct TurnView {
     pub doc: String,
     /// Its parent turn.
     pub parent: Option<u32>,
+    /// When it was said (RFC 3339, UTC), if known.
+    #[serde(serialize_with = "crate::model::time::serialize_at")]
+    pub at: Option<i64>,
     /// Its tokens.
     pub tokens: u64,
     /// It is the current turn.

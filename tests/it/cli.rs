@@ -611,6 +611,15 @@ fn session_add_jsonl_and_times_then_a_context_for_a_query() {
         (Some("relevant_turn"), Some("2023-05-18T13:47:00Z"))
     );
     assert!(context["tokens_used"].as_u64().unwrap() <= 60);
+    let view = json(&db, &["session", "show", "s"]);
+    let first = &view["topics"][0]["branches"][0]["turns"][0];
+    assert_eq!(first["at"], "2023-05-18T13:47:00Z");
+    let out = edudb(&db, &["session", "show", "s"]);
+    assert!(
+        text(&out).contains("#0 user 2023-05-18T13:47:00Z [0-0]"),
+        "{}",
+        text(&out)
+    );
     let out = edudb(
         &db,
         &[
