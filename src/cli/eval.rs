@@ -273,12 +273,15 @@ pub fn run(
                 render::json(out, &json!({ "summary": summary, "loading": times }))?;
             } else {
                 for (conversation, loaded) in loaded.iter().zip(&times.conversations) {
+                    let how = loaded.2.map_or_else(
+                        || "already in the kept store".to_owned(),
+                        |seconds| format!("loaded in {seconds:.2} s"),
+                    );
                     writeln!(
                         out,
-                        "{}: {} turns loaded in {:.2} s, {} questions ({} evidence ids name no turn)",
+                        "{}: {} turns {how}, {} questions ({} evidence ids name no turn)",
                         conversation.name,
                         loaded.1,
-                        loaded.2,
                         conversation.questions.len(),
                         conversation.unknown_evidence
                     )?;

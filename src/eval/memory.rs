@@ -213,8 +213,9 @@ fn session_id(conversation: &Conversation) -> String {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct LoadTimes {
     /// Per conversation: its name, its turns and the seconds
-    /// [`Db::append_turns`] took to load them.
-    pub conversations: Vec<(String, usize, f64)>,
+    /// [`Db::append_turns`] took to load them (`None`: a kept store already
+    /// held them).
+    pub conversations: Vec<(String, usize, Option<f64>)>,
 }
 
 /// Loads each conversation into its own store (built with `options`) and
@@ -254,16 +255,19 @@ pub fn evaluate_memory(
             let session = session_id(conversation);
             let started = Instant::now();
             let loaded = db.dialogue(&session).ok().map(|d| d.turns.len());
-            if loaded != Some(conversation.turns.len()) {
+            let seconds = if loaded == Some(conversation.turns.len()) {
+                None
+            } else {
                 if loaded.is_some() {
                     db.remove_session(&session)?;
                 }
                 db.append_turns(&session, &conversation.turns, &NoProgress, cancel)?;
-            }
+                Some(started.elapsed().as_secs_f64())
+            };
             times.conversations.push((
                 conversation.name.clone(),
                 conversation.turns.len(),
-                started.elapsed().as_secs_f64(),
+                seconds,
             ));
             let run = ConversationRun::build(&db, &session, &dir)?;
             for question in &conversation.questions {

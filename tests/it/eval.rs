@@ -627,6 +627,10 @@ fn memory_eval_scores_each_method_per_category_on_a_locomo_conversation() {
     )
     .unwrap();
     assert_eq!(times.conversations[0].1, 42);
+    assert!(
+        times.conversations[0].2.is_some(),
+        "a fresh store is loaded"
+    );
     // Every method at every budget, under the category and under "all".
     assert_eq!(observations.len(), METHODS.len() * 2 * 2);
     let recall = |method: &str, budget: u64| {
@@ -643,6 +647,24 @@ fn memory_eval_scores_each_method_per_category_on_a_locomo_conversation() {
         "without the question, the old turns are not all there"
     );
     assert!(observations.iter().all(|o| o.tokens <= o.budget));
+    // Kept stores are built once and reused, giving the same observations.
+    let kept = dir.path().join("stores");
+    let run = || {
+        memory::evaluate_memory(
+            std::slice::from_ref(&loaded),
+            &[128],
+            &edudb::OpenOptions::default(),
+            Some(&kept),
+            &NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap()
+    };
+    let (first, built) = run();
+    let (second, reused) = run();
+    assert!(built.conversations[0].2.is_some() && reused.conversations[0].2.is_none());
+    let recalls = |o: &[Observation]| o.iter().map(|o| o.recall).collect::<Vec<_>>();
+    assert_eq!(recalls(&first), recalls(&second));
     let err = memory::load_locomo(&dir.path().join("missing.json")).unwrap_err();
     assert!(err.to_string().contains("missing.json"), "{err}");
 }
