@@ -145,16 +145,7 @@ pub(crate) fn build(
             break;
         }
         used += turn.tokens;
-        path_items.push(Candidate {
-            kind: ContextKind::PathTurn,
-            score: None,
-            turn: number,
-            topic: turn.topic,
-            branch: turn.branch,
-            edus: [0, turn.edus.saturating_sub(1)],
-            bytes: turn.bytes,
-            tokens: turn.tokens,
-        });
+        path_items.push(whole_turn(dialogue, number, ContextKind::PathTurn, None));
     }
     path_items.reverse();
     let dropped = (path.len() - path_items.len()) as u32;
