@@ -97,21 +97,30 @@ struct TurnLine {
     placement: Placement,
 }
 
-/// Reads `session add --jsonl` input: one turn per non-blank line; a bad
-/// line is an error naming `name` and the line number.
-fn read_turn_lines(name: &str, input: &str) -> Result<Vec<TurnInput>, Error> {
+/// Reads `session add --jsonl` input for session `session`: one turn per
+/// non-blank line, each checked as a turn ([`edudb::memory::check_turn_input`]);
+/// a bad line is an [`Error::Dataset`] naming the input (`<stdin>` for
+/// `-`) and its line.
+fn read_turn_lines(path: &str, session: &str, input: &str) -> Result<Vec<TurnInput>, Error> {
+    let name = std::path::PathBuf::from(if path == "-" { "<stdin>" } else { path });
     let mut turns = Vec::new();
     for (index, line) in input.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let at_line = |message: String| Error::Usage(format!("{name}:{}: {message}", index + 1));
+        let at_line = |message: String| Error::Dataset {
+            path: name.clone(),
+            line: index + 1,
+            message,
+        };
         let parsed: TurnLine =
             serde_json::from_str(line).map_err(|e| at_line(format!("not a turn object: {e}")))?;
         let at = parsed
             .at
             .map(|at| edudb::model::time::parse(&at))
             .transpose()
+            .map_err(|e| at_line(e.to_string()))?;
+        edudb::memory::check_turn_input(session, &parsed.text)
             .map_err(|e| at_line(e.to_string()))?;
         turns.push(TurnInput {
             role: parsed.role,
@@ -121,7 +130,11 @@ fn read_turn_lines(name: &str, input: &str) -> Result<Vec<TurnInput>, Error> {
         });
     }
     if turns.is_empty() {
-        return Err(Error::Usage(format!("{name} holds no turns")));
+        return Err(Error::Dataset {
+            path: name,
+            line: 0,
+            message: "no turns in it".into(),
+        });
     }
     Ok(turns)
 }
@@ -162,11 +175,8 @@ pub fn run(
             jsonl: Some(path),
             ..
         } => {
-            let turns = read_turn_lines(path, &read_input(path)?)?;
             // Bad input fails before a store is opened or created.
-            for turn in &turns {
-                edudb::memory::check_turn_input(session, &turn.text)?;
-            }
+            let turns = read_turn_lines(path, session, &read_input(path)?)?;
             let receipts =
                 open(true)?.append_turns(session, &turns, progress, &edudb::CancelToken::new())?;
             render::receipts(out, &receipts, as_json)?;

@@ -94,7 +94,8 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// An evaluation data set (JSONL or a converter's input) is malformed.
+    /// An evaluation data set (JSONL or a converter's input), or a JSON
+    /// Lines file of session turns, is malformed.
     #[error("{path}:{line}: {message}")]
     Dataset {
         /// The file read.

@@ -43,8 +43,8 @@ pub const CATEGORIES: [(u32, &str); 5] = [
 ///   (`SELECT SPANS FROM session(…) SEED BM25/HYBRID(…) BUDGET …`);
 /// - `recency`: the latest whole turns that fit;
 /// - `flat-bm25-turns`: whole turns ranked by BM25 (a tantivy index of the
-///   turns alone), taken while they fit in as many characters as
-///   `context+query` returned.
+///   turns alone), taken in rank order into as many characters as
+///   `context+query` returned (a turn that does not fit is skipped).
 pub const METHODS: [&str; 6] = [
     "context+query",
     "context",

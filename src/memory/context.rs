@@ -97,8 +97,9 @@ pub struct SessionContext {
     pub session: String,
     /// The current turn.
     pub current: u32,
-    /// Items: topic summaries (by topic), branch summaries (by branch),
-    /// then path turns in order.
+    /// Items. Without a query: topic summaries (by topic), branch
+    /// summaries (by branch), then path turns in order. With one: grouped
+    /// by topic (the active topic last), chronological inside a topic.
     pub items: Vec<ContextItem>,
     /// Tokens of all items.
     pub tokens_used: u64,
@@ -108,7 +109,8 @@ pub struct SessionContext {
     pub history_tokens: u64,
     /// Turns on the active path.
     pub path_turns: u32,
-    /// Path turns left out for the budget (the oldest ones).
+    /// Path turns not in the context as whole turns (without a query, the
+    /// oldest ones, left out for the budget).
     pub path_turns_dropped: u32,
 }
 
@@ -153,16 +155,6 @@ pub(crate) fn build(
     // recent first; picks of turns already on the path are left out.
     let mut branch_items: Vec<Candidate> = Vec::new();
     let topic = &dialogue.topics[current.topic as usize];
-    let pick = |kind, topic: u32, branch: u32, p: &SummaryPick| Candidate {
-        kind,
-        score: None,
-        turn: p.turn,
-        topic,
-        branch,
-        edus: [p.edus.first, p.edus.last],
-        bytes: p.bytes,
-        tokens: u64::from(p.tokens),
-    };
     for &branch in topic.branches.iter().rev() {
         if branch == current.branch {
             continue;
@@ -238,6 +230,21 @@ fn finish(
         path_turns: dialogue.active_path().len() as u32,
         path_turns_dropped,
     })
+}
+
+/// A summary pick standing for `topic`'s (or `branch`'s) summary as a
+/// candidate item.
+fn pick(kind: ContextKind, topic: u32, branch: u32, p: &SummaryPick) -> Candidate {
+    Candidate {
+        kind,
+        score: None,
+        turn: p.turn,
+        topic,
+        branch,
+        edus: [p.edus.first, p.edus.last],
+        bytes: p.bytes,
+        tokens: u64::from(p.tokens),
+    }
 }
 
 /// A whole turn as a candidate item.
@@ -344,16 +351,8 @@ pub(crate) fn build_for_query(
                 used += tokens;
                 // The pick stands for its turn: the turn is not added again.
                 chosen[p.turn as usize] = true;
-                picked.push(Candidate {
-                    kind: ContextKind::TopicSummary,
-                    score: None,
-                    turn: p.turn,
-                    topic: topic as u32,
-                    branch: dialogue.turns[p.turn as usize].branch,
-                    edus: [p.edus.first, p.edus.last],
-                    bytes: p.bytes,
-                    tokens,
-                });
+                let branch = dialogue.turns[p.turn as usize].branch;
+                picked.push(pick(ContextKind::TopicSummary, topic as u32, branch, p));
             }
         }
     }
@@ -375,6 +374,11 @@ pub(crate) fn build_for_query(
             c.kind != ContextKind::TopicSummary,
         )
     });
-    let dropped = path.iter().filter(|&&t| !chosen[t as usize]).count() as u32;
+    let whole: HashSet<u32> = picked
+        .iter()
+        .filter(|c| c.kind != ContextKind::TopicSummary)
+        .map(|c| c.turn)
+        .collect();
+    let dropped = path.iter().filter(|t| !whole.contains(t)).count() as u32;
     finish(dialogue, budget, picked, dropped, text_of)
 }

@@ -127,8 +127,9 @@ pub(crate) fn append_turns(
                 limit: MAX_TURNS,
             });
         }
-        // Unknown explicit targets fail before any analysis (a target
-        // among the new turns is checked as it is placed).
+        // The first turn's unknown explicit target fails before any
+        // analysis; a later turn's (which may name a turn of this batch) is
+        // checked as that turn is placed. Nothing is written either way.
         if let Some(input) = inputs.first() {
             placement::check(session, existing.as_ref(), input.placement)?;
         }

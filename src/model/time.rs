@@ -4,12 +4,17 @@
 
 use crate::error::{Error, Result};
 
-/// The seconds since the Unix epoch that `text` names (RFC 3339, or a
-/// plain date for its midnight UTC); a [`Error::Usage`] naming the text
-/// otherwise.
+/// The seconds since the Unix epoch that `text` names (RFC 3339 with an
+/// offset, or a plain `YYYY-MM-DD` date for its midnight UTC); a
+/// [`Error::Usage`] naming the text otherwise (a time of day without an
+/// offset is refused, not read as midnight or as UTC).
 pub fn parse(text: &str) -> Result<i64> {
     let text = text.trim();
+    let plain_date = text.len() == 10 && text.bytes().filter(|&b| b == b'-').count() == 2;
     let instant = text.parse::<jiff::Timestamp>().or_else(|error| {
+        if !plain_date {
+            return Err(error);
+        }
         text.parse::<jiff::civil::Date>()
             .and_then(|date| date.to_zoned(jiff::tz::TimeZone::UTC))
             .map(|zoned| zoned.timestamp())
@@ -27,14 +32,6 @@ pub fn parse(text: &str) -> Result<i64> {
 /// of seconds.
 pub fn format(at: i64) -> String {
     jiff::Timestamp::from_second(at).map_or_else(|_| at.to_string(), |t| t.to_string())
-}
-
-/// The date part (`2023-05-18`) of [`format`].
-pub fn date(at: i64) -> String {
-    jiff::Timestamp::from_second(at).map_or_else(
-        |_| at.to_string(),
-        |t| t.to_zoned(jiff::tz::TimeZone::UTC).date().to_string(),
-    )
 }
 
 /// Serialises an optional time as RFC 3339 text (or null), for records
@@ -58,10 +55,21 @@ mod tests {
         let at = parse("2023-05-18T13:47:00Z").unwrap();
         assert_eq!(at, 1_684_417_620);
         assert_eq!(format(at), "2023-05-18T13:47:00Z");
-        assert_eq!(date(at), "2023-05-18");
         assert_eq!(parse("2023-05-18T15:47:00+02:00").unwrap(), at);
+        assert_eq!(parse("2023-05-18T13:47:00.750Z").unwrap(), at);
         assert_eq!(parse("2023-05-18").unwrap(), 1_684_368_000);
-        for bad in ["yesterday", "2023-13-01", "18 May 2023", ""] {
+        // Outside what RFC 3339 writes: the number, never a panic.
+        assert_eq!(format(i64::MAX), i64::MAX.to_string());
+        assert_eq!(format(i64::MIN), i64::MIN.to_string());
+        let no_offset = "2023-05-18T13:47:00";
+        for bad in [
+            "yesterday",
+            "2023-13-01",
+            "18 May 2023",
+            "",
+            no_offset,
+            "2023-05-18 13:47",
+        ] {
             let err = parse(bad).unwrap_err().to_string();
             assert!(err.contains("not a time") && err.contains(bad), "{err}");
         }

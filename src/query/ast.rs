@@ -188,8 +188,8 @@ pub struct Select {
     pub expand: Option<Expand>,
     /// BUDGET n TOKENS.
     pub budget: Option<Value>,
-    /// ORDER BY.
-    pub order: Option<Order>,
+    /// ORDER BY, and where its order was written.
+    pub order: Option<(Order, Range<usize>)>,
     /// LIMIT.
     pub limit: Option<Value>,
 }

@@ -339,15 +339,15 @@ impl Parser<'_> {
                 "ORDER" => {
                     self.advance();
                     self.expect_word("BY")?;
-                    select.order = Some(
-                        match self
-                            .one_of(&["POSITION", "SCORE", "TIME"], "POSITION, SCORE or TIME")?
-                        {
-                            "POSITION" => Order::Position,
-                            "SCORE" => Order::Score,
-                            _ => Order::Time,
-                        },
-                    );
+                    let start = self.peek().start;
+                    let order = match self
+                        .one_of(&["POSITION", "SCORE", "TIME"], "POSITION, SCORE or TIME")?
+                    {
+                        "POSITION" => Order::Position,
+                        "SCORE" => Order::Score,
+                        _ => Order::Time,
+                    };
+                    select.order = Some((order, start..self.previous_end()));
                 }
                 "LIMIT" => {
                     self.advance();

@@ -409,12 +409,17 @@ impl Binder<'_> {
             }
         };
         let in_session = matches!(select.scope, Some((Scope::Session(_), _)));
-        if let Some(at) = select
+        let time_order = select
+            .order
+            .as_ref()
+            .filter(|(order, _)| *order == Order::Time)
+            .map(|(_, at)| at.clone());
+        let time_at = select
             .filter
             .as_ref()
             .and_then(time_condition)
-            .filter(|_| !in_session)
-        {
+            .or(time_order);
+        if let Some(at) = time_at.filter(|_| !in_session) {
             return Err(self
                 .error(at, "time is a property of session turns")
                 .with_hint("scope the query to a session: FROM session('id')")
@@ -527,11 +532,15 @@ impl Binder<'_> {
             None if budget.is_some() => usize::MAX,
             None => DEFAULT_LIMIT,
         };
-        let order = select.order.unwrap_or(if budget.is_some() {
-            Order::Position
-        } else {
-            Order::Score
-        });
+        let order = select
+            .order
+            .as_ref()
+            .map(|(order, _)| *order)
+            .unwrap_or(if budget.is_some() {
+                Order::Position
+            } else {
+                Order::Score
+            });
         Ok(SelectPlan {
             output: select.output,
             docs,

@@ -427,8 +427,9 @@ impl Store {
             }
         };
         let version = |v: u32| v.to_string().into_bytes();
-        // The version record to write: none for a current store; for a
-        // version-3 one a few bytes, held to the small reserve so an old
+        // The version record to write: none for a current store; for an
+        // older one the record and its rewritten dialogues (sessions hold no
+        // text, so they are small), held to the small reserve so an old
         // store on a nearly full disk still opens (and can be cleared).
         let record = match db.get(VERSION_KEY).map_err(storage)? {
             Some(found) if found.as_ref() == version(FORMAT_VERSION) => None,
@@ -469,8 +470,11 @@ impl Store {
     fn upgrade_dialogues(&self, batch: &mut Batch) -> Result<()> {
         use crate::model::dialogue::v4;
         // A record that does not decode in the old layout is left as it is:
-        // read in the new one it is damage, which `check` names.
-        for (key, value) in self.db.scan_prefix([SESSION]).map_while(|e| e.ok()) {
+        // read in the new one it is damage, which `check` names. A page
+        // sled cannot read fails the open instead: recording the new
+        // version past it would leave the dialogues behind it unreadable.
+        for entry in self.db.scan_prefix([SESSION]) {
+            let (key, value) = entry.map_err(storage)?;
             let old = rkyv::access::<v4::ArchivedDialogue, BoxedError>(&value)
                 .and_then(rkyv::deserialize::<v4::Dialogue, BoxedError>);
             if let Ok(old) = old {
@@ -588,7 +592,8 @@ impl Store {
     /// Writes new turns of a session: each turn's document, vectors and DAG
     /// (as [`Store::put`]) and the session's updated `dialogue`, whose
     /// latest turns must be those documents in order, in one atomic batch
-    /// with one change-log entry; returns its sequence number. A dialogue
+    /// with a change-log entry per turn; returns the last one's sequence
+    /// number. A dialogue
     /// that does not end with them is refused and nothing is written.
     pub fn put_turns(
         &self,
@@ -1562,6 +1567,11 @@ mod tests {
                 };
                 let old = archive(&old).unwrap();
                 store.db.insert(key(SESSION, "s"), old.as_slice()).unwrap();
+                // A damaged record is left as it was, for `check` to name.
+                store
+                    .db
+                    .insert(key(SESSION, "bad"), b"not an archive".as_slice())
+                    .unwrap();
                 store
                     .db
                     .insert(VERSION_KEY, old_version.to_string().as_bytes())
@@ -1578,6 +1588,12 @@ mod tests {
                 FORMAT_VERSION.to_string().as_bytes()
             );
             assert_eq!(store.dialogue("s").unwrap(), Some(d));
+            assert_eq!(
+                store.db.get(key(SESSION, "bad")).unwrap().unwrap().as_ref(),
+                b"not an archive"
+            );
+            assert!(matches!(store.dialogue("bad"), Err(Error::Corrupt { .. })));
+            store.db.remove(key(SESSION, "bad")).unwrap();
             assert_eq!(store.check().unwrap(), 2);
         }
     }

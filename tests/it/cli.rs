@@ -588,6 +588,7 @@ fn session_add_jsonl_and_times_then_a_context_for_a_query() {
         "{}",
         stderr(&out)
     );
+
     assert_eq!(json(&db, &["session", "ls"])[0]["turns"], 4);
     // The context for a query finds the old turn and its reply, with dates.
     let context = json(
@@ -629,6 +630,60 @@ fn session_add_jsonl_and_times_then_a_context_for_a_query() {
     assert!(
         text(&out).contains("── turn #0 user (relevance ")
             && text(&out).contains(" 2023-05-18T13:47:00Z @session/s/000000"),
+        "{}",
+        text(&out)
+    );
+    // Each bad line says which, through standard input too; an empty input
+    // is an error; none of it writes anything.
+    for (input, wanted) in [
+        (
+            format!(
+                "{}\n\n{{\"text\": \"x\", \"at\": \"2023-05-18T13:47\"}}",
+                lines[0]
+            ),
+            "<stdin>:3: \"2023-05-18T13:47\" is not a time",
+        ),
+        (
+            format!("{}\n{{\"text\": \"   \"}}", lines[0]),
+            "<stdin>:2: ",
+        ),
+        ("\n\n".to_owned(), "<stdin>:0: no turns in it"),
+    ] {
+        let out = edudb_with_stdin(
+            &db,
+            &["session", "add", "s", "--jsonl", "-"],
+            input.as_bytes(),
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(stderr(&out).contains(wanted), "{wanted}: {}", stderr(&out));
+    }
+    // Explicit placements by line, one naming a turn of the same file.
+    let placed = "{\"text\": \"Back to Biscuit the cat.\", \"placement\": {\"topic\": 0}}\n{\"text\": \"Or a second cat?\", \"placement\": {\"fork\": 4}}\n";
+    let out = edudb_with_stdin(
+        &db,
+        &["session", "add", "s", "--jsonl", "-", "--json"],
+        placed.as_bytes(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let receipts: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (receipts[0]["turn"].as_u64(), receipts[0]["topic"].as_u64()),
+        (Some(4), Some(0))
+    );
+    assert_eq!(
+        (
+            receipts[1]["parent"].as_u64(),
+            receipts[1]["decision"]["branch"].as_str()
+        ),
+        (Some(4), Some("fork"))
+    );
+    let out = edudb_with_stdin(
+        &db,
+        &["session", "add", "s", "--jsonl", "-"],
+        placed.as_bytes(),
+    );
+    assert!(
+        text(&out).starts_with("appended 2 turns to session s (turns 6-7, in 1 topics)"),
         "{}",
         text(&out)
     );

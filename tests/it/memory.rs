@@ -1074,8 +1074,38 @@ fn append_turns_is_one_write_that_places_turns_as_one_by_one_appends_do() {
         )
         .unwrap_err();
     assert!(matches!(err, Error::NoSuchTurn { turn: 99, .. }), "{err}");
+    // A later turn may fork at a turn of its own batch, not at one after it.
+    let next = db.dialogue("bulk").unwrap().turns.len() as u32;
+    let fork_at = |turn: u32| TurnInput {
+        placement: Placement::Fork(turn),
+        ..bad[0].clone()
+    };
+    let err = db
+        .append_turns(
+            "bulk",
+            &[bad[0].clone(), fork_at(next + 2), bad[2].clone()],
+            &NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::NoSuchTurn { turn, .. } if turn == next + 2),
+        "{err}"
+    );
     assert_eq!(last_change(&db), written);
     assert_eq!(db.dialogue("bulk").unwrap().turns.len(), inputs.len());
+    let receipts = db
+        .append_turns(
+            "bulk",
+            &[bad[0].clone(), fork_at(next)],
+            &NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert_eq!(
+        (receipts[1].parent, receipts[1].decision.branch),
+        (Some(next), BranchChoice::Fork)
+    );
     db.check().unwrap();
 }
 
@@ -1262,13 +1292,19 @@ fn turns_filter_and_order_by_time_in_the_session_scope() {
             "is not a time",
             false,
         ),
+        (
+            "SELECT FROM * SEED BM25('garden') ORDER BY TIME",
+            "time is a property of session turns",
+            true,
+        ),
     ] {
         let err = match db.query(statement, &Params::new()) {
             Err(Error::Query(error)) => error,
             other => panic!("{statement}: {other:?}"),
         };
         assert!(err.message.contains(wanted), "{err}");
-        assert_eq!(&statement[err.underline.clone()][..1], "'", "{err}");
+        let marked = &statement[err.underline.clone()];
+        assert!(marked.starts_with('\'') || marked == "TIME", "{err}");
         assert_eq!(err.hint.is_some(), hint, "{err}");
     }
 }
