@@ -9,7 +9,6 @@
 //! with new words scores near zero. Use an [`crate::compute::embed::http::HttpEmbedder`]
 //! with a real model for that.
 
-use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 
 use crate::compute::embed::embedder::Embedder;
@@ -49,10 +48,15 @@ impl BuildHasher for FixedState {
     }
 }
 
-fn feature_hash(family: u8, text: &str) -> u64 {
+/// The hash of feature `family` over the concatenation of `parts`: the
+/// same as hashing the joined text (SipHash is streaming), without
+/// building it.
+fn feature_hash(family: u8, parts: &[&[u8]]) -> u64 {
     let mut hasher = FixedState.build_hasher();
     hasher.write_u8(family);
-    hasher.write(text.as_bytes());
+    for part in parts {
+        hasher.write(part);
+    }
     hasher.finish()
 }
 
@@ -75,30 +79,46 @@ impl HashedEmbedder {
         Ok(HashedEmbedder { dimension })
     }
 
-    /// The features of `words`: feature hash → (occurrences, family weight).
-    fn features(&self, words: &[String]) -> BTreeMap<u64, (f32, f32)> {
-        // Ordered, so features are summed in the same order every time and
-        // the vector is bit-for-bit deterministic (float addition is not
-        // associative; a HashMap's order changes per process).
-        let mut counts: BTreeMap<u64, (f32, f32)> = BTreeMap::new();
-        let mut add = |hash: u64, weight: f32| counts.entry(hash).or_insert((0.0, weight)).0 += 1.0;
+    /// The features of `words`, in increasing hash order (so features are
+    /// summed in the same order every time and the vector is bit-for-bit
+    /// deterministic: float addition is not associative): (hash,
+    /// occurrences, family weight of its first occurrence).
+    fn features(&self, words: &[String]) -> Vec<(u64, f32, f32)> {
+        let mut all: Vec<(u64, f32)> = Vec::with_capacity(words.len() * 16);
+        let mut marked = String::new();
+        let mut starts: Vec<usize> = Vec::new();
         for (i, word) in words.iter().enumerate() {
-            add(feature_hash(b'w', word), UNIGRAM_WEIGHT);
+            all.push((feature_hash(b'w', &[word.as_bytes()]), UNIGRAM_WEIGHT));
             if let Some(next) = words.get(i + 1) {
-                add(feature_hash(b'b', &format!("{word} {next}")), BIGRAM_WEIGHT);
+                let parts = [word.as_bytes(), b" ", next.as_bytes()];
+                all.push((feature_hash(b'b', &parts), BIGRAM_WEIGHT));
             }
-            let marked: Vec<char> = std::iter::once('<')
-                .chain(word.chars())
-                .chain(std::iter::once('>'))
-                .collect();
+            // Character n-grams of `<word>`, hashed from slices of it.
+            marked.clear();
+            marked.push('<');
+            marked.push_str(word);
+            marked.push('>');
+            starts.clear();
+            starts.extend(marked.char_indices().map(|(at, _)| at));
+            starts.push(marked.len());
+            let chars = starts.len() - 1;
             for n in CHAR_NGRAMS {
-                for gram in marked.windows(n) {
-                    let gram: String = gram.iter().collect();
-                    add(feature_hash(b'c', &gram), CHAR_NGRAM_WEIGHT);
+                for first in 0..chars.saturating_sub(n - 1) {
+                    let gram = &marked.as_bytes()[starts[first]..starts[first + n]];
+                    all.push((feature_hash(b'c', &[gram]), CHAR_NGRAM_WEIGHT));
                 }
             }
         }
-        counts
+        // Stable: within one hash the first occurrence comes first.
+        all.sort_by_key(|&(hash, _)| hash);
+        let mut features: Vec<(u64, f32, f32)> = Vec::with_capacity(all.len());
+        for (hash, weight) in all {
+            match features.last_mut() {
+                Some(last) if last.0 == hash => last.1 += 1.0,
+                _ => features.push((hash, 1.0, weight)),
+            }
+        }
+        features
     }
 
     /// Accumulates features into a vector: bucket `h mod d`, sign from the
@@ -106,7 +126,7 @@ impl HashedEmbedder {
     /// a repeated word does not drown the rest).
     fn vector(&self, words: &[String]) -> Vec<f32> {
         let mut v = vec![0.0f32; self.dimension];
-        for (hash, (count, weight)) in self.features(words) {
+        for (hash, count, weight) in self.features(words) {
             let bucket = (hash % self.dimension as u64) as usize;
             let sign = if hash >> 63 == 0 { 1.0 } else { -1.0 };
             v[bucket] += sign * weight * (1.0 + count.ln());
@@ -219,6 +239,68 @@ mod tests {
         let again = e.token_vectors("spans nest; trees tile.");
         assert!(dot(&tokens[0], &again[2]) > 0.6);
         assert!(dot(&tokens[0], &again[2]) < 0.999);
+    }
+
+    /// The features as the first version computed them (a map keyed by
+    /// hash, each n-gram and bigram built as a string): the oracle the
+    /// allocation-free [`HashedEmbedder::features`] must match bit for bit,
+    /// so stores built before keep comparable vectors.
+    fn features_as_built_first(words: &[String]) -> Vec<(u64, f32, f32)> {
+        let hash = |family: u8, text: &str| feature_hash(family, &[text.as_bytes()]);
+        let mut counts: std::collections::BTreeMap<u64, (f32, f32)> = Default::default();
+        let mut add = |h: u64, weight: f32| counts.entry(h).or_insert((0.0, weight)).0 += 1.0;
+        for (i, word) in words.iter().enumerate() {
+            add(hash(b'w', word), UNIGRAM_WEIGHT);
+            if let Some(next) = words.get(i + 1) {
+                add(hash(b'b', &format!("{word} {next}")), BIGRAM_WEIGHT);
+            }
+            let marked: Vec<char> = std::iter::once('<')
+                .chain(word.chars())
+                .chain(std::iter::once('>'))
+                .collect();
+            for n in CHAR_NGRAMS {
+                for gram in marked.windows(n) {
+                    add(
+                        hash(b'c', &gram.iter().collect::<String>()),
+                        CHAR_NGRAM_WEIGHT,
+                    );
+                }
+            }
+        }
+        counts.into_iter().map(|(h, (c, w))| (h, c, w)).collect()
+    }
+
+    #[test]
+    fn features_match_the_first_version_on_the_rfcs() {
+        let e = HashedEmbedder::new(DEFAULT_DIMENSION).unwrap();
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/rust_rfcs/text");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|f| f.unwrap().path())
+            .collect();
+        files.sort();
+        for path in files.iter().take(60) {
+            let text = std::fs::read_to_string(path).unwrap();
+            for paragraph in text.split("\n\n") {
+                let words = words(paragraph);
+                assert_eq!(
+                    e.features(&words),
+                    features_as_built_first(&words),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn features_match_the_first_version_on_any_text(text in "\\PC{0,80}") {
+            let e = HashedEmbedder::new(64).unwrap();
+            let words = words(&text);
+            proptest::prop_assert_eq!(e.features(&words), features_as_built_first(&words));
+        }
     }
 
     #[test]
