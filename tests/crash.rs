@@ -191,9 +191,34 @@ fn sigkill_during_turn_appends_leaves_whole_turns_only() {
     let db = dir.path().join("store");
     let (mut partial_rounds, mut most_turns) = (0, 0);
     let mut turns = 0;
+    let jsonl = dir.path().join("turns.jsonl");
     for round in 0..SESSION_ROUNDS {
+        let before = turns;
+        // Every eighth round appends three turns in one `--jsonl` write:
+        // afterwards the session has all three or none.
+        let bulk = round % 8 == 5;
         let mut child = if round % 8 == 7 {
             spawn(&db, &["session", "rm", "s"])
+        } else if bulk {
+            let lines: Vec<String> = (0..3)
+                .map(|i| {
+                    let placement = if turns + i == 0 {
+                        "new_topic"
+                    } else {
+                        "continue"
+                    };
+                    serde_json::json!({
+                        "text": texts[(turns + i) % texts.len()],
+                        "placement": placement,
+                    })
+                    .to_string()
+                })
+                .collect();
+            std::fs::write(&jsonl, lines.join("\n")).unwrap();
+            spawn(
+                &db,
+                &["session", "add", "s", "--jsonl", jsonl.to_str().unwrap()],
+            )
         } else {
             let text = &texts[turns % texts.len()];
             let placement = ["--continue", "--new-topic", "--fork=0"][round % 3];
@@ -208,12 +233,19 @@ fn sigkill_during_turn_appends_leaves_whole_turns_only() {
         if round % 4 == 2 {
             assert!(child.wait().unwrap().success(), "round {round} failed");
         } else {
-            std::thread::sleep(Duration::from_millis(rng.random_range(0..150)));
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..60)));
         }
         let finished = child.try_wait().unwrap().is_some();
         child.kill().unwrap();
         child.wait().unwrap();
         turns = verify_session(&db, &texts);
+        if bulk {
+            assert!(
+                turns == before || turns == before + 3,
+                "round {round}: a three-turn append left {} of its turns",
+                turns - before
+            );
+        }
         most_turns = most_turns.max(turns);
         if !finished {
             partial_rounds += 1;
