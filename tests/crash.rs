@@ -194,9 +194,10 @@ fn sigkill_during_turn_appends_leaves_whole_turns_only() {
     let jsonl = dir.path().join("turns.jsonl");
     for round in 0..SESSION_ROUNDS {
         let before = turns;
-        // Every eighth round appends three turns in one `--jsonl` write:
-        // afterwards the session has all three or none.
-        let bulk = round % 8 == 5;
+        // Two rounds in eight (one killed at random, one run to its end)
+        // append three turns in one `--jsonl` write: afterwards the session
+        // has all three or none.
+        let bulk = matches!(round % 8, 5 | 6);
         let mut child = if round % 8 == 7 {
             spawn(&db, &["session", "rm", "s"])
         } else if bulk {
