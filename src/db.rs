@@ -24,7 +24,7 @@ use crate::model::dialogue::{Dialogue, Role, SessionMeta, SessionView};
 use crate::model::document::DocMeta;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
-use crate::progress::{CancelToken, NoProgress, Progress};
+use crate::progress::{CancelToken, Progress};
 use crate::query::{Params, Query, QueryResult};
 use crate::storage::store::StoredDoc;
 use crate::storage::vectors::VectorCounts;
@@ -311,9 +311,7 @@ impl Db {
             placement,
             ..TurnInput::new(role, text)
         };
-        let mut receipts =
-            self.append_turns(session, &[input], &NoProgress, &CancelToken::new())?;
-        Ok(receipts.remove(0))
+        memory::session::append_turn(&self.engine, session, input)
     }
 
     /// Appends `turns` to session `session` in order, as [`Db::append_turn`]

@@ -102,7 +102,7 @@ struct TurnLine {
 /// a bad line is an [`Error::Dataset`] naming the input (`<stdin>` for
 /// `-`) and its line.
 fn read_turn_lines(path: &str, session: &str, input: &str) -> Result<Vec<TurnInput>, Error> {
-    let name = std::path::PathBuf::from(if path == "-" { "<stdin>" } else { path });
+    let name = std::path::PathBuf::from(input_name(path));
     let mut turns = Vec::new();
     for (index, line) in input.lines().enumerate() {
         if line.trim().is_empty() {
@@ -139,6 +139,11 @@ fn read_turn_lines(path: &str, session: &str, input: &str) -> Result<Vec<TurnInp
     Ok(turns)
 }
 
+/// How errors name input `path`: `<stdin>` for `-`.
+fn input_name(path: &str) -> &str {
+    if path == "-" { "<stdin>" } else { path }
+}
+
 /// The whole of `path` (`-`: standard input) as text.
 fn read_input(path: &str) -> Result<String, Error> {
     let mut buffer = String::new();
@@ -150,11 +155,7 @@ fn read_input(path: &str) -> Result<String, Error> {
             .map(drop)
     };
     read.map_err(|source| Error::Input {
-        path: if path == "-" {
-            "<stdin>".into()
-        } else {
-            path.into()
-        },
+        path: input_name(path).into(),
         source,
     })?;
     Ok(buffer)

@@ -23,7 +23,7 @@ use crate::eval::score::Observation;
 use crate::memory::TurnInput;
 use crate::model::dialogue::Role;
 use crate::model::document::Document;
-use crate::model::ids::parse_turn_id;
+use crate::model::ids::turn_number;
 use crate::progress::{CancelToken, NoProgress, Progress};
 use crate::query::{Params, Rows};
 
@@ -244,7 +244,8 @@ pub fn evaluate_memory(
     progress.start("eval memory", total);
     let outcome = (|| -> Result<()> {
         for (number, conversation) in conversations.iter().enumerate() {
-            let dir = work.join(format!("{number}-{}", session_id(conversation)));
+            let session = session_id(conversation);
+            let dir = work.join(format!("{number}-{session}"));
             let db = Db::open_with(
                 dir.join("store"),
                 &OpenOptions {
@@ -252,7 +253,6 @@ pub fn evaluate_memory(
                     ..options.clone()
                 },
             )?;
-            let session = session_id(conversation);
             let started = Instant::now();
             let loaded = db.dialogue(&session).ok().map(|d| d.turns.len());
             let seconds = if loaded == Some(conversation.turns.len()) {
@@ -295,33 +295,29 @@ struct ConversationRun<'a> {
 impl<'a> ConversationRun<'a> {
     fn build(db: &'a Db, session: &str, dir: &Path) -> Result<ConversationRun<'a>> {
         let dialogue = db.dialogue(session)?;
+        // Each turn under a plain id: the index keeps session turns apart.
         let turns = dialogue
             .turns
             .iter()
-            .map(|t| db.document(&t.doc)?.to_document())
-            .collect::<Result<Vec<_>>>()?;
-        let tokens = dialogue.turns.iter().map(|t| t.tokens).collect();
-        // One unit per turn (no turn reaches this many tokens), indexed
-        // under plain ids: the index keeps session turns apart.
-        let _ = std::fs::remove_dir_all(dir.join("flat"));
-        let plain: Vec<Document> = turns
-            .iter()
-            .map(|doc| {
-                let mut doc = doc.clone();
+            .map(|t| {
+                let mut doc = db.document(&t.doc)?.to_document()?;
                 doc.meta.id = doc.meta.id.replace(['@', '/'], "-");
-                doc
+                Ok(doc)
             })
-            .collect();
+            .collect::<Result<Vec<Document>>>()?;
+        let tokens = dialogue.turns.iter().map(|t| t.tokens).collect();
+        // One unit per turn: no turn reaches this many tokens.
+        let _ = std::fs::remove_dir_all(dir.join("flat"));
         let flat = FlatIndex::build(
             Baseline::Bm25Chunks(u32::MAX),
-            &plain,
+            &turns,
             &dir.join("flat"),
             db.embedder(),
         )?;
         Ok(ConversationRun {
             db,
             session: session.to_owned(),
-            turns: plain,
+            turns,
             tokens,
             flat,
         })
@@ -406,7 +402,7 @@ impl<'a> ConversationRun<'a> {
                 let turns = selection
                     .items
                     .iter()
-                    .filter_map(|item| parse_turn_id(&item.doc)?.1.parse().ok())
+                    .filter_map(|item| turn_number(&item.doc))
                     .collect();
                 observe(name, budget, &turns, selection.tokens_used, seconds);
             }
@@ -432,7 +428,8 @@ impl<'a> ConversationRun<'a> {
         (turns, used)
     }
 
-    /// Whole turns in `ranked` order while their text fits `chars` bytes.
+    /// Whole turns taken in `ranked` order into `chars` bytes of text,
+    /// skipping any that does not fit.
     fn flat_by_chars(&self, ranked: &[Unit], chars: usize) -> (HashSet<u32>, u64) {
         let (mut used, mut tokens) = (0, 0);
         let mut turns = HashSet::new();

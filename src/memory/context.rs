@@ -150,7 +150,6 @@ pub(crate) fn build(
         path_items.push(whole_turn(dialogue, number, ContextKind::PathTurn, None));
     }
     path_items.reverse();
-    let dropped = (path.len() - path_items.len()) as u32;
     // Summaries: the active topic's other branches, then other topics, most
     // recent first; picks of turns already on the path are left out.
     let mut branch_items: Vec<Candidate> = Vec::new();
@@ -189,17 +188,25 @@ pub(crate) fn build(
         .into_iter()
         .chain(branch_items)
         .chain(path_items);
-    finish(dialogue, budget, candidates.collect(), dropped, text_of)
+    finish(dialogue, budget, &path, candidates.collect(), text_of)
 }
 
-/// The context items of `candidates` in their order, with their texts.
+/// The context items of `candidates` in their order, with their texts;
+/// `path` is the active path, whose turns not among the candidates as
+/// whole turns are counted as dropped.
 fn finish(
     dialogue: &Dialogue,
     budget: u64,
+    path: &[u32],
     candidates: Vec<Candidate>,
-    path_turns_dropped: u32,
     text_of: &mut dyn FnMut(u32, [u32; 2]) -> Result<String>,
 ) -> Result<SessionContext> {
+    let whole: HashSet<u32> = candidates
+        .iter()
+        .filter(|c| matches!(c.kind, ContextKind::PathTurn | ContextKind::RelevantTurn))
+        .map(|c| c.turn)
+        .collect();
+    let path_turns_dropped = path.iter().filter(|t| !whole.contains(t)).count() as u32;
     let mut items = Vec::with_capacity(candidates.len());
     for candidate in candidates {
         let turn = &dialogue.turns[candidate.turn as usize];
@@ -227,7 +234,7 @@ fn finish(
         items,
         budget,
         history_tokens: dialogue.tokens(),
-        path_turns: dialogue.active_path().len() as u32,
+        path_turns: path.len() as u32,
         path_turns_dropped,
     })
 }
@@ -374,11 +381,5 @@ pub(crate) fn build_for_query(
             c.kind != ContextKind::TopicSummary,
         )
     });
-    let whole: HashSet<u32> = picked
-        .iter()
-        .filter(|c| c.kind != ContextKind::TopicSummary)
-        .map(|c| c.turn)
-        .collect();
-    let dropped = path.iter().filter(|t| !whole.contains(t)).count() as u32;
-    finish(dialogue, budget, picked, dropped, text_of)
+    finish(dialogue, budget, &path, picked, text_of)
 }

@@ -40,6 +40,6 @@ pub use crate::model::dialogue::{
     SummaryText, Topic, TopicView, Turn, TurnView, span_text,
 };
 pub use crate::model::ids::{
-    MAX_SESSION_ID_BYTES, SESSION_PREFIX, is_turn_id, parse_turn_id, turn_doc_id,
+    MAX_SESSION_ID_BYTES, SESSION_PREFIX, is_turn_id, parse_turn_id, turn_doc_id, turn_number,
     validate_session_id,
 };

@@ -17,7 +17,7 @@ use crate::model::dialogue::{
     TimedTurns, TopicView, TurnView, span_text,
 };
 use crate::model::document::{DocVectors, Document, Format};
-use crate::model::ids::{parse_turn_id, turn_doc_id, validate_session_id};
+use crate::model::ids::{turn_doc_id, turn_number, validate_session_id};
 use crate::model::rank::Target;
 use crate::progress::{CancelToken, Progress};
 use rayon::prelude::*;
@@ -93,6 +93,18 @@ pub struct TurnReceipt {
     pub decision: Decision,
 }
 
+/// The work of [`crate::Db::append_turn`]: [`append_turns`] of one turn.
+pub(crate) fn append_turn(engine: &Engine, session: &str, input: TurnInput) -> Result<TurnReceipt> {
+    let mut receipts = append_turns(
+        engine,
+        session,
+        std::slice::from_ref(&input),
+        &crate::progress::NoProgress,
+        &CancelToken::new(),
+    )?;
+    Ok(receipts.remove(0))
+}
+
 /// A turn analysed before it joins the dialogue: its document, vectors and DAG.
 type Prepared = (Document, DocVectors, Dag);
 
@@ -148,9 +160,6 @@ pub(crate) fn append_turns(
                         Error::EmptyDocument { .. } => empty(),
                         e => e,
                     })?;
-                if prepared.0.edus.is_empty() {
-                    return Err(empty());
-                }
                 progress.advance(1, &id);
                 Ok(prepared)
             })
@@ -478,9 +487,8 @@ fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<V
 
 /// Raises `scores[turn]` to `score` for the turn document `doc` names.
 fn keep_best(scores: &mut [f32], doc: &str, score: f32) {
-    if let Some((_, turn)) = parse_turn_id(doc)
-        && let Ok(turn) = turn.parse::<usize>()
-        && let Some(best) = scores.get_mut(turn)
+    if let Some(turn) = turn_number(doc)
+        && let Some(best) = scores.get_mut(turn as usize)
     {
         *best = best.max(score);
     }
@@ -599,26 +607,12 @@ impl<'a> TurnTexts<'a> {
 mod tests {
     use super::*;
 
-    /// Appends one turn, as [`crate::Db::append_turn`] does.
-    fn append_turn(
-        db: &Engine,
-        session: &str,
-        role: Role,
-        text: &str,
-        placement: Placement,
-    ) -> Result<TurnReceipt> {
-        let input = TurnInput {
+    /// One turn by `role` with `text`, placed as `placement` says.
+    fn turn(role: Role, text: &str, placement: Placement) -> TurnInput {
+        TurnInput {
             placement,
             ..TurnInput::new(role, text)
-        };
-        let mut receipts = append_turns(
-            db,
-            session,
-            &[input],
-            &crate::progress::NoProgress,
-            &CancelToken::new(),
-        )?;
-        Ok(receipts.remove(0))
+        }
     }
 
     /// A store with session "s" of two turns, and what re-writing its last
@@ -634,8 +628,8 @@ mod tests {
         )
         .unwrap();
         let text = "- apples\n- pears\n- plums, and a long list item";
-        append_turn(&db, "s", Role::User, "Which fruit?", Placement::Auto).unwrap();
-        append_turn(&db, "s", Role::User, text, Placement::Continue).unwrap();
+        append_turn(&db, "s", turn(Role::User, "Which fruit?", Placement::Auto)).unwrap();
+        append_turn(&db, "s", turn(Role::User, text, Placement::Continue)).unwrap();
         assert!(check_session_documents(&db).is_empty());
         let mut dialogue = dialogue(&db, "s").unwrap();
         corrupt(&mut dialogue);
@@ -689,6 +683,6 @@ mod tests {
         corrupt(session_context(&db, "s", 100, None).map(drop));
         corrupt(sessions(&db).map(drop));
         corrupt(db.store().check().map(drop));
-        corrupt(append_turn(&db, "s", Role::User, "More fruit.", Placement::Auto).map(drop));
+        corrupt(append_turn(&db, "s", turn(Role::User, "More fruit.", Placement::Auto)).map(drop));
     }
 }

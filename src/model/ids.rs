@@ -51,6 +51,11 @@ pub fn parse_turn_id(id: &str) -> Option<(&str, &str)> {
     id.strip_prefix(SESSION_PREFIX)?.rsplit_once('/')
 }
 
+/// The turn number a turn document id names, if it is one.
+pub fn turn_number(id: &str) -> Option<u32> {
+    parse_turn_id(id)?.1.parse().ok()
+}
+
 /// Checks a document id a caller gives: [`check_id`], and not in the
 /// namespace reserved for session turns ([`SESSION_PREFIX`]).
 pub fn validate_id(id: &str) -> Result<()> {

@@ -1245,13 +1245,7 @@ fn turns_filter_and_order_by_time_in_the_session_scope() {
         let items = selection(&db, statement).items;
         let mut turns: Vec<u32> = items
             .iter()
-            .map(|i| {
-                edudb::memory::parse_turn_id(&i.doc)
-                    .unwrap()
-                    .1
-                    .parse()
-                    .unwrap()
-            })
+            .map(|i| edudb::memory::turn_number(&i.doc).unwrap())
             .collect();
         turns.dedup();
         turns
