@@ -20,7 +20,7 @@ use std::time::Instant;
 use cudarc::cusparse::sys as cs;
 use cudarc::driver::{CudaSlice, DevicePtr, sys};
 use edudb::compute::aggregate::{self, Segments, VectorWindow};
-use edudb::compute::gpu::Gpu;
+use edudb::compute::gpu::{Gpu, KernelDevice};
 use edudb::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

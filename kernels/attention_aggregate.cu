@@ -1,7 +1,8 @@
 // Attention aggregation from token level to node level, for many ragged
-// windows in one launch. Compiled at run time with NVRTC by src/gpu; the
-// CPU reference (the oracle the tests compare with) is
-// src/dag/aggregate.rs.
+// windows in one launch. Compiled at run time with NVRTC by
+// src/compute/gpu, and run on the CPU by its emulation (kernels/emulation);
+// the CPU reference (the oracle the tests compare with) is
+// src/compute/aggregate.rs.
 //
 // Node-level weight from query node i to key node j of a window:
 //
@@ -12,7 +13,7 @@
 // part in each query token's softmax, as in the reference).
 //
 // Host-built tables shared by the kernels (all indices are elements):
-//   Window  one per window (layout below, mirrored by src/gpu/attention.rs)
+//   Window  one per window (layout below, mirrored by src/compute/gpu/attention.rs)
 //   seg_start/seg_end  every window's query segments, then its key
 //           segments, as token ranges local to the window
 //   key_node  for every key token of every window, the window-local index
@@ -343,7 +344,10 @@ extern "C" __global__ void softmax_rows(const Window* __restrict__ windows,
                                         const float* __restrict__ queries,
                                         const float* __restrict__ keys,
                                         float* __restrict__ attention) {
-    extern __shared__ float query[];
+    // Dynamic shared memory: the query vector (the name is the one the CPU
+    // emulation's launcher defines; see kernels/emulation).
+    extern __shared__ float dynamic_shared[];
+    float* query = dynamic_shared;
     __shared__ float slots[32];
     const QueryTile tile = tiles[blockIdx.x];
     const Window w = windows[tile.window];

@@ -1,7 +1,8 @@
 // Batched score propagation over the target-grouped CSR of the DAG, and the
-// k best nodes per query. Compiled at run time with NVRTC by src/gpu; the
-// CPU reference (the oracle the tests compare with) is
-// src/dag/propagate.rs.
+// k best nodes per query. Compiled at run time with
+// NVRTC by src/compute/gpu, and run on the CPU by its emulation
+// (kernels/emulation); the CPU reference (the oracle the tests compare
+// with) is src/compute/propagate.rs.
 //
 // Scores are node-major, N × B (node j's B scores contiguous). One step:
 //

@@ -16,6 +16,9 @@
 #[cfg(feature = "cuda")]
 use std::sync::Arc;
 
+#[cfg(feature = "cuda")]
+use crate::compute::gpu::KernelDevice;
+
 use crate::compute::aggregate::{self, AttentionWindow, NodeWeights, VectorWindow};
 use crate::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use crate::error::Result;

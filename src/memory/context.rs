@@ -11,7 +11,7 @@
 //! exceeded.
 //!
 //! **With a query** (what the user just said), the context answers from
-//! the whole history instead ([`build_for_query`]): the current turn and
+//! the whole history instead (`build_for_query`): the current turn and
 //! the path turns before it within [`RECENT_SHARE`] of the budget, then the turns most
 //! relevant to the query, each with a claim on its neighbours (the turns
 //! said just before and after it, at [`NEIGHBOUR_WEIGHT`] of its score) so

@@ -1,11 +1,14 @@
-//! The CUDA kernels against their CPU references (`dag::aggregate`,
-//! `dag::propagate`) on fresh random inputs of many shapes. Without a GPU
-//! each test says it was skipped and passes; the NVRTC test needs only
+//! The CUDA kernels against their CPU references (`compute::aggregate`,
+//! `compute::propagate`) on fresh random inputs of many shapes, on every
+//! kernel device the build has: the CPU emulation of the same kernel
+//! sources (feature `kernel-emulation`; `.ci/run` runs it, once under
+//! AddressSanitizer) and a CUDA GPU (feature `cuda`). Without a GPU the
+//! CUDA half of each test says it was skipped; the NVRTC test needs only
 //! libnvrtc (no GPU, no driver).
 //!
-//! Every output buffer is poisoned with NaN on the device before the
-//! kernels run (`Gpu::poisoned`), so an element no kernel writes comes back
-//! as NaN, and NaN never passes a comparison here.
+//! Every output buffer is poisoned with NaN before the kernels run
+//! (`Backend::poisoned`), so an element no kernel writes comes back as NaN,
+//! and NaN never passes a comparison here.
 //!
 //! Error bounds, f32 outputs:
 //! - segment_mean: both sides sum in f64; they differ only in the order of
@@ -16,24 +19,43 @@
 //! - propagate: f32 sums in another order; scores stay within [0, 1] here:
 //!   |gpu − cpu| ≤ 1e-5.
 //! - top_k on exact inputs (steps = 0): identical lists.
+#[cfg(feature = "cuda")]
 use std::sync::OnceLock;
 
 use edudb::compute::aggregate::{self, AttentionWindow, NodeWeights, Segments, VectorWindow};
+#[cfg(feature = "kernel-emulation")]
+use edudb::compute::gpu::Emulator;
+use edudb::compute::gpu::KernelDevice;
+#[cfg(feature = "cuda")]
 use edudb::compute::gpu::{self, Gpu};
 use edudb::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// The GPU shared by the tests, or why there is none.
+#[cfg(feature = "cuda")]
 fn gpu(test: &str) -> Option<&'static Gpu> {
     static GPU: OnceLock<Result<Gpu, String>> = OnceLock::new();
     match GPU.get_or_init(Gpu::open) {
         Ok(gpu) => Some(gpu),
         Err(why) => {
-            println!("{test}: skipped, no usable GPU ({why})");
+            println!("{test}: skipped on CUDA, no usable GPU ({why})");
             None
         }
     }
+}
+
+/// Runs `case(device, rng)` on the CPU emulation and on the GPU, each that
+/// this build has (the GPU only when one opens).
+macro_rules! on_every_device {
+    ($test:literal, $case:ident) => {{
+        #[cfg(feature = "kernel-emulation")]
+        $case(&Emulator::new(), &mut rng(concat!($test, ", emulated")));
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = gpu($test) {
+            $case(gpu, &mut rng(concat!($test, ", cuda")));
+        }
+    }};
 }
 
 /// A fresh seed, printed so that a failure can be replayed.
@@ -43,6 +65,7 @@ fn rng(test: &str) -> StdRng {
     StdRng::seed_from_u64(seed)
 }
 
+#[cfg(feature = "cuda")]
 #[test]
 fn kernels_compile_with_nvrtc() {
     if !gpu::nvrtc_present() {
@@ -132,10 +155,10 @@ fn assert_close(
 
 #[test]
 fn segment_mean_matches_cpu() {
-    let Some(gpu) = gpu("segment_mean_matches_cpu") else {
-        return;
-    };
-    let mut rng = rng("segment_mean_matches_cpu");
+    on_every_device!("segment_mean_matches_cpu", segment_mean_case);
+}
+
+fn segment_mean_case(gpu: &impl KernelDevice, rng: &mut StdRng) {
     for _ in 0..3 {
         let owned: Vec<_> = SHAPES
             .iter()
@@ -145,8 +168,8 @@ fn segment_mean_matches_cpu() {
                     attention,
                     tq as usize,
                     tk as usize,
-                    segments(&mut rng, tq, max_len),
-                    segments(&mut rng, tk, max_len),
+                    segments(rng, tq, max_len),
+                    segments(rng, tk, max_len),
                 )
             })
             .collect();
@@ -181,10 +204,10 @@ fn segment_mean_matches_cpu() {
 
 #[test]
 fn vector_attention_matches_cpu() {
-    let Some(gpu) = gpu("vector_attention_matches_cpu") else {
-        return;
-    };
-    let mut rng = rng("vector_attention_matches_cpu");
+    on_every_device!("vector_attention_matches_cpu", vector_attention_case);
+}
+
+fn vector_attention_case(gpu: &impl KernelDevice, rng: &mut StdRng) {
     for dimension in [1usize, 3, 16, 64, 100] {
         let owned: Vec<_> = SHAPES
             .iter()
@@ -198,8 +221,8 @@ fn vector_attention_matches_cpu() {
                 (
                     queries,
                     keys,
-                    segments(&mut rng, tq, max_len),
-                    segments(&mut rng, tk, max_len),
+                    segments(rng, tq, max_len),
+                    segments(rng, tk, max_len),
                 )
             })
             .collect();
@@ -259,12 +282,12 @@ fn graph(rng: &mut StdRng, nodes: usize, max_parents: usize) -> PropagationGraph
 
 #[test]
 fn propagate_matches_cpu() {
-    let Some(gpu) = gpu("propagate_matches_cpu") else {
-        return;
-    };
-    let mut rng = rng("propagate_matches_cpu");
+    on_every_device!("propagate_matches_cpu", propagate_case);
+}
+
+fn propagate_case(gpu: &impl KernelDevice, rng: &mut StdRng) {
     for (nodes, max_parents) in [(0, 1), (1, 1), (5, 2), (300, 3), (2000, 40), (5000, 6)] {
-        let graph = graph(&mut rng, nodes, max_parents);
+        let graph = graph(rng, nodes, max_parents);
         let device = gpu.upload(&graph).expect("upload");
         for batch in [1usize, 7, 32, 33, 256] {
             let seeds: Vec<f32> = (0..nodes * batch).map(|_| rng.random::<f32>()).collect();
@@ -293,12 +316,12 @@ fn propagate_matches_cpu() {
 
 #[test]
 fn top_k_matches_cpu() {
-    let Some(gpu) = gpu("top_k_matches_cpu") else {
-        return;
-    };
-    let mut rng = rng("top_k_matches_cpu");
+    on_every_device!("top_k_matches_cpu", top_k_case);
+}
+
+fn top_k_case(gpu: &impl KernelDevice, rng: &mut StdRng) {
     for (nodes, batch) in [(1, 1), (10, 7), (3000, 32), (70_000, 33), (500, 256)] {
-        let graph = graph(&mut rng, nodes, 3);
+        let graph = graph(rng, nodes, 3);
         // Few distinct values, so ties are common; zeros, negatives and NaN
         // must be left out.
         let seeds: Vec<f32> = (0..nodes * batch)
@@ -361,9 +384,10 @@ fn top_k_matches_cpu() {
 
 #[test]
 fn bad_input_is_an_error_not_a_panic() {
-    let Some(gpu) = gpu("bad_input_is_an_error_not_a_panic") else {
-        return;
-    };
+    on_every_device!("bad_input_is_an_error_not_a_panic", bad_input_case);
+}
+
+fn bad_input_case(gpu: &impl KernelDevice, _rng: &mut StdRng) {
     let graph = PropagationGraph::from_edges(3, [(0, 1, 1.0), (1, 2, 1.0)]);
     let options = PropagateOptions {
         steps: 2,

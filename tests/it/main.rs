@@ -11,7 +11,7 @@ mod db;
 mod embedding_http;
 mod eval;
 mod fuzz;
-#[cfg(feature = "cuda")]
+#[cfg(any(feature = "cuda", feature = "kernel-emulation"))]
 mod gpu;
 mod local_model;
 mod memory;

@@ -1,11 +1,10 @@
 //! Host side of `kernels/attention_aggregate.cu`: flattens many ragged
 //! windows into the tables the kernels read (the `#[repr(C)]` structs here
-//! mirror the kernel's), launches, and splits the output per window.
-
-use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
+//! mirror the kernel's), launches, and splits the output per window. The
+//! same code drives a GPU and the CPU emulation (see `backend`).
 
 use crate::compute::aggregate::{self, AttentionWindow, NodeWeights, Segments, VectorWindow};
-use crate::compute::gpu::runtime::{Gpu, gpu_error, grid};
+use crate::compute::gpu::backend::{Backend, Element, Kernel, Launch};
 use crate::error::{Error, Result};
 
 /// Most key nodes one `segment_mean` block owns (`SEGMENT_MEAN_CHUNK_NODES`).
@@ -65,14 +64,18 @@ struct RowTask {
     tiles: u32,
 }
 
-// SAFETY: plain `#[repr(C)]` integers laid out as the kernel's structs.
-unsafe impl DeviceRepr for Window {}
-// SAFETY: as above.
-unsafe impl DeviceRepr for MeanTask {}
-// SAFETY: as above.
-unsafe impl DeviceRepr for QueryTile {}
-// SAFETY: as above.
-unsafe impl DeviceRepr for RowTask {}
+/// Marks the kernel's structs as plain data for both backends.
+macro_rules! kernel_structs {
+    ($($name:ty),*) => {$(
+        // SAFETY: plain `#[repr(C)]` integers laid out as the kernel's
+        // struct, without padding.
+        unsafe impl Element for $name {}
+        #[cfg(feature = "cuda")]
+        // SAFETY: as above.
+        unsafe impl cudarc::driver::DeviceRepr for $name {}
+    )*};
+}
+kernel_structs!(Window, MeanTask, QueryTile, RowTask);
 
 /// The segment tables of many windows, in the kernels' layout.
 #[derive(Debug, Default)]
@@ -87,11 +90,11 @@ struct Layout {
 }
 
 /// [`Layout`]'s tables on the device.
-struct DeviceLayout {
-    windows: CudaSlice<Window>,
-    seg_start: CudaSlice<u32>,
-    seg_end: CudaSlice<u32>,
-    key_node: CudaSlice<i32>,
+struct DeviceLayout<B: Backend> {
+    windows: B::Buffer<Window>,
+    seg_start: B::Buffer<u32>,
+    seg_end: B::Buffer<u32>,
+    key_node: B::Buffer<i32>,
 }
 
 impl Layout {
@@ -137,12 +140,12 @@ impl Layout {
         Ok(self.windows.len() - 1)
     }
 
-    fn upload(&self, gpu: &Gpu) -> Result<DeviceLayout> {
+    fn upload<B: Backend>(&self, device: &B) -> Result<DeviceLayout<B>> {
         Ok(DeviceLayout {
-            windows: gpu.to_device(&self.windows)?,
-            seg_start: gpu.to_device(&self.seg_start)?,
-            seg_end: gpu.to_device(&self.seg_end)?,
-            key_node: gpu.to_device(&self.key_node)?,
+            windows: device.to_device(&self.windows)?,
+            seg_start: device.to_device(&self.seg_start)?,
+            seg_end: device.to_device(&self.seg_end)?,
+            key_node: device.to_device(&self.key_node)?,
         })
     }
 
@@ -192,10 +195,10 @@ impl Layout {
 }
 
 /// Query and key vectors of many windows on the device, cut into query tiles.
-struct Staged {
+struct Staged<B: Backend> {
     layout: Layout,
-    queries: CudaSlice<f32>,
-    keys: CudaSlice<f32>,
+    queries: B::Buffer<f32>,
+    keys: B::Buffer<f32>,
     /// Elements of the materialised matrices (rows of all query tokens).
     cells: usize,
     tiles: Vec<QueryTile>,
@@ -204,252 +207,252 @@ struct Staged {
     partial_len: usize,
 }
 
-impl Gpu {
-    /// Segment means of given attention matrices, all windows in one
-    /// launch (the GPU form of [`aggregate::segment_mean`]).
-    pub fn segment_mean(&self, windows: &[AttentionWindow]) -> Result<Vec<NodeWeights>> {
-        let mut layout = Layout::default();
-        let mut cells = 0usize;
-        for (index, w) in windows.iter().enumerate() {
-            let at = layout.push(
-                index,
-                (w.query_segments, w.query_tokens),
-                (w.key_segments, w.key_tokens),
-            )?;
-            if w.attention.len() < w.query_tokens * w.key_tokens {
-                return Err(Error::DagInput {
-                    what: format!("attention window {index}"),
-                    message: format!(
-                        "{} weights for {} × {} tokens",
-                        w.attention.len(),
-                        w.query_tokens,
-                        w.key_tokens
-                    ),
-                });
-            }
-            layout.windows[at].attention = cells as u64;
-            cells += w.query_tokens * w.key_tokens;
-        }
-        let attention = self.copy_at(
-            cells,
-            windows.iter().zip(&layout.windows).map(|(w, slot)| {
-                (
-                    &w.attention[..w.query_tokens * w.key_tokens],
-                    slot.attention,
-                )
-            }),
+/// Segment means of given attention matrices, all windows in one launch
+/// (the kernel form of [`aggregate::segment_mean`]).
+pub(super) fn segment_mean<B: Backend>(
+    device: &B,
+    windows: &[AttentionWindow],
+) -> Result<Vec<NodeWeights>> {
+    let mut layout = Layout::default();
+    let mut cells = 0usize;
+    for (index, w) in windows.iter().enumerate() {
+        let at = layout.push(
+            index,
+            (w.query_segments, w.query_tokens),
+            (w.key_segments, w.key_tokens),
         )?;
-        self.run_segment_mean(&layout, &attention)
-    }
-
-    /// `segment_mean` over matrices already on the device at the layout's
-    /// `attention` offsets.
-    fn run_segment_mean(
-        &self,
-        layout: &Layout,
-        attention: &CudaSlice<f32>,
-    ) -> Result<Vec<NodeWeights>> {
-        let mut tasks = Vec::new();
-        for w in 0..layout.windows.len() {
-            for (first_segment, end_segment) in layout.key_chunks(w) {
-                tasks.extend((0..layout.shapes[w].0 as u32).map(|row| MeanTask {
-                    window: w as u32,
-                    row,
-                    first_segment,
-                    end_segment,
-                }));
-            }
+        if w.attention.len() < w.query_tokens * w.key_tokens {
+            return Err(Error::DagInput {
+                what: format!("attention window {index}"),
+                message: format!(
+                    "{} weights for {} × {} tokens",
+                    w.attention.len(),
+                    w.query_tokens,
+                    w.key_tokens
+                ),
+            });
         }
-        let output = self.poisoned::<f32>(layout.output_len, f32::NAN.to_bits())?;
-        if !tasks.is_empty() {
-            let tables = layout.upload(self)?;
-            let tasks_on_device = self.to_device(&tasks)?;
-            let mut launch = self.stream.launch_builder(&self.kernels.segment_mean);
-            launch
-                .arg(&tables.windows)
-                .arg(&tasks_on_device)
-                .arg(attention)
-                .arg(&tables.seg_start)
-                .arg(&tables.seg_end)
-                .arg(&tables.key_node)
-                .arg(&output);
-            // SAFETY: arguments match the kernel's; every index it forms is
-            // inside the tables built and checked above.
-            unsafe { launch.launch(grid(tasks.len(), 0)?) }.map_err(gpu_error("segment_mean"))?;
-        }
-        Ok(layout.split(&self.download(&output)?))
+        layout.windows[at].attention = cells as u64;
+        cells += w.query_tokens * w.key_tokens;
     }
+    let attention = copy_at(
+        device,
+        cells,
+        windows.iter().zip(&layout.windows).map(|(w, slot)| {
+            (
+                &w.attention[..w.query_tokens * w.key_tokens],
+                slot.attention,
+            )
+        }),
+    )?;
+    run_segment_mean(device, &layout, &attention)
+}
 
-    /// Attention from token vectors aggregated to node level by the fused
-    /// online-softmax kernel, all windows in one launch (the GPU form of
-    /// [`aggregate::vector_attention`]); the token-level matrix never
-    /// reaches device memory.
-    pub fn vector_attention(&self, windows: &[VectorWindow]) -> Result<Vec<NodeWeights>> {
-        let staged = self.stage(windows)?;
-        let output = self.poisoned::<f32>(staged.layout.output_len, f32::NAN.to_bits())?;
-        if !staged.rows.is_empty() {
-            let tables = staged.layout.upload(self)?;
-            let tiles = self.to_device(&staged.tiles)?;
-            let rows = self.to_device(&staged.rows)?;
-            let partial = self.poisoned::<f32>(staged.partial_len, f32::NAN.to_bits())?;
-            if !staged.tiles.is_empty() {
-                // SAFETY: every element the kernel reads back is written first.
-                let scratch = unsafe { self.stream.alloc::<f32>(staged.scratch_len.max(1)) }
-                    .map_err(gpu_error("alloc"))?;
-                let mut launch = self.stream.launch_builder(&self.kernels.fused_attention);
-                launch
-                    .arg(&tables.windows)
-                    .arg(&tiles)
-                    .arg(&staged.queries)
-                    .arg(&staged.keys)
-                    .arg(&tables.seg_start)
-                    .arg(&tables.seg_end)
-                    .arg(&tables.key_node)
-                    .arg(&scratch)
-                    .arg(&partial);
-                // SAFETY: arguments match the kernel's; indices stay inside
-                // the staged buffers.
-                unsafe { launch.launch(grid(staged.tiles.len(), 0)?) }
-                    .map_err(gpu_error("fused_attention"))?;
-            }
-            let mut launch = self.stream.launch_builder(&self.kernels.sum_query_tiles);
-            launch
-                .arg(&tables.windows)
-                .arg(&rows)
-                .arg(&tiles)
-                .arg(&tables.seg_start)
-                .arg(&tables.seg_end)
-                .arg(&partial)
-                .arg(&output);
-            // SAFETY: as above.
-            unsafe { launch.launch(grid(staged.rows.len(), 0)?) }
-                .map_err(gpu_error("sum_query_tiles"))?;
+/// `segment_mean` over matrices already on the device at the layout's
+/// `attention` offsets.
+fn run_segment_mean<B: Backend>(
+    device: &B,
+    layout: &Layout,
+    attention: &B::Buffer<f32>,
+) -> Result<Vec<NodeWeights>> {
+    let mut tasks = Vec::new();
+    for w in 0..layout.windows.len() {
+        for (first_segment, end_segment) in layout.key_chunks(w) {
+            tasks.extend((0..layout.shapes[w].0 as u32).map(|row| MeanTask {
+                window: w as u32,
+                row,
+                first_segment,
+                end_segment,
+            }));
         }
-        let output = self.download(&output)?;
-        Ok(with_cpu_fallback(windows, staged.layout.split(&output)))
     }
+    let output = device.poisoned::<f32>(layout.output_len, f32::NAN.to_bits())?;
+    if !tasks.is_empty() {
+        let tables = layout.upload(device)?;
+        let tasks_on_device = device.to_device(&tasks)?;
+        let mut launch = device.launcher(Kernel::SegmentMean);
+        launch
+            .buffer(&tables.windows)
+            .buffer(&tasks_on_device)
+            .buffer(attention)
+            .buffer(&tables.seg_start)
+            .buffer(&tables.seg_end)
+            .buffer(&tables.key_node)
+            .buffer(&output);
+        // SAFETY: arguments match the kernel's; every index it forms is
+        // inside the tables built and checked above.
+        unsafe { launch.launch(tasks.len(), 0) }?;
+    }
+    Ok(layout.split(&device.download(&output)?))
+}
 
-    /// The same weights as [`Gpu::vector_attention`] computed unfused: each
-    /// window's softmax matrix is materialised in device memory, then
-    /// aggregated by the `segment_mean` kernel. The baseline the fused
-    /// kernel is measured against, and an independent check of it.
-    pub fn materialised_attention(&self, windows: &[VectorWindow]) -> Result<Vec<NodeWeights>> {
-        let staged = self.stage(windows)?;
-        // SAFETY: softmax_rows writes every row segment_mean reads.
-        let attention =
-            unsafe { self.stream.alloc::<f32>(staged.cells.max(1)) }.map_err(gpu_error("alloc"))?;
+/// Attention from token vectors aggregated to node level by the fused
+/// online-softmax kernel, all windows in one launch (the kernel form of
+/// [`aggregate::vector_attention`]); the token-level matrix never reaches
+/// device memory.
+pub(super) fn vector_attention<B: Backend>(
+    device: &B,
+    windows: &[VectorWindow],
+) -> Result<Vec<NodeWeights>> {
+    let staged = stage(device, windows)?;
+    let output = device.poisoned::<f32>(staged.layout.output_len, f32::NAN.to_bits())?;
+    if !staged.rows.is_empty() {
+        let tables = staged.layout.upload(device)?;
+        let tiles = device.to_device(&staged.tiles)?;
+        let rows = device.to_device(&staged.rows)?;
+        let partial = device.poisoned::<f32>(staged.partial_len, f32::NAN.to_bits())?;
         if !staged.tiles.is_empty() {
-            let dimension = windows.iter().map(|w| w.dimension).max().unwrap_or(0);
-            // The kernel's own static shared memory: 32 floats of reduction slots.
-            let shared = dimension * std::mem::size_of::<f32>() + 32 * std::mem::size_of::<f32>();
-            if shared > DEFAULT_SHARED_BYTES {
-                return Err(Error::Gpu(format!(
-                    "dimension {dimension} is too large for the materialising kernel"
-                )));
-            }
-            let tables = staged.layout.upload(self)?;
-            let tiles = self.to_device(&staged.tiles)?;
-            let mut launch = self.stream.launch_builder(&self.kernels.softmax_rows);
+            // Every element the kernel reads back is written first.
+            let scratch = device.scratch(staged.scratch_len)?;
+            let mut launch = device.launcher(Kernel::FusedAttention);
             launch
-                .arg(&tables.windows)
-                .arg(&tiles)
-                .arg(&staged.queries)
-                .arg(&staged.keys)
-                .arg(&attention);
-            // SAFETY: arguments match the kernel's; `shared` holds a query.
-            unsafe { launch.launch(grid(staged.tiles.len(), shared as u32)?) }
-                .map_err(gpu_error("softmax_rows"))?;
+                .buffer(&tables.windows)
+                .buffer(&tiles)
+                .buffer(&staged.queries)
+                .buffer(&staged.keys)
+                .buffer(&tables.seg_start)
+                .buffer(&tables.seg_end)
+                .buffer(&tables.key_node)
+                .buffer(&scratch)
+                .buffer(&partial);
+            // SAFETY: arguments match the kernel's; indices stay inside the
+            // staged buffers.
+            unsafe { launch.launch(staged.tiles.len(), 0) }?;
         }
-        let weights = self.run_segment_mean(&staged.layout, &attention)?;
-        Ok(with_cpu_fallback(windows, weights))
+        let mut launch = device.launcher(Kernel::SumQueryTiles);
+        launch
+            .buffer(&tables.windows)
+            .buffer(&rows)
+            .buffer(&tiles)
+            .buffer(&tables.seg_start)
+            .buffer(&tables.seg_end)
+            .buffer(&partial)
+            .buffer(&output);
+        // SAFETY: as above.
+        unsafe { launch.launch(staged.rows.len(), 0) }?;
     }
+    let output = device.download(&output)?;
+    Ok(with_cpu_fallback(windows, staged.layout.split(&output)))
+}
 
-    /// A device buffer of `len` floats (at least one) holding each part at
-    /// its offset; elements outside the parts are left unset.
-    fn copy_at<'a>(
-        &self,
-        len: usize,
-        parts: impl Iterator<Item = (&'a [f32], u64)>,
-    ) -> Result<CudaSlice<f32>> {
-        // SAFETY: callers read only elements inside the parts copied below.
-        let mut buffer =
-            unsafe { self.stream.alloc::<f32>(len.max(1)) }.map_err(gpu_error("alloc"))?;
-        for (data, offset) in parts.filter(|(data, _)| !data.is_empty()) {
-            let start = offset as usize;
-            self.stream
-                .memcpy_htod(data, &mut buffer.slice_mut(start..start + data.len()))
-                .map_err(gpu_error("upload"))?;
+/// The same weights as [`vector_attention`] computed unfused: each window's
+/// softmax matrix is materialised in device memory, then aggregated by the
+/// `segment_mean` kernel. The baseline the fused kernel is measured
+/// against, and an independent check of it.
+pub(super) fn materialised_attention<B: Backend>(
+    device: &B,
+    windows: &[VectorWindow],
+) -> Result<Vec<NodeWeights>> {
+    let staged = stage(device, windows)?;
+    // softmax_rows writes every row segment_mean reads.
+    let attention = device.scratch(staged.cells)?;
+    if !staged.tiles.is_empty() {
+        let dimension = windows.iter().map(|w| w.dimension).max().unwrap_or(0);
+        // The kernel's own static shared memory: 32 floats of reduction slots.
+        let shared = dimension * std::mem::size_of::<f32>() + 32 * std::mem::size_of::<f32>();
+        if shared > DEFAULT_SHARED_BYTES {
+            return Err(Error::Gpu(format!(
+                "dimension {dimension} is too large for the materialising kernel"
+            )));
         }
-        Ok(buffer)
+        let tables = staged.layout.upload(device)?;
+        let tiles = device.to_device(&staged.tiles)?;
+        let mut launch = device.launcher(Kernel::SoftmaxRows);
+        launch
+            .buffer(&tables.windows)
+            .buffer(&tiles)
+            .buffer(&staged.queries)
+            .buffer(&staged.keys)
+            .buffer(&attention);
+        // SAFETY: arguments match the kernel's; `shared` holds a query.
+        unsafe { launch.launch(staged.tiles.len(), shared as u32) }?;
     }
+    let weights = run_segment_mean(device, &staged.layout, &attention)?;
+    Ok(with_cpu_fallback(windows, weights))
+}
 
-    /// Checks and uploads vector windows and cuts their query nodes into
-    /// tiles. Windows of dimension 0 get no tiles (see [`with_cpu_fallback`]).
-    fn stage(&self, windows: &[VectorWindow]) -> Result<Staged> {
-        let mut layout = Layout::default();
-        let (mut query_len, mut key_len, mut cells) = (0usize, 0usize, 0usize);
-        let (mut tiles, mut rows) = (Vec::new(), Vec::new());
-        let (mut scratch_len, mut partial_len) = (0usize, 0usize);
-        for (index, w) in windows.iter().enumerate() {
-            let (tq, tk, d) = (w.query_tokens(), w.key_tokens(), w.dimension);
-            let at = layout.push(index, (w.query_segments, tq), (w.key_segments, tk))?;
-            let columns = w.key_segments.len();
-            let slot = &mut layout.windows[at];
-            (slot.queries, slot.keys, slot.attention) =
-                (query_len as u64, key_len as u64, cells as u64);
-            slot.dimension =
-                u32::try_from(d).map_err(|_| Error::Gpu("dimension too large".into()))?;
-            (query_len, key_len, cells) = (query_len + tq * d, key_len + tk * d, cells + tq * tk);
-            for (row, range) in w.query_segments.0.iter().enumerate() {
-                let first_tile = tiles.len() as u32;
-                if tk > 0 && d > 0 {
-                    for first_token in range.clone().step_by(QUERY_TILE as usize) {
-                        let tokens = QUERY_TILE.min(range.end - first_token);
-                        tiles.push(QueryTile {
-                            scratch: scratch_len as u64,
-                            partial: partial_len as u64,
-                            window: at as u32,
-                            first_token,
-                            tokens,
-                            pad: 0,
-                        });
-                        scratch_len += tokens as usize * columns;
-                        partial_len += columns;
-                    }
+/// A device buffer of `len` floats (at least one) holding each part at its
+/// offset; elements outside the parts are left unset.
+fn copy_at<'a, B: Backend>(
+    device: &B,
+    len: usize,
+    parts: impl Iterator<Item = (&'a [f32], u64)>,
+) -> Result<B::Buffer<f32>> {
+    // Callers read only elements inside the parts copied below.
+    let mut buffer = device.scratch(len)?;
+    for (data, offset) in parts.filter(|(data, _)| !data.is_empty()) {
+        device.write_at(&mut buffer, offset as usize, data)?;
+    }
+    Ok(buffer)
+}
+
+/// Checks and uploads vector windows and cuts their query nodes into tiles.
+/// Windows of dimension 0 get no tiles (see [`with_cpu_fallback`]).
+fn stage<B: Backend>(device: &B, windows: &[VectorWindow]) -> Result<Staged<B>> {
+    let mut layout = Layout::default();
+    let (mut query_len, mut key_len, mut cells) = (0usize, 0usize, 0usize);
+    let (mut tiles, mut rows) = (Vec::new(), Vec::new());
+    let (mut scratch_len, mut partial_len) = (0usize, 0usize);
+    for (index, w) in windows.iter().enumerate() {
+        let (tq, tk, d) = (w.query_tokens(), w.key_tokens(), w.dimension);
+        let at = layout.push(index, (w.query_segments, tq), (w.key_segments, tk))?;
+        let columns = w.key_segments.len();
+        let slot = &mut layout.windows[at];
+        (slot.queries, slot.keys, slot.attention) =
+            (query_len as u64, key_len as u64, cells as u64);
+        slot.dimension = u32::try_from(d).map_err(|_| Error::Gpu("dimension too large".into()))?;
+        (query_len, key_len, cells) = (query_len + tq * d, key_len + tk * d, cells + tq * tk);
+        for (row, range) in w.query_segments.0.iter().enumerate() {
+            let first_tile = tiles.len() as u32;
+            if tk > 0 && d > 0 {
+                for first_token in range.clone().step_by(QUERY_TILE as usize) {
+                    let tokens = QUERY_TILE.min(range.end - first_token);
+                    tiles.push(QueryTile {
+                        scratch: scratch_len as u64,
+                        partial: partial_len as u64,
+                        window: at as u32,
+                        first_token,
+                        tokens,
+                        pad: 0,
+                    });
+                    scratch_len += tokens as usize * columns;
+                    partial_len += columns;
                 }
-                rows.push(RowTask {
-                    window: at as u32,
-                    row: row as u32,
-                    first_tile,
-                    tiles: tiles.len() as u32 - first_tile,
-                });
             }
+            rows.push(RowTask {
+                window: at as u32,
+                row: row as u32,
+                first_tile,
+                tiles: tiles.len() as u32 - first_tile,
+            });
         }
-        let queries = self.copy_at(
-            query_len,
-            windows
-                .iter()
-                .zip(&layout.windows)
-                .map(|(w, slot)| (&w.queries[..w.query_tokens() * w.dimension], slot.queries)),
-        )?;
-        let keys = self.copy_at(
-            key_len,
-            windows
-                .iter()
-                .zip(&layout.windows)
-                .map(|(w, slot)| (&w.keys[..w.key_tokens() * w.dimension], slot.keys)),
-        )?;
-        Ok(Staged {
-            layout,
-            queries,
-            keys,
-            cells,
-            tiles,
-            rows,
-            scratch_len,
-            partial_len,
-        })
     }
+    let queries = copy_at(
+        device,
+        query_len,
+        windows
+            .iter()
+            .zip(&layout.windows)
+            .map(|(w, slot)| (&w.queries[..w.query_tokens() * w.dimension], slot.queries)),
+    )?;
+    let keys = copy_at(
+        device,
+        key_len,
+        windows
+            .iter()
+            .zip(&layout.windows)
+            .map(|(w, slot)| (&w.keys[..w.key_tokens() * w.dimension], slot.keys)),
+    )?;
+    Ok(Staged {
+        layout,
+        queries,
+        keys,
+        cells,
+        tiles,
+        rows,
+        scratch_len,
+        partial_len,
+    })
 }
 
 /// Windows of dimension 0 (where the reference's `1/√d` is infinite) are

@@ -1,10 +1,9 @@
 //! Host side of `kernels/propagate.cu`: a graph kept on the device
 //! ([`DeviceGraph`]) serves many batches of queries, one kernel launch per
-//! propagation step, then the top-k kernel.
+//! propagation step, then the top-k kernel. The same code drives a GPU and
+//! the CPU emulation (see `backend`).
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
-
-use crate::compute::gpu::runtime::{Gpu, THREADS, gpu_error, grid};
+use crate::compute::gpu::backend::{Backend, Kernel, Launch, THREADS};
 use crate::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use crate::error::{Error, Result};
 
@@ -12,71 +11,45 @@ use crate::error::{Error, Result};
 /// downloads the scores and takes the CPU's [`propagate::top_k`].
 pub const TOP_K_MAX: usize = 64;
 
-/// A [`PropagationGraph`] uploaded once to the GPU.
-pub struct DeviceGraph<'g> {
-    gpu: &'g Gpu,
+/// A [`PropagationGraph`] uploaded once to a device.
+pub struct DeviceGraph<'g, B: Backend> {
+    device: &'g B,
     nodes: usize,
-    offsets: CudaSlice<u32>,
-    parents: CudaSlice<u32>,
-    weights: CudaSlice<f32>,
+    offsets: B::Buffer<u32>,
+    parents: B::Buffer<u32>,
+    weights: B::Buffer<f32>,
     /// Lanes per node for small batches: the mean in-degree rounded up to a
     /// power of two, 1..=32.
     group: u32,
 }
 
-impl Gpu {
-    /// Checks `graph` and copies it to the device for [`DeviceGraph`]'s
-    /// batches.
-    pub fn upload(&self, graph: &PropagationGraph) -> Result<DeviceGraph<'_>> {
-        graph.validate().map_err(|message| Error::DagInput {
-            what: "propagation graph".into(),
-            message,
-        })?;
-        let nodes = graph.nodes();
-        if u32::try_from(nodes).is_err() {
-            return Err(Error::Gpu(format!(
-                "{nodes} nodes do not fit the kernels' u32 ids"
-            )));
-        }
-        let mean_degree = graph.edges().div_ceil(nodes.max(1)).clamp(1, 32);
-        Ok(DeviceGraph {
-            gpu: self,
-            nodes,
-            offsets: self.to_device(&graph.offsets)?,
-            parents: self.to_device(&graph.parents)?,
-            weights: self.to_device(&graph.weights)?,
-            group: mean_degree.next_power_of_two() as u32,
-        })
+/// Checks `graph` and copies it to `device` for [`DeviceGraph`]'s batches.
+pub(super) fn upload<'g, B: Backend>(
+    device: &'g B,
+    graph: &PropagationGraph,
+) -> Result<DeviceGraph<'g, B>> {
+    graph.validate().map_err(|message| Error::DagInput {
+        what: "propagation graph".into(),
+        message,
+    })?;
+    let nodes = graph.nodes();
+    if u32::try_from(nodes).is_err() {
+        return Err(Error::Gpu(format!(
+            "{nodes} nodes do not fit the kernels' u32 ids"
+        )));
     }
-
-    /// [`propagate::propagate`] on the GPU: uploads `graph`, runs, and
-    /// returns the node-major `N × batch` scores.
-    pub fn propagate(
-        &self,
-        graph: &PropagationGraph,
-        seeds: &[f32],
-        batch: usize,
-        options: PropagateOptions,
-    ) -> Result<Vec<f32>> {
-        self.upload(graph)?.propagate(seeds, batch, options)
-    }
-
-    /// Propagates on the GPU and keeps each query's `k` best nodes (see
-    /// [`DeviceGraph::propagate_top_k`]).
-    pub fn propagate_top_k(
-        &self,
-        graph: &PropagationGraph,
-        seeds: &[f32],
-        batch: usize,
-        options: PropagateOptions,
-        k: usize,
-    ) -> Result<Vec<Vec<(u32, f32)>>> {
-        self.upload(graph)?
-            .propagate_top_k(seeds, batch, options, k)
-    }
+    let mean_degree = graph.edges().div_ceil(nodes.max(1)).clamp(1, 32);
+    Ok(DeviceGraph {
+        device,
+        nodes,
+        offsets: device.to_device(&graph.offsets)?,
+        parents: device.to_device(&graph.parents)?,
+        weights: device.to_device(&graph.weights)?,
+        group: mean_degree.next_power_of_two() as u32,
+    })
 }
 
-impl DeviceGraph<'_> {
+impl<B: Backend> DeviceGraph<'_, B> {
     /// Number of nodes.
     pub fn nodes(&self) -> usize {
         self.nodes
@@ -84,7 +57,7 @@ impl DeviceGraph<'_> {
 
     /// Copies node-major seeds (`N × batch`) to the device after checking
     /// their length.
-    pub fn upload_seeds(&self, seeds: &[f32], batch: usize) -> Result<CudaSlice<f32>> {
+    pub fn upload_seeds(&self, seeds: &[f32], batch: usize) -> Result<B::Buffer<f32>> {
         if Some(seeds.len()) != self.nodes.checked_mul(batch) {
             return Err(Error::DagInput {
                 what: "propagation seeds".into(),
@@ -95,7 +68,7 @@ impl DeviceGraph<'_> {
                 ),
             });
         }
-        self.gpu.to_device(seeds)
+        self.device.to_device(seeds)
     }
 
     /// [`propagate::propagate`] from host seeds to host scores.
@@ -111,7 +84,7 @@ impl DeviceGraph<'_> {
         }
         let seeds = self.upload_seeds(seeds, batch)?;
         let scores = self.propagate_device(&seeds, batch, options)?;
-        let mut scores = self.gpu.download(&scores)?;
+        let mut scores = self.device.download(&scores)?;
         scores.truncate(self.nodes * batch);
         Ok(scores)
     }
@@ -123,54 +96,46 @@ impl DeviceGraph<'_> {
     /// each node's in-edges.
     pub fn propagate_device(
         &self,
-        seeds: &CudaSlice<f32>,
+        seeds: &B::Buffer<f32>,
         batch: usize,
         options: PropagateOptions,
-    ) -> Result<CudaSlice<f32>> {
-        let gpu = self.gpu;
+    ) -> Result<B::Buffer<f32>> {
+        let device = self.device;
         let len = self.nodes * batch;
         if options.steps == 0 || len == 0 {
-            return gpu.stream.clone_dtod(seeds).map_err(gpu_error("copy"));
+            return device.duplicate(seeds);
         }
         let batch32 = u32::try_from(batch).map_err(|_| Error::Gpu("batch too large".into()))?;
         let nodes = self.nodes as u32;
         let (kernel, threads) = if batch >= 32 {
-            (
-                &gpu.kernels.propagate_batch,
-                self.nodes * batch.div_ceil(32) * 32,
-            )
+            (Kernel::PropagateBatch, self.nodes * batch.div_ceil(32) * 32)
         } else {
-            (
-                &gpu.kernels.propagate_edges,
-                self.nodes * self.group as usize,
-            )
+            (Kernel::PropagateEdges, self.nodes * self.group as usize)
         };
-        let config = grid(threads.div_ceil(THREADS as usize), 0)?;
-        let step = |current: &CudaSlice<f32>, next: &mut CudaSlice<f32>| {
-            let mut launch = gpu.stream.launch_builder(kernel);
+        let blocks = threads.div_ceil(THREADS as usize);
+        let step = |current: &B::Buffer<f32>, next: &mut B::Buffer<f32>| {
+            let mut launch = device.launcher(kernel);
             launch
-                .arg(&self.offsets)
-                .arg(&self.parents)
-                .arg(&self.weights)
-                .arg(seeds)
-                .arg(current)
-                .arg(next)
-                .arg(&nodes)
-                .arg(&batch32)
-                .arg(&options.alpha);
+                .buffer(&self.offsets)
+                .buffer(&self.parents)
+                .buffer(&self.weights)
+                .buffer(seeds)
+                .buffer(current)
+                .buffer(&*next)
+                .value(&nodes)
+                .value(&batch32)
+                .value(&options.alpha);
             if batch < 32 {
-                launch.arg(&self.group);
+                launch.value(&self.group);
             }
             // SAFETY: arguments match the kernel's; the graph was validated
             // and every buffer holds `nodes × batch` scores.
-            unsafe { launch.launch(config) }
-                .map(drop)
-                .map_err(gpu_error("propagate"))
+            unsafe { launch.launch(blocks, 0) }
         };
-        let mut current = gpu.poisoned::<f32>(len, f32::NAN.to_bits())?;
+        let mut current = device.poisoned::<f32>(len, f32::NAN.to_bits())?;
         step(seeds, &mut current)?;
         if options.steps > 1 {
-            let mut spare = gpu.poisoned::<f32>(len, f32::NAN.to_bits())?;
+            let mut spare = device.poisoned::<f32>(len, f32::NAN.to_bits())?;
             for _ in 1..options.steps {
                 step(&current, &mut spare)?;
                 std::mem::swap(&mut current, &mut spare);
@@ -198,7 +163,7 @@ impl DeviceGraph<'_> {
         let scores = self.propagate_device(&seeds, batch, options)?;
         if k > TOP_K_MAX {
             tracing::debug!("top-{k} is above the GPU's {TOP_K_MAX}: ranking on the CPU");
-            let mut scores = self.gpu.download(&scores)?;
+            let mut scores = self.device.download(&scores)?;
             scores.truncate(self.nodes * batch);
             return Ok(propagate::top_k(&scores, batch, k));
         }
@@ -209,31 +174,31 @@ impl DeviceGraph<'_> {
     /// 1..=[`TOP_K_MAX`].
     fn top_k(
         &self,
-        scores: &CudaSlice<f32>,
+        scores: &B::Buffer<f32>,
         batch: usize,
         k: usize,
     ) -> Result<Vec<Vec<(u32, f32)>>> {
-        let gpu = self.gpu;
-        let ids = gpu.poisoned::<u32>(batch * k, u32::MAX)?;
-        let values = gpu.poisoned::<f32>(batch * k, f32::NAN.to_bits())?;
-        let counts = gpu.poisoned::<u32>(batch, u32::MAX)?;
+        let device = self.device;
+        let ids = device.poisoned::<u32>(batch * k, u32::MAX)?;
+        let values = device.poisoned::<f32>(batch * k, f32::NAN.to_bits())?;
+        let counts = device.poisoned::<u32>(batch, u32::MAX)?;
         let (nodes, batch32, k32) = (self.nodes as u32, batch as u32, k as u32);
-        let mut launch = gpu.stream.launch_builder(&gpu.kernels.top_k);
+        let mut launch = device.launcher(Kernel::TopK);
         launch
-            .arg(scores)
-            .arg(&nodes)
-            .arg(&batch32)
-            .arg(&k32)
-            .arg(&ids)
-            .arg(&values)
-            .arg(&counts);
+            .buffer(scores)
+            .value(&nodes)
+            .value(&batch32)
+            .value(&k32)
+            .buffer(&ids)
+            .buffer(&values)
+            .buffer(&counts);
         // SAFETY: arguments match the kernel's; k ≤ TOP_K_MAX and the
         // outputs hold batch × k entries.
-        unsafe { launch.launch(grid(batch, 0)?) }.map_err(gpu_error("top_k"))?;
+        unsafe { launch.launch(batch, 0) }?;
         let (ids, values, counts) = (
-            gpu.download(&ids)?,
-            gpu.download(&values)?,
-            gpu.download(&counts)?,
+            device.download(&ids)?,
+            device.download(&values)?,
+            device.download(&counts)?,
         );
         (0..batch)
             .map(|b| {

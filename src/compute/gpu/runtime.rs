@@ -1,14 +1,15 @@
 //! The CUDA context: the [`Gpu`] handle, NVRTC compilation of the kernels,
-//! launch geometry and error mapping.
+//! and the [`Backend`] that runs the host code's launches on it.
 
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
-    LaunchConfig, sys,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, LaunchArgs,
+    LaunchConfig, PushKernelArg, sys,
 };
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
+use crate::compute::gpu::backend::{self, Backend, Element, Kernel, THREADS};
 use crate::error::{Error, Result};
 
 /// Source of the attention-aggregation kernels.
@@ -16,27 +17,38 @@ const ATTENTION_SOURCE: &str = include_str!("../../../kernels/attention_aggregat
 /// Source of the propagation and top-k kernels.
 const PROPAGATE_SOURCE: &str = include_str!("../../../kernels/propagate.cu");
 
-/// Threads per block of every launch (the kernels' layouts assume 256).
-pub(super) const THREADS: u32 = 256;
-
 /// An open CUDA device with the kernels compiled and loaded.
 #[derive(Debug)]
 pub struct Gpu {
-    pub(super) stream: Arc<CudaStream>,
-    pub(super) name: String,
-    pub(super) kernels: Kernels,
+    stream: Arc<CudaStream>,
+    name: String,
+    kernels: Kernels,
 }
 
 /// The loaded kernels, by their `extern "C"` names.
 #[derive(Debug)]
-pub(super) struct Kernels {
-    pub(super) segment_mean: CudaFunction,
-    pub(super) fused_attention: CudaFunction,
-    pub(super) sum_query_tiles: CudaFunction,
-    pub(super) softmax_rows: CudaFunction,
-    pub(super) propagate_batch: CudaFunction,
-    pub(super) propagate_edges: CudaFunction,
-    pub(super) top_k: CudaFunction,
+struct Kernels {
+    segment_mean: CudaFunction,
+    fused_attention: CudaFunction,
+    sum_query_tiles: CudaFunction,
+    softmax_rows: CudaFunction,
+    propagate_batch: CudaFunction,
+    propagate_edges: CudaFunction,
+    top_k: CudaFunction,
+}
+
+impl Kernels {
+    fn get(&self, kernel: Kernel) -> &CudaFunction {
+        match kernel {
+            Kernel::SegmentMean => &self.segment_mean,
+            Kernel::FusedAttention => &self.fused_attention,
+            Kernel::SumQueryTiles => &self.sum_query_tiles,
+            Kernel::SoftmaxRows => &self.softmax_rows,
+            Kernel::PropagateBatch => &self.propagate_batch,
+            Kernel::PropagateEdges => &self.propagate_edges,
+            Kernel::TopK => &self.top_k,
+        }
+    }
 }
 
 /// Whether the NVRTC library can be loaded (no GPU or driver needed).
@@ -85,7 +97,7 @@ impl Gpu {
             .unwrap_or_else(|_| Err("the CUDA libraries do not match cudarc's CUDA 13 API".into()))
     }
 
-    pub(super) fn open_present() -> std::result::Result<Gpu, String> {
+    fn open_present() -> std::result::Result<Gpu, String> {
         let count = CudaContext::device_count().map_err(|e| format!("CUDA init: {e}"))?;
         if count < 1 {
             return Err("no CUDA device".into());
@@ -133,13 +145,13 @@ impl Gpu {
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
+}
 
-    /// Copies `data` to a new device buffer (of one default element when
-    /// `data` is empty, since CUDA allocates no empty buffers).
-    pub(super) fn to_device<T: DeviceRepr + Default + Clone>(
-        &self,
-        data: &[T],
-    ) -> Result<CudaSlice<T>> {
+impl Backend for Gpu {
+    type Buffer<T: Element> = CudaSlice<T>;
+    type Launch<'a> = CudaLaunch<'a>;
+
+    fn to_device<T: Element>(&self, data: &[T]) -> Result<CudaSlice<T>> {
         let result = if data.is_empty() {
             self.stream.clone_htod(&[T::default()])
         } else {
@@ -148,10 +160,7 @@ impl Gpu {
         result.map_err(gpu_error("upload"))
     }
 
-    /// A device buffer of `len` 4-byte elements (at least one), every
-    /// element set to the bit pattern `poison`, so that an element no kernel
-    /// writes shows up (NaN for scores) instead of passing as stale data.
-    pub(super) fn poisoned<T: DeviceRepr>(&self, len: usize, poison: u32) -> Result<CudaSlice<T>> {
+    fn poisoned<T: Element>(&self, len: usize, poison: u32) -> Result<CudaSlice<T>> {
         debug_assert_eq!(std::mem::size_of::<T>(), 4);
         let len = len.max(1);
         // SAFETY: every element is set by the memset below before any use.
@@ -166,9 +175,23 @@ impl Gpu {
         Ok(buffer)
     }
 
-    /// Copies a device buffer back to the host, waiting for the stream: any
-    /// failure of the kernels before it surfaces here.
-    pub(super) fn download<T: DeviceRepr>(&self, buffer: &CudaSlice<T>) -> Result<Vec<T>> {
+    fn scratch(&self, len: usize) -> Result<CudaSlice<f32>> {
+        // SAFETY: callers write every element before reading it (the
+        // trait's contract).
+        unsafe { self.stream.alloc::<f32>(len.max(1)) }.map_err(gpu_error("alloc"))
+    }
+
+    fn write_at(&self, buffer: &mut CudaSlice<f32>, offset: usize, data: &[f32]) -> Result<()> {
+        self.stream
+            .memcpy_htod(data, &mut buffer.slice_mut(offset..offset + data.len()))
+            .map_err(gpu_error("upload"))
+    }
+
+    fn duplicate(&self, buffer: &CudaSlice<f32>) -> Result<CudaSlice<f32>> {
+        self.stream.clone_dtod(buffer).map_err(gpu_error("copy"))
+    }
+
+    fn download<T: Element>(&self, buffer: &CudaSlice<T>) -> Result<Vec<T>> {
         let host = self
             .stream
             .clone_dtoh(buffer)
@@ -176,23 +199,46 @@ impl Gpu {
         self.stream.synchronize().map_err(gpu_error("kernel"))?;
         Ok(host)
     }
+
+    fn launcher(&self, kernel: Kernel) -> CudaLaunch<'_> {
+        CudaLaunch {
+            kernel,
+            args: self.stream.launch_builder(self.kernels.get(kernel)),
+        }
+    }
 }
 
-/// A launch of `blocks` blocks of [`THREADS`] threads; fails when the grid
-/// would be too large for one launch.
-pub(super) fn grid(blocks: usize, shared_mem_bytes: u32) -> Result<LaunchConfig> {
-    let blocks = u32::try_from(blocks)
-        .ok()
-        .filter(|&b| b <= i32::MAX as u32)
-        .ok_or_else(|| Error::Gpu(format!("{blocks} blocks are too many for one launch")))?;
-    Ok(LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes,
-    })
+/// A launch on the GPU being gathered (cudarc's builder).
+pub struct CudaLaunch<'a> {
+    kernel: Kernel,
+    args: LaunchArgs<'a>,
+}
+
+impl<'a> backend::Launch<'a, Gpu> for CudaLaunch<'a> {
+    fn buffer<T: Element>(&mut self, buffer: &'a CudaSlice<T>) -> &mut Self {
+        self.args.arg(buffer);
+        self
+    }
+
+    fn value<T: Element>(&mut self, value: &'a T) -> &mut Self {
+        self.args.arg(value);
+        self
+    }
+
+    unsafe fn launch(&mut self, blocks: usize, shared_bytes: u32) -> Result<()> {
+        let config = LaunchConfig {
+            grid_dim: (backend::grid_blocks(blocks)?, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: shared_bytes,
+        };
+        // SAFETY: the caller's contract (arguments match the kernel).
+        unsafe { self.args.launch(config) }
+            .map(drop)
+            .map_err(gpu_error(self.kernel.name()))
+    }
 }
 
 /// Maps a CUDA error to [`Error::Gpu`], naming the step that failed.
-pub(super) fn gpu_error<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
+fn gpu_error<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
     move |e| Error::Gpu(format!("{what}: {e}"))
 }
