@@ -31,15 +31,13 @@ const SESSION_ROUNDS: usize = 32;
 /// file (between its fork and its exec), so a store closed here a moment
 /// ago can still read as locked.
 fn open(path: &Path) -> edudb::Result<Db> {
-    let started = std::time::Instant::now();
-    loop {
-        match Db::open(path) {
-            Err(edudb::Error::Locked(_)) if started.elapsed() < Duration::from_secs(5) => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            opened => return opened,
-        }
-    }
+    Db::open_with(
+        path,
+        &edudb::OpenOptions {
+            busy_timeout: Duration::from_secs(5),
+            ..Default::default()
+        },
+    )
 }
 
 fn spawn(db: &Path, args: &[&str]) -> std::process::Child {

@@ -1,5 +1,6 @@
 //! How a command fails: [`Failure`] and the exit codes (1: bad input or
-//! usage, 2: internal failure).
+//! usage, 2: internal failure, 3: the store is busy, held by another
+//! process past the busy timeout: retry).
 
 use edudb::Error;
 
@@ -7,6 +8,19 @@ use edudb::Error;
 pub const EXIT_USER: u8 = 1;
 /// Exit code for internal failures.
 pub const EXIT_INTERNAL: u8 = 2;
+/// Exit code for a store another process holds ([`Error::is_busy`]).
+pub const EXIT_BUSY: u8 = 3;
+
+/// The exit code for a library error.
+pub fn exit_code(err: &Error) -> u8 {
+    if err.is_busy() {
+        EXIT_BUSY
+    } else if err.is_user_error() {
+        EXIT_USER
+    } else {
+        EXIT_INTERNAL
+    }
+}
 
 /// Why a command failed: the library refused, or the output could not be
 /// written (a closed pipe, a full disk).

@@ -35,6 +35,16 @@ struct Cli {
     /// Hide progress bars.
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// Milliseconds to wait for another process to release the store
+    /// before failing with exit code 3 (busy).
+    #[arg(
+        long,
+        global = true,
+        env = "EDUDB_BUSY_TIMEOUT",
+        default_value_t = 5000,
+        value_name = "MS"
+    )]
+    busy_timeout: u64,
     #[command(flatten)]
     embedder: EmbedderArgs,
     #[command(subcommand)]
@@ -121,6 +131,7 @@ impl Cli {
             &OpenOptions {
                 create,
                 embedder: self.embedder.config()?,
+                busy_timeout: std::time::Duration::from_millis(self.busy_timeout),
                 ..Default::default()
             },
         )
@@ -302,11 +313,16 @@ pub fn main() -> ExitCode {
         }
         Err(Failure::Db(err)) => {
             let _ = render::error(&mut anstream::stderr(), &err);
-            ExitCode::from(if err.is_user_error() {
-                EXIT_USER
-            } else {
-                EXIT_INTERNAL
-            })
+            if err.is_busy() {
+                let _ = render::hint(
+                    &mut anstream::stderr(),
+                    &format!(
+                        "waited {} ms for it; --busy-timeout MS (or EDUDB_BUSY_TIMEOUT) waits longer",
+                        cli.busy_timeout
+                    ),
+                );
+            }
+            ExitCode::from(failure::exit_code(&err))
         }
     }
 }

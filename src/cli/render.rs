@@ -49,6 +49,11 @@ pub fn error(out: &mut dyn Write, message: &dyn std::fmt::Display) -> io::Result
     writeln!(out, "{ERROR}error:{ERROR:#} {message}")
 }
 
+/// Writes an indented `hint: message` line under an error.
+pub fn hint(out: &mut dyn Write, message: &str) -> io::Result<()> {
+    writeln!(out, "  hint: {message}")
+}
+
 /// Writes the summary of an ingest run; failures go to `errors`.
 pub fn ingest_report(
     out: &mut dyn Write,
@@ -94,7 +99,7 @@ pub fn ingest_report(
     for failure in &report.failures {
         error(errors, &failure.error)?;
         if matches!(failure.error, Error::InvalidUtf8 { .. }) {
-            writeln!(errors, "  hint: pass --lossy to replace invalid bytes")?;
+            hint(errors, "pass --lossy to replace invalid bytes")?;
         }
     }
     writeln!(

@@ -18,6 +18,7 @@ pub(crate) mod write;
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use crate::compute::dag_index::DagIndex;
 use crate::compute::device::Device;
@@ -64,6 +65,35 @@ pub(crate) struct Engine {
     _lock: File,
 }
 
+/// Why [`lock_within`] did not take the lock.
+enum LockFailure {
+    /// Another process still held it when the time ran out.
+    Held,
+    /// The lock call itself failed.
+    Io(std::io::Error),
+}
+
+/// Takes `file`'s exclusive lock, polling for up to `timeout` while
+/// another process holds it (at first every 5 ms, backing off to 100 ms).
+fn lock_within(file: &File, timeout: Duration) -> std::result::Result<(), LockFailure> {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::Error(source)) => return Err(LockFailure::Io(source)),
+            Err(TryLockError::WouldBlock) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(LockFailure::Held);
+                }
+                std::thread::sleep(pause.min(deadline - now));
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
         path: path.to_owned(),
@@ -86,6 +116,10 @@ pub struct OpenOptions {
     /// opened with an embedder of the same identity each time. Setting
     /// both this and `embedder` is an error.
     pub custom_embedder: Option<Arc<dyn Embedder>>,
+    /// How long to wait for another process to release the store before
+    /// failing with [`Error::Locked`], polling its lock (SQLite's busy
+    /// timeout). Zero, the default, fails at once.
+    pub busy_timeout: Duration,
 }
 
 impl Engine {
@@ -122,16 +156,13 @@ impl Engine {
             .write(true)
             .open(&lock_path)
             .map_err(io_error(&lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Err(Error::Locked(dir.to_owned())),
-            Err(TryLockError::Error(source)) => {
-                return Err(Error::Io {
-                    path: lock_path,
-                    source,
-                });
-            }
-        }
+        lock_within(&lock, options.busy_timeout).map_err(|e| match e {
+            LockFailure::Held => Error::Locked(dir.to_owned()),
+            LockFailure::Io(source) => Error::Io {
+                path: lock_path.clone(),
+                source,
+            },
+        })?;
         let store = Store::open(&dir.join(STORE_DIR)).map_err(|e| match e {
             Error::FormatVersion {
                 found, expected, ..

@@ -1,5 +1,6 @@
 //! Typed errors of the library. Each variant says what went wrong and where;
-//! [`Error::is_user_error`] separates bad input from internal failures.
+//! [`Error::is_user_error`] separates bad input from internal failures, and
+//! [`Error::is_busy`] marks a store another process holds (retry later).
 
 use std::path::PathBuf;
 
@@ -279,8 +280,15 @@ impl Error {
         matches!(self, Error::Corrupt { .. } | Error::Invariant { .. })
     }
 
+    /// True when another process holds the store ([`Error::Locked`]): the
+    /// same call may succeed later (exit code 3 in the CLI).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Error::Locked(_))
+    }
+
     /// True when the error is caused by the caller's input (exit code 1 in
-    /// the CLI); false for internal failures (exit code 2).
+    /// the CLI); false for internal failures (exit code 2) and a busy store
+    /// ([`Error::is_busy`]).
     pub fn is_user_error(&self) -> bool {
         // Listed, not excluded: a new variant is internal until added here.
         matches!(
@@ -298,7 +306,6 @@ impl Error {
                 | Error::Dataset { .. }
                 | Error::Usage(_)
                 | Error::NoStore(_)
-                | Error::Locked(_)
                 | Error::FormatVersion { .. }
                 | Error::NotAStore(_)
                 | Error::Query(_)

@@ -226,18 +226,45 @@ fn user_errors_exit_1_with_clear_messages() {
 }
 
 #[test]
-fn a_second_process_gets_store_is_locked() {
+fn a_second_process_gets_busy_after_its_timeout() {
     let (_dir, db) = fixture();
     let held = edudb::Db::open(&db).unwrap();
-    let out = edudb(&db, &["ingest", "-", "--id", "x"]);
-    assert_eq!(out.status.code(), Some(1));
+    let out = edudb(&db, &["ingest", "-", "--id", "x", "--busy-timeout", "100"]);
+    assert_eq!(out.status.code(), Some(3), "busy, not bad input");
     assert!(
-        stderr(&out).contains("is locked by another process"),
+        stderr(&out).contains("is locked by another process")
+            && stderr(&out).contains("waited 100 ms")
+            && stderr(&out).contains("--busy-timeout"),
         "{}",
         stderr(&out)
     );
     drop(held);
     assert!(edudb(&db, &["docs"]).status.success());
+}
+
+#[test]
+fn a_second_process_waits_for_the_store_within_its_timeout() {
+    let (_dir, db) = fixture();
+    let held = edudb::Db::open(&db).unwrap();
+    let mut waiting = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(&db)
+        .args(["docs", "--json"])
+        .env("EDUDB_BUSY_TIMEOUT", "60000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "the command ended while the store was held instead of waiting"
+    );
+    drop(held);
+    let out = waiting.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let docs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(docs.as_array().is_some_and(|d| !d.is_empty()), "{docs}");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! catch-up of the derived index, locking, cancellation and bad input.
 
 use edudb::ingest::sources::{Origin, Source};
-use edudb::{CancelToken, Db, Error, Format, IngestOptions, NoProgress, Progress};
+use edudb::{CancelToken, Db, Error, Format, IngestOptions, NoProgress, OpenOptions, Progress};
 
 use crate::support::{ingest_markdown, ingest_rfcs, markdown, rfc_sources, selection, store};
 
@@ -125,9 +125,42 @@ fn data_and_index_survive_reopen_and_a_lost_index_is_rebuilt() {
 fn a_second_open_is_refused_while_locked() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(dir.path()).unwrap();
-    assert!(matches!(Db::open(dir.path()), Err(Error::Locked(_))));
+    let err = Db::open(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::Locked(_)), "{err}");
+    assert!(
+        err.is_busy() && !err.is_user_error(),
+        "busy is its own class"
+    );
     drop(db);
     Db::open(dir.path()).unwrap();
+}
+
+#[test]
+fn an_open_waits_within_its_busy_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = Db::create(dir.path()).unwrap();
+    let waiting = |ms| OpenOptions {
+        busy_timeout: std::time::Duration::from_millis(ms),
+        ..Default::default()
+    };
+    // Still held when the timeout runs out: busy.
+    let err = Db::open_with(dir.path(), &waiting(50)).unwrap_err();
+    assert!(err.is_busy(), "{err}");
+    // Released while the second open waits: it opens.
+    let path = dir.path().to_owned();
+    let (started, start) = std::sync::mpsc::channel();
+    let opener = std::thread::spawn(move || {
+        started.send(()).unwrap();
+        Db::open_with(&path, &waiting(60_000))
+    });
+    start.recv().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        !opener.is_finished(),
+        "the open ended while the store was held"
+    );
+    drop(held);
+    opener.join().unwrap().unwrap();
 }
 
 #[test]
