@@ -32,6 +32,7 @@ pub mod model;
 pub mod progress;
 #[doc(hidden)]
 pub mod query;
+pub mod serve;
 #[doc(hidden)]
 pub mod storage;
 

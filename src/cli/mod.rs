@@ -220,6 +220,17 @@ enum Command {
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         format: OutputFormat,
     },
+    /// Serve the store to other processes over HTTP/JSON (and a Unix
+    /// socket in the store directory) until SIGINT or SIGTERM.
+    Serve {
+        /// TCP address to listen on (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:7733")]
+        listen: std::net::SocketAddr,
+        /// Environment variable holding the bearer token every request must
+        /// present (required to listen beyond loopback).
+        #[arg(long, value_name = "VAR")]
+        token_env: Option<String>,
+    },
     /// Delete documents completely.
     Rm {
         /// Document ids.
@@ -429,6 +440,28 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             }
         }
         Command::Stats => render::stats(out, &cli.open(false)?.stats()?, cli.json)?,
+        Command::Serve { listen, token_env } => {
+            let token = match token_env {
+                Some(var) => Some(std::env::var(var).map_err(|_| {
+                    Error::Usage(format!("--token-env {var}: the variable is not set"))
+                })?),
+                None => None,
+            };
+            let options = edudb::serve::ServeOptions {
+                listen: *listen,
+                token,
+                stop_on_signals: true,
+                ..Default::default()
+            };
+            let mut announced = Ok(());
+            edudb::serve::run(
+                cli.open(false)?,
+                &options,
+                |bound| announced = render::serving(out, bound, cli.json),
+                &edudb::CancelToken::new(),
+            )?;
+            announced?;
+        }
         Command::Reindex => {
             let db = cli.open(false)?;
             let skipped =

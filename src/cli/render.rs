@@ -49,6 +49,26 @@ pub fn error(out: &mut dyn Write, message: &dyn std::fmt::Display) -> io::Result
     writeln!(out, "{ERROR}error:{ERROR:#} {message}")
 }
 
+/// Says where `edudb serve` listens, as soon as it does (flushed, so a
+/// script reading the first line can connect).
+pub fn serving(out: &mut dyn Write, bound: &edudb::serve::Bound, as_json: bool) -> io::Result<()> {
+    let socket = bound.socket.as_ref().map(|s| s.display().to_string());
+    if as_json {
+        serde_json::to_writer(
+            &mut *out,
+            &json!({"listen": bound.address.to_string(), "socket": socket}),
+        )?;
+        writeln!(out)?;
+    } else {
+        write!(out, "serving on http://{}", bound.address)?;
+        if let Some(socket) = socket {
+            write!(out, " and unix:{socket}")?;
+        }
+        writeln!(out, " (stop with Ctrl-C or SIGTERM)")?;
+    }
+    out.flush()
+}
+
 /// Writes an indented `hint: message` line under an error.
 pub fn hint(out: &mut dyn Write, message: &str) -> io::Result<()> {
     writeln!(out, "  hint: {message}")
@@ -213,15 +233,7 @@ pub fn edus(out: &mut dyn Write, edus: &[EduText], as_json: bool) -> io::Result<
 /// Writes search hits, best first.
 pub fn hits(out: &mut dyn Write, hits: &[SearchHit], as_json: bool) -> io::Result<()> {
     if as_json {
-        let rows: Vec<Value> = hits
-            .iter()
-            .map(|h| {
-                json!({
-                    "doc": h.doc, "node": h.node, "edus": [h.edus.first, h.edus.last],
-                    "bytes": h.bytes, "score": h.score, "text": h.text,
-                })
-            })
-            .collect();
+        let rows: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
         return json(out, &Value::Array(rows));
     }
     if hits.is_empty() {

@@ -49,6 +49,17 @@ pub struct SearchHit {
     pub text: String,
 }
 
+impl SearchHit {
+    /// The hit as the CLI's `search --json` and the server print it:
+    /// `{doc, node, edus: [first, last], bytes, score, text}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "doc": self.doc, "node": self.node, "edus": [self.edus.first, self.edus.last],
+            "bytes": self.bytes, "score": self.score, "text": self.text,
+        })
+    }
+}
+
 /// Totals over the whole store.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {

@@ -109,6 +109,11 @@ pub enum Error {
     /// The command-line or API arguments do not make sense together.
     #[error("{0}")]
     Usage(String),
+    /// The server (`edudb serve`) could not start or keep serving: an
+    /// address that cannot be bound, the runtime, an answer that does not
+    /// encode.
+    #[error("server: {0}")]
+    Serve(String),
     /// No store exists at the path.
     #[error("no edudb store at {0}; create one with `edudb init` or by ingesting")]
     NoStore(PathBuf),

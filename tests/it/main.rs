@@ -17,5 +17,6 @@ mod local_model;
 mod memory;
 mod properties;
 mod query;
+mod serve;
 mod tokens;
 mod vectors;

@@ -1,0 +1,618 @@
+//! `edudb serve`: one process owns a store and serves it to every other
+//! over HTTP/JSON (axum on tokio), on a TCP address and on a Unix socket
+//! inside the store directory ([`SOCKET_FILE`]).
+//!
+//! Bodies are the CLI's JSON contracts (`docs --json`, `query --json`, …).
+//! Reads run concurrently on blocking threads (the engine's readers never
+//! wait on its writer); writes are serialised, at most one at a time with
+//! a bounded queue behind it, and a full queue answers "busy" at once.
+//! Every error is `{"error": {"class", "message", …}}` with the CLI's exit
+//! classes: `user` (HTTP 400, or 404 for a missing document or session),
+//! `busy` (503: retry) and `internal` (500). Loopback only unless a bearer
+//! token is set. On shutdown (the [`CancelToken`], or SIGINT/SIGTERM when
+//! [`ServeOptions::stop_on_signals`]) in-flight requests finish, the socket
+//! is removed and the store is closed (flushed).
+//!
+//! The routes (all under `/v1`):
+//!
+//! | route | body or query | answer |
+//! |---|---|---|
+//! | `GET /health` | | `{store, version}` |
+//! | `GET /docs` | | `docs --json` |
+//! | `GET /docs/{id}/tree` | | `tree --json` |
+//! | `GET /stats` | | `stats --json` |
+//! | `GET /search` | `q`, `limit` (10) | `search --json` |
+//! | `POST /query` | `{statement, params: {name: text or number}}` | `query --json` |
+//! | `POST /sessions/{id}/turns` | `{text, role, at, placement}` (a `session add --jsonl` line) | `session add --json` |
+//! | `GET /sessions/{id}/context` | `budget`, `query` | `session context --json` |
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+use tokio::sync::Semaphore;
+
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::memory::{Placement, Role, TurnInput};
+use crate::progress::{CancelToken, NoProgress};
+use crate::query::Params;
+
+/// The Unix socket a server listens on, inside the store directory.
+pub const SOCKET_FILE: &str = "serve.sock";
+
+/// How [`run`] serves.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The TCP address (port 0: any free port). Beyond loopback only with
+    /// a `token`.
+    pub listen: SocketAddr,
+    /// A bearer token every request must present (`Authorization: Bearer
+    /// …`), compared in constant time.
+    pub token: Option<String>,
+    /// Also listen on the store's [`SOCKET_FILE`].
+    pub unix_socket: bool,
+    /// The largest request body accepted (413 above it).
+    pub max_body_bytes: usize,
+    /// How long a request may run before the answer is "busy" (the work
+    /// itself finishes in the background).
+    pub request_timeout: Duration,
+    /// Writes that may wait behind the running one; more are refused as
+    /// busy at once.
+    pub write_queue: usize,
+    /// Stop on SIGINT and SIGTERM too (the CLI sets it).
+    pub stop_on_signals: bool,
+}
+
+impl Default for ServeOptions {
+    fn default() -> ServeOptions {
+        ServeOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            unix_socket: true,
+            max_body_bytes: 16 << 20,
+            request_timeout: Duration::from_secs(60),
+            write_queue: 64,
+            stop_on_signals: false,
+        }
+    }
+}
+
+/// Where a started server listens (given to [`run`]'s `ready`).
+#[derive(Debug, Clone)]
+pub struct Bound {
+    /// The TCP address, with the port chosen when 0 was asked for.
+    pub address: SocketAddr,
+    /// The Unix socket, when one was asked for.
+    pub socket: Option<PathBuf>,
+}
+
+/// What every handler shares.
+struct Shared {
+    db: Arc<Db>,
+    token: Option<String>,
+    timeout: Duration,
+    /// One permit: the running write.
+    writer: Semaphore,
+    /// The write queue's places (the running write holds one too).
+    queue: Semaphore,
+}
+
+/// Serves `db` until `shutdown` is cancelled (or a signal arrives, see
+/// [`ServeOptions::stop_on_signals`]), then closes it. `ready` is called
+/// once the listeners are bound. Fails when an address cannot be bound or
+/// a non-loopback address has no token.
+pub fn run(
+    db: Db,
+    options: &ServeOptions,
+    ready: impl FnOnce(&Bound),
+    shutdown: &CancelToken,
+) -> Result<()> {
+    if !options.listen.ip().is_loopback() && options.token.is_none() {
+        return Err(Error::Usage(format!(
+            "serving on {} (beyond loopback) needs a bearer token (--token-env VAR)",
+            options.listen
+        )));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Serve(format!("starting the runtime: {e}")))?;
+    let socket_path = db.path().join(SOCKET_FILE);
+    let shared = Arc::new(Shared {
+        db: Arc::new(db),
+        token: options.token.clone(),
+        timeout: options.request_timeout,
+        writer: Semaphore::new(1),
+        queue: Semaphore::new(options.write_queue + 1),
+    });
+    let result = runtime.block_on(serve(
+        Arc::clone(&shared),
+        options,
+        socket_path.clone(),
+        ready,
+        shutdown,
+    ));
+    // Blocking work still running (a request past its timeout) ends
+    // before the store closes.
+    drop(runtime);
+    if options.unix_socket {
+        let _ = std::fs::remove_file(&socket_path);
+    }
+    result
+}
+
+async fn serve(
+    shared: Arc<Shared>,
+    options: &ServeOptions,
+    socket_path: PathBuf,
+    ready: impl FnOnce(&Bound),
+    shutdown: &CancelToken,
+) -> Result<()> {
+    let bind_error = |what: String| move |e: std::io::Error| Error::Serve(format!("{what}: {e}"));
+    let tcp = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(bind_error(format!("listening on {}", options.listen)))?;
+    let address = tcp
+        .local_addr()
+        .map_err(bind_error("the bound address".into()))?;
+    let unix = if options.unix_socket {
+        // The store's lock is held here, so a socket file left behind can
+        // only be a dead server's.
+        let _ = std::fs::remove_file(&socket_path);
+        Some(
+            tokio::net::UnixListener::bind(&socket_path).map_err(bind_error(format!(
+                "listening on {}",
+                socket_path.display()
+            )))?,
+        )
+    } else {
+        None
+    };
+    let app = router(Arc::clone(&shared), options.max_body_bytes);
+    ready(&Bound {
+        address,
+        socket: unix.as_ref().map(|_| socket_path.clone()),
+    });
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let watcher = tokio::spawn(wait_for_stop(
+        shutdown.clone(),
+        options.stop_on_signals,
+        stop,
+    ));
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|&s| s).await;
+    };
+    let over_tcp =
+        axum::serve(tcp, app.clone()).with_graceful_shutdown(until_stopped(stopped.clone()));
+    let served = match unix {
+        Some(unix) => {
+            let over_unix = axum::serve(unix, app).with_graceful_shutdown(until_stopped(stopped));
+            tokio::try_join!(over_tcp.into_future(), over_unix.into_future()).map(drop)
+        }
+        None => over_tcp.await,
+    };
+    watcher.abort();
+    served.map_err(|e| Error::Serve(format!("serving: {e}")))
+}
+
+/// Resolves `stop` once `shutdown` is cancelled or, with `signals`, on
+/// SIGINT or SIGTERM.
+async fn wait_for_stop(
+    shutdown: CancelToken,
+    signals: bool,
+    stop: tokio::sync::watch::Sender<bool>,
+) {
+    let cancelled = async {
+        while !shutdown.is_cancelled() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let signalled = async {
+        if !signals {
+            return std::future::pending().await;
+        }
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    };
+    tokio::select! {
+        () = cancelled => {}
+        () = signalled => {}
+    }
+    let _ = stop.send(true);
+}
+
+fn router(shared: Arc<Shared>, max_body_bytes: usize) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/docs", get(documents))
+        .route("/v1/docs/{id}/tree", get(tree))
+        .route("/v1/stats", get(stats))
+        .route("/v1/search", get(search))
+        .route("/v1/query", post(query))
+        .route("/v1/sessions/{id}/turns", post(add_turn))
+        .route("/v1/sessions/{id}/context", get(context))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&shared),
+            authorise,
+        ))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(shared)
+}
+
+/// A failed request: the error class, its HTTP status and the message.
+#[derive(Debug)]
+struct Failure {
+    status: StatusCode,
+    class: &'static str,
+    message: String,
+    /// Query errors' location and hint.
+    located: Option<Value>,
+}
+
+impl Failure {
+    fn user(status: StatusCode, message: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            class: "user",
+            message: message.into(),
+            located: None,
+        }
+    }
+
+    fn busy(message: impl Into<String>) -> Failure {
+        Failure {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            class: "busy",
+            message: message.into(),
+            located: None,
+        }
+    }
+
+    fn internal(message: impl Into<String>) -> Failure {
+        Failure {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            class: "internal",
+            message: message.into(),
+            located: None,
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(err: Error) -> Failure {
+        let message = err.to_string();
+        if err.is_busy() {
+            return Failure::busy(message);
+        }
+        if !err.is_user_error() {
+            return Failure::internal(message);
+        }
+        let status = match err {
+            Error::NoSuchDocument(_) | Error::NoSuchSession(_) => StatusCode::NOT_FOUND,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        let located = match &err {
+            Error::Query(q) => Some(json!({
+                "line": q.line, "column": q.column, "hint": q.hint,
+                "source_line": q.source_line,
+                "underline": [q.underline.start, q.underline.end],
+            })),
+            _ => None,
+        };
+        Failure {
+            located,
+            ..Failure::user(status, message)
+        }
+    }
+}
+
+impl From<JsonRejection> for Failure {
+    fn from(rejection: JsonRejection) -> Failure {
+        Failure::user(rejection.status(), rejection.body_text())
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let mut error = json!({"class": self.class, "message": self.message});
+        if let (Some(located), Some(fields)) = (self.located, error.as_object_mut()) {
+            fields.insert("query".into(), located);
+        }
+        (self.status, Json(json!({ "error": error }))).into_response()
+    }
+}
+
+type Answer = std::result::Result<Json<Value>, Failure>;
+
+/// Runs a read on a blocking thread, concurrently with other requests.
+async fn read(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+) -> Answer {
+    let db = Arc::clone(&shared.db);
+    within(
+        shared.timeout,
+        tokio::task::spawn_blocking(move || work(&db)),
+    )
+    .await
+}
+
+/// Runs a write after the ones before it, or refuses it as busy when the
+/// queue is full.
+async fn write(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+) -> Answer {
+    let Ok(_place) = shared.queue.try_acquire() else {
+        return Err(Failure::busy("the write queue is full; retry"));
+    };
+    let waited = tokio::time::timeout(shared.timeout, shared.writer.acquire()).await;
+    let Ok(Ok(_turn)) = waited else {
+        return Err(Failure::busy("timed out waiting for earlier writes; retry"));
+    };
+    let db = Arc::clone(&shared.db);
+    within(
+        shared.timeout,
+        tokio::task::spawn_blocking(move || work(&db)),
+    )
+    .await
+}
+
+async fn within(timeout: Duration, task: tokio::task::JoinHandle<Result<Value>>) -> Answer {
+    match tokio::time::timeout(timeout, task).await {
+        Err(_) => Err(Failure::busy(format!(
+            "the request ran past {} s; it finishes in the background",
+            timeout.as_secs_f64()
+        ))),
+        Ok(Err(joined)) => Err(Failure::internal(format!("the request failed: {joined}"))),
+        Ok(Ok(result)) => result.map(Json).map_err(Failure::from),
+    }
+}
+
+/// Refuses requests without the bearer token, when one is set.
+async fn authorise(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    if let Some(token) = &shared.token {
+        let presented = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !bool::from(presented.as_bytes().ct_eq(token.as_bytes())) {
+            return Failure::user(StatusCode::UNAUTHORIZED, "a valid bearer token is required")
+                .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+async fn not_found(request: Request) -> Failure {
+    Failure::user(
+        StatusCode::NOT_FOUND,
+        format!("no route {} {}", request.method(), request.uri().path()),
+    )
+}
+
+async fn health(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(json!({
+        "store": shared.db.path().display().to_string(),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+async fn documents(State(shared): State<Arc<Shared>>) -> Answer {
+    read(&shared, |db| {
+        Ok(Value::Array(
+            db.documents()?.iter().map(|d| d.to_json()).collect(),
+        ))
+    })
+    .await
+}
+
+async fn tree(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
+    read(&shared, move |db| Ok(db.tree(&id)?.to_json(None))).await
+}
+
+async fn stats(State(shared): State<Arc<Shared>>) -> Answer {
+    read(&shared, |db| to_value(&db.stats()?)).await
+}
+
+/// `GET /v1/search`'s query string.
+#[derive(Deserialize)]
+struct SearchArgs {
+    q: String,
+    limit: Option<usize>,
+}
+
+async fn search(State(shared): State<Arc<Shared>>, Query(args): Query<SearchArgs>) -> Answer {
+    read(&shared, move |db| {
+        let hits = db.search(&args.q, args.limit.unwrap_or(10))?;
+        Ok(Value::Array(hits.iter().map(|h| h.to_json()).collect()))
+    })
+    .await
+}
+
+/// `POST /v1/query`'s body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryBody {
+    statement: String,
+    #[serde(default)]
+    params: serde_json::Map<String, Value>,
+}
+
+async fn query(
+    State(shared): State<Arc<Shared>>,
+    body: std::result::Result<Json<QueryBody>, JsonRejection>,
+) -> Answer {
+    let Json(body) = body?;
+    let mut params = Params::new();
+    for (name, value) in body.params {
+        params = match value {
+            Value::String(text) => params.text(name, text),
+            Value::Number(n) => params.number(name, n.as_f64().unwrap_or(f64::NAN)),
+            other => {
+                return Err(Failure::user(
+                    StatusCode::BAD_REQUEST,
+                    format!("parameter ${name} is {other}: give a string or a number"),
+                ));
+            }
+        };
+    }
+    read(&shared, move |db| {
+        Ok(db.query(&body.statement, &params)?.to_json())
+    })
+    .await
+}
+
+/// `POST /v1/sessions/{id}/turns`' body: one `session add --jsonl` line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnBody {
+    text: String,
+    #[serde(default)]
+    role: Role,
+    at: Option<String>,
+    #[serde(default)]
+    placement: Placement,
+}
+
+async fn add_turn(
+    State(shared): State<Arc<Shared>>,
+    Path(session): Path<String>,
+    body: std::result::Result<Json<TurnBody>, JsonRejection>,
+) -> Answer {
+    let Json(body) = body?;
+    let at = body
+        .at
+        .map(|at| crate::model::time::parse(&at))
+        .transpose()?;
+    let turn = TurnInput {
+        role: body.role,
+        text: body.text,
+        at,
+        placement: body.placement,
+    };
+    write(&shared, move |db| {
+        let receipts = db.append_turns(&session, &[turn], &NoProgress, &CancelToken::new())?;
+        let receipt = receipts
+            .first()
+            .ok_or_else(|| Error::Serve("the append returned no receipt".into()))?;
+        to_value(receipt)
+    })
+    .await
+}
+
+/// `GET /v1/sessions/{id}/context`'s query string.
+#[derive(Deserialize)]
+struct ContextArgs {
+    budget: u64,
+    query: Option<String>,
+}
+
+async fn context(
+    State(shared): State<Arc<Shared>>,
+    Path(session): Path<String>,
+    Query(args): Query<ContextArgs>,
+) -> Answer {
+    read(&shared, move |db| {
+        to_value(&db.session_context(&session, args.budget, args.query.as_deref())?)
+    })
+    .await
+}
+
+fn to_value(value: &impl serde::Serialize) -> Result<Value> {
+    serde_json::to_value(value).map_err(|e| Error::Serve(format!("encoding the answer: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shared state over a new store, with `write_queue` places and
+    /// `timeout` per request.
+    fn shared(dir: &std::path::Path, write_queue: usize, timeout: Duration) -> Arc<Shared> {
+        Arc::new(Shared {
+            db: Arc::new(Db::create(dir.join("db")).unwrap()),
+            token: None,
+            timeout,
+            writer: Semaphore::new(1),
+            queue: Semaphore::new(write_queue + 1),
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_beyond_the_queue_is_busy_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path(), 0, Duration::from_secs(30));
+        let (started, has_started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let first = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move {
+                write(&shared, move |_| {
+                    started.send(()).unwrap();
+                    released.recv().unwrap();
+                    Ok(json!("first"))
+                })
+                .await
+            })
+        };
+        tokio::task::spawn_blocking(move || has_started.recv().unwrap())
+            .await
+            .unwrap();
+        let refused = write(&shared, |_| Ok(json!("second"))).await.unwrap_err();
+        assert_eq!(
+            (refused.status, refused.class),
+            (StatusCode::SERVICE_UNAVAILABLE, "busy")
+        );
+        // Reads do not wait for the running write.
+        let read = read(&shared, |db| Ok(json!(db.documents()?.len())))
+            .await
+            .unwrap();
+        assert_eq!(read.0, json!(0));
+        release.send(()).unwrap();
+        assert_eq!(first.await.unwrap().unwrap().0, json!("first"));
+        // With the queue free again, the next write runs.
+        assert_eq!(
+            write(&shared, |_| Ok(json!("third"))).await.unwrap().0,
+            json!("third")
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_past_its_timeout_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path(), 4, Duration::from_millis(50));
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let late = read(&shared, move |_| {
+            released.recv().unwrap();
+            Ok(json!("late"))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(late.class, "busy");
+        assert!(late.message.contains("ran past"), "{}", late.message);
+        release.send(()).unwrap();
+    }
+}

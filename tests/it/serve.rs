@@ -1,0 +1,369 @@
+//! `edudb serve` (`edudb::serve`): the HTTP/JSON API against the library's
+//! own answers, its errors, the Unix socket, the token, body limits and a
+//! graceful stop, in-process and as the CLI's `serve` command.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+
+use edudb::serve::{self, Bound, ServeOptions};
+use edudb::{CancelToken, Db, Params};
+use serde_json::{Value, json};
+
+use crate::support::{ingest_markdown, store};
+
+/// A store holding two small documents; returns its directory and path.
+fn fixture() -> (tempfile::TempDir, PathBuf) {
+    let (dir, db) = store();
+    ingest_markdown(
+        &db,
+        "trips",
+        "# Trips\n\nWe plan a winter trip to Hokkaido. The snow festival is in February.\n\n## Food\n\nRamen in Sapporo is famous.",
+    );
+    ingest_markdown(
+        &db,
+        "gardens",
+        "# Gardens\n\nKyoto has moss gardens. Spring brings cherry blossoms.",
+    );
+    let path = db.path().to_owned();
+    (dir, path)
+}
+
+/// A client builder, with the TLS provider reqwest needs installed (the
+/// requests here are plain HTTP).
+fn client() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+}
+
+/// A server over the store at `path`, running on a thread of its own.
+struct Running {
+    bound: Bound,
+    stop: CancelToken,
+    thread: std::thread::JoinHandle<edudb::Result<()>>,
+    client: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+}
+
+fn start(path: &Path, options: ServeOptions) -> Running {
+    let db = Db::open(path).unwrap();
+    let stop = CancelToken::new();
+    let (ready, bound) = mpsc::channel();
+    let thread = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            serve::run(db, &options, |b| ready.send(b.clone()).unwrap(), &stop)
+        })
+    };
+    let bound = bound.recv().expect("the server did not start");
+    Running {
+        bound,
+        stop,
+        thread,
+        client: client().build().unwrap(),
+        runtime: tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+    }
+}
+
+impl Running {
+    fn url(&self, route: &str) -> String {
+        format!("http://{}/v1{route}", self.bound.address)
+    }
+
+    /// Sends `request` and returns the status and the JSON body.
+    fn send(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
+        self.runtime.block_on(async {
+            let response = request.send().await.expect("request");
+            let status = response.status().as_u16();
+            let body = response.json::<Value>().await.expect("a JSON body");
+            (status, body)
+        })
+    }
+
+    fn get(&self, route: &str) -> (u16, Value) {
+        self.send(self.client.get(self.url(route)))
+    }
+
+    fn post(&self, route: &str, body: &Value) -> (u16, Value) {
+        self.send(self.client.post(self.url(route)).json(body))
+    }
+
+    /// Stops the server and waits for it to close the store.
+    fn stop(self) -> edudb::Result<()> {
+        self.stop.cancel();
+        self.thread.join().expect("the server thread panicked")
+    }
+}
+
+/// The error object of a failed answer, checked for its class.
+fn error_of(body: &Value, class: &str) -> Value {
+    let error = body["error"].clone();
+    assert_eq!(error["class"], class, "{body}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    error
+}
+
+#[test]
+fn reads_answer_with_the_libraries_json() {
+    let (_dir, path) = fixture();
+    let statement = "SELECT SPANS FROM * SEED BM25($q) BUDGET 64 TOKENS";
+    let (docs, stats, hits, tree, result) = {
+        let db = Db::open(&path).unwrap();
+        let docs: Vec<Value> = db
+            .documents()
+            .unwrap()
+            .iter()
+            .map(|d| d.to_json())
+            .collect();
+        let hits: Vec<Value> = db
+            .search("snow", 5)
+            .unwrap()
+            .iter()
+            .map(|h| h.to_json())
+            .collect();
+        let result = db
+            .query(statement, &Params::new().text("q", "ramen"))
+            .unwrap()
+            .to_json();
+        (
+            docs,
+            serde_json::to_value(db.stats().unwrap()).unwrap(),
+            hits,
+            db.tree("trips").unwrap().to_json(None),
+            result,
+        )
+    };
+    // As the client parses the wire text (serde_json's float parsing may
+    // differ from the value in the last bit).
+    let wire = |value: Value| -> Value { serde_json::from_str(&value.to_string()).unwrap() };
+    let (docs, stats, hits, tree, result) = (
+        wire(Value::Array(docs)),
+        wire(stats),
+        wire(Value::Array(hits)),
+        wire(tree),
+        wire(result),
+    );
+    let server = start(&path, ServeOptions::default());
+    assert_eq!(server.get("/docs"), (200, docs));
+    assert_eq!(server.get("/stats"), (200, stats));
+    assert_eq!(server.get("/search?q=snow&limit=5"), (200, hits));
+    assert_eq!(server.get("/docs/trips/tree"), (200, tree));
+    let (status, mut answer) = server.post(
+        "/query",
+        &json!({"statement": statement, "params": {"q": "ramen"}}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let mut expected = result;
+    // The one field that differs between two runs.
+    answer["elapsed_ms"] = Value::Null;
+    expected["elapsed_ms"] = Value::Null;
+    assert_eq!(answer, expected);
+    assert!(
+        answer["results"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Ramen")
+    );
+    let (status, health) = server.get("/health");
+    assert_eq!(status, 200);
+    assert_eq!(health["store"], path.display().to_string());
+    server.stop().unwrap();
+}
+
+#[test]
+fn errors_carry_a_class_a_status_and_the_query_location() {
+    let (_dir, path) = fixture();
+    let server = start(&path, ServeOptions::default());
+    let (status, body) = server.post("/query", &json!({"statement": "SELECT FROM *\nSEED BM25("}));
+    assert_eq!(status, 400);
+    let error = error_of(&body, "user");
+    assert_eq!(error["query"]["line"], 2, "{body}");
+    assert!(
+        error["query"]["column"].as_u64().is_some_and(|c| c > 1),
+        "{body}"
+    );
+    let (status, body) = server.post(
+        "/query",
+        &json!({"statement": "SELECT FROM * SEED BM25($q) LIMIT 1", "params": {"q": [1]}}),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        error_of(&body, "user")["message"]
+            .as_str()
+            .unwrap()
+            .contains("$q")
+    );
+    let (status, body) = server.post("/query", &json!({"statment": "typo"}));
+    assert_eq!(status, 422, "{body}");
+    error_of(&body, "user");
+    let (status, body) = server.get("/docs/absent/tree");
+    assert_eq!(status, 404);
+    error_of(&body, "user");
+    let (status, body) = server.get("/no/such/route");
+    assert_eq!(status, 404);
+    error_of(&body, "user");
+    server.stop().unwrap();
+}
+
+#[test]
+fn session_turns_are_written_and_the_context_reads_them() {
+    let (_dir, path) = fixture();
+    let server = start(&path, ServeOptions::default());
+    for (text, at) in [
+        ("We plan a winter trip to Hokkaido.", "2024-01-05"),
+        ("Which ramen shop in Sapporo is best?", "2024-01-06"),
+    ] {
+        let (status, receipt) =
+            server.post("/sessions/trip/turns", &json!({"text": text, "at": at}));
+        assert_eq!(status, 200, "{receipt}");
+        assert_eq!(receipt["session"], "trip");
+    }
+    let (status, body) = server.post(
+        "/sessions/trip/turns",
+        &json!({"text": "x", "at": "yesterday"}),
+    );
+    assert_eq!(status, 400, "{body}");
+    error_of(&body, "user");
+    let (status, context) = server.get("/sessions/trip/context?budget=200&query=ramen");
+    assert_eq!(status, 200, "{context}");
+    let texts: Vec<&str> = context["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|item| item["text"].as_str())
+        .collect();
+    assert!(texts.iter().any(|t| t.contains("ramen shop")), "{context}");
+    let (status, body) = server.get("/sessions/absent/context?budget=100");
+    assert_eq!(status, 404, "{body}");
+    server.stop().unwrap();
+    // The turns were committed: the store has them after the server closed it.
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.session("trip").unwrap().turns, 2);
+}
+
+#[test]
+fn the_store_socket_serves_and_is_removed_at_shutdown() {
+    let (_dir, path) = fixture();
+    let server = start(&path, ServeOptions::default());
+    let socket = server.bound.socket.clone().expect("a socket");
+    assert_eq!(socket, path.join(serve::SOCKET_FILE));
+    let over_socket = client().unix_socket(socket.clone()).build().unwrap();
+    let (status, docs) = server.send(over_socket.get("http://store/v1/docs"));
+    assert_eq!(status, 200);
+    assert_eq!(docs.as_array().map(Vec::len), Some(2));
+    server.stop().unwrap();
+    assert!(!socket.exists(), "the socket outlived the server");
+    // The store was closed: it opens again at once.
+    Db::open(&path).unwrap();
+}
+
+#[test]
+fn beyond_loopback_a_bearer_token_is_required() {
+    let (_dir, path) = fixture();
+    let everywhere = ServeOptions {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        unix_socket: false,
+        ..Default::default()
+    };
+    let refused = serve::run(
+        Db::open(&path).unwrap(),
+        &everywhere,
+        |_| {},
+        &CancelToken::new(),
+    );
+    assert!(
+        matches!(&refused, Err(edudb::Error::Usage(m)) if m.contains("token")),
+        "{refused:?}"
+    );
+    let server = start(
+        &path,
+        ServeOptions {
+            token: Some("s3cret".into()),
+            ..everywhere
+        },
+    );
+    let url = format!("http://127.0.0.1:{}/v1/docs", server.bound.address.port());
+    let (status, body) = server.send(server.client.get(&url));
+    assert_eq!(status, 401);
+    error_of(&body, "user");
+    let (status, _) = server.send(server.client.get(&url).bearer_auth("wrong"));
+    assert_eq!(status, 401);
+    let (status, docs) = server.send(server.client.get(&url).bearer_auth("s3cret"));
+    assert_eq!(status, 200, "{docs}");
+    server.stop().unwrap();
+}
+
+#[test]
+fn a_body_over_the_limit_is_refused() {
+    let (_dir, path) = fixture();
+    let server = start(
+        &path,
+        ServeOptions {
+            max_body_bytes: 1024,
+            ..Default::default()
+        },
+    );
+    let long = "x".repeat(4096);
+    let (status, body) = server.post("/query", &json!({"statement": long}));
+    assert_eq!(status, 413, "{body}");
+    error_of(&body, "user");
+    server.stop().unwrap();
+}
+
+#[test]
+fn the_cli_serves_until_sigterm() {
+    let (_dir, path) = fixture();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(&path)
+        .args(["serve", "--listen", "127.0.0.1:0", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let announced: Value = serde_json::from_str(&first).expect(&first);
+    let address = announced["listen"].as_str().unwrap().to_owned();
+    let socket = PathBuf::from(announced["socket"].as_str().unwrap());
+    assert!(socket.exists());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let docs: Value = runtime.block_on(async {
+        client()
+            .build()
+            .unwrap()
+            .get(format!("http://{address}/v1/docs"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    assert_eq!(docs.as_array().map(Vec::len), Some(2), "{docs}");
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!socket.exists(), "the socket outlived the server");
+    Db::open(&path).unwrap();
+}
