@@ -19,10 +19,19 @@
 //! |---|---|---|
 //! | `GET /health` | | `{store, version}` |
 //! | `GET /docs` | | `docs --json` |
+//! | `PUT /docs/{id}` | the document's bytes; `format` (else sniffed) | `ingest --json`'s document |
+//! | `DELETE /docs/{id}` | | `rm --json` |
 //! | `GET /docs/{id}/tree` | | `tree --json` |
+//! | `GET /docs/{id}/edus` | `first`, `last` (inclusive; none: all) | `show --json` |
+//! | `GET /docs/{id}/dag` | `level` | `dag --json` |
 //! | `GET /stats` | | `stats --json` |
+//! | `GET /check` | | `check --json` |
+//! | `POST /reindex` | | `reindex --json` |
 //! | `GET /search` | `q`, `limit` (10) | `search --json` |
 //! | `POST /query` | `{statement, params: {name: text or number}}` | `query --json` |
+//! | `GET /sessions` | | `session ls --json` |
+//! | `GET /sessions/{id}` | | `session show --json` |
+//! | `DELETE /sessions/{id}` | | `session rm --json` |
 //! | `POST /sessions/{id}/turns` | `{text, role, at, placement}` (a `session add --jsonl` line) | `session add --json` |
 //! | `GET /sessions/{id}/context` | `budget`, `query` | `session context --json` |
 
@@ -36,7 +45,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -244,10 +253,17 @@ fn router(shared: Arc<Shared>, max_body_bytes: usize) -> Router {
     Router::new()
         .route("/v1/health", get(health))
         .route("/v1/docs", get(documents))
+        .route("/v1/docs/{id}", put(ingest).delete(remove))
         .route("/v1/docs/{id}/tree", get(tree))
+        .route("/v1/docs/{id}/edus", get(edus))
+        .route("/v1/docs/{id}/dag", get(dag))
         .route("/v1/stats", get(stats))
+        .route("/v1/check", get(check))
+        .route("/v1/reindex", post(reindex))
         .route("/v1/search", get(search))
         .route("/v1/query", post(query))
+        .route("/v1/sessions", get(sessions))
+        .route("/v1/sessions/{id}", get(session).delete(remove_session))
         .route("/v1/sessions/{id}/turns", post(add_turn))
         .route("/v1/sessions/{id}/context", get(context))
         .fallback(not_found)
@@ -431,6 +447,115 @@ async fn documents(State(shared): State<Arc<Shared>>) -> Answer {
 
 async fn tree(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
     read(&shared, move |db| Ok(db.tree(&id)?.to_json(None))).await
+}
+
+/// `GET /v1/docs/{id}/edus`' query string: an inclusive EDU range, or
+/// none for all.
+#[derive(Deserialize)]
+struct EduRange {
+    first: Option<u32>,
+    last: Option<u32>,
+}
+
+async fn edus(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    Query(range): Query<EduRange>,
+) -> Answer {
+    let range = match (range.first, range.last) {
+        (None, None) => None,
+        (Some(first), last) => Some((first, last.unwrap_or(first))),
+        (None, Some(_)) => {
+            return Err(Failure::user(
+                StatusCode::BAD_REQUEST,
+                "`last` needs `first` (an inclusive EDU range)",
+            ));
+        }
+    };
+    read(&shared, move |db| to_value(&db.edus(&id, range)?)).await
+}
+
+/// `GET /v1/docs/{id}/dag`'s query string.
+#[derive(Deserialize)]
+struct DagArgs {
+    level: Option<u16>,
+}
+
+async fn dag(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    Query(args): Query<DagArgs>,
+) -> Answer {
+    read(&shared, move |db| {
+        to_value(&db.dag_listing(&id, args.level)?)
+    })
+    .await
+}
+
+/// `PUT /v1/docs/{id}`'s query string.
+#[derive(Deserialize)]
+struct IngestArgs {
+    format: Option<String>,
+}
+
+/// Stores the request body as document `id` (replacing one of that id),
+/// in the format given or sniffed.
+async fn ingest(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    Query(args): Query<IngestArgs>,
+    body: axum::body::Bytes,
+) -> Answer {
+    let format = args.format.map(|f| f.parse()).transpose()?;
+    let options = crate::ingest::pipeline::IngestOptions {
+        format,
+        ..Default::default()
+    };
+    write(&shared, move |db| {
+        Ok(db.ingest_bytes(&id, body.to_vec(), options)?.to_json())
+    })
+    .await
+}
+
+async fn remove(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
+    write(&shared, move |db| {
+        db.remove(&id)?;
+        Ok(json!({ "removed": [id] }))
+    })
+    .await
+}
+
+async fn check(State(shared): State<Arc<Shared>>) -> Answer {
+    read(&shared, |db| to_value(&db.check()?)).await
+}
+
+async fn reindex(State(shared): State<Arc<Shared>>) -> Answer {
+    write(&shared, |db| {
+        let skipped = db.reindex(&NoProgress, &CancelToken::new())?;
+        let stats = db.stats()?;
+        Ok(json!({
+            "fulltext_entries": stats.fulltext_entries,
+            "vectors": to_value(&db.vector_counts()?)?,
+            "skipped": to_value(&skipped)?,
+        }))
+    })
+    .await
+}
+
+async fn sessions(State(shared): State<Arc<Shared>>) -> Answer {
+    read(&shared, |db| to_value(&db.sessions()?)).await
+}
+
+async fn session(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
+    read(&shared, move |db| to_value(&db.session(&id)?)).await
+}
+
+async fn remove_session(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
+    write(&shared, move |db| {
+        db.remove_session(&id)?;
+        Ok(json!({ "removed": id }))
+    })
+    .await
 }
 
 async fn stats(State(shared): State<Arc<Shared>>) -> Answer {

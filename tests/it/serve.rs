@@ -242,10 +242,75 @@ fn session_turns_are_written_and_the_context_reads_them() {
     assert!(texts.iter().any(|t| t.contains("ramen shop")), "{context}");
     let (status, body) = server.get("/sessions/absent/context?budget=100");
     assert_eq!(status, 404, "{body}");
+    let (status, list) = server.get("/sessions");
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list[0]["id"], "trip", "{list}");
+    let (status, view) = server.get("/sessions/trip");
+    assert_eq!((status, view["turns"].clone()), (200, json!(2)), "{view}");
+    let (status, _) = server.post("/sessions/gone/turns", &json!({"text": "Short-lived."}));
+    assert_eq!(status, 200);
+    let removed = server.send(server.client.delete(server.url("/sessions/gone")));
+    assert_eq!(removed, (200, json!({"removed": "gone"})));
     server.stop().unwrap();
     // The turns were committed: the store has them after the server closed it.
     let db = Db::open(&path).unwrap();
     assert_eq!(db.session("trip").unwrap().turns, 2);
+    assert!(db.session("gone").is_err());
+}
+
+#[test]
+fn documents_are_ingested_shown_checked_and_removed() {
+    let (_dir, path) = fixture();
+    let server = start(&path, ServeOptions::default());
+    let note = "# Notes\n\nMoss grows in shade. It needs water.";
+    let put = |query: &str| {
+        server.send(
+            server
+                .client
+                .put(server.url(&format!("/docs/notes{query}")))
+                .body(note),
+        )
+    };
+    let (status, body) = put("?format=yaml");
+    assert_eq!(status, 400, "{body}");
+    error_of(&body, "user");
+    let (status, meta) = put("?format=markdown");
+    assert_eq!(status, 200, "{meta}");
+    assert_eq!(
+        (meta["id"].as_str(), meta["title"].as_str()),
+        (Some("notes"), Some("Notes"))
+    );
+    let (status, edus) = server.get("/docs/notes/edus?first=1&last=2");
+    assert_eq!(status, 200, "{edus}");
+    let texts: Vec<&str> = edus
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Moss grows in shade.", "It needs water."]);
+    let (status, body) = server.get("/docs/notes/edus?last=2");
+    assert_eq!(status, 400, "{body}");
+    let (status, dag) = server.get("/docs/notes/dag");
+    assert_eq!(status, 200, "{dag}");
+    assert_eq!(dag["doc"], "notes", "{dag}");
+    let (status, report) = server.get("/check");
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["documents"], 3, "{report}");
+    let (status, reindexed) = server.send(server.client.post(server.url("/reindex")));
+    assert_eq!(status, 200, "{reindexed}");
+    assert!(
+        reindexed["fulltext_entries"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{reindexed}"
+    );
+    let delete = || server.send(server.client.delete(server.url("/docs/notes")));
+    assert_eq!(delete(), (200, json!({"removed": ["notes"]})));
+    let (status, body) = delete();
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(server.get("/docs").1.as_array().map(Vec::len), Some(2));
+    server.stop().unwrap();
 }
 
 #[test]
