@@ -85,18 +85,6 @@ fn parse_time(text: &str) -> Result<i64, String> {
     edudb::model::time::parse(text).map_err(|e| e.to_string())
 }
 
-/// One line of `session add --jsonl`.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TurnLine {
-    text: String,
-    #[serde(default)]
-    role: Role,
-    at: Option<String>,
-    #[serde(default)]
-    placement: Placement,
-}
-
 /// Reads `session add --jsonl` input for session `session`: one turn per
 /// non-blank line, each checked as a turn ([`edudb::memory::check_turn_input`]);
 /// a bad line is an [`Error::Dataset`] naming the input (`<stdin>` for
@@ -113,21 +101,9 @@ fn read_turn_lines(path: &str, session: &str, input: &str) -> Result<Vec<TurnInp
             line: index + 1,
             message,
         };
-        let parsed: TurnLine =
-            serde_json::from_str(line).map_err(|e| at_line(format!("not a turn object: {e}")))?;
-        let at = parsed
-            .at
-            .map(|at| edudb::model::time::parse(&at))
-            .transpose()
-            .map_err(|e| at_line(e.to_string()))?;
-        edudb::memory::check_turn_input(session, &parsed.text)
-            .map_err(|e| at_line(e.to_string()))?;
-        turns.push(TurnInput {
-            role: parsed.role,
-            text: parsed.text,
-            at,
-            placement: parsed.placement,
-        });
+        let turn = TurnInput::from_json(line).map_err(at_line)?;
+        edudb::memory::check_turn_input(session, &turn.text).map_err(|e| at_line(e.to_string()))?;
+        turns.push(turn);
     }
     if turns.is_empty() {
         return Err(Error::Dataset {

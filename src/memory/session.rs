@@ -61,6 +61,37 @@ impl TurnInput {
             ..TurnInput::default()
         }
     }
+
+    /// A turn from its JSON form, as `session add --jsonl` lines and the
+    /// server take it: `{text, role?, at?, placement?}`, `at` in RFC 3339
+    /// or a plain date, other fields refused. The error says what is
+    /// wrong; callers add where.
+    pub fn from_json(json: &str) -> std::result::Result<TurnInput, String> {
+        /// The JSON form.
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct TurnJson {
+            text: String,
+            #[serde(default)]
+            role: Role,
+            at: Option<String>,
+            #[serde(default)]
+            placement: Placement,
+        }
+        let turn: TurnJson =
+            serde_json::from_str(json).map_err(|e| format!("not a turn object: {e}"))?;
+        let at = turn
+            .at
+            .map(|at| crate::model::time::parse(&at))
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        Ok(TurnInput {
+            role: turn.role,
+            text: turn.text,
+            at,
+            placement: turn.placement,
+        })
+    }
 }
 
 /// What [`crate::Db::append_turns`] did with one turn: where it went and why.

@@ -54,7 +54,7 @@ use tokio::sync::Semaphore;
 
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::memory::{Placement, Role, TurnInput};
+use crate::memory::TurnInput;
 use crate::progress::{CancelToken, NoProgress};
 use crate::query::Params;
 
@@ -610,34 +610,15 @@ async fn query(
     .await
 }
 
-/// `POST /v1/sessions/{id}/turns`' body: one `session add --jsonl` line.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TurnBody {
-    text: String,
-    #[serde(default)]
-    role: Role,
-    at: Option<String>,
-    #[serde(default)]
-    placement: Placement,
-}
-
+/// Appends the turn in the body (one `session add --jsonl` line, see
+/// [`TurnInput::from_json`]).
 async fn add_turn(
     State(shared): State<Arc<Shared>>,
     Path(session): Path<String>,
-    body: std::result::Result<Json<TurnBody>, JsonRejection>,
+    body: String,
 ) -> Answer {
-    let Json(body) = body?;
-    let at = body
-        .at
-        .map(|at| crate::model::time::parse(&at))
-        .transpose()?;
-    let turn = TurnInput {
-        role: body.role,
-        text: body.text,
-        at,
-        placement: body.placement,
-    };
+    let turn =
+        TurnInput::from_json(&body).map_err(|e| Failure::user(StatusCode::BAD_REQUEST, e))?;
     write(&shared, move |db| {
         let receipts = db.append_turns(&session, &[turn], &NoProgress, &CancelToken::new())?;
         let receipt = receipts
