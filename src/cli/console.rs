@@ -6,7 +6,6 @@
 
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::{Arc, LazyLock, Mutex, mpsc};
 use std::time::Instant;
 
@@ -44,7 +43,7 @@ const COMMANDS: [(&str, &str); 6] = [
 
 /// Runs the console on the store at `path` until `.quit` or end of input.
 /// Reading from a pipe, a failed statement makes the exit code 1.
-pub fn run(db: Db, format: OutputFormat) -> Result<ExitCode, Failure> {
+pub fn run(db: Db, format: OutputFormat) -> Result<u8, Failure> {
     let mut console = Console {
         db: Arc::new(db),
         format,
@@ -66,7 +65,7 @@ pub fn run(db: Db, format: OutputFormat) -> Result<ExitCode, Failure> {
         })
         .is_ok();
         interactive(&mut console)?;
-        Ok(ExitCode::SUCCESS)
+        Ok(0)
     } else {
         for line in io::stdin().lock().lines() {
             if let Flow::Quit = console.feed(&line?, 0)? {
@@ -74,11 +73,7 @@ pub fn run(db: Db, format: OutputFormat) -> Result<ExitCode, Failure> {
             }
         }
         console.finish_pending()?;
-        Ok(if console.failures == 0 {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(EXIT_USER)
-        })
+        Ok(if console.failures == 0 { 0 } else { EXIT_USER })
     }
 }
 

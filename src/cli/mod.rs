@@ -17,6 +17,7 @@ mod demo;
 mod eval;
 mod failure;
 mod render;
+mod route;
 mod session;
 
 use failure::{EXIT_INTERNAL, EXIT_USER, Failure};
@@ -123,18 +124,31 @@ impl EmbedderArgs {
     }
 }
 
-impl Cli {
-    /// Opens the store (creating it when `create`) with the chosen embedder.
-    fn open(&self, create: bool) -> edudb::Result<Db> {
+/// A command line being run: here, or by a server on the store it holds
+/// open (`served`), for a command forwarded to it.
+struct Context<'a> {
+    cli: &'a Cli,
+    served: Option<&'a Db>,
+}
+
+impl<'a> Context<'a> {
+    /// The store: the served one, or the one at `--db` opened (created when
+    /// `create`) with the chosen embedder.
+    fn open(&self, create: bool) -> edudb::Result<route::Store<'a>> {
+        if let Some(db) = self.served {
+            return Ok(route::Store::Served(db));
+        }
+        let cli = self.cli;
         Db::open_with(
-            &self.db,
+            &cli.db,
             &OpenOptions {
                 create,
-                embedder: self.embedder.config()?,
-                busy_timeout: std::time::Duration::from_millis(self.busy_timeout),
+                embedder: cli.embedder.config()?,
+                busy_timeout: std::time::Duration::from_millis(cli.busy_timeout),
                 ..Default::default()
             },
         )
+        .map(|db| route::Store::Owned(Box::new(db)))
     }
 }
 
@@ -259,6 +273,40 @@ enum Command {
 }
 
 impl Command {
+    /// Whether the command can run through a server of its store: every
+    /// command on an existing store that reads no standard input.
+    fn routable(&self) -> bool {
+        match self {
+            Command::Init
+            | Command::Console { .. }
+            | Command::Serve { .. }
+            | Command::Demo
+            | Command::Eval { .. } => false,
+            Command::Ingest { paths, .. } => !paths.iter().any(|p| p.as_os_str() == "-"),
+            Command::Session { command } => !command.reads_stdin(),
+            _ => true,
+        }
+    }
+
+    /// Makes the command's relative file paths relative to `cwd` (the
+    /// directory of the process that forwarded it).
+    fn resolve_paths(&mut self, cwd: &std::path::Path) {
+        let resolve = |path: &mut PathBuf| {
+            if path.is_relative() {
+                *path = cwd.join(&*path);
+            }
+        };
+        match self {
+            Command::Ingest { paths, .. } => paths.iter_mut().for_each(resolve),
+            Command::Dag {
+                attention: Some(path),
+                ..
+            } => resolve(path),
+            Command::Session { command } => command.resolve_paths(cwd),
+            _ => {}
+        }
+    }
+
     /// Whether the command writes new text, whose tokens it must count.
     fn counts_tokens(&self) -> bool {
         matches!(
@@ -312,40 +360,57 @@ pub fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn,sled=off".into()),
         )
         .init();
-    match run(&cli) {
+    if let Some(code) = route::forward_if_served(&cli) {
+        return code;
+    }
+    let context = Context {
+        cli: &cli,
+        served: None,
+    };
+    let result = run(
+        &context,
+        &mut anstream::stdout().lock(),
+        &mut anstream::stderr(),
+    );
+    ExitCode::from(finish(&cli, result, &mut anstream::stderr()))
+}
+
+/// The exit code of a command's outcome, with the failure written to
+/// `errors`.
+fn finish(cli: &Cli, result: Result<u8, Failure>, errors: &mut dyn Write) -> u8 {
+    match result {
         Ok(code) => code,
         // The reader went away (`edudb docs | head`): nothing left to say.
-        Err(Failure::Output(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => {
-            ExitCode::SUCCESS
-        }
+        Err(Failure::Output(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => 0,
         Err(Failure::Output(err)) => {
-            let _ = render::error(&mut anstream::stderr(), &format!("writing output: {err}"));
-            ExitCode::from(EXIT_INTERNAL)
+            let _ = render::error(errors, &format!("writing output: {err}"));
+            EXIT_INTERNAL
         }
         Err(Failure::Db(err)) => {
-            let _ = render::error(&mut anstream::stderr(), &err);
+            let _ = render::error(errors, &err);
             if err.is_busy() {
                 let _ = render::hint(
-                    &mut anstream::stderr(),
+                    errors,
                     &format!(
                         "waited {} ms for it; --busy-timeout MS (or EDUDB_BUSY_TIMEOUT) waits longer",
                         cli.busy_timeout
                     ),
                 );
             }
-            ExitCode::from(failure::exit_code(&err))
+            failure::exit_code(&err)
         }
     }
 }
 
-fn run(cli: &Cli) -> Result<ExitCode, Failure> {
-    let out = &mut anstream::stdout().lock();
+/// Runs the command, writing to `out` and `errors`; returns the exit code.
+fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result<u8, Failure> {
+    let cli = context.cli;
     if cli.command.counts_tokens() {
         edudb::model::tokens::load_in_background();
     }
     match &cli.command {
         Command::Init => {
-            let db = cli.open(true)?;
+            let db = context.open(true)?;
             if cli.json {
                 render::json(out, &json!({ "path": db.path() }))?;
             } else {
@@ -361,24 +426,24 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
         } => {
             let (sources, skipped) =
                 edudb::ingest::sources::expand_listing_skipped(paths, id.as_deref())?;
-            let db = cli.open(true)?;
+            let db = context.open(true)?;
             let options = IngestOptions {
                 format: *format,
                 lossy: *lossy,
             };
             let progress = bars::Bars::new(cli.quiet || cli.json);
             let report = db.ingest(&sources, options, &progress, &CancelToken::new())?;
-            render::ingest_report(out, &mut anstream::stderr(), &report, &skipped, cli.json)?;
+            render::ingest_report(out, errors, &report, &skipped, cli.json)?;
             if *vectors {
                 db.build_vectors(&progress, &CancelToken::new())?;
             }
             if !report.failures.is_empty() {
-                return Ok(ExitCode::from(EXIT_USER));
+                return Ok(EXIT_USER);
             }
         }
-        Command::Docs => render::documents(out, &cli.open(false)?.documents()?, cli.json)?,
+        Command::Docs => render::documents(out, &context.open(false)?.documents()?, cli.json)?,
         Command::Tree { doc, depth } => {
-            render::tree(out, &cli.open(false)?.tree(doc)?, *depth, cli.json)?
+            render::tree(out, &context.open(false)?.tree(doc)?, *depth, cli.json)?
         }
         Command::Dag {
             doc,
@@ -386,7 +451,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             dot,
             attention,
         } => {
-            let db = cli.open(false)?;
+            let db = context.open(false)?;
             if let Some(path) = attention {
                 db.reweight_dag(
                     doc,
@@ -404,10 +469,10 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
         }
         Command::Show { doc, range } => {
             let range = range.as_deref().map(parse_range).transpose()?;
-            render::edus(out, &cli.open(false)?.edus(doc, range)?, cli.json)?;
+            render::edus(out, &context.open(false)?.edus(doc, range)?, cli.json)?;
         }
         Command::Search { query, limit } => {
-            let hits = cli.open(false)?.search(query, *limit as usize)?;
+            let hits = context.open(false)?.search(query, *limit as usize)?;
             render::hits(out, &hits, cli.json)?;
         }
         Command::Query {
@@ -415,7 +480,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             format,
             params,
         } => {
-            let db = cli.open(false)?;
+            let db = context.open(false)?;
             let result = db.query(statement, &bind_params(params))?;
             render::query_result(out, &result, cli.json || *format == OutputFormat::Json)?;
         }
@@ -425,10 +490,10 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             } else {
                 *format
             };
-            return console::run(cli.open(false)?, format);
+            return console::run(context.open(false)?.into_owned()?, format);
         }
         Command::Rm { docs } => {
-            let db = cli.open(false)?;
+            let db = context.open(false)?;
             for doc in docs {
                 db.remove(doc)?;
                 if !cli.json {
@@ -439,7 +504,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
                 render::json(out, &json!({ "removed": docs }))?;
             }
         }
-        Command::Stats => render::stats(out, &cli.open(false)?.stats()?, cli.json)?,
+        Command::Stats => render::stats(out, &context.open(false)?.stats()?, cli.json)?,
         Command::Serve { listen, token_env } => {
             let token = match token_env {
                 Some(var) => Some(std::env::var(var).map_err(|_| {
@@ -451,11 +516,12 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
                 listen: *listen,
                 token,
                 stop_on_signals: true,
+                commands: Some(std::sync::Arc::new(route::Runner)),
                 ..Default::default()
             };
             let mut announced = Ok(());
             edudb::serve::run(
-                cli.open(false)?,
+                context.open(false)?.into_owned()?,
                 &options,
                 |bound| announced = render::serving(out, bound, cli.json),
                 &edudb::CancelToken::new(),
@@ -463,7 +529,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             announced?;
         }
         Command::Reindex => {
-            let db = cli.open(false)?;
+            let db = context.open(false)?;
             let skipped =
                 db.reindex(&bars::Bars::new(cli.quiet || cli.json), &CancelToken::new())?;
             let entries = db.stats()?.fulltext_entries;
@@ -488,11 +554,11 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
                 }
             }
             if !skipped.is_empty() {
-                return Ok(ExitCode::from(EXIT_INTERNAL));
+                return Ok(EXIT_INTERNAL);
             }
         }
         Command::Check => {
-            let report = cli.open(false)?.check()?;
+            let report = context.open(false)?.check()?;
             if cli.json {
                 render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
             } else if !report.damaged.is_empty() {
@@ -523,14 +589,14 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
                 }
             }
             if !report.damaged.is_empty() {
-                return Ok(ExitCode::from(EXIT_INTERNAL));
+                return Ok(EXIT_INTERNAL);
             }
         }
         Command::Demo => demo::run(out, cli.quiet)?,
         Command::Session { command } => session::run(
             out,
             command,
-            &|create| cli.open(create),
+            &|create| context.open(create),
             &bars::Bars::new(cli.quiet || cli.json),
             cli.json,
         )?,
@@ -538,7 +604,7 @@ fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             eval::run(out, command, cli.embedder.config()?, cli.json, cli.quiet)?
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// Parses `A..B` (inclusive) or `A` into an EDU range.

@@ -3,11 +3,12 @@
 use std::io::{Read, Write};
 
 use clap::Subcommand;
-use edudb::{Db, Error, Placement, Role, TurnInput};
+use edudb::{Error, Placement, Role, TurnInput};
 use serde_json::json;
 
 use super::failure::Failure;
 use super::render;
+use super::route::Store;
 
 /// What `edudb session` does.
 #[derive(Debug, Subcommand)]
@@ -77,6 +78,31 @@ pub enum SessionCommand {
     },
 }
 
+impl SessionCommand {
+    /// Whether it reads standard input (`add -` or `add --jsonl -`).
+    pub fn reads_stdin(&self) -> bool {
+        match self {
+            SessionCommand::Add {
+                jsonl: Some(path), ..
+            } => path == "-",
+            SessionCommand::Add { text, .. } => text.as_deref().is_none_or(|t| t == "-"),
+            _ => false,
+        }
+    }
+
+    /// Makes a relative `--jsonl` file relative to `cwd`.
+    pub fn resolve_paths(&mut self, cwd: &std::path::Path) {
+        if let SessionCommand::Add {
+            jsonl: Some(path), ..
+        } = self
+            && path != "-"
+            && std::path::Path::new(path.as_str()).is_relative()
+        {
+            *path = cwd.join(path.as_str()).display().to_string();
+        }
+    }
+}
+
 fn parse_role(name: &str) -> Result<Role, String> {
     name.parse().map_err(|e: Error| e.to_string())
 }
@@ -139,10 +165,10 @@ fn read_input(path: &str) -> Result<String, Error> {
 
 /// Runs one `edudb session` command on the store `open` opens (creating it
 /// for `add`).
-pub fn run(
+pub fn run<'a>(
     out: &mut dyn Write,
     command: &SessionCommand,
-    open: &dyn Fn(bool) -> edudb::Result<Db>,
+    open: &dyn Fn(bool) -> edudb::Result<Store<'a>>,
     progress: &dyn edudb::Progress,
     as_json: bool,
 ) -> Result<(), Failure> {

@@ -33,6 +33,9 @@ const LOCK_FILE: &str = "LOCK";
 const STORE_DIR: &str = "sled";
 const FULLTEXT_DIR: &str = "fulltext";
 pub(crate) const VECTORS_DIR: &str = "vectors";
+/// The socket a server of the store listens on (`serve`); whoever holds
+/// the lock owns it, so one found at open is a dead server's.
+pub(crate) const SOCKET_FILE: &str = "serve.sock";
 
 /// An open store: everything below the public [`crate::Db`].
 #[derive(Debug)]
@@ -163,6 +166,13 @@ impl Engine {
                 source,
             },
         })?;
+        // A dead server's socket: remove it, so that no client tries it.
+        match std::fs::remove_file(dir.join(SOCKET_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!("a stale {SOCKET_FILE} could not be removed: {e}")
+            }
+            _ => {}
+        }
         let store = Store::open(&dir.join(STORE_DIR)).map_err(|e| match e {
             Error::FormatVersion {
                 found, expected, ..

@@ -59,7 +59,83 @@ use crate::progress::{CancelToken, NoProgress};
 use crate::query::Params;
 
 /// The Unix socket a server listens on, inside the store directory.
-pub const SOCKET_FILE: &str = "serve.sock";
+pub const SOCKET_FILE: &str = crate::engine::SOCKET_FILE;
+
+/// Runs a command line of the `edudb` binary against the served store, for
+/// `POST /v1/cli` (the binary supplies it, so that its commands go through
+/// a running server and print what they print without one).
+pub trait CommandRunner: Send + Sync + std::fmt::Debug {
+    /// Runs `request` on `db`.
+    fn run(&self, db: &Db, request: CommandRequest) -> CommandOutput;
+}
+
+/// A forwarded command line.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct CommandRequest {
+    /// The arguments after the program name.
+    pub args: Vec<String>,
+    /// The caller's working directory, which relative paths are read from.
+    pub cwd: PathBuf,
+}
+
+/// What a forwarded command printed, and its exit code.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct CommandOutput {
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+    /// Its exit code.
+    pub code: u8,
+}
+
+/// The socket of a live server of the store at `store`, if one answers.
+pub fn live_socket(store: &std::path::Path) -> Option<PathBuf> {
+    let socket = store.join(SOCKET_FILE);
+    std::os::unix::net::UnixStream::connect(&socket)
+        .ok()
+        .map(|_| socket)
+}
+
+/// Sends `request` to the server listening on `socket` and returns what the
+/// command printed.
+pub fn forward(socket: &std::path::Path, request: &CommandRequest) -> Result<CommandOutput> {
+    let failed = |what: &str| {
+        let what = what.to_owned();
+        move |e: reqwest::Error| Error::Serve(format!("{what} {}: {e}", socket.display()))
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Serve(format!("starting the runtime: {e}")))?;
+    runtime.block_on(async {
+        // reqwest is built without a bundled crypto provider (none is used
+        // on a socket); an error only means one is installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .unix_socket(socket)
+            .build()
+            .map_err(failed("connecting to"))?;
+        let response = client
+            .post("http://edudb/v1/cli")
+            .json(request)
+            .send()
+            .await
+            .map_err(failed("sending the command to"))?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let body = response.text().await.unwrap_or_default();
+            return Err(Error::Serve(format!(
+                "the server at {} answered {status}: {body}",
+                socket.display()
+            )));
+        }
+        response
+            .json()
+            .await
+            .map_err(failed("reading the answer of"))
+    })
+}
 
 /// How [`run`] serves.
 #[derive(Debug, Clone)]
@@ -82,6 +158,9 @@ pub struct ServeOptions {
     pub write_queue: usize,
     /// Stop on SIGINT and SIGTERM too (the CLI sets it).
     pub stop_on_signals: bool,
+    /// What runs forwarded command lines (`POST /v1/cli`); without it that
+    /// route answers 404.
+    pub commands: Option<Arc<dyn CommandRunner>>,
 }
 
 impl Default for ServeOptions {
@@ -94,6 +173,7 @@ impl Default for ServeOptions {
             request_timeout: Duration::from_secs(60),
             write_queue: 64,
             stop_on_signals: false,
+            commands: None,
         }
     }
 }
@@ -111,6 +191,7 @@ pub struct Bound {
 struct Shared {
     db: Arc<Db>,
     token: Option<String>,
+    commands: Option<Arc<dyn CommandRunner>>,
     timeout: Duration,
     /// One permit: the running write.
     writer: Semaphore,
@@ -142,6 +223,7 @@ pub fn run(
     let shared = Arc::new(Shared {
         db: Arc::new(db),
         token: options.token.clone(),
+        commands: options.commands.clone(),
         timeout: options.request_timeout,
         writer: Semaphore::new(1),
         queue: Semaphore::new(options.write_queue + 1),
@@ -266,6 +348,7 @@ fn router(shared: Arc<Shared>, max_body_bytes: usize) -> Router {
         .route("/v1/sessions/{id}", get(session).delete(remove_session))
         .route("/v1/sessions/{id}/turns", post(add_turn))
         .route("/v1/sessions/{id}/context", get(context))
+        .route("/v1/cli", post(command))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             Arc::clone(&shared),
@@ -647,6 +730,26 @@ async fn context(
     .await
 }
 
+/// Runs a forwarded command line, with no timeout (a long ingest runs as
+/// long as it would without a server).
+async fn command(
+    State(shared): State<Arc<Shared>>,
+    body: std::result::Result<Json<CommandRequest>, JsonRejection>,
+) -> std::result::Result<Json<CommandOutput>, Failure> {
+    let Json(request) = body?;
+    let Some(runner) = shared.commands.clone() else {
+        return Err(Failure::user(
+            StatusCode::NOT_FOUND,
+            "this server runs no command lines",
+        ));
+    };
+    let db = Arc::clone(&shared.db);
+    tokio::task::spawn_blocking(move || runner.run(&db, request))
+        .await
+        .map(Json)
+        .map_err(|e| Failure::internal(format!("the command failed: {e}")))
+}
+
 fn to_value(value: &impl serde::Serialize) -> Result<Value> {
     serde_json::to_value(value).map_err(|e| Error::Serve(format!("encoding the answer: {e}")))
 }
@@ -661,6 +764,7 @@ mod tests {
         Arc::new(Shared {
             db: Arc::new(Db::create(dir.join("db")).unwrap()),
             token: None,
+            commands: None,
             timeout,
             writer: Semaphore::new(1),
             queue: Semaphore::new(write_queue + 1),

@@ -382,12 +382,12 @@ fn a_body_over_the_limit_is_refused() {
     server.stop().unwrap();
 }
 
-#[test]
-fn the_cli_serves_until_sigterm() {
-    let (_dir, path) = fixture();
+/// `edudb serve` started as a process on the store at `path`: the child,
+/// its TCP address and its socket.
+fn spawn_server(path: &Path) -> (std::process::Child, String, PathBuf) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
         .arg("--db")
-        .arg(&path)
+        .arg(path)
         .args(["serve", "--listen", "127.0.0.1:0", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -400,6 +400,42 @@ fn the_cli_serves_until_sigterm() {
     let announced: Value = serde_json::from_str(&first).expect(&first);
     let address = announced["listen"].as_str().unwrap().to_owned();
     let socket = PathBuf::from(announced["socket"].as_str().unwrap());
+    (child, address, socket)
+}
+
+/// Stops a server process with SIGTERM; checks that it exits cleanly,
+/// removing its socket.
+fn stop_server(child: std::process::Child, socket: &Path) {
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!socket.exists(), "the socket outlived the server");
+}
+
+/// Runs the CLI on `path` from `cwd`, failing at once on a held store.
+fn cli(path: &Path, cwd: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(path)
+        .args(args)
+        .current_dir(cwd)
+        .env("EDUDB_BUSY_TIMEOUT", "0")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_cli_serves_until_sigterm() {
+    let (_dir, path) = fixture();
+    let (child, address, socket) = spawn_server(&path);
     assert!(socket.exists());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -418,17 +454,100 @@ fn the_cli_serves_until_sigterm() {
             .unwrap()
     });
     assert_eq!(docs.as_array().map(Vec::len), Some(2), "{docs}");
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = child.wait_with_output().unwrap();
+    stop_server(child, &socket);
+    Db::open(&path).unwrap();
+}
+
+#[test]
+fn cli_commands_go_through_a_running_server() {
+    let (dir, path) = fixture();
+    let here = dir.path();
+    let commands: [&[&str]; 6] = [
+        &["docs"],
+        &["docs", "--json"],
+        &["tree", "trips"],
+        &["show", "trips", "0..2", "--json"],
+        &["search", "snow"],
+        &["query", "SELECT FROM doc('trips') LIMIT 2"],
+    ];
+    let direct: Vec<_> = commands.iter().map(|args| cli(&path, here, args)).collect();
+    let (child, _, socket) = spawn_server(&path);
+    for (args, alone) in commands.iter().zip(&direct) {
+        let routed = cli(&path, here, args);
+        assert!(
+            routed.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&routed.stderr)
+        );
+        if args[0] == "query" {
+            // Its summary line holds the time it took.
+            let rows = |out: &[u8]| {
+                String::from_utf8_lossy(out)
+                    .lines()
+                    .filter(|l| !l.contains(" ms"))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(rows(&routed.stdout), rows(&alone.stdout), "{args:?}");
+        } else {
+            assert_eq!(
+                String::from_utf8_lossy(&routed.stdout),
+                String::from_utf8_lossy(&alone.stdout),
+                "{args:?}"
+            );
+        }
+    }
+    // A relative path is read from the caller's directory.
+    std::fs::write(here.join("note.md"), "# Note\n\nMoss needs shade.").unwrap();
+    let ingested = cli(&path, here, &["ingest", "note.md", "--json"]);
+    assert!(
+        ingested.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ingested.stderr)
+    );
+    let docs: Value =
+        serde_json::from_slice(&cli(&path, here, &["docs", "--json"]).stdout).unwrap();
+    assert_eq!(docs.as_array().map(Vec::len), Some(3), "{docs}");
+    let turn = cli(
+        &path,
+        here,
+        &["session", "add", "trip", "We leave on Monday."],
+    );
+    assert!(
+        turn.status.success(),
+        "{}",
+        String::from_utf8_lossy(&turn.stderr)
+    );
+    // Errors come back with their exit code and message.
+    let bad = cli(&path, here, &["query", "SELEC"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("line 1, column 1"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    // The console does not go through a server: the store is busy.
+    let console = cli(&path, here, &["console"]);
+    assert_eq!(console.status.code(), Some(3));
+    stop_server(child, &socket);
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.session("trip").unwrap().turns, 1);
+}
+
+#[test]
+fn a_dead_servers_socket_is_ignored_and_removed() {
+    let (dir, path) = fixture();
+    let socket = path.join(serve::SOCKET_FILE);
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    assert!(socket.exists() && serve::live_socket(&path).is_none());
+    let out = cli(&path, dir.path(), &["docs", "--json"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(!socket.exists(), "the socket outlived the server");
-    Db::open(&path).unwrap();
+    assert!(
+        !socket.exists(),
+        "opening the store removes a dead server's socket"
+    );
 }
