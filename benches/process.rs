@@ -1,16 +1,19 @@
 //! What one CLI command costs as a whole process (start, open the store,
 //! work, flush, exit) on a store holding the 648 Rust RFCs: the reads
-//! `docs`, `stats`, a BM25 query and a NEAR query scoped to one document,
-//! and the small writes `session add`
-//! (one turn) and `ingest` of a one-line file. Each runs many times; the
-//! medians and 90th percentiles are printed with each command's ratio to
-//! `docs`, measured in the same run.
+//! `docs`, `stats`, a BM25 query, a NEAR query scoped to one document and
+//! one over the whole store (its graph built at ingest), and the small
+//! writes `session add` (one turn) and `ingest` of a one-line file. Then
+//! the same commands again while `edudb serve` holds the store, so that
+//! they go through it. Each runs many times; the medians and 90th
+//! percentiles are printed with each command's ratio to `docs` run
+//! directly, measured in the same run.
 //!
 //! `cargo bench --bench process` (`-- --quick` for fewer runs);
 //! `EDUDB_BENCH_BIN=PATH` measures another build of the binary instead.
 
+use std::io::BufRead;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const RUNS: usize = 40;
@@ -50,9 +53,12 @@ fn main() {
     let db = dir.path().join("store");
     let rfcs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/rust_rfcs/text");
     let started = Instant::now();
-    edudb(&db, &["ingest", "--quiet", rfcs.to_str().unwrap()]);
+    edudb(
+        &db,
+        &["ingest", "--quiet", "--vectors", rfcs.to_str().unwrap()],
+    );
     println!(
-        "process: ingested the RFCs in {:.1} s; {runs} runs per command",
+        "process: ingested the RFCs and built the vector graph in {:.1} s; {runs} runs per command",
         started.elapsed().as_secs_f64()
     );
     let small = dir.path().join("small.md");
@@ -78,6 +84,15 @@ fn main() {
                     "query".into(),
                     "SELECT FROM doc('0002-rfc-process') SEED NEAR('how are rfcs accepted') LIMIT 3"
                         .into(),
+                ]
+            }),
+        ),
+        (
+            "query_near_all",
+            Box::new(|_| {
+                vec![
+                    "query".into(),
+                    "SELECT FROM * SEED NEAR('lifetime elision in functions') LIMIT 3".into(),
                 ]
             }),
         ),
@@ -108,24 +123,44 @@ fn main() {
         }),
     ));
 
-    let mut medians = Vec::new();
-    for (name, args) in &commands {
-        // One warm-up run, so the page cache holds the store for every
-        // command alike.
-        let warm = args(runs);
-        edudb(&db, &warm.iter().map(String::as_str).collect::<Vec<_>>());
-        let mut times: Vec<Duration> = (0..runs)
-            .map(|i| {
-                let args = args(i);
-                edudb(&db, &args.iter().map(String::as_str).collect::<Vec<_>>())
-            })
-            .collect();
-        times.sort();
-        medians.push((*name, percentile(&times, 0.5), percentile(&times, 0.9)));
-    }
-    let base = medians[0].1.as_secs_f64();
-    println!("\nprocess: whole-process times, p50 and p90, and p50 ratio to docs (same run)");
-    for (name, p50, p90) in medians {
+    let direct = measure(&db, &commands, runs);
+    let base = direct[0].1.as_secs_f64();
+    report("run directly", &direct, base);
+    let server = serve(&db);
+    let served = measure(&db, &commands, runs);
+    report("through a running `edudb serve`", &served, base);
+    stop(server);
+}
+
+/// Each command's p50 and p90 over `runs` runs, after one warm-up run (so
+/// the page cache holds the store for every command alike).
+fn measure(db: &Path, commands: &[Measured], runs: usize) -> Vec<(String, Duration, Duration)> {
+    commands
+        .iter()
+        .map(|(name, args)| {
+            let warm = args(runs);
+            edudb(db, &warm.iter().map(String::as_str).collect::<Vec<_>>());
+            let mut times: Vec<Duration> = (0..runs)
+                .map(|i| {
+                    let args = args(i);
+                    edudb(db, &args.iter().map(String::as_str).collect::<Vec<_>>())
+                })
+                .collect();
+            times.sort();
+            (
+                (*name).to_owned(),
+                percentile(&times, 0.5),
+                percentile(&times, 0.9),
+            )
+        })
+        .collect()
+}
+
+fn report(how: &str, measured: &[(String, Duration, Duration)], base: f64) {
+    println!(
+        "\nprocess, {how}: whole-process times, p50 and p90, and p50 ratio to docs run directly"
+    );
+    for (name, p50, p90) in measured {
         println!(
             "  {name:<20} {:>7.1} ms {:>7.1} ms {:>7.2}x",
             p50.as_secs_f64() * 1e3,
@@ -133,4 +168,32 @@ fn main() {
             p50.as_secs_f64() / base
         );
     }
+}
+
+/// Starts `edudb serve` on the store and waits until it listens.
+fn serve(db: &Path) -> std::process::Child {
+    let binary =
+        std::env::var_os("EDUDB_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_edudb").into());
+    let mut child = Command::new(binary)
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("serving"), "{first}");
+    child
+}
+
+/// Stops the server with SIGTERM and waits for it.
+fn stop(mut server: std::process::Child) {
+    Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    server.wait().unwrap();
 }
