@@ -34,6 +34,7 @@
 //! | `DELETE /sessions/{id}` | | `session rm --json` |
 //! | `POST /sessions/{id}/turns` | `{text, role, at, placement}` (a `session add --jsonl` line) | `session add --json` |
 //! | `GET /sessions/{id}/context` | `budget`, `query` | `session context --json` |
+//! | `POST /cli` (the socket only) | a [`CommandRequest`] | a [`CommandOutput`] |
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -271,7 +272,7 @@ async fn serve(
     } else {
         None
     };
-    let app = router(Arc::clone(&shared), options.max_body_bytes);
+    let app = router(Arc::clone(&shared), options.max_body_bytes, false);
     ready(&Bound {
         address,
         socket: unix.as_ref().map(|_| socket_path.clone()),
@@ -289,7 +290,10 @@ async fn serve(
         axum::serve(tcp, app.clone()).with_graceful_shutdown(until_stopped(stopped.clone()));
     let served = match unix {
         Some(unix) => {
-            let over_unix = axum::serve(unix, app).with_graceful_shutdown(until_stopped(stopped));
+            // Forwarded command lines read the server's files, so only
+            // local processes (the socket's file permissions) may send them.
+            let local = router(shared, options.max_body_bytes, true);
+            let over_unix = axum::serve(unix, local).with_graceful_shutdown(until_stopped(stopped));
             tokio::try_join!(over_tcp.into_future(), over_unix.into_future()).map(drop)
         }
         None => over_tcp.await,
@@ -331,8 +335,9 @@ async fn wait_for_stop(
     let _ = stop.send(true);
 }
 
-fn router(shared: Arc<Shared>, max_body_bytes: usize) -> Router {
-    Router::new()
+/// The routes; `command_lines` adds `POST /v1/cli` (the socket's only).
+fn router(shared: Arc<Shared>, max_body_bytes: usize, command_lines: bool) -> Router {
+    let routes = Router::new()
         .route("/v1/health", get(health))
         .route("/v1/docs", get(documents))
         .route("/v1/docs/{id}", put(ingest).delete(remove))
@@ -347,8 +352,13 @@ fn router(shared: Arc<Shared>, max_body_bytes: usize) -> Router {
         .route("/v1/sessions", get(sessions))
         .route("/v1/sessions/{id}", get(session).delete(remove_session))
         .route("/v1/sessions/{id}/turns", post(add_turn))
-        .route("/v1/sessions/{id}/context", get(context))
-        .route("/v1/cli", post(command))
+        .route("/v1/sessions/{id}/context", get(context));
+    let routes = if command_lines {
+        routes.route("/v1/cli", post(command))
+    } else {
+        routes
+    };
+    routes
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             Arc::clone(&shared),

@@ -209,6 +209,9 @@ fn errors_carry_a_class_a_status_and_the_query_location() {
     let (status, body) = server.get("/no/such/route");
     assert_eq!(status, 404);
     error_of(&body, "user");
+    // Command lines read the server's files: the socket's only.
+    let (status, body) = server.post("/cli", &json!({"args": ["docs"], "cwd": "/"}));
+    assert_eq!(status, 404, "{body}");
     server.stop().unwrap();
 }
 
