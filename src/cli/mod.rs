@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use edudb::compute::embed::EmbedderConfig;
 use edudb::compute::embed::http::HttpConfig;
+use edudb::serve::{CommandOutput, CommandRequest, CommandRunner};
 use edudb::{CancelToken, Db, Error, Format, IngestOptions, OpenOptions, Params};
 use serde_json::json;
 
@@ -360,8 +361,10 @@ pub fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn,sled=off".into()),
         )
         .init();
-    if let Some(code) = route::forward_if_served(&cli) {
-        return code;
+    if cli.command.routable()
+        && let Some(code) = route::forward(&cli.db)
+    {
+        return ExitCode::from(code);
     }
     let context = Context {
         cli: &cli,
@@ -373,6 +376,44 @@ pub fn main() -> ExitCode {
         &mut anstream::stderr(),
     );
     ExitCode::from(finish(&cli, result, &mut anstream::stderr()))
+}
+
+/// Runs forwarded command lines on the served store (the server side of
+/// [`route::forward`]): parsed as here, relative paths read from the
+/// caller's directory, progress bars off.
+#[derive(Debug)]
+struct Runner;
+
+impl CommandRunner for Runner {
+    fn run(&self, db: &Db, request: CommandRequest) -> CommandOutput {
+        let refused = |stderr: String| CommandOutput {
+            stdout: String::new(),
+            stderr,
+            code: EXIT_USER,
+        };
+        let args = std::iter::once("edudb".to_owned()).chain(request.args);
+        let mut cli = match Cli::try_parse_from(args) {
+            Ok(cli) => cli,
+            Err(err) => return refused(err.render().to_string()),
+        };
+        if !cli.command.routable() {
+            return refused("error: this command cannot run through a server\n".into());
+        }
+        cli.command.resolve_paths(&request.cwd);
+        cli.quiet = true;
+        let (mut out, mut errors) = (Vec::new(), Vec::new());
+        let context = Context {
+            cli: &cli,
+            served: Some(db),
+        };
+        let result = run(&context, &mut out, &mut errors);
+        let code = finish(&cli, result, &mut errors);
+        CommandOutput {
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            stderr: String::from_utf8_lossy(&errors).into_owned(),
+            code,
+        }
+    }
 }
 
 /// The exit code of a command's outcome, with the failure written to
@@ -516,7 +557,7 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
                 listen: *listen,
                 token,
                 stop_on_signals: true,
-                commands: Some(std::sync::Arc::new(route::Runner)),
+                commands: Some(std::sync::Arc::new(Runner)),
                 ..Default::default()
             };
             let mut announced = Ok(());
