@@ -12,6 +12,7 @@ use std::time::Instant;
 use edudb::query::lexer::split_statements;
 use edudb::query::parser::KEYWORDS;
 use edudb::query::plan::KIND_NAMES;
+use edudb::serve::{CommandOutput, CommandRequest};
 use edudb::{Db, Params, QueryResult};
 use regex::Regex;
 use rustyline::completion::Completer;
@@ -41,11 +42,89 @@ const COMMANDS: [(&str, &str); 6] = [
     (".exit", "leave the console"),
 ];
 
-/// Runs the console on the store at `path` until `.quit` or end of input.
-/// Reading from a pipe, a failed statement makes the exit code 1.
-pub fn run(db: Db, format: OutputFormat) -> Result<u8, Failure> {
+/// Where the console's statements run.
+pub enum Target {
+    /// The store the console opened.
+    Local(Arc<Db>),
+    /// The server holding the store at `store`, listening on `socket`:
+    /// each statement goes to it as an `edudb query` command line.
+    Served { store: PathBuf, socket: PathBuf },
+}
+
+impl Target {
+    /// The store's directory, for the banner.
+    fn path(&self) -> &Path {
+        match self {
+            Target::Local(db) => db.path(),
+            Target::Served { store, .. } => store,
+        }
+    }
+
+    /// The document and session ids, for completion.
+    fn names(&self) -> edudb::Result<Names> {
+        match self {
+            Target::Local(db) => Ok(Names {
+                documents: db.documents()?.into_iter().map(|d| d.id).collect(),
+                sessions: db.sessions()?.into_iter().map(|s| s.id).collect(),
+            }),
+            Target::Served { .. } => {
+                let ids = |args: &[&str]| -> edudb::Result<Vec<String>> {
+                    let output = self.forward(args)?;
+                    let listing: serde_json::Value =
+                        serde_json::from_str(&output.stdout).unwrap_or_default();
+                    Ok(listing
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|row| row["id"].as_str().map(str::to_owned))
+                        .collect())
+                };
+                Ok(Names {
+                    documents: ids(&["docs", "--json"])?,
+                    sessions: ids(&["session", "ls", "--json"])?,
+                })
+            }
+        }
+    }
+
+    /// Runs an `edudb` command line on the server.
+    fn forward(&self, args: &[&str]) -> edudb::Result<CommandOutput> {
+        let Target::Served { store, socket } = self else {
+            return Err(edudb::Error::Usage(
+                "the console's store is not served".into(),
+            ));
+        };
+        let request = CommandRequest {
+            args: ["--db", &store.display().to_string()]
+                .iter()
+                .chain(args)
+                .map(|arg| (*arg).to_owned())
+                .collect(),
+            cwd: std::env::current_dir().unwrap_or_default(),
+        };
+        edudb::serve::forward(socket, &request)
+    }
+
+    /// Runs one statement.
+    fn run(&self, statement: &str, format: OutputFormat) -> Outcome {
+        match self {
+            Target::Local(db) => Outcome::Done(db.query(statement, &Params::new())),
+            Target::Served { .. } => {
+                let format = match format {
+                    OutputFormat::Text => "text",
+                    OutputFormat::Json => "json",
+                };
+                Outcome::Forwarded(self.forward(&["query", "--format", format, "--", statement]))
+            }
+        }
+    }
+}
+
+/// Runs the console on `target` until `.quit` or end of input. Reading
+/// from a pipe, a failed statement makes the exit code 1.
+pub fn run(target: Target, format: OutputFormat) -> Result<u8, Failure> {
     let mut console = Console {
-        db: Arc::new(db),
+        target: Arc::new(target),
         format,
         timing: false,
         pending: String::new(),
@@ -86,10 +165,7 @@ fn interactive(console: &mut Console) -> Result<(), Failure> {
         .build();
     let mut editor: Editor<Completion, DefaultHistory> =
         Editor::with_config(config).map_err(readline_failure)?;
-    let names = Names {
-        documents: console.db.documents()?.into_iter().map(|d| d.id).collect(),
-        sessions: console.db.sessions()?.into_iter().map(|s| s.id).collect(),
-    };
+    let names = console.target.names()?;
     editor.set_helper(Some(Completion { names }));
     let history = history_path();
     if let Some(path) = &history {
@@ -101,7 +177,7 @@ fn interactive(console: &mut Console) -> Result<(), Failure> {
         out,
         "edudb {} console on {}. Statements end with ';'. Type .help for help.",
         env!("CARGO_PKG_VERSION"),
-        console.db.path().display()
+        console.target.path().display()
     )?;
     let mut history_warned = false;
     let mut entry = String::new();
@@ -166,9 +242,13 @@ enum Flow {
     Quit,
 }
 
-/// How a statement run from the terminal ended.
+/// How a statement ended.
 enum Outcome {
+    /// Run here.
     Done(edudb::Result<QueryResult>),
+    /// Run by the server: what it printed.
+    Forwarded(edudb::Result<CommandOutput>),
+    /// Cancelled with Ctrl-C.
     Interrupted,
 }
 
@@ -177,7 +257,7 @@ static RUNNING: Mutex<Option<mpsc::Sender<Outcome>>> = Mutex::new(None);
 
 /// The open store, the settings, and the statement being typed.
 struct Console {
-    db: Arc<Db>,
+    target: Arc<Target>,
     format: OutputFormat,
     timing: bool,
     /// Lines of a statement that has not ended with `;` yet.
@@ -230,7 +310,7 @@ impl Console {
         let outcome = if self.interruptible {
             self.run_interruptible(statement)
         } else {
-            Outcome::Done(self.db.query(statement, &Params::new()))
+            self.target.run(statement, self.format)
         };
         let elapsed = started.elapsed();
         let mut out = anstream::stdout();
@@ -238,7 +318,15 @@ impl Console {
             Outcome::Done(Ok(result)) => {
                 render::query_result(&mut out, &result, self.format == OutputFormat::Json)?
             }
-            Outcome::Done(Err(err)) => self.fail(&err)?,
+            Outcome::Done(Err(err)) | Outcome::Forwarded(Err(err)) => self.fail(&err)?,
+            Outcome::Forwarded(Ok(printed)) => {
+                out.write_all(printed.stdout.as_bytes())?;
+                if printed.code != 0 {
+                    self.failures += 1;
+                    out.flush()?;
+                    anstream::stderr().write_all(printed.stderr.as_bytes())?;
+                }
+            }
             Outcome::Interrupted => self.fail(&"statement cancelled")?,
         }
         if self.timing {
@@ -256,9 +344,10 @@ impl Console {
         *RUNNING
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sender.clone());
-        let (db, statement) = (Arc::clone(&self.db), statement.to_owned());
+        let (target, statement, format) =
+            (Arc::clone(&self.target), statement.to_owned(), self.format);
         std::thread::spawn(move || {
-            let _ = sender.send(Outcome::Done(db.query(&statement, &Params::new())));
+            let _ = sender.send(target.run(&statement, format));
         });
         let outcome = outcome.recv().unwrap_or(Outcome::Interrupted);
         *RUNNING

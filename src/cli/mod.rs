@@ -531,7 +531,18 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             } else {
                 *format
             };
-            return console::run(context.open(false)?.into_owned()?, format);
+            // The console does not forward itself: it sends each statement
+            // to the store's server, when one is live.
+            let target = match edudb::serve::live_socket(&cli.db) {
+                Some(socket) => console::Target::Served {
+                    store: cli.db.clone(),
+                    socket,
+                },
+                None => {
+                    console::Target::Local(std::sync::Arc::new(context.open(false)?.into_owned()?))
+                }
+            };
+            return console::run(target, format);
         }
         Command::Rm { docs } => {
             let db = context.open(false)?;

@@ -529,12 +529,52 @@ fn cli_commands_go_through_a_running_server() {
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
-    // The console does not go through a server: the store is busy.
-    let console = cli(&path, here, &["console"]);
-    assert_eq!(console.status.code(), Some(3));
+    // The console sends each statement to the server.
+    let statements =
+        "SELECT FROM * SEED BM25('ramen') LIMIT 2;\nSELEC x;\n.format json\nSHOW DOCS;\n";
+    let routed = console(&path, here, statements);
     stop_server(child, &socket);
+    let alone = console(&path, here, statements);
+    let timeless = |out: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(out)
+            .lines()
+            .filter(|l| !l.contains(" ms") && !l.contains("elapsed_ms"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(timeless(&routed.stdout), timeless(&alone.stdout));
+    assert!(
+        String::from_utf8_lossy(&routed.stdout).contains("Ramen"),
+        "{}",
+        String::from_utf8_lossy(&routed.stdout)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&routed.stderr),
+        String::from_utf8_lossy(&alone.stderr)
+    );
+    assert_eq!(
+        (routed.status.code(), alone.status.code()),
+        (Some(1), Some(1))
+    );
     let db = Db::open(&path).unwrap();
     assert_eq!(db.session("trip").unwrap().turns, 1);
+}
+
+/// Pipes `statements` into `edudb console` on `path`.
+fn console(path: &Path, cwd: &Path, statements: &str) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(path)
+        .arg("console")
+        .current_dir(cwd)
+        .env("EDUDB_BUSY_TIMEOUT", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), statements.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
 }
 
 #[test]
