@@ -274,8 +274,9 @@ enum Command {
 }
 
 impl Command {
-    /// Whether the command can run through a server of its store: every
-    /// command on an existing store that reads no standard input.
+    /// Whether the command is forwarded whole to a server of its store:
+    /// every command on an existing store that reads no standard input,
+    /// except the console (which sends its statements one by one).
     fn routable(&self) -> bool {
         match self {
             Command::Init

@@ -3,9 +3,10 @@
 //! to it (`POST /v1/cli`, [`forward`]) and prints what it would print
 //! without one; the server runs it (`Runner` in the parent module) on the
 //! store it holds open ([`Store::Served`]). Without a live server, or for a
-//! command that cannot go through one (`init`, `console`, `serve`, `demo`,
-//! `eval`, and anything reading standard input), the command opens the
-//! store itself, as before.
+//! command that cannot go through one (`init`, `serve`, `demo`, `eval`, and
+//! anything reading standard input), the command opens the store itself,
+//! as before. The console is not forwarded whole: it sends each statement
+//! to the server itself (`console::Target::Served`).
 
 use std::io::Write;
 use std::ops::Deref;
