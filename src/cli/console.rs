@@ -12,7 +12,7 @@ use std::time::Instant;
 use edudb::query::lexer::split_statements;
 use edudb::query::parser::KEYWORDS;
 use edudb::query::plan::KIND_NAMES;
-use edudb::serve::{CommandOutput, CommandRequest};
+use edudb::serve::CommandOutput;
 use edudb::{Db, Params, QueryResult};
 use regex::Regex;
 use rustyline::completion::Completer;
@@ -22,6 +22,7 @@ use rustyline::{Config, Context, Editor, Helper, Highlighter, Hinter, Validator}
 
 use super::failure::{EXIT_USER, Failure};
 use super::render::{self, OutputFormat};
+use super::route::Server;
 
 /// Prompt for a new statement.
 const PROMPT: &str = "edudb> ";
@@ -46,9 +47,9 @@ const COMMANDS: [(&str, &str); 6] = [
 pub enum Target {
     /// The store the console opened.
     Local(Arc<Db>),
-    /// The server holding the store at `store`, listening on `socket`:
-    /// each statement goes to it as an `edudb query` command line.
-    Served { store: PathBuf, socket: PathBuf },
+    /// The server holding the store: each statement goes to it as an
+    /// `edudb query` command line.
+    Served(Server),
 }
 
 impl Target {
@@ -56,7 +57,7 @@ impl Target {
     fn path(&self) -> &Path {
         match self {
             Target::Local(db) => db.path(),
-            Target::Served { store, .. } => store,
+            Target::Served(server) => server.store(),
         }
     }
 
@@ -67,9 +68,9 @@ impl Target {
                 documents: db.documents()?.into_iter().map(|d| d.id).collect(),
                 sessions: db.sessions()?.into_iter().map(|s| s.id).collect(),
             }),
-            Target::Served { .. } => {
+            Target::Served(server) => {
                 let ids = |args: &[&str]| -> edudb::Result<Vec<String>> {
-                    let output = self.forward(args)?;
+                    let output = run_on(server, args)?;
                     let listing: serde_json::Value =
                         serde_json::from_str(&output.stdout).unwrap_or_default();
                     Ok(listing
@@ -87,37 +88,28 @@ impl Target {
         }
     }
 
-    /// Runs an `edudb` command line on the server.
-    fn forward(&self, args: &[&str]) -> edudb::Result<CommandOutput> {
-        let Target::Served { store, socket } = self else {
-            return Err(edudb::Error::Usage(
-                "the console's store is not served".into(),
-            ));
-        };
-        let request = CommandRequest {
-            args: ["--db", &store.display().to_string()]
-                .iter()
-                .chain(args)
-                .map(|arg| (*arg).to_owned())
-                .collect(),
-            cwd: std::env::current_dir().unwrap_or_default(),
-        };
-        edudb::serve::forward(socket, &request)
-    }
-
     /// Runs one statement.
     fn run(&self, statement: &str, format: OutputFormat) -> Outcome {
         match self {
             Target::Local(db) => Outcome::Done(db.query(statement, &Params::new())),
-            Target::Served { .. } => {
+            Target::Served(server) => {
                 let format = match format {
                     OutputFormat::Text => "text",
                     OutputFormat::Json => "json",
                 };
-                Outcome::Forwarded(self.forward(&["query", "--format", format, "--", statement]))
+                Outcome::Forwarded(run_on(
+                    server,
+                    &["query", "--format", format, "--", statement],
+                ))
             }
         }
     }
+}
+
+/// Runs an `edudb` command line on `server`, from this directory.
+fn run_on(server: &Server, args: &[&str]) -> edudb::Result<CommandOutput> {
+    let args = args.iter().map(|arg| (*arg).to_owned()).collect();
+    server.run(args, std::env::current_dir().unwrap_or_default())
 }
 
 /// Runs the console on `target` until `.quit` or end of input. Reading

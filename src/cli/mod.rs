@@ -534,11 +534,8 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             };
             // The console does not forward itself: it sends each statement
             // to the store's server, when one is live.
-            let target = match edudb::serve::live_socket(&cli.db) {
-                Some(socket) => console::Target::Served {
-                    store: cli.db.clone(),
-                    socket,
-                },
+            let target = match route::Server::find(&cli.db) {
+                Some(server) => console::Target::Served(server),
                 None => {
                     console::Target::Local(std::sync::Arc::new(context.open(false)?.into_owned()?))
                 }

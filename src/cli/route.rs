@@ -6,13 +6,13 @@
 //! command that cannot go through one (`init`, `serve`, `demo`, `eval`, and
 //! anything reading standard input), the command opens the store itself,
 //! as before. The console is not forwarded whole: it sends each statement
-//! to the server itself (`console::Target::Served`).
+//! to the [`Server`] itself (`console::Target::Served`).
 
 use std::io::Write;
 use std::ops::Deref;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use edudb::serve::CommandRequest;
+use edudb::serve::{CommandOutput, CommandRequest};
 use edudb::{Db, Error};
 
 use super::failure::EXIT_INTERNAL;
@@ -51,19 +51,43 @@ impl Store<'_> {
     }
 }
 
+/// A live server of a store, which runs `edudb` command lines on it.
+pub struct Server {
+    store: PathBuf,
+    socket: PathBuf,
+}
+
+impl Server {
+    /// The server of the store at `store`, when one answers on its socket.
+    pub fn find(store: &Path) -> Option<Server> {
+        Some(Server {
+            store: store.to_owned(),
+            socket: edudb::serve::live_socket(store)?,
+        })
+    }
+
+    /// The store it serves.
+    pub fn store(&self) -> &Path {
+        &self.store
+    }
+
+    /// Runs the command line `args` (after the program name) there, its
+    /// relative paths read from `cwd`; returns what it printed.
+    pub fn run(&self, args: Vec<String>, cwd: PathBuf) -> edudb::Result<CommandOutput> {
+        edudb::serve::forward(&self.socket, &CommandRequest { args, cwd })
+    }
+}
+
 /// Forwards this process's command line to the server of the store at
 /// `store` when one is live, prints what the command printed there and
 /// returns its exit code; `None` to run the command here.
 pub fn forward(store: &Path) -> Option<u8> {
-    let socket = edudb::serve::live_socket(store)?;
-    let request = CommandRequest {
-        args: std::env::args_os()
-            .skip(1)
-            .map(|arg| arg.to_string_lossy().into_owned())
-            .collect(),
-        cwd: std::env::current_dir().ok()?,
-    };
-    Some(match edudb::serve::forward(&socket, &request) {
+    let server = Server::find(store)?;
+    let args = std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    Some(match server.run(args, std::env::current_dir().ok()?) {
         Ok(output) => {
             let printed = anstream::stdout()
                 .write_all(output.stdout.as_bytes())

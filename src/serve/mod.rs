@@ -379,31 +379,25 @@ struct Failure {
 }
 
 impl Failure {
-    fn user(status: StatusCode, message: impl Into<String>) -> Failure {
+    fn new(status: StatusCode, class: &'static str, message: impl Into<String>) -> Failure {
         Failure {
             status,
-            class: "user",
+            class,
             message: message.into(),
             located: None,
         }
+    }
+
+    fn user(status: StatusCode, message: impl Into<String>) -> Failure {
+        Failure::new(status, "user", message)
     }
 
     fn busy(message: impl Into<String>) -> Failure {
-        Failure {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            class: "busy",
-            message: message.into(),
-            located: None,
-        }
+        Failure::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
     }
 
     fn internal(message: impl Into<String>) -> Failure {
-        Failure {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            class: "internal",
-            message: message.into(),
-            located: None,
-        }
+        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 }
 
@@ -453,17 +447,21 @@ impl IntoResponse for Failure {
 
 type Answer = std::result::Result<Json<Value>, Failure>;
 
+/// Runs `work` on the served store on a blocking thread.
+fn on_store<T: Send + 'static>(
+    shared: &Shared,
+    work: impl FnOnce(&Db) -> T + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    let db = Arc::clone(&shared.db);
+    tokio::task::spawn_blocking(move || work(&db))
+}
+
 /// Runs a read on a blocking thread, concurrently with other requests.
 async fn read(
     shared: &Arc<Shared>,
     work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
 ) -> Answer {
-    let db = Arc::clone(&shared.db);
-    within(
-        shared.timeout,
-        tokio::task::spawn_blocking(move || work(&db)),
-    )
-    .await
+    within(shared.timeout, on_store(shared, work)).await
 }
 
 /// Runs a write after the ones before it, or refuses it as busy when the
@@ -479,12 +477,7 @@ async fn write(
     let Ok(Ok(_turn)) = waited else {
         return Err(Failure::busy("timed out waiting for earlier writes; retry"));
     };
-    let db = Arc::clone(&shared.db);
-    within(
-        shared.timeout,
-        tokio::task::spawn_blocking(move || work(&db)),
-    )
-    .await
+    within(shared.timeout, on_store(shared, work)).await
 }
 
 async fn within(timeout: Duration, task: tokio::task::JoinHandle<Result<Value>>) -> Answer {
@@ -753,8 +746,7 @@ async fn command(
             "this server runs no command lines",
         ));
     };
-    let db = Arc::clone(&shared.db);
-    tokio::task::spawn_blocking(move || runner.run(&db, request))
+    on_store(&shared, move |db| runner.run(db, request))
         .await
         .map(Json)
         .map_err(|e| Failure::internal(format!("the command failed: {e}")))

@@ -86,7 +86,7 @@ impl Backend for Emulator {
         let mut value = T::default();
         // SAFETY: `T` is a 4-byte plain-data type (asserted above).
         unsafe { std::ptr::write_unaligned((&raw mut value).cast::<u32>(), poison) };
-        Ok(HostBuffer::from_vec(vec![value; len]))
+        Ok(HostBuffer::from_vec(vec![value; len.max(1)]))
     }
 
     fn scratch(&self, len: usize) -> Result<HostBuffer<f32>> {
