@@ -52,24 +52,35 @@ fn spawn(db: &Path, args: &[&str]) -> std::process::Child {
 }
 
 /// Checks the store after a kill and returns how many documents it holds.
-/// A kill before the store's directory had anything in it leaves no store.
 fn verify(db_path: &Path, rng: &mut StdRng) -> usize {
+    whole_documents(db_path, rng)
+        .unwrap_or_else(|e| panic!("the store must open and pass check after a crash: {e}"))
+        .len()
+}
+
+/// The ids of the store's documents, in order, once it opens and passes
+/// `check`, a sample of its documents equal complete analyses of their
+/// files, and search finds only listed documents; a library error (a full
+/// disk) is returned. A kill before the store's directory had anything in
+/// it leaves no store.
+fn whole_documents(db_path: &Path, rng: &mut StdRng) -> edudb::Result<Vec<String>> {
     let db = match open(db_path) {
         Err(edudb::Error::NoStore(_)) => {
             let empty = std::fs::read_dir(db_path).map_or(true, |mut d| d.next().is_none());
             assert!(empty, "a non-empty store directory must open");
-            return 0;
+            return Ok(Vec::new());
         }
-        opened => opened.expect("store must open after a crash"),
+        opened => opened?,
     };
-    let report = db.check().expect("store must pass check after a crash");
-    let metas = db.documents().unwrap();
+    let report = db.check()?;
+    assert!(report.damaged.is_empty(), "check found damage: {report:?}");
+    let metas = db.documents()?;
     assert_eq!(report.documents, metas.len());
     for _ in 0..metas.len().min(8) {
         let meta = &metas[rng.random_range(0..metas.len())];
         let source: PathBuf = support::rfcs().join(format!("{}.md", meta.id));
         let text = std::fs::read_to_string(&source).unwrap();
-        let stored = db.document(&meta.id).unwrap().to_document().unwrap();
+        let stored = db.document(&meta.id)?.to_document()?;
         let complete = [Format::Markdown, Format::Text]
             .into_iter()
             .any(|format| analyze(&meta.id, text.clone(), format).unwrap() == stored);
@@ -79,12 +90,14 @@ fn verify(db_path: &Path, rng: &mut StdRng) -> usize {
             meta.id
         );
     }
-    let hits = db.search("the", 200).unwrap();
+    let hits = db.search("the", 200)?;
     assert!(
         hits.iter().all(|h| metas.iter().any(|m| m.id == h.doc)),
         "search returned a missing document"
     );
-    metas.len()
+    let mut ids: Vec<String> = metas.into_iter().map(|m| m.id).collect();
+    ids.sort();
+    Ok(ids)
 }
 
 #[test]
@@ -266,16 +279,19 @@ fn sigkill_during_turn_appends_leaves_whole_turns_only() {
 }
 
 /// A tmpfs of `MEBIBYTES` mounted on a temporary directory for the
-/// full-disk test, unmounted when dropped.
+/// full-disk test, unmounted when dropped. It holds a ballast file of
+/// `BALLAST` bytes, removed when the test needs space to return.
 struct Tmpfs {
     dir: tempfile::TempDir,
 }
 
 impl Tmpfs {
-    const MEBIBYTES: u64 = 20;
+    const MEBIBYTES: u64 = 28;
+    const BALLAST: u64 = 8 << 20;
 
-    /// Mounts it, or says why not (mounting needs root). With
-    /// `EDUDB_REQUIRE_TMPFS` set (as CI sets it) failing to mount fails.
+    /// Mounts it and puts the ballast in, or says why not (mounting needs
+    /// root). With `EDUDB_REQUIRE_TMPFS` set (as CI sets it) failing to
+    /// mount fails.
     fn mount() -> Option<Tmpfs> {
         let dir = tempfile::tempdir().unwrap();
         let mounted = Command::new("mount")
@@ -286,7 +302,11 @@ impl Tmpfs {
             .stderr(Stdio::piped())
             .output();
         match mounted {
-            Ok(out) if out.status.success() => Some(Tmpfs { dir }),
+            Ok(out) if out.status.success() => {
+                let disk = Tmpfs { dir };
+                disk.put_ballast();
+                Some(disk)
+            }
             failed => {
                 let why = format!("cannot mount a tmpfs: {failed:?}");
                 assert!(std::env::var_os("EDUDB_REQUIRE_TMPFS").is_none(), "{why}");
@@ -300,24 +320,51 @@ impl Tmpfs {
         self.dir.path()
     }
 
-    /// Fills the file system until at most `free` bytes are left.
-    fn fill(&self, free: u64) -> PathBuf {
+    /// Writes `file` until it holds `bytes` more, or the file system has at
+    /// most `free` bytes left, whichever comes first.
+    fn write_until(&self, file: &Path, bytes: u64, free: u64) {
         use std::io::Write;
-        let path = self.path().join("filler");
-        let mut file = std::fs::File::create(&path).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .unwrap();
         let chunk = vec![0u8; 64 << 10];
-        while fs4::available_space(self.path()).unwrap() > free {
-            let room = fs4::available_space(self.path()).unwrap() - free;
-            let len = chunk.len().min(room as usize).max(1);
+        let mut written = 0;
+        while written < bytes {
+            let available = fs4::available_space(self.path()).unwrap();
+            if available <= free {
+                break;
+            }
+            let len = (chunk.len() as u64)
+                .min(available - free)
+                .min(bytes - written);
             if file
-                .write_all(&chunk[..len])
+                .write_all(&chunk[..len as usize])
                 .and_then(|()| file.sync_data())
                 .is_err()
             {
                 break;
             }
+            written += len;
         }
+    }
+
+    /// Fills the file system until at most `free` bytes are left.
+    fn fill(&self, free: u64) -> PathBuf {
+        let path = self.path().join("filler");
+        self.write_until(&path, u64::MAX, free);
         path
+    }
+
+    /// Puts the ballast back, as much of it as fits.
+    fn put_ballast(&self) {
+        self.write_until(&self.path().join("ballast"), Self::BALLAST, 0);
+    }
+
+    /// Removes the ballast: space returns.
+    fn release_ballast(&self) {
+        std::fs::remove_file(self.path().join("ballast")).unwrap();
     }
 }
 
@@ -373,18 +420,90 @@ fn run_on_full_disk(db: &Path, args: &[&str]) -> bool {
     out.status.success()
 }
 
-/// The ids of the store's documents (it must open and pass `check`).
-fn committed(db_path: &Path, rng: &mut StdRng) -> Vec<String> {
-    verify(db_path, rng);
-    let mut ids: Vec<String> = open(db_path)
-        .unwrap_or_else(|e| panic!("the store must open: {e}"))
-        .documents()
-        .unwrap()
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
-    ids.sort();
-    ids
+/// The ids of the store's documents and, when `session` is given, how
+/// many turns that session has (`None` when it does not exist). They are
+/// read in a child process ([`list_store_on_a_full_disk`]), since a
+/// process whose handle on the store failed on the full disk cannot open
+/// the store again. When that read fails because the disk is full, space
+/// returns (the ballast is removed) and the read must then succeed; the
+/// ballast is put back, as far as it fits.
+fn committed(
+    disk: &Tmpfs,
+    db: &Path,
+    seed: u64,
+    session: Option<&str>,
+) -> (Vec<String>, Option<usize>) {
+    let read = || {
+        let seed = seed.to_string();
+        let verdict = run_test_helper(
+            "list_store_on_a_full_disk",
+            &[
+                ("EDUDB_FULL_DISK_STORE", db.as_os_str()),
+                ("EDUDB_FULL_DISK_SESSION", session.unwrap_or("").as_ref()),
+                ("EDUDB_CRASH_SEED", seed.as_ref()),
+            ],
+        );
+        (verdict != "full").then_some(verdict)
+    };
+    let verdict = read().unwrap_or_else(|| {
+        eprintln!("reading the store failed on the full disk; the ballast goes");
+        disk.release_ballast();
+        let verdict = read().expect("the store must read once space returns");
+        disk.put_ballast();
+        verdict
+    });
+    let (ids, turns) = verdict.split_once(' ').unwrap();
+    let ids = ids
+        .split(',')
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned);
+    (ids.collect(), turns.parse().ok())
+}
+
+/// The in-process half of the full-disk test, run by it in a child process
+/// (see [`committed`]): checks the store in `EDUDB_FULL_DISK_STORE` as
+/// [`verify`] does and prints `verdict: ` with its document ids
+/// (comma-separated) and the turn count of `EDUDB_FULL_DISK_SESSION` (`-`
+/// for none), or `verdict: full` when the store could not be read for lack
+/// of space (which must be the full disk's error).
+#[test]
+#[ignore = "run by a_full_disk_fails_writes_promptly_and_loses_no_committed_document"]
+fn list_store_on_a_full_disk() {
+    let store = PathBuf::from(std::env::var_os("EDUDB_FULL_DISK_STORE").unwrap());
+    let session = std::env::var("EDUDB_FULL_DISK_SESSION").unwrap();
+    let seed = std::env::var("EDUDB_CRASH_SEED").unwrap().parse().unwrap();
+    let read = whole_documents(&store, &mut StdRng::seed_from_u64(seed)).and_then(|ids| {
+        let turns = match session.as_str() {
+            "" => None,
+            session => match open(&store)?.dialogue(session) {
+                Ok(dialogue) => Some(dialogue.turns.len()),
+                Err(edudb::Error::NoSuchSession(_)) => None,
+                Err(e) => return Err(e),
+            },
+        };
+        Ok((ids, turns))
+    });
+    match read {
+        Ok((ids, turns)) => {
+            let turns = turns.map_or("-".to_owned(), |n| n.to_string());
+            eprintln!("verdict: {} {turns}", ids.join(","));
+        }
+        Err(e @ edudb::Error::DiskFull { .. }) => {
+            eprintln!("{e}");
+            eprintln!("verdict: full");
+        }
+        Err(e) => panic!("the store must read on a full disk or fail for lack of space: {e}"),
+    }
+}
+
+/// The one write of a full-disk round.
+enum FullDiskWrite {
+    /// Ingest the document of this id.
+    Ingest(String),
+    /// Remove this document.
+    Remove(String),
+    /// Append a turn to the round's session.
+    Turn,
 }
 
 #[test]
@@ -409,13 +528,15 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
         // Remove a third of the documents (refused, clearly, once even the
         // smaller removal reserve is gone: sled does not give space back),
         if round > 0 {
-            let ids = committed(&db, &mut rng);
+            let (ids, _) = committed(&disk, &db, seed, None);
             let mut args = vec!["rm"];
             args.extend(
-                ids.choose_multiple(&mut rng, ids.len() / 3)
+                ids.choose_multiple(&mut rng, ids.len().div_ceil(3))
                     .map(String::as_str),
             );
-            run_on_full_disk(&db, &args);
+            if args.len() > 1 {
+                run_on_full_disk(&db, &args);
+            }
         }
         // then ingest until the disk refuses (the corpus is about 11 MB of
         // text; the store needs several times that).
@@ -428,7 +549,7 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
         if !run_on_full_disk(&db, &args) {
             refused_ingests += 1;
         }
-        let mut expected = committed(&db, &mut rng);
+        let (mut expected, _) = committed(&disk, &db, seed, None);
 
         // Another program fills the disk, leaving from nothing to a little
         // more than a write needs; reads must still answer or fail clearly,
@@ -438,63 +559,54 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
         run_on_full_disk(&db, &["docs"]);
         let file = files[rng.random_range(0..files.len())].clone();
         let id = file.file_stem().unwrap().to_string_lossy().into_owned();
-        let victim = expected[rng.random_range(0..expected.len())].clone();
         let session = format!("s{round}");
-        let (written, change) = match round % 3 {
-            0 => (
-                run_on_full_disk(
-                    &db,
-                    &[
-                        "ingest",
-                        "-q",
-                        "--format",
-                        "markdown",
-                        &file.to_string_lossy(),
-                    ],
-                ),
-                Some(id),
+        let write = match (round % 3, expected.choose(&mut rng).cloned()) {
+            (1, Some(victim)) => FullDiskWrite::Remove(victim),
+            (2, _) => FullDiskWrite::Turn,
+            _ => FullDiskWrite::Ingest(id),
+        };
+        let written = match &write {
+            FullDiskWrite::Ingest(_) => run_on_full_disk(
+                &db,
+                &[
+                    "ingest",
+                    "-q",
+                    "--format",
+                    "markdown",
+                    &file.to_string_lossy(),
+                ],
             ),
-            1 => (run_on_full_disk(&db, &["rm", &victim]), None),
-            _ => (
-                run_on_full_disk(
-                    &db,
-                    &[
-                        "session",
-                        "add",
-                        &session,
-                        "--new-topic",
-                        "--",
-                        "a turn on a full disk",
-                    ],
-                ),
-                None,
+            FullDiskWrite::Remove(victim) => run_on_full_disk(&db, &["rm", victim]),
+            FullDiskWrite::Turn => run_on_full_disk(
+                &db,
+                &[
+                    "session",
+                    "add",
+                    &session,
+                    "--new-topic",
+                    "--",
+                    "a turn on a full disk",
+                ],
             ),
         };
-        if written {
-            match (round % 3, change) {
-                (0, Some(id)) => {
-                    if let Err(at) = expected.binary_search(&id) {
-                        expected.insert(at, id);
-                    }
+        match (written, &write) {
+            (false, _) => refused_writes += 1,
+            (true, FullDiskWrite::Ingest(id)) => {
+                if let Err(at) = expected.binary_search(id) {
+                    expected.insert(at, id.clone());
                 }
-                (1, _) => expected.retain(|doc| doc != &victim),
-                _ => {}
             }
-        } else {
-            refused_writes += 1;
+            (true, FullDiskWrite::Remove(victim)) => expected.retain(|doc| doc != victim),
+            (true, FullDiskWrite::Turn) => {}
         }
 
         // Space returns: every committed document is there, whole.
         std::fs::remove_file(filler).unwrap();
-        assert_eq!(
-            committed(&db, &mut rng),
-            expected,
-            "round {round} (seed {seed})"
-        );
-        if round % 3 == 2 {
-            let turns = open(&db).unwrap().dialogue(&session).map(|d| d.turns.len());
+        let (ids, turns) = committed(&disk, &db, seed, Some(&session));
+        assert_eq!(ids, expected, "round {round} (seed {seed})");
+        if matches!(write, FullDiskWrite::Turn) {
             assert_eq!(
-                turns.ok(),
+                turns,
                 written.then_some(1),
                 "round {round}: session {session}"
             );

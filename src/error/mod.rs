@@ -161,6 +161,19 @@ pub enum Error {
         /// system's own refusal.
         detail: String,
     },
+    /// An earlier call through this process's handle on the store failed
+    /// in the file system, and the handle was abandoned: sled could not
+    /// close it without hanging, so it stays open (holding the store) until
+    /// the process exits. Nothing stored is lost.
+    #[error(
+        "the store at {path} failed in its file system earlier in this process ({cause}); its engine could not close it, so this process cannot use it again: open it from a new process"
+    )]
+    Abandoned {
+        /// The store's storage directory.
+        path: PathBuf,
+        /// The file system's error.
+        cause: String,
+    },
     /// A change was stored durably, but updating the derived indexes
     /// afterwards failed: do not repeat the change; the indexes catch up
     /// from the store's change log on the next write or open.

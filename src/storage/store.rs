@@ -27,6 +27,9 @@
 //!   write that removes records, so space can still be reclaimed): sled
 //!   0.34 can hang in `flush` once the disk fills under it, so edudb keeps
 //!   its own writes from filling it;
+//! - a failure in the file system abandons the handle ([`Store::failure`]):
+//!   sled 0.34 can hang in any later flush, so later calls fail at once
+//!   and dropping the store does not flush;
 //! - a snapshot sled left half-written (`snap.*.generating`, which sled
 //!   0.34 would read as the newest snapshot and call corrupt) is removed
 //!   before sled opens the directory.
@@ -103,8 +106,39 @@ const PIECEABLE: [u8; 5] = [TEXT, EDUS, TREE, VECTORS, DAG];
 /// The persistent document store.
 #[derive(Debug)]
 pub struct Store {
-    db: sled::Db,
+    /// Dropped with the store unless it was abandoned (see [`Store::failure`]).
+    db: std::mem::ManuallyDrop<sled::Db>,
     dir: PathBuf,
+    /// Why the handle was abandoned: the first file-system failure sled
+    /// reported through it.
+    abandoned: std::sync::OnceLock<String>,
+}
+
+/// The directories of stores this process abandoned (see
+/// [`Store::failure`]): their sled handles stay open, holding sled's lock.
+static ABANDONED: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Why this process abandoned the store in `dir`, if it did.
+fn abandoned_here(dir: &Path) -> Option<String> {
+    let abandoned = ABANDONED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    abandoned
+        .iter()
+        .find(|(path, _)| path == dir)
+        .map(|(_, cause)| cause.clone())
+}
+
+impl Drop for Store {
+    /// Closes sled, which flushes it, unless the handle was abandoned:
+    /// then the handle is left open for the rest of the process, since
+    /// sled's flush would wait forever.
+    fn drop(&mut self) {
+        if self.abandoned.get().is_none() {
+            // SAFETY: `db` is not used again; this is the store's drop.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.db) }
+        }
+    }
 }
 
 /// A sled batch that counts the bytes it adds and knows whether it is a
@@ -161,6 +195,9 @@ pub struct StoredDoc {
     tree: sled::IVec,
 }
 
+/// A failed sled call as an error: damage sled detected as
+/// [`Error::Corrupt`], anything else as a storage error. (A failure in the
+/// file system goes through [`Store::failure`] instead.)
 fn storage(err: sled::Error) -> Error {
     match err {
         sled::Error::Corruption { at, .. } => Error::Corrupt {
@@ -174,43 +211,19 @@ fn storage(err: sled::Error) -> Error {
     }
 }
 
-/// A failed write (or open, which may write sled's snapshot) in `dir` as
-/// an error: the file system's refusal for lack of space as
-/// [`Error::DiskFull`], anything else as a storage error.
-fn write_failed(dir: &Path, err: sled::Error) -> Error {
-    match err {
-        sled::Error::Io(e) if e.kind() == std::io::ErrorKind::StorageFull => Error::DiskFull {
+/// A file-system failure in `dir` as an error: the file system's refusal
+/// for lack of space as [`Error::DiskFull`], anything else as a storage
+/// error.
+fn io_failed(dir: &Path, err: std::io::Error) -> Error {
+    if err.kind() == std::io::ErrorKind::StorageFull {
+        Error::DiskFull {
             path: dir.to_owned(),
-            detail: format!("{e}; the latest changes may not have been stored"),
-        },
-        other => storage(other),
-    }
-}
-
-/// The next entry of a scan over the records of `kind`, or `None` at its
-/// end or at a page sled cannot read: that is recorded as damage (naming
-/// the last key read before it) and the scan ends, since sled would fail
-/// on the same page again.
-fn next_or_damage<T>(
-    scan: &mut impl Iterator<Item = sled::Result<T>>,
-    kind: u8,
-    damaged: &mut Vec<Damage>,
-) -> Option<T> {
-    match scan.next()? {
-        Ok(entry) => Some(entry),
-        Err(err) => {
-            let what = format!("the {} records", kind as char);
-            damaged.push(Damage {
-                doc: what.clone(),
-                error: Error::Corrupt {
-                    key: what,
-                    message: format!(
-                        "sled cannot read a page of them, and the scan stopped there: {err}"
-                    ),
-                },
-            });
-            None
+            detail: format!(
+                "{err} (the store's engine writes even while it reads, rewriting pages); a change in progress is whole or absent when the store is next opened, and every earlier change is kept"
+            ),
         }
+    } else {
+        Error::Storage(format!("{}: {err}", dir.display()))
     }
 }
 
@@ -405,6 +418,69 @@ fn decode_dialogue(value: &[u8], id: &str) -> Result<Dialogue> {
 }
 
 impl Store {
+    /// The sled handle, unless an earlier failure abandoned it.
+    fn sled(&self) -> Result<&sled::Db> {
+        match self.abandoned.get() {
+            Some(cause) => Err(Error::Abandoned {
+                path: self.dir.clone(),
+                cause: cause.clone(),
+            }),
+            None => Ok(&self.db),
+        }
+    }
+
+    /// A failed sled call as an error. A failure in the file system (a full
+    /// disk, an I/O error) also abandons the handle: sled 0.34 can leave
+    /// its log waiting forever for a write that failed (a large page whose
+    /// separate file could not be written still counts as a writer of its
+    /// log buffer), so any later flush, its close included, would hang.
+    /// Every change was flushed before its call returned, so leaving the
+    /// handle open loses nothing; later calls through it fail with
+    /// [`Error::Abandoned`].
+    fn failure(&self, err: sled::Error) -> Error {
+        let sled::Error::Io(err) = err else {
+            return storage(err);
+        };
+        if self.abandoned.set(err.to_string()).is_ok() {
+            ABANDONED
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((self.dir.clone(), err.to_string()));
+        }
+        io_failed(&self.dir, err)
+    }
+
+    /// The next entry of a scan over the records of `kind`, or `None` at
+    /// its end or at a page sled cannot read: that is recorded as damage
+    /// (naming the last key read before it) and the scan ends, since sled
+    /// would fail on the same page again. A failure in the file system is
+    /// not damage: it fails the scan.
+    fn next_or_damage<T>(
+        &self,
+        scan: &mut impl Iterator<Item = sled::Result<T>>,
+        kind: u8,
+        damaged: &mut Vec<Damage>,
+    ) -> Result<Option<T>> {
+        match scan.next() {
+            None => Ok(None),
+            Some(Ok(entry)) => Ok(Some(entry)),
+            Some(Err(err @ sled::Error::Io(_))) => Err(self.failure(err)),
+            Some(Err(err)) => {
+                let what = format!("the {} records", kind as char);
+                damaged.push(Damage {
+                    doc: what.clone(),
+                    error: Error::Corrupt {
+                        key: what,
+                        message: format!(
+                            "sled cannot read a page of them, and the scan stopped there: {err}"
+                        ),
+                    },
+                });
+                Ok(None)
+            }
+        }
+    }
+
     /// Opens (creating if needed) the sled database in `dir` and checks its format version.
     ///
     /// The caller holds the store directory's process lock, so sled's own
@@ -412,6 +488,12 @@ impl Store {
     /// same path, whose background flusher may still be shutting down; that
     /// case is retried for up to [`SLED_LOCK_WAIT`].
     pub fn open(dir: &Path) -> Result<Store> {
+        if let Some(cause) = abandoned_here(dir) {
+            return Err(Error::Abandoned {
+                path: dir.to_owned(),
+                cause,
+            });
+        }
         remove_unfinished_snapshots(dir)?;
         let started = std::time::Instant::now();
         let db = loop {
@@ -423,15 +505,22 @@ impl Store {
                 {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
-                other => break other.map_err(|e| write_failed(dir, e))?,
+                Err(sled::Error::Io(e)) => return Err(io_failed(dir, e)),
+                other => break other.map_err(storage)?,
             }
+        };
+        let store = Store {
+            db: std::mem::ManuallyDrop::new(db),
+            dir: dir.to_owned(),
+            abandoned: std::sync::OnceLock::new(),
         };
         let version = |v: u32| v.to_string().into_bytes();
         // The version record to write: none for a current store; for an
         // older one the record and its rewritten dialogues (sessions hold no
         // text, so they are small), held to the small reserve so an old
         // store on a nearly full disk still opens (and can be cleared).
-        let record = match db.get(VERSION_KEY).map_err(storage)? {
+        let db = store.sled()?;
+        let record = match db.get(VERSION_KEY).map_err(|e| store.failure(e))? {
             Some(found) if found.as_ref() == version(FORMAT_VERSION) => None,
             Some(found)
                 if UPGRADABLE_VERSIONS
@@ -450,12 +539,8 @@ impl Store {
             None if db.is_empty() => Some(Batch::default()),
             None => return Err(Error::NotAStore(dir.to_owned())),
         };
-        let store = Store {
-            db,
-            dir: dir.to_owned(),
-        };
         if let Some(mut batch) = record {
-            if !store.db.is_empty() {
+            if !db.is_empty() {
                 store.upgrade_dialogues(&mut batch)?;
             }
             batch.insert(VERSION_KEY, &version(FORMAT_VERSION));
@@ -473,8 +558,8 @@ impl Store {
         // read in the new one it is damage, which `check` names. A page
         // sled cannot read fails the open instead: recording the new
         // version past it would leave the dialogues behind it unreadable.
-        for entry in self.db.scan_prefix([SESSION]) {
-            let (key, value) = entry.map_err(storage)?;
+        for entry in self.sled()?.scan_prefix([SESSION]) {
+            let (key, value) = entry.map_err(|e| self.failure(e))?;
             let old = rkyv::access::<v4::ArchivedDialogue, BoxedError>(&value)
                 .and_then(rkyv::deserialize::<v4::Dialogue, BoxedError>);
             if let Ok(old) = old {
@@ -486,12 +571,18 @@ impl Store {
 
     /// The sequence number of the latest change (0 for a new store).
     pub fn last_seq(&self) -> Result<u64> {
-        read_u64(self.db.get(SEQ_KEY).map_err(storage)?, "seq")
+        read_u64(
+            self.sled()?.get(SEQ_KEY).map_err(|e| self.failure(e))?,
+            "seq",
+        )
     }
 
     /// The highest sequence number already dropped from the change log.
     pub fn trimmed_seq(&self) -> Result<u64> {
-        read_u64(self.db.get(TRIMMED_KEY).map_err(storage)?, "trimmed")
+        read_u64(
+            self.sled()?.get(TRIMMED_KEY).map_err(|e| self.failure(e))?,
+            "trimmed",
+        )
     }
 
     /// The embedder configuration recorded for this store, if any.
@@ -499,7 +590,7 @@ impl Store {
         Ok(self
             .db
             .get(EMBEDDER_KEY)
-            .map_err(storage)?
+            .map_err(|e| self.failure(e))?
             .map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
@@ -542,9 +633,9 @@ impl Store {
             SPACE_RESERVE
         };
         self.ensure_space(reserve + 2 * batch.bytes, batch.bytes)?;
-        self.db
+        self.sled()?
             .apply_batch(batch.writes)
-            .map_err(|e| write_failed(&self.dir, e))
+            .map_err(|e| self.failure(e))
     }
 
     /// Refuses a write of `bytes` with [`Error::DiskFull`] unless the
@@ -570,7 +661,11 @@ impl Store {
     /// in one atomic batch); returns the change's sequence number, or
     /// `None` when no such document exists.
     pub fn put_dag(&self, id: &str, dag: &Dag) -> Result<Option<u64>> {
-        if !self.db.contains_key(key(META, id)).map_err(storage)? {
+        if !self
+            .sled()?
+            .contains_key(key(META, id))
+            .map_err(|e| self.failure(e))?
+        {
             return Ok(None);
         }
         let mut batch = Batch::default();
@@ -581,11 +676,15 @@ impl Store {
     /// Deletes a document entirely in one atomic batch; returns the change's
     /// sequence number, or `None` when no such document exists.
     pub fn remove(&self, id: &str) -> Result<Option<u64>> {
-        if !self.db.contains_key(key(META, id)).map_err(storage)? {
+        if !self
+            .sled()?
+            .contains_key(key(META, id))
+            .map_err(|e| self.failure(e))?
+        {
             return Ok(None);
         }
         let mut batch = Batch::reclaiming();
-        self.remove_document(&mut batch, id);
+        self.remove_document(&mut batch, id)?;
         self.apply_logged(batch, &[id]).map(Some)
     }
 
@@ -633,9 +732,9 @@ impl Store {
 
     /// The dialogue record of session `id`, if it exists.
     pub fn dialogue(&self, id: &str) -> Result<Option<Dialogue>> {
-        self.db
+        self.sled()?
             .get(key(SESSION, id))
-            .map_err(storage)?
+            .map_err(|e| self.failure(e))?
             .map(|value| decode_dialogue(&value, id))
             .transpose()
     }
@@ -643,19 +742,21 @@ impl Store {
     /// Every session's id, in order, without decoding its dialogue (so one
     /// damaged dialogue does not hide the others).
     pub fn session_ids(&self) -> Result<Vec<String>> {
-        self.db
+        self.sled()?
             .scan_prefix([SESSION])
             .keys()
-            .map(|k| Ok(String::from_utf8_lossy(&k.map_err(storage)?[1..]).into_owned()))
+            .map(|k| {
+                Ok(String::from_utf8_lossy(&k.map_err(|e| self.failure(e))?[1..]).into_owned())
+            })
             .collect()
     }
 
     /// Every session's dialogue record, in id order.
     pub fn dialogues(&self) -> Result<Vec<Dialogue>> {
-        self.db
+        self.sled()?
             .scan_prefix([SESSION])
             .map(|entry| {
-                let (key, value) = entry.map_err(storage)?;
+                let (key, value) = entry.map_err(|e| self.failure(e))?;
                 decode_dialogue(&value, &String::from_utf8_lossy(&key[1..]))
             })
             .collect()
@@ -672,7 +773,7 @@ impl Store {
         let mut batch = Batch::reclaiming();
         let docs: Vec<String> = dialogue.turns.iter().map(|t| t.doc.clone()).collect();
         for doc in &docs {
-            self.remove_document(&mut batch, doc);
+            self.remove_document(&mut batch, doc)?;
         }
         batch.remove(&key(SESSION, id));
         let ids: Vec<&str> = docs.iter().map(String::as_str).collect();
@@ -717,27 +818,28 @@ impl Store {
             batch.remove(&manifest_key(kind, id));
             0
         };
-        self.remove_pieces(batch, kind, id, stale_from);
+        self.remove_pieces(batch, kind, id, stale_from)?;
         Ok(())
     }
 
     /// Adds the removal of every record of document `id`, whole or pieced,
     /// to `batch`. A damaged manifest does not stop it: removal is how
     /// damage is cleared.
-    fn remove_document(&self, batch: &mut Batch, id: &str) {
+    fn remove_document(&self, batch: &mut Batch, id: &str) -> Result<()> {
         for kind in RECORDS {
             batch.remove(&key(kind, id));
         }
         for kind in PIECEABLE {
             batch.remove(&manifest_key(kind, id));
-            self.remove_pieces(batch, kind, id, 0);
+            self.remove_pieces(batch, kind, id, 0)?;
         }
+        Ok(())
     }
 
     /// Adds the removal of the pieces of record `kind` of document `id`
     /// from index `from` on: those its manifest counts, or, when the
     /// manifest cannot be read, every piece a scan finds.
-    fn remove_pieces(&self, batch: &mut Batch, kind: u8, id: &str, from: u32) {
+    fn remove_pieces(&self, batch: &mut Batch, kind: u8, id: &str, from: u32) -> Result<()> {
         match self.manifest(kind, id) {
             Ok(Some(manifest)) => {
                 for index in from..manifest.pieces {
@@ -748,18 +850,19 @@ impl Store {
             Err(_) => {
                 let start = piece_key(kind, id, from);
                 let end = piece_key(kind, id, u32::MAX);
-                for key in self.db.range(start..=end).keys().map_while(|k| k.ok()) {
+                for key in self.sled()?.range(start..=end).keys().map_while(|k| k.ok()) {
                     batch.remove(&key);
                 }
             }
         }
+        Ok(())
     }
 
     /// The manifest of record `kind` of document `id`, when it is pieced.
     fn manifest(&self, kind: u8, id: &str) -> Result<Option<Manifest>> {
-        self.db
+        self.sled()?
             .get(manifest_key(kind, id))
-            .map_err(storage)?
+            .map_err(|e| self.failure(e))?
             .map(|bytes| Manifest::decode(&bytes, kind, id))
             .transpose()
     }
@@ -773,7 +876,11 @@ impl Store {
         const READS: usize = 3;
         let mut attempt = 0;
         loop {
-            if let Some(whole) = self.db.get(key(kind, id)).map_err(storage)? {
+            if let Some(whole) = self
+                .sled()?
+                .get(key(kind, id))
+                .map_err(|e| self.failure(e))?
+            {
                 return Ok(Some(whole));
             }
             let Some(manifest) = self.manifest(kind, id)? else {
@@ -796,8 +903,8 @@ impl Store {
         let mut joined = Vec::with_capacity(len.min(64 << 20));
         let mut pieces = 0;
         let range = piece_key(kind, id, 0)..piece_key(kind, id, manifest.pieces);
-        for entry in self.db.range(range) {
-            let (_, piece) = entry.map_err(storage)?;
+        for entry in self.sled()?.range(range) {
+            let (_, piece) = entry.map_err(|e| self.failure(e))?;
             if joined.len() + piece.len() > len {
                 break;
             }
@@ -873,10 +980,12 @@ impl Store {
     /// Every listed document's id, in order, without decoding anything (a
     /// damaged record does not hide the others).
     pub fn ids(&self) -> Result<Vec<String>> {
-        self.db
+        self.sled()?
             .scan_prefix([META])
             .keys()
-            .map(|k| Ok(String::from_utf8_lossy(&k.map_err(storage)?[1..]).into_owned()))
+            .map(|k| {
+                Ok(String::from_utf8_lossy(&k.map_err(|e| self.failure(e))?[1..]).into_owned())
+            })
             .collect()
     }
 
@@ -897,7 +1006,7 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn lose(&self, id: &str) {
         let mut batch = Batch::reclaiming();
-        self.remove_document(&mut batch, id);
+        self.remove_document(&mut batch, id).unwrap();
         self.db.apply_batch(batch.writes).unwrap();
     }
 
@@ -906,8 +1015,8 @@ impl Store {
     /// the others ([`Store::check_all`] names it).
     pub fn metas(&self) -> Result<Vec<DocMeta>> {
         let mut metas = Vec::new();
-        for entry in self.db.scan_prefix([META]) {
-            let (key, value) = entry.map_err(storage)?;
+        for entry in self.sled()?.scan_prefix([META]) {
+            let (key, value) = entry.map_err(|e| self.failure(e))?;
             match decode_meta(&key, &value) {
                 Ok(meta) => metas.push(meta),
                 Err(err) => tracing::warn!("left out of the listing: {err}"),
@@ -920,10 +1029,10 @@ impl Store {
     pub fn changes_after(&self, seq: u64) -> Result<Vec<(u64, String)>> {
         let start = log_key(seq.saturating_add(1));
         let end = log_key(u64::MAX);
-        self.db
+        self.sled()?
             .range(start..=end)
             .map(|entry| {
-                let (key, value) = entry.map_err(storage)?;
+                let (key, value) = entry.map_err(|e| self.failure(e))?;
                 let seq = u64::from_be_bytes(key[1..9].try_into().unwrap_or_default());
                 Ok((seq, String::from_utf8_lossy(&value).into_owned()))
             })
@@ -934,8 +1043,8 @@ impl Store {
     /// derived index has applied them.
     pub fn trim_log(&self, seq: u64) -> Result<()> {
         let mut batch = Batch::reclaiming();
-        for entry in self.db.range(log_key(0)..=log_key(seq)) {
-            let (key, _) = entry.map_err(storage)?;
+        for entry in self.sled()?.range(log_key(0)..=log_key(seq)) {
+            let (key, _) = entry.map_err(|e| self.failure(e))?;
             batch.remove(&key);
         }
         batch.insert(TRIMMED_KEY, &seq.max(self.trimmed_seq()?).to_be_bytes());
@@ -944,15 +1053,15 @@ impl Store {
 
     /// Makes every applied change durable.
     pub fn flush(&self) -> Result<()> {
-        self.db
+        self.sled()?
             .flush()
             .map(|_| ())
-            .map_err(|e| write_failed(&self.dir, e))
+            .map_err(|e| self.failure(e))
     }
 
     /// Bytes the engine occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64> {
-        self.db.size_on_disk().map_err(storage)
+        self.sled()?.size_on_disk().map_err(|e| self.failure(e))
     }
 
     /// Validates every record: no orphan records, every listed document
@@ -977,19 +1086,19 @@ impl Store {
     pub fn check_all(&self, known: &std::collections::BTreeSet<String>) -> Result<StoreCheck> {
         let mut damaged = Vec::new();
         for kind in [TEXT, EDUS, TREE, VECTORS, DAG] {
-            let mut scan = self.db.scan_prefix([kind]).keys();
-            while let Some(record) = next_or_damage(&mut scan, kind, &mut damaged) {
+            let mut scan = self.sled()?.scan_prefix([kind]).keys();
+            while let Some(record) = self.next_or_damage(&mut scan, kind, &mut damaged)? {
                 let id = String::from_utf8_lossy(&record[1..]).into_owned();
-                if let Some(error) = self.unlisted(&id, || format!("{} record", kind as char)) {
+                if let Some(error) = self.unlisted(&id, || format!("{} record", kind as char))? {
                     damaged.push(Damage { doc: id, error });
                 }
             }
         }
-        self.check_pieces(&mut damaged);
+        self.check_pieces(&mut damaged)?;
         let (mut documents, mut metas) = (0, Vec::new());
         let (mut listed, mut absent) = (std::collections::BTreeSet::new(), Vec::new());
-        let mut scan = self.db.scan_prefix([META]);
-        while let Some((record, value)) = next_or_damage(&mut scan, META, &mut damaged) {
+        let mut scan = self.sled()?.scan_prefix([META]);
+        while let Some((record, value)) = self.next_or_damage(&mut scan, META, &mut damaged)? {
             let id = String::from_utf8_lossy(&record[1..]).into_owned();
             documents += 1;
             listed.insert(id.clone());
@@ -1000,7 +1109,7 @@ impl Store {
         }
         for id in known.difference(&listed) {
             let record = key(META, id);
-            let checked = (self.db.get(&record).map_err(storage))
+            let checked = (self.sled()?.get(&record).map_err(|e| self.failure(e)))
                 .and_then(|value| value.map(|v| self.checked_meta(&record, &v)).transpose());
             match checked {
                 Ok(None) => absent.push(id.clone()),
@@ -1017,7 +1126,7 @@ impl Store {
                 }
             }
         }
-        let sessions = self.check_sessions(&metas, &mut damaged);
+        let sessions = self.check_sessions(&metas, &mut damaged)?;
         Ok(StoreCheck {
             documents,
             sessions,
@@ -1029,23 +1138,23 @@ impl Store {
     }
 
     /// Finds manifests of unlisted documents and pieces no manifest counts.
-    fn check_pieces(&self, damaged: &mut Vec<Damage>) {
+    fn check_pieces(&self, damaged: &mut Vec<Damage>) -> Result<()> {
         // (id, kind) → what is wrong: one entry per record, however many
         // of its pieces are stray.
         let mut found: std::collections::BTreeMap<(String, u8), Error> = Default::default();
-        let mut scan = self.db.scan_prefix([MANIFEST]).keys();
-        while let Some(record) = next_or_damage(&mut scan, MANIFEST, damaged) {
+        let mut scan = self.sled()?.scan_prefix([MANIFEST]).keys();
+        while let Some(record) = self.next_or_damage(&mut scan, MANIFEST, damaged)? {
             let (Some(&kind), Some(id)) = (record.get(1), record.get(2..)) else {
                 continue;
             };
             let id = String::from_utf8_lossy(id).into_owned();
             let what = || format!("manifest of a pieced {} record", kind as char);
-            if let Some(error) = self.unlisted(&id, what) {
+            if let Some(error) = self.unlisted(&id, what)? {
                 found.insert((id, kind), error);
             }
         }
-        let mut scan = self.db.scan_prefix([PIECE]).keys();
-        while let Some(record) = next_or_damage(&mut scan, PIECE, damaged) {
+        let mut scan = self.sled()?.scan_prefix([PIECE]).keys();
+        while let Some(record) = self.next_or_damage(&mut scan, PIECE, damaged)? {
             // P, kind, id, 0, index (4 bytes).
             let Some((&kind, rest)) = record.get(1..).and_then(<[u8]>::split_first) else {
                 continue;
@@ -1071,19 +1180,21 @@ impl Store {
         for ((id, _), error) in found {
             damaged.push(Damage { doc: id, error });
         }
+        Ok(())
     }
 
     /// Why a record of document `id` (`what`, for the message) is damage:
     /// no document `id` is listed, or the listing cannot be read; `None`
-    /// when the document is listed.
-    fn unlisted(&self, id: &str, what: impl FnOnce() -> String) -> Option<Error> {
-        match self.db.contains_key(key(META, id)) {
-            Ok(true) => None,
-            Ok(false) => Some(Error::Invariant {
+    /// when the document is listed. Fails on a failure in the file system.
+    fn unlisted(&self, id: &str, what: impl FnOnce() -> String) -> Result<Option<Error>> {
+        match self.sled()?.contains_key(key(META, id)) {
+            Ok(true) => Ok(None),
+            Ok(false) => Ok(Some(Error::Invariant {
                 doc: id.to_owned(),
                 message: format!("orphan {}", what()),
-            }),
-            Err(err) => Some(storage(err)),
+            })),
+            Err(err @ sled::Error::Io(_)) => Err(self.failure(err)),
+            Err(err) => Ok(Some(storage(err))),
         }
     }
 
@@ -1138,14 +1249,16 @@ impl Store {
     /// Checks every dialogue record ([`Dialogue::validate`] against the
     /// stored documents) and that every turn document belongs to its
     /// session's dialogue; what is wrong goes into `damaged`.
-    fn check_sessions(&self, metas: &[DocMeta], damaged: &mut Vec<Damage>) -> usize {
+    fn check_sessions(&self, metas: &[DocMeta], damaged: &mut Vec<Damage>) -> Result<usize> {
         let edus: std::collections::HashMap<&str, u32> =
             metas.iter().map(|m| (m.id.as_str(), m.edus)).collect();
         let mut turn_docs = std::collections::HashSet::new();
         let mut sessions = 0;
         let mut unreadable = Vec::new();
-        let mut scan = self.db.scan_prefix([SESSION]);
-        while let Some((record, value)) = next_or_damage(&mut scan, SESSION, &mut unreadable) {
+        let mut scan = self.sled()?.scan_prefix([SESSION]);
+        while let Some((record, value)) =
+            self.next_or_damage(&mut scan, SESSION, &mut unreadable)?
+        {
             sessions += 1;
             let session = String::from_utf8_lossy(&record[1..]).into_owned();
             let dialogue = decode_dialogue(&value, &session).and_then(|dialogue| {
@@ -1168,7 +1281,7 @@ impl Store {
         // With dialogues unread, a turn no dialogue read lists proves nothing.
         if !unreadable.is_empty() {
             damaged.extend(unreadable);
-            return sessions;
+            return Ok(sessions);
         }
         for orphan in metas
             .iter()
@@ -1183,7 +1296,7 @@ impl Store {
                 error,
             });
         }
-        sessions
+        Ok(sessions)
     }
 }
 
@@ -1497,6 +1610,35 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.metas().unwrap()[0].id, "a");
         assert_eq!(store.last_seq().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_failure_in_the_file_system_abandons_the_handle_for_the_rest_of_the_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        put(&store, &doc("a", "Persisted text."));
+        store.flush().unwrap();
+        // A failure that is not the file system's leaves the handle usable.
+        let other = store.failure(sled::Error::Unsupported("a test".into()));
+        assert!(matches!(other, Error::Storage(_)), "{other:?}");
+        assert_eq!(store.metas().unwrap().len(), 1);
+        // A full disk is named as such, and the handle is abandoned: every
+        // later call fails at once, flushing included.
+        let full = store.failure(sled::Error::Io(std::io::ErrorKind::StorageFull.into()));
+        assert!(matches!(full, Error::DiskFull { .. }), "{full:?}");
+        let abandoned = |result: Result<()>| matches!(result, Err(Error::Abandoned { .. }));
+        assert!(abandoned(store.metas().map(drop)));
+        assert!(abandoned(store.flush()));
+        assert!(abandoned(store.check().map(drop)));
+        assert!(abandoned(store.last_seq().map(drop)));
+        // Dropping it does not flush (which could hang); the handle stays
+        // open, so opening the store again in this process is refused at
+        // once, naming the cause, rather than waiting for sled's lock.
+        drop(store);
+        let started = std::time::Instant::now();
+        let again = Store::open(dir.path());
+        assert!(matches!(again, Err(Error::Abandoned { .. })), "{again:?}");
+        assert!(started.elapsed() < SLED_LOCK_WAIT);
     }
 
     #[test]
