@@ -37,16 +37,17 @@ struct Cli {
     /// Hide progress bars.
     #[arg(long, short, global = true)]
     quiet: bool,
-    /// Milliseconds to wait for another process to release the store
-    /// before failing with exit code 3 (busy).
+    /// Seconds to wait for another process (not a server) to release the
+    /// store before failing with exit code 3 (busy: retry).
     #[arg(
         long,
         global = true,
-        env = "EDUDB_BUSY_TIMEOUT",
-        default_value_t = 5000,
-        value_name = "MS"
+        env = "EDUDB_WAIT",
+        default_value = "5",
+        value_name = "SECONDS",
+        value_parser = parse_wait
     )]
-    busy_timeout: u64,
+    wait: std::time::Duration,
     #[command(flatten)]
     embedder: EmbedderArgs,
     #[command(subcommand)]
@@ -145,7 +146,7 @@ impl<'a> Context<'a> {
             &OpenOptions {
                 create,
                 embedder: cli.embedder.config()?,
-                busy_timeout: std::time::Duration::from_millis(cli.busy_timeout),
+                busy_timeout: cli.wait,
                 ..Default::default()
             },
         )
@@ -434,8 +435,8 @@ fn finish(cli: &Cli, result: Result<u8, Failure>, errors: &mut dyn Write) -> u8 
                 let _ = render::hint(
                     errors,
                     &format!(
-                        "waited {} ms for it; --busy-timeout MS (or EDUDB_BUSY_TIMEOUT) waits longer",
-                        cli.busy_timeout
+                        "waited {} s for it; --wait SECONDS (or EDUDB_WAIT) waits longer",
+                        cli.wait.as_secs_f64()
                     ),
                 );
             }
@@ -669,4 +670,12 @@ fn parse_range(text: &str) -> edudb::Result<(u32, u32)> {
         Some((a, b)) => Ok((number(a)?, number(b.strip_prefix('=').unwrap_or(b))?)),
         None => number(text).map(|a| (a, a)),
     }
+}
+
+/// Parses `--wait`: a non-negative number of seconds.
+fn parse_wait(text: &str) -> Result<std::time::Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(|seconds| std::time::Duration::try_from_secs_f64(seconds).ok())
+        .ok_or_else(|| format!("{text:?} is not a number of seconds (0 or more)"))
 }

@@ -97,6 +97,21 @@ fn lock_within(file: &File, timeout: Duration) -> std::result::Result<(), LockFa
     }
 }
 
+/// Writes this process's id into the held `LOCK` file, for the error a
+/// process waiting on the store gets ([`lock_holder`]).
+fn record_holder(mut lock: &File) -> std::io::Result<()> {
+    use std::io::{Seek, Write};
+    lock.set_len(0)?;
+    lock.seek(std::io::SeekFrom::Start(0))?;
+    writeln!(lock, "{}", std::process::id())
+}
+
+/// The process id the holder of the `LOCK` file at `path` recorded, if it
+/// can be read.
+fn lock_holder(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
         path: path.to_owned(),
@@ -160,12 +175,16 @@ impl Engine {
             .open(&lock_path)
             .map_err(io_error(&lock_path))?;
         lock_within(&lock, options.busy_timeout).map_err(|e| match e {
-            LockFailure::Held => Error::Locked(dir.to_owned()),
+            LockFailure::Held => Error::Locked {
+                path: dir.to_owned(),
+                holder: lock_holder(&lock_path),
+            },
             LockFailure::Io(source) => Error::Io {
                 path: lock_path.clone(),
                 source,
             },
         })?;
+        record_holder(&lock).map_err(io_error(&lock_path))?;
         // A dead server's socket: remove it, so that no client tries it.
         match std::fs::remove_file(dir.join(SOCKET_FILE)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

@@ -118,8 +118,13 @@ pub enum Error {
     #[error("no edudb store at {0}; create one with `edudb init` or by ingesting")]
     NoStore(PathBuf),
     /// Another process holds the store.
-    #[error("store {0} is locked by another process")]
-    Locked(PathBuf),
+    #[error("store {path} is locked by another process{}", holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default())]
+    Locked {
+        /// The store's directory.
+        path: PathBuf,
+        /// The process holding it, when it recorded itself.
+        holder: Option<u32>,
+    },
     /// The store was written by an incompatible version of edudb.
     #[error("store {path} has format version {found}; this edudb reads version {expected}")]
     FormatVersion {
@@ -301,7 +306,7 @@ impl Error {
     /// True when another process holds the store ([`Error::Locked`]): the
     /// same call may succeed later (exit code 3 in the CLI).
     pub fn is_busy(&self) -> bool {
-        matches!(self, Error::Locked(_))
+        matches!(self, Error::Locked { .. })
     }
 
     /// True when the error is caused by the caller's input (exit code 1 in

@@ -229,12 +229,13 @@ fn user_errors_exit_1_with_clear_messages() {
 fn a_second_process_gets_busy_after_its_timeout() {
     let (_dir, db) = fixture();
     let held = edudb::Db::open(&db).unwrap();
-    let out = edudb(&db, &["ingest", "-", "--id", "x", "--busy-timeout", "100"]);
+    let out = edudb(&db, &["ingest", "-", "--id", "x", "--wait", "0.1"]);
     assert_eq!(out.status.code(), Some(3), "busy, not bad input");
+    let pid = format!("is locked by another process (pid {})", std::process::id());
     assert!(
-        stderr(&out).contains("is locked by another process")
-            && stderr(&out).contains("waited 100 ms")
-            && stderr(&out).contains("--busy-timeout"),
+        stderr(&out).contains(&pid)
+            && stderr(&out).contains("waited 0.1 s")
+            && stderr(&out).contains("--wait SECONDS"),
         "{}",
         stderr(&out)
     );
@@ -250,7 +251,7 @@ fn a_second_process_waits_for_the_store_within_its_timeout() {
         .arg("--db")
         .arg(&db)
         .args(["docs", "--json"])
-        .env("EDUDB_BUSY_TIMEOUT", "60000")
+        .env("EDUDB_WAIT", "60")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -126,7 +126,7 @@ fn a_second_open_is_refused_while_locked() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(dir.path()).unwrap();
     let err = Db::open(dir.path()).unwrap_err();
-    assert!(matches!(err, Error::Locked(_)), "{err}");
+    assert!(matches!(err, Error::Locked { .. }), "{err}");
     assert!(
         err.is_busy() && !err.is_user_error(),
         "busy is its own class"

@@ -430,7 +430,7 @@ fn cli(path: &Path, cwd: &Path, args: &[&str]) -> std::process::Output {
         .arg(path)
         .args(args)
         .current_dir(cwd)
-        .env("EDUDB_BUSY_TIMEOUT", "0")
+        .env("EDUDB_WAIT", "0")
         .output()
         .unwrap()
 }
@@ -567,7 +567,7 @@ fn console(path: &Path, cwd: &Path, statements: &str) -> std::process::Output {
         .arg(path)
         .arg("console")
         .current_dir(cwd)
-        .env("EDUDB_BUSY_TIMEOUT", "0")
+        .env("EDUDB_WAIT", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
