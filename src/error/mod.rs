@@ -114,6 +114,20 @@ pub enum Error {
     /// encode.
     #[error("server: {0}")]
     Serve(String),
+    /// A server (`edudb serve`) refused a [`crate::serve::Client`]'s
+    /// request; `class` is its error class, which [`Error::is_busy`] and
+    /// [`Error::is_user_error`] follow.
+    #[error("the server answered {status}: {message}")]
+    Served {
+        /// `user`, `busy` or `internal`.
+        class: String,
+        /// The HTTP status.
+        status: u16,
+        /// The server's message.
+        message: String,
+        /// A query error's location (`line`, `column`, `hint`, …).
+        query: Option<serde_json::Value>,
+    },
     /// No store exists at the path.
     #[error("no edudb store at {0}; create one with `edudb init` or by ingesting")]
     NoStore(PathBuf),
@@ -306,13 +320,19 @@ impl Error {
     /// True when another process holds the store ([`Error::Locked`]): the
     /// same call may succeed later (exit code 3 in the CLI).
     pub fn is_busy(&self) -> bool {
-        matches!(self, Error::Locked { .. })
+        match self {
+            Error::Served { class, .. } => class == "busy",
+            other => matches!(other, Error::Locked { .. }),
+        }
     }
 
     /// True when the error is caused by the caller's input (exit code 1 in
     /// the CLI); false for internal failures (exit code 2) and a busy store
     /// ([`Error::is_busy`]).
     pub fn is_user_error(&self) -> bool {
+        if let Error::Served { class, .. } = self {
+            return class == "user";
+        }
         // Listed, not excluded: a new variant is internal until added here.
         matches!(
             self,

@@ -94,6 +94,18 @@ impl TurnInput {
     }
 }
 
+impl TurnInput {
+    /// The JSON form [`TurnInput::from_json`] reads back.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "text": self.text,
+            "role": self.role,
+            "at": self.at.map(crate::model::time::format),
+            "placement": self.placement,
+        })
+    }
+}
+
 /// What [`crate::Db::append_turns`] did with one turn: where it went and why.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TurnReceipt {
@@ -643,6 +655,17 @@ mod tests {
         TurnInput {
             placement,
             ..TurnInput::new(role, text)
+        }
+    }
+
+    #[test]
+    fn a_turn_reads_back_from_its_json_form() {
+        let placements = [Placement::Auto, Placement::NewTopic, Placement::Fork(3)];
+        for (i, placement) in placements.into_iter().enumerate() {
+            let mut input = turn(Role::Assistant, "It \"rains\" in Kyoto.", placement);
+            input.at = (i > 0).then_some(1_700_000_000 + i as i64);
+            let json = input.to_json().to_string();
+            assert_eq!(TurnInput::from_json(&json), Ok(input), "{json}");
         }
     }
 

@@ -41,4 +41,11 @@ impl Params {
     pub fn get(&self, name: &str) -> Option<&Param> {
         self.values.get(name)
     }
+
+    /// Every binding, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Param)> {
+        self.values
+            .iter()
+            .map(|(name, value)| (name.as_str(), value))
+    }
 }

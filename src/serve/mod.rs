@@ -13,14 +13,18 @@
 //! [`ServeOptions::stop_on_signals`]) in-flight requests finish, the socket
 //! is removed and the store is closed (flushed).
 //!
-//! The routes (all under `/v1`):
+//! The routes (all under `/v1` but `/openapi.json`, which describes them):
 //!
 //! | route | body or query | answer |
 //! |---|---|---|
+//! | `GET /openapi.json` | | this API's OpenAPI 3.1 document (`src/serve/openapi.json`) |
 //! | `GET /health` | | `{store, version}` |
 //! | `GET /docs` | | `docs --json` |
 //! | `PUT /docs/{id}` | the document's bytes; `format` (else sniffed) | `ingest --json`'s document |
 //! | `DELETE /docs/{id}` | | `rm --json` |
+//! | `POST /ingest` | `{documents: [{id, text, format?}]}` | a job's status (202) |
+//! | `GET /jobs/{job}` | | the job's status; once it ended, its documents and failures, or its error |
+//! | `DELETE /jobs/{job}` | | cancels the job; its status |
 //! | `GET /docs/{id}/tree` | | `tree --json` |
 //! | `GET /docs/{id}/edus` | `first`, `last` (inclusive; none: all) | `show --json` |
 //! | `GET /docs/{id}/dag` | `level` | `dag --json` |
@@ -53,10 +57,18 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 
+mod client;
+mod jobs;
+
+pub use client::Client;
+
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::ingest::pipeline::IngestOptions;
+use crate::ingest::sources::{Origin, Source};
 use crate::memory::TurnInput;
-use crate::progress::{CancelToken, NoProgress};
+use crate::model::document::Format;
+use crate::progress::{CancelToken, NoProgress, Progress};
 use crate::query::Params;
 
 /// The Unix socket a server listens on, inside the store directory.
@@ -101,41 +113,7 @@ pub fn live_socket(store: &std::path::Path) -> Option<PathBuf> {
 /// Sends `request` to the server listening on `socket` and returns what the
 /// command printed.
 pub fn forward(socket: &std::path::Path, request: &CommandRequest) -> Result<CommandOutput> {
-    let failed = |what: &str| {
-        let what = what.to_owned();
-        move |e: reqwest::Error| Error::Serve(format!("{what} {}: {e}", socket.display()))
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Serve(format!("starting the runtime: {e}")))?;
-    runtime.block_on(async {
-        // reqwest is built without a bundled crypto provider (none is used
-        // on a socket); an error only means one is installed already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .unix_socket(socket)
-            .build()
-            .map_err(failed("connecting to"))?;
-        let response = client
-            .post("http://edudb/v1/cli")
-            .json(request)
-            .send()
-            .await
-            .map_err(failed("sending the command to"))?;
-        if !response.status().is_success() {
-            let status = response.status();
-            let body = response.text().await.unwrap_or_default();
-            return Err(Error::Serve(format!(
-                "the server at {} answered {status}: {body}",
-                socket.display()
-            )));
-        }
-        response
-            .json()
-            .await
-            .map_err(failed("reading the answer of"))
-    })
+    Client::over_socket(socket)?.run_command(request)
 }
 
 /// How [`run`] serves.
@@ -195,9 +173,11 @@ struct Shared {
     commands: Option<Arc<dyn CommandRunner>>,
     timeout: Duration,
     /// One permit: the running write.
-    writer: Semaphore,
+    writer: Arc<Semaphore>,
     /// The write queue's places (the running write holds one too).
-    queue: Semaphore,
+    queue: Arc<Semaphore>,
+    /// Ingest jobs.
+    jobs: jobs::Jobs,
 }
 
 /// Serves `db` until `shutdown` is cancelled (or a signal arrives, see
@@ -226,8 +206,9 @@ pub fn run(
         token: options.token.clone(),
         commands: options.commands.clone(),
         timeout: options.request_timeout,
-        writer: Semaphore::new(1),
-        queue: Semaphore::new(options.write_queue + 1),
+        writer: Arc::new(Semaphore::new(1)),
+        queue: Arc::new(Semaphore::new(options.write_queue + 1)),
+        jobs: jobs::Jobs::default(),
     });
     let result = runtime.block_on(serve(
         Arc::clone(&shared),
@@ -236,8 +217,9 @@ pub fn run(
         ready,
         shutdown,
     ));
-    // Blocking work still running (a request past its timeout) ends
-    // before the store closes.
+    // Blocking work still running (a request past its timeout, an ingest
+    // job, asked to stop) ends before the store closes.
+    shared.jobs.cancel_all();
     drop(runtime);
     if options.unix_socket {
         let _ = std::fs::remove_file(&socket_path);
@@ -286,6 +268,10 @@ async fn serve(
     let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|&s| s).await;
     };
+    // Answers are small: send each at once rather than wait for an ACK.
+    let tcp = axum::serve::ListenerExt::tap_io(tcp, |stream| {
+        let _ = stream.set_nodelay(true);
+    });
     let over_tcp =
         axum::serve(tcp, app.clone()).with_graceful_shutdown(until_stopped(stopped.clone()));
     let served = match unix {
@@ -338,9 +324,12 @@ async fn wait_for_stop(
 /// The routes; `command_lines` adds `POST /v1/cli` (the socket's only).
 fn router(shared: Arc<Shared>, max_body_bytes: usize, command_lines: bool) -> Router {
     let routes = Router::new()
+        .route("/openapi.json", get(openapi))
         .route("/v1/health", get(health))
         .route("/v1/docs", get(documents))
         .route("/v1/docs/{id}", put(ingest).delete(remove))
+        .route("/v1/ingest", post(ingest_job))
+        .route("/v1/jobs/{job}", get(job_status).delete(cancel_job))
         .route("/v1/docs/{id}/tree", get(tree))
         .route("/v1/docs/{id}/edus", get(edus))
         .route("/v1/docs/{id}/dag", get(dag))
@@ -365,7 +354,44 @@ fn router(shared: Arc<Shared>, max_body_bytes: usize, command_lines: bool) -> Ro
             authorise,
         ))
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::map_response(json_errors))
         .with_state(shared)
+}
+
+/// Gives the framework's own refusals (a path or query string that does
+/// not parse, a body over the limit, a method a route lacks), which are
+/// plain text or empty, the JSON error shape of every other error; other
+/// headers (`Allow`) are kept.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if is_json || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let message = match text.is_empty() {
+        true => status.canonical_reason().unwrap_or("refused").to_owned(),
+        false => text,
+    };
+    let class = if status.is_server_error() {
+        "internal"
+    } else {
+        "user"
+    };
+    let mut answer = Failure::new(status, class, message).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            answer.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    answer
 }
 
 /// A failed request: the error class, its HTTP status and the message.
@@ -515,6 +541,15 @@ async fn not_found(request: Request) -> Failure {
     )
 }
 
+/// `GET /openapi.json`: the OpenAPI 3.1 document of these routes. Behind
+/// the bearer token, when one is set, like every route (`/v1/health` too).
+async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+}
+
 async fn health(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(json!({
         "store": shared.db.path().display().to_string(),
@@ -601,6 +636,106 @@ async fn ingest(
         Ok(db.ingest_bytes(&id, body.to_vec(), options)?.to_json())
     })
     .await
+}
+
+/// `POST /v1/ingest`'s body: the documents of one ingest job.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobBody {
+    documents: Vec<JobDocument>,
+}
+
+/// One document of an ingest job.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobDocument {
+    id: String,
+    text: String,
+    /// Its format; sniffed from the text when absent.
+    format: Option<String>,
+}
+
+/// Queues the documents in the body as one ingest job (a write, after the
+/// writes before it) and answers at once with its status (202); a full
+/// write queue is busy at once.
+async fn ingest_job(
+    State(shared): State<Arc<Shared>>,
+    body: std::result::Result<Json<JobBody>, JsonRejection>,
+) -> std::result::Result<(StatusCode, Json<Value>), Failure> {
+    let Json(body) = body?;
+    // The documents of each format: one ingest run per format.
+    let mut runs: Vec<(Option<Format>, Vec<Source>)> = Vec::new();
+    for document in body.documents {
+        let format = document.format.map(|f| f.parse()).transpose()?;
+        let source = Source {
+            id: document.id,
+            origin: Origin::Bytes(document.text.into_bytes()),
+        };
+        match runs.iter_mut().find(|(f, _)| *f == format) {
+            Some((_, sources)) => sources.push(source),
+            None => runs.push((format, vec![source])),
+        }
+    }
+    let Ok(place) = Arc::clone(&shared.queue).try_acquire_owned() else {
+        return Err(Failure::busy("the write queue is full; retry"));
+    };
+    let job = shared.jobs.add(runs.iter().map(|(_, s)| s.len()).sum());
+    let total = runs.iter().flat_map(|(_, s)| s).map(Source::len_hint).sum();
+    job.start("ingest", total);
+    let running = Arc::clone(&job);
+    tokio::spawn(async move {
+        let _place = place;
+        let Ok(_turn) = Arc::clone(&shared.writer).acquire_owned().await else {
+            return;
+        };
+        let job = Arc::clone(&running);
+        let ended = on_store(&shared, move |db| {
+            let mut report = crate::engine::write::IngestReport::default();
+            for (format, sources) in runs {
+                let options = IngestOptions {
+                    format,
+                    ..Default::default()
+                };
+                let run = db.ingest(&sources, options, &Quiet(&job), &job.cancel)?;
+                report.documents.extend(run.documents);
+                report.failures.extend(run.failures);
+            }
+            Ok(report)
+        })
+        .await;
+        running.finish(ended.unwrap_or_else(|e| Err(Error::Serve(format!("the job failed: {e}")))));
+    });
+    Ok((StatusCode::ACCEPTED, Json(job.status())))
+}
+
+/// A job's [`Progress`] without its `start`, which each ingest run of a
+/// job would repeat: the job knows its total from the start.
+struct Quiet<'a>(&'a jobs::Job);
+
+impl Progress for Quiet<'_> {
+    fn advance(&self, units: u64, item: &str) {
+        self.0.advance(units, item);
+    }
+}
+
+/// The job numbered in the path.
+fn find_job(shared: &Shared, job: &str) -> std::result::Result<Arc<jobs::Job>, Failure> {
+    job.parse()
+        .ok()
+        .and_then(|id| shared.jobs.get(id))
+        .ok_or_else(|| Failure::user(StatusCode::NOT_FOUND, format!("no ingest job {job:?}")))
+}
+
+async fn job_status(State(shared): State<Arc<Shared>>, Path(job): Path<String>) -> Answer {
+    Ok(Json(find_job(&shared, &job)?.status()))
+}
+
+/// Asks the job to stop after the document it is writing; answers its
+/// status (still `running` until it has stopped).
+async fn cancel_job(State(shared): State<Arc<Shared>>, Path(job): Path<String>) -> Answer {
+    let job = find_job(&shared, &job)?;
+    job.cancel.cancel();
+    Ok(Json(job.status()))
 }
 
 async fn remove(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
@@ -768,8 +903,9 @@ mod tests {
             token: None,
             commands: None,
             timeout,
-            writer: Semaphore::new(1),
-            queue: Semaphore::new(write_queue + 1),
+            writer: Arc::new(Semaphore::new(1)),
+            queue: Arc::new(Semaphore::new(write_queue + 1)),
+            jobs: jobs::Jobs::default(),
         })
     }
 

@@ -5,6 +5,7 @@
 mod support;
 
 mod cli;
+mod client;
 mod console;
 mod dag;
 mod db;
@@ -15,6 +16,7 @@ mod fuzz;
 mod gpu;
 mod local_model;
 mod memory;
+mod openapi;
 mod properties;
 mod query;
 mod serve;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::support::{ingest_markdown, store};
 
 /// A store holding two small documents; returns its directory and path.
-fn fixture() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn fixture() -> (tempfile::TempDir, PathBuf) {
     let (dir, db) = store();
     ingest_markdown(
         &db,
@@ -32,21 +32,21 @@ fn fixture() -> (tempfile::TempDir, PathBuf) {
 
 /// A client builder, with the TLS provider reqwest needs installed (the
 /// requests here are plain HTTP).
-fn client() -> reqwest::ClientBuilder {
+pub(crate) fn client() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
 }
 
 /// A server over the store at `path`, running on a thread of its own.
-struct Running {
-    bound: Bound,
+pub(crate) struct Running {
+    pub(crate) bound: Bound,
     stop: CancelToken,
     thread: std::thread::JoinHandle<edudb::Result<()>>,
-    client: reqwest::Client,
-    runtime: tokio::runtime::Runtime,
+    pub(crate) client: reqwest::Client,
+    pub(crate) runtime: tokio::runtime::Runtime,
 }
 
-fn start(path: &Path, options: ServeOptions) -> Running {
+pub(crate) fn start(path: &Path, options: ServeOptions) -> Running {
     let db = Db::open(path).unwrap();
     let stop = CancelToken::new();
     let (ready, bound) = mpsc::channel();
@@ -93,7 +93,7 @@ impl Running {
     }
 
     /// Stops the server and waits for it to close the store.
-    fn stop(self) -> edudb::Result<()> {
+    pub(crate) fn stop(self) -> edudb::Result<()> {
         self.stop.cancel();
         self.thread.join().expect("the server thread panicked")
     }

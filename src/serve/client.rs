@@ -1,0 +1,392 @@
+//! [`Client`]: a store served by `edudb serve`, used from Rust like an
+//! embedded [`Db`](crate::Db). Its methods are named and take arguments
+//! as `Db`'s do; each answers with the server's JSON body (the CLI's
+//! `--json` contracts, described by the server's `GET /openapi.json`), and
+//! a refusal is [`Error::Served`] with the server's error class, so
+//! [`Error::is_busy`] and [`Error::is_user_error`] work as they do on a
+//! local store.
+//!
+//! The calls block; a client must not be used from inside an async
+//! runtime (it runs its own).
+
+use std::path::Path;
+
+use reqwest::{Method, Url};
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::ingest::pipeline::{IngestOptions, decode, detect_format};
+use crate::ingest::sources::{Origin, Source};
+use crate::memory::TurnInput;
+use crate::model::document::Format;
+use crate::progress::{CancelToken, Progress};
+use crate::query::{Param, Params};
+
+use super::{CommandOutput, CommandRequest, SOCKET_FILE};
+
+/// The most text one ingest job of [`Client::ingest`] carries (the server
+/// refuses bodies over 16 MiB by default).
+pub const JOB_BYTES: u64 = 4 << 20;
+
+/// How often [`Client::ingest`] asks a job how far it got.
+const JOB_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A connection to a server of a store.
+#[derive(Debug)]
+pub struct Client {
+    runtime: tokio::runtime::Runtime,
+    http: reqwest::Client,
+    base: Url,
+    /// The server as given (its URL or socket), for errors.
+    name: String,
+    token: Option<String>,
+}
+
+impl Client {
+    /// Connects to the server at `target`: an `http://HOST:PORT` URL, a
+    /// store directory (its server's `serve.sock`) or a socket path; with
+    /// `token`, every request presents it (`Authorization: Bearer`). Fails
+    /// unless the server answers `GET /v1/health`.
+    pub fn connect(target: &str, token: Option<&str>) -> Result<Client> {
+        let mut client = if target.starts_with("http://") || target.starts_with("https://") {
+            let base = Url::parse(target).map_err(|e| Error::Serve(format!("{target}: {e}")))?;
+            Client::new(reqwest::Client::builder(), base, target.to_owned())?
+        } else {
+            let path = Path::new(target);
+            let socket = if path.is_dir() {
+                path.join(SOCKET_FILE)
+            } else {
+                path.to_owned()
+            };
+            Client::over_socket(&socket)?
+        };
+        client.token = token.map(str::to_owned);
+        client.health()?;
+        Ok(client)
+    }
+
+    /// A client of the server on the Unix socket at `socket`, without a
+    /// token, not yet checked.
+    pub(crate) fn over_socket(socket: &Path) -> Result<Client> {
+        let builder = reqwest::Client::builder().unix_socket(socket);
+        let base = Url::parse("http://edudb/").expect("a valid URL");
+        Client::new(builder, base, socket.display().to_string())
+    }
+
+    fn new(builder: reqwest::ClientBuilder, base: Url, name: String) -> Result<Client> {
+        // reqwest is built without a bundled crypto provider; an error only
+        // means one is installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Ok(Client {
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Serve(format!("starting the runtime: {e}")))?,
+            http: builder
+                .connect_timeout(std::time::Duration::from_secs(5))
+                .build()
+                .map_err(|e| Error::Serve(format!("{name}: {e}")))?,
+            base,
+            name,
+            token: None,
+        })
+    }
+
+    /// Runs an `edudb` command line on the served store (`POST /v1/cli`,
+    /// the socket only) and returns what it printed.
+    pub fn run_command(&self, request: &CommandRequest) -> Result<CommandOutput> {
+        let body = serde_json::to_value(request)
+            .map_err(|e| Error::Serve(format!("encoding the command: {e}")))?;
+        let answer = self.call(Method::POST, &["cli"], &[], Body::Json(body))?;
+        serde_json::from_value(answer)
+            .map_err(|e| Error::Serve(format!("{}: the command's answer: {e}", self.name)))
+    }
+
+    /// The server's `{store, version}`.
+    pub fn health(&self) -> Result<Value> {
+        self.call(Method::GET, &["health"], &[], Body::None)
+    }
+
+    /// Every document's metadata (`docs --json`).
+    pub fn documents(&self) -> Result<Value> {
+        self.call(Method::GET, &["docs"], &[], Body::None)
+    }
+
+    /// Stores `bytes` as document `id` (replacing one of that id), in
+    /// `format` or the one sniffed; the ingest receipt.
+    pub fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Value> {
+        let format = format.map(|f| f.name().to_owned());
+        let query: Vec<(&str, String)> = format.into_iter().map(|f| ("format", f)).collect();
+        self.call(Method::PUT, &["docs", id], &query, Body::Bytes(bytes))
+    }
+
+    /// Ingests `sources` on the server as [`Db::ingest`](crate::Db::ingest)
+    /// does locally: each source is read and decoded here (its format the
+    /// one given, or detected here from its file name or text), and one
+    /// with bad content is a failure in the answer while the rest go on.
+    /// The documents go as jobs (`POST /v1/ingest`) of at most
+    /// [`JOB_BYTES`] of text each, one after another; the server's progress
+    /// is reported to `progress`, and cancelling `cancel` cancels the
+    /// running job (documents written stay, whole). Answers `{documents,
+    /// failures}` over all jobs; a job that failed is the error, a
+    /// cancelled one [`Error::Cancelled`].
+    pub fn ingest(
+        &self,
+        sources: &[Source],
+        options: IngestOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<Value> {
+        let mut failures = Vec::new();
+        let mut jobs: Vec<(Vec<Value>, u64)> = vec![(Vec::new(), 0)];
+        for source in sources {
+            let name = source.name();
+            match source
+                .read()
+                .and_then(|bytes| decode(&name, bytes, options.lossy))
+            {
+                Ok(text) => {
+                    let path = match &source.origin {
+                        Origin::File(path) => Some(path.as_path()),
+                        _ => None,
+                    };
+                    let format = options.format.unwrap_or_else(|| detect_format(path, &text));
+                    let bytes = text.len() as u64;
+                    if jobs
+                        .last()
+                        .is_some_and(|(_, size)| *size > 0 && size + bytes > JOB_BYTES)
+                    {
+                        jobs.push((Vec::new(), 0));
+                    }
+                    let (documents, size) = jobs.last_mut().expect("one job at least");
+                    documents.push(json!({"id": source.id, "text": text, "format": format.name()}));
+                    *size += bytes;
+                }
+                Err(err) if err.is_user_error() => failures.push(json!({
+                    "source": name, "class": "user", "message": err.to_string(),
+                })),
+                Err(err) => return Err(err),
+            }
+        }
+        progress.start("ingest", jobs.iter().map(|(_, size)| size).sum());
+        let mut documents = Vec::new();
+        for (batch, _) in jobs.into_iter().filter(|(batch, _)| !batch.is_empty()) {
+            let done = self.run_job(batch, progress, cancel);
+            let done = done.inspect_err(|_| progress.finish())?;
+            let listed = |field: &str| match &done[field] {
+                Value::Array(items) => Ok(items.clone()),
+                other => Err(Error::Serve(format!(
+                    "{}: a finished job's {field} are {other}",
+                    self.name
+                ))),
+            };
+            documents.extend(listed("documents")?);
+            failures.extend(listed("failures")?);
+        }
+        progress.finish();
+        Ok(json!({ "documents": documents, "failures": failures }))
+    }
+
+    /// Submits one ingest job and follows it to its end; its final status.
+    fn run_job(
+        &self,
+        documents: Vec<Value>,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<Value> {
+        let body = Body::Json(json!({ "documents": documents }));
+        let submitted = self.call(Method::POST, &["ingest"], &[], body)?;
+        let job = submitted["job"].to_string();
+        let (mut reported, mut cancelling) = (0, false);
+        let status = loop {
+            let status = self.call(Method::GET, &["jobs", &job], &[], Body::None)?;
+            let done = status["done"].as_u64().unwrap_or(reported);
+            if done > reported {
+                progress.advance(done - reported, "");
+                reported = done;
+            }
+            if status["state"] != "running" {
+                break status;
+            }
+            if cancel.is_cancelled() && !cancelling {
+                self.call(Method::DELETE, &["jobs", &job], &[], Body::None)?;
+                cancelling = true;
+            }
+            std::thread::sleep(JOB_POLL);
+        };
+        match status["state"].as_str() {
+            Some("done") => Ok(status),
+            Some("cancelled") => Err(Error::Cancelled),
+            _ => Err(Error::Served {
+                class: status["error"]["class"]
+                    .as_str()
+                    .unwrap_or("internal")
+                    .to_owned(),
+                status: 200,
+                message: status["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                query: None,
+            }),
+        }
+    }
+
+    /// Removes document `id`.
+    pub fn remove(&self, id: &str) -> Result<Value> {
+        self.call(Method::DELETE, &["docs", id], &[], Body::None)
+    }
+
+    /// Document `id`'s structural tree (`tree --json`).
+    pub fn tree(&self, id: &str) -> Result<Value> {
+        self.call(Method::GET, &["docs", id, "tree"], &[], Body::None)
+    }
+
+    /// Document `id`'s EDUs, all or an inclusive range (`show --json`).
+    pub fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Value> {
+        let query: Vec<(&str, String)> = range
+            .map(|(first, last)| vec![("first", first.to_string()), ("last", last.to_string())])
+            .unwrap_or_default();
+        self.call(Method::GET, &["docs", id, "edus"], &query, Body::None)
+    }
+
+    /// Document `id`'s DAG, at one level or all (`dag --json`).
+    pub fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<Value> {
+        let query: Vec<(&str, String)> = level
+            .map(|l| ("level", l.to_string()))
+            .into_iter()
+            .collect();
+        self.call(Method::GET, &["docs", id, "dag"], &query, Body::None)
+    }
+
+    /// BM25 search over EDUs and nodes (`search --json`).
+    pub fn search(&self, query: &str, limit: usize) -> Result<Value> {
+        let args = [("q", query.to_owned()), ("limit", limit.to_string())];
+        self.call(Method::GET, &["search"], &args, Body::None)
+    }
+
+    /// Runs a statement of the query language with `params` (`query --json`).
+    pub fn query(&self, statement: &str, params: &Params) -> Result<Value> {
+        let params: serde_json::Map<String, Value> = params
+            .iter()
+            .map(|(name, value)| {
+                let value = match value {
+                    Param::Text(text) => json!(text),
+                    Param::Number(n) => json!(n),
+                };
+                (name.to_owned(), value)
+            })
+            .collect();
+        let body = json!({ "statement": statement, "params": params });
+        self.call(Method::POST, &["query"], &[], Body::Json(body))
+    }
+
+    /// The store's counts (`stats --json`).
+    pub fn stats(&self) -> Result<Value> {
+        self.call(Method::GET, &["stats"], &[], Body::None)
+    }
+
+    /// Checks every record (`check --json`).
+    pub fn check(&self) -> Result<Value> {
+        self.call(Method::GET, &["check"], &[], Body::None)
+    }
+
+    /// Rebuilds the derived indexes (`reindex --json`).
+    pub fn reindex(&self) -> Result<Value> {
+        self.call(Method::POST, &["reindex"], &[], Body::None)
+    }
+
+    /// Appends `turn` to `session` (created by its first turn); the receipt.
+    pub fn append_turn(&self, session: &str, turn: &TurnInput) -> Result<Value> {
+        let path = ["sessions", session, "turns"];
+        self.call(Method::POST, &path, &[], Body::Json(turn.to_json()))
+    }
+
+    /// Every session's summary (`session ls --json`).
+    pub fn sessions(&self) -> Result<Value> {
+        self.call(Method::GET, &["sessions"], &[], Body::None)
+    }
+
+    /// Session `id`'s dialogue tree (`session show --json`).
+    pub fn session(&self, id: &str) -> Result<Value> {
+        self.call(Method::GET, &["sessions", id], &[], Body::None)
+    }
+
+    /// The context for `session`'s next turn within `budget` tokens, given
+    /// what was just said when `query` is given (`session context --json`).
+    pub fn session_context(
+        &self,
+        session: &str,
+        budget: u64,
+        query: Option<&str>,
+    ) -> Result<Value> {
+        let mut args = vec![("budget", budget.to_string())];
+        args.extend(query.map(|q| ("query", q.to_owned())));
+        self.call(
+            Method::GET,
+            &["sessions", session, "context"],
+            &args,
+            Body::None,
+        )
+    }
+
+    /// Removes session `id` with all its turns.
+    pub fn remove_session(&self, id: &str) -> Result<Value> {
+        self.call(Method::DELETE, &["sessions", id], &[], Body::None)
+    }
+
+    /// Sends one request to `/v1/<path>` and returns its JSON answer, or the
+    /// server's refusal as [`Error::Served`].
+    fn call(
+        &self,
+        method: Method,
+        path: &[&str],
+        query: &[(&str, String)],
+        body: Body,
+    ) -> Result<Value> {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| Error::Serve(format!("{} cannot take a path", self.base)))?
+            .pop_if_empty()
+            .push("v1")
+            .extend(path);
+        if !query.is_empty() {
+            url.query_pairs_mut()
+                .extend_pairs(query.iter().map(|(name, value)| (name, value)));
+        }
+        let failed = |e: reqwest::Error| {
+            Error::Serve(format!("{}: {method} {}: {e}", self.name, url.path()))
+        };
+        let mut request = self.http.request(method.clone(), url.clone());
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        request = match body {
+            Body::None => request,
+            Body::Bytes(bytes) => request.body(bytes),
+            Body::Json(value) => request.json(&value),
+        };
+        self.runtime.block_on(async {
+            let response = request.send().await.map_err(failed)?;
+            let status = response.status();
+            let answer: Value = response.json().await.map_err(failed)?;
+            if status.is_success() {
+                return Ok(answer);
+            }
+            let error = &answer["error"];
+            Err(Error::Served {
+                class: error["class"].as_str().unwrap_or("internal").to_owned(),
+                status: status.as_u16(),
+                message: error["message"].as_str().unwrap_or_default().to_owned(),
+                query: error.get("query").cloned(),
+            })
+        })
+    }
+}
+
+/// A request's body.
+enum Body {
+    None,
+    Bytes(Vec<u8>),
+    Json(Value),
+}

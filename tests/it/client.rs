@@ -1,0 +1,359 @@
+//! `edudb::serve::Client`: a served store used like an embedded one, over
+//! TCP and over the store's socket, against the library's own answers.
+
+use edudb::serve::{Client, ServeOptions};
+use edudb::{CancelToken, Db, Error, Params, Role, TurnInput};
+use serde_json::Value;
+
+use super::serve::{fixture, start};
+
+/// A query answer without its timing, which differs between runs.
+fn untimed(mut answer: Value) -> Value {
+    answer.as_object_mut().unwrap().remove("elapsed_ms");
+    answer
+}
+
+#[test]
+fn a_client_reads_what_the_library_reads_over_tcp_and_the_socket() {
+    let (_dir, path) = fixture();
+    let statement = "SELECT SPANS FROM * SEED BM25($q) BUDGET 64 TOKENS";
+    let params = Params::new().text("q", "snow festival");
+    let (documents, tree, search, query) = {
+        let db = Db::open(&path).unwrap();
+        let documents: Vec<Value> = db
+            .documents()
+            .unwrap()
+            .iter()
+            .map(|d| d.to_json())
+            .collect();
+        let search: Vec<Value> = db
+            .search("ramen", 5)
+            .unwrap()
+            .iter()
+            .map(|h| h.to_json())
+            .collect();
+        (
+            Value::from(documents),
+            db.tree("trips").unwrap().to_json(None),
+            Value::from(search),
+            untimed(db.query(statement, &params).unwrap().to_json()),
+        )
+    };
+    let running = start(&path, ServeOptions::default());
+    let tcp = format!("http://{}", running.bound.address);
+    for target in [tcp.as_str(), path.to_str().unwrap()] {
+        let client = Client::connect(target, None).unwrap();
+        assert_eq!(
+            client.health().unwrap()["store"],
+            path.display().to_string()
+        );
+        assert_eq!(client.documents().unwrap(), documents, "{target}");
+        assert_eq!(client.tree("trips").unwrap(), tree, "{target}");
+        assert_eq!(client.search("ramen", 5).unwrap(), search, "{target}");
+        assert_eq!(
+            untimed(client.query(statement, &params).unwrap()),
+            query,
+            "{target}"
+        );
+        let edus = client.edus("trips", Some((0, 1))).unwrap();
+        assert_eq!(edus.as_array().map(Vec::len), Some(2), "{edus}");
+        assert!(client.dag_listing("trips", None).unwrap().is_object());
+        assert!(client.stats().unwrap()["documents"].as_u64() >= Some(2));
+        assert!(
+            client.check().unwrap()["damaged"]
+                .as_array()
+                .is_some_and(Vec::is_empty)
+        );
+    }
+    running.stop().unwrap();
+}
+
+#[test]
+fn a_client_writes_and_its_refusals_keep_their_class() {
+    let (_dir, path) = fixture();
+    let running = start(&path, ServeOptions::default());
+    let client = Client::connect(path.to_str().unwrap(), None).unwrap();
+
+    let receipt = client
+        .ingest_bytes(
+            "notes/a b",
+            b"# Notes\n\nTea is grown in Uji.".to_vec(),
+            None,
+        )
+        .unwrap();
+    assert_eq!(receipt["id"], "notes/a b", "{receipt}");
+    let ids: Vec<Value> = client
+        .documents()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].clone())
+        .collect();
+    assert!(ids.contains(&Value::from("notes/a b")), "{ids:?}");
+
+    let mut turn = TurnInput::new(Role::User, "We land in Sapporo on Monday.");
+    turn.at = Some(1_700_000_000);
+    let added = client.append_turn("trip", &turn).unwrap();
+    assert_eq!(
+        (added["session"].clone(), added["turn"].clone()),
+        ("trip".into(), 0.into())
+    );
+    assert_eq!(added["at"], "2023-11-14T22:13:20Z", "{added}");
+    assert_eq!(client.sessions().unwrap()[0]["id"], "trip");
+    assert_eq!(client.session("trip").unwrap()["id"], "trip");
+    let context = client
+        .session_context("trip", 256, Some("when do we land"))
+        .unwrap();
+    assert!(context.to_string().contains("Sapporo"), "{context}");
+
+    // Refusals are typed by the server's class, as a local store's are.
+    let bad = client
+        .query("SELECT SPANS FROM * WERE level = 1", &Params::new())
+        .unwrap_err();
+    assert!(bad.is_user_error() && !bad.is_busy(), "{bad}");
+    let Error::Served { status, query, .. } = &bad else {
+        panic!("{bad:?}")
+    };
+    assert_eq!(*status, 400);
+    assert_eq!(
+        query.as_ref().map(|q| q["line"].clone()),
+        Some(1.into()),
+        "{bad:?}"
+    );
+    let missing = client.tree("nowhere").unwrap_err();
+    assert!(
+        matches!(missing, Error::Served { status: 404, .. }) && missing.is_user_error(),
+        "{missing}"
+    );
+
+    client.remove_session("trip").unwrap();
+    client.remove("notes/a b").unwrap();
+    assert!(client.session("trip").unwrap_err().is_user_error());
+    assert_eq!(
+        client.documents().unwrap().as_array().map(Vec::len),
+        Some(2)
+    );
+    running.stop().unwrap();
+}
+
+#[test]
+fn a_client_presents_its_token_and_names_a_missing_server() {
+    let (_dir, path) = fixture();
+    let options = ServeOptions {
+        token: Some("s3cret".into()),
+        ..ServeOptions::default()
+    };
+    let running = start(&path, options);
+    let tcp = format!("http://{}", running.bound.address);
+    let refused = Client::connect(&tcp, Some("wrong")).unwrap_err();
+    assert!(
+        matches!(refused, Error::Served { status: 401, .. }),
+        "{refused:?}"
+    );
+    let client = Client::connect(&tcp, Some("s3cret")).unwrap();
+    assert_eq!(
+        client.documents().unwrap().as_array().map(Vec::len),
+        Some(2)
+    );
+    running.stop().unwrap();
+    // Once stopped, nothing answers: a plain error naming the target.
+    let gone = Client::connect(path.to_str().unwrap(), None).unwrap_err();
+    assert!(
+        matches!(gone, Error::Serve(_)) && gone.to_string().contains("serve.sock"),
+        "{gone}"
+    );
+}
+
+/// Counts what an ingest reports.
+#[derive(Default)]
+struct Counted {
+    total: std::sync::atomic::AtomicU64,
+    advanced: std::sync::atomic::AtomicU64,
+}
+
+impl edudb::Progress for Counted {
+    fn start(&self, _what: &str, total: u64) {
+        self.total
+            .store(total, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn advance(&self, units: u64, _item: &str) {
+        self.advanced
+            .fetch_add(units, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_client_ingests_files_as_jobs_like_a_local_ingest() {
+    let (dir, path) = fixture();
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    let notes =
+        "# Notes\n\nTea is grown in Uji. It is picked in May.\n\n## Kinds\n\nMatcha is ground.";
+    std::fs::write(files.join("notes.md"), notes).unwrap();
+    std::fs::write(
+        files.join("plain.txt"),
+        "# not a heading here\n\nJust text.",
+    )
+    .unwrap();
+    std::fs::write(files.join("broken.md"), b"caf\xe9 au lait").unwrap();
+    let sources = edudb::ingest::sources::expand(std::slice::from_ref(&files), None).unwrap();
+    let running = start(&path, ServeOptions::default());
+    let client = Client::connect(path.to_str().unwrap(), None).unwrap();
+    let progress = Counted::default();
+    let answer = client
+        .ingest(
+            &sources,
+            edudb::IngestOptions::default(),
+            &progress,
+            &CancelToken::new(),
+        )
+        .unwrap();
+    let ids: Vec<&str> = answer["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["notes", "plain"], "{answer}");
+    let failures = answer["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{answer}");
+    assert_eq!(failures[0]["class"], "user");
+    assert!(
+        failures[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid UTF-8")
+    );
+    let total = progress.total.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(total, (notes.len() + 32) as u64);
+    assert_eq!(
+        progress.advanced.load(std::sync::atomic::Ordering::Relaxed),
+        total
+    );
+    let served = (client.tree("notes").unwrap(), client.tree("plain").unwrap());
+    running.stop().unwrap();
+
+    // The same files ingested locally: the same documents, formats
+    // detected from their names alike.
+    let (_other, local) = crate::support::store();
+    let report = local
+        .ingest(
+            &sources,
+            edudb::IngestOptions::default(),
+            &edudb::NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert_eq!(report.documents.len(), 2);
+    let trees = (
+        local.tree("notes").unwrap().to_json(None),
+        local.tree("plain").unwrap().to_json(None),
+    );
+    assert_eq!(served, trees);
+}
+
+#[test]
+fn an_ingest_job_reports_progress_and_can_be_cancelled() {
+    let (_dir, path) = fixture();
+    let running = start(&path, ServeOptions::default());
+    let http = super::serve::client().build().unwrap();
+    let url = |route: &str| format!("http://{}/v1{route}", running.bound.address);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let send = |request: reqwest::RequestBuilder| {
+        runtime.block_on(async {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        })
+    };
+    let paragraph = "The committee met on Tuesday and agreed on the budget. ".repeat(40);
+    let documents: Vec<Value> = (0..200)
+        .map(|i| serde_json::json!({"id": format!("d{i:03}"), "text": format!("# Part {i}\n\n{paragraph}")}))
+        .collect();
+    let (status, submitted) = send(
+        http.post(url("/ingest"))
+            .json(&serde_json::json!({"documents": documents})),
+    );
+    assert_eq!(status, 202, "{submitted}");
+    assert_eq!(submitted["sources"], 200);
+    let job = submitted["job"].to_string();
+    let (status, cancelling) = send(http.delete(url(&format!("/jobs/{job}"))));
+    assert_eq!(status, 200, "{cancelling}");
+    let ended = loop {
+        let (status, polled) = send(http.get(url(&format!("/jobs/{job}"))));
+        assert_eq!(status, 200, "{polled}");
+        assert!(
+            polled["done"].as_u64() <= polled["total"].as_u64(),
+            "{polled}"
+        );
+        if polled["state"] != "running" {
+            break polled;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(ended["state"], "cancelled", "{ended}");
+    assert_eq!(ended["error"]["class"], "user", "{ended}");
+    // What was written before the cancellation is whole.
+    let (_, check) = send(http.get(url("/check")));
+    assert!(
+        check["damaged"].as_array().is_some_and(Vec::is_empty),
+        "{check}"
+    );
+    let (_, docs) = send(http.get(url("/docs")));
+    assert!(docs.as_array().unwrap().len() < 202, "{docs}");
+
+    // A job that ran to its end lists what it wrote.
+    let two = serde_json::json!({"documents": [
+        {"id": "x", "text": "# X\n\nOne line.", "format": "markdown"},
+        {"id": "y", "text": "Plain words."},
+    ]});
+    let (_, submitted) = send(http.post(url("/ingest")).json(&two));
+    let job = submitted["job"].to_string();
+    let ended = loop {
+        let (_, polled) = send(http.get(url(&format!("/jobs/{job}"))));
+        if polled["state"] != "running" {
+            break polled;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(ended["state"], "done", "{ended}");
+    assert_eq!(
+        ended["documents"].as_array().map(Vec::len),
+        Some(2),
+        "{ended}"
+    );
+    assert_eq!(ended["done"], ended["total"], "{ended}");
+    assert_eq!(ended["processed"], 2, "{ended}");
+
+    // Unknown jobs and malformed bodies are the caller's errors.
+    let (status, body) = send(http.get(url("/jobs/999999")));
+    assert_eq!(
+        (status, body["error"]["class"].clone()),
+        (404, "user".into()),
+        "{body}"
+    );
+    let (status, body) = send(
+        http.post(url("/ingest"))
+            .json(&serde_json::json!({"documents": [{"id": "z"}]})),
+    );
+    assert_eq!(
+        (status, body["error"]["class"].clone()),
+        (422, "user".into()),
+        "{body}"
+    );
+    let (status, body) = send(
+        http.post(url("/ingest"))
+            .json(&serde_json::json!({"documents": [{"id": "z", "text": "t", "format": "pdf"}]})),
+    );
+    assert_eq!(
+        (status, body["error"]["class"].clone()),
+        (400, "user".into()),
+        "{body}"
+    );
+    running.stop().unwrap();
+}
