@@ -9,9 +9,10 @@
 //! The calls block; a client must not be used from inside an async
 //! runtime (it runs its own).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use reqwest::{Method, Url};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
@@ -22,7 +23,27 @@ use crate::model::document::Format;
 use crate::progress::{CancelToken, Progress};
 use crate::query::{Param, Params};
 
-use super::{CommandOutput, CommandRequest, SOCKET_FILE};
+use crate::engine::SOCKET_FILE;
+
+/// A forwarded command line.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct CommandRequest {
+    /// The arguments after the program name.
+    pub args: Vec<String>,
+    /// The caller's working directory, which relative paths are read from.
+    pub cwd: PathBuf,
+}
+
+/// What a forwarded command printed, and its exit code.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct CommandOutput {
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+    /// Its exit code.
+    pub code: u8,
+}
 
 /// The most text one ingest job of [`Client::ingest`] carries (the server
 /// refuses bodies over 16 MiB by default).

@@ -14,8 +14,6 @@ use crate::engine::write::IngestReport;
 use crate::error::{Error, Result};
 use crate::progress::{CancelToken, Progress};
 
-use super::Failure;
-
 /// Finished jobs kept for their status to be read.
 pub const KEPT_FINISHED: usize = 64;
 
@@ -90,15 +88,17 @@ impl Job {
     }
 
     /// Records how the ingest ended: its report, or the error that stopped
-    /// it (a cancellation included).
-    pub fn finish(&self, ended: Result<IngestReport>) {
+    /// it (a cancellation included); `describe` gives an error's `{class,
+    /// message}`.
+    pub fn finish(&self, ended: Result<IngestReport>, describe: fn(Error) -> Value) {
         let outcome = match ended {
             Ok(report) => {
                 let documents: Vec<Value> = report.documents.iter().map(|d| d.to_json()).collect();
                 let failures: Vec<Value> = (report.failures.into_iter())
                     .map(|f| {
-                        let failure = Failure::from(f.error);
-                        json!({"source": f.source, "class": failure.class, "message": failure.message})
+                        let mut failure = describe(f.error);
+                        failure["source"] = Value::from(f.source);
+                        failure
                     })
                     .collect();
                 json!({"state": "done", "documents": documents, "failures": failures})
@@ -109,11 +109,7 @@ impl Job {
                 } else {
                     "failed"
                 };
-                let failure = Failure::from(err);
-                json!({
-                    "state": state,
-                    "error": {"class": failure.class, "message": failure.message},
-                })
+                json!({"state": state, "error": describe(err)})
             }
         };
         *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);

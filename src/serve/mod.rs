@@ -60,7 +60,7 @@ use tokio::sync::Semaphore;
 mod client;
 mod jobs;
 
-pub use client::Client;
+pub use client::{Client, CommandOutput, CommandRequest};
 
 use crate::db::Db;
 use crate::error::{Error, Result};
@@ -80,26 +80,6 @@ pub const SOCKET_FILE: &str = crate::engine::SOCKET_FILE;
 pub trait CommandRunner: Send + Sync + std::fmt::Debug {
     /// Runs `request` on `db`.
     fn run(&self, db: &Db, request: CommandRequest) -> CommandOutput;
-}
-
-/// A forwarded command line.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
-pub struct CommandRequest {
-    /// The arguments after the program name.
-    pub args: Vec<String>,
-    /// The caller's working directory, which relative paths are read from.
-    pub cwd: PathBuf,
-}
-
-/// What a forwarded command printed, and its exit code.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
-pub struct CommandOutput {
-    /// Its standard output.
-    pub stdout: String,
-    /// Its standard error.
-    pub stderr: String,
-    /// Its exit code.
-    pub code: u8,
 }
 
 /// The socket of a live server of the store at `store`, if one answers.
@@ -471,6 +451,12 @@ impl IntoResponse for Failure {
     }
 }
 
+/// `{class, message}` of an error, as the error answers carry them.
+fn described(err: Error) -> Value {
+    let failure = Failure::from(err);
+    json!({"class": failure.class, "message": failure.message})
+}
+
 type Answer = std::result::Result<Json<Value>, Failure>;
 
 /// Runs `work` on the served store on a blocking thread.
@@ -703,7 +689,8 @@ async fn ingest_job(
             Ok(report)
         })
         .await;
-        running.finish(ended.unwrap_or_else(|e| Err(Error::Serve(format!("the job failed: {e}")))));
+        let ended = ended.unwrap_or_else(|e| Err(Error::Serve(format!("the job failed: {e}"))));
+        running.finish(ended, described);
     });
     Ok((StatusCode::ACCEPTED, Json(job.status())))
 }

@@ -47,7 +47,13 @@ pub(crate) struct Running {
 }
 
 pub(crate) fn start(path: &Path, options: ServeOptions) -> Running {
-    let db = Db::open(path).unwrap();
+    // A child another test spawns can hold the store's lock file for a
+    // moment (between its fork and its exec): wait for it.
+    let waiting = edudb::OpenOptions {
+        busy_timeout: std::time::Duration::from_secs(5),
+        ..Default::default()
+    };
+    let db = Db::open_with(path, &waiting).unwrap();
     let stop = CancelToken::new();
     let (ready, bound) = mpsc::channel();
     let thread = {
