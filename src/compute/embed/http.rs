@@ -240,7 +240,10 @@ struct EmbeddingReply {
 #[derive(Deserialize)]
 struct EmbeddingItem {
     index: usize,
-    embedding: Vec<f32>,
+    /// Read as f64 and narrowed after, so a value beyond the f32 range is
+    /// the range error below whichever float parsing serde_json is built
+    /// with (with `float_roundtrip` it refuses to read one as f32).
+    embedding: Vec<f64>,
 }
 
 impl HttpEmbedder {
@@ -548,11 +551,8 @@ impl Shared {
         }
         let mut dimension = expected;
         let mut slots: Vec<Option<Vec<f32>>> = vec![None; count];
-        for EmbeddingItem {
-            index,
-            mut embedding,
-        } in reply.data
-        {
+        for EmbeddingItem { index, embedding } in reply.data {
+            let mut embedding: Vec<f32> = embedding.into_iter().map(|x| x as f32).collect();
             let Some(slot) = slots.get_mut(index) else {
                 return Err(
                     self.malformed(format!("index {index} is out of range for {count} inputs"))
