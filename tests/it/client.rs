@@ -357,3 +357,81 @@ fn an_ingest_job_reports_progress_and_can_be_cancelled() {
     );
     running.stop().unwrap();
 }
+
+#[test]
+fn readers_answer_during_a_long_ingest_and_concurrent_appends_lose_no_turn() {
+    let (_dir, path) = fixture();
+    let running = start(&path, ServeOptions::default());
+    let target = path.to_str().unwrap().to_owned();
+    let paragraph = "The working group reviewed the draft and agreed on the schedule. ".repeat(30);
+    let sources: Vec<edudb::Source> = (0..150)
+        .map(|i| edudb::Source {
+            id: format!("long{i:03}"),
+            origin: edudb::ingest::sources::Origin::Bytes(
+                format!("# Part {i}\n\n{paragraph}").into_bytes(),
+            ),
+        })
+        .collect();
+    let ingested = std::thread::scope(|scope| {
+        let ingest = scope.spawn(|| {
+            let client = Client::connect(&target, None).unwrap();
+            client
+                .ingest(
+                    &sources,
+                    edudb::IngestOptions::default(),
+                    &edudb::NoProgress,
+                    &CancelToken::new(),
+                )
+                .unwrap()
+        });
+        let readers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    let client = Client::connect(&target, None).unwrap();
+                    for _ in 0..25 {
+                        client.search("snow festival", 5).unwrap();
+                        client.documents().unwrap();
+                    }
+                })
+            })
+            .collect();
+        let appenders: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|own| {
+                let target = &target;
+                scope.spawn(move || {
+                    let client = Client::connect(target, None).unwrap();
+                    for i in 0..8 {
+                        for session in ["shared", own] {
+                            let text = format!("Writer {own} says {i} in {session}.");
+                            client
+                                .append_turn(session, &TurnInput::new(Role::User, text))
+                                .unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in readers.into_iter().chain(appenders) {
+            thread.join().unwrap();
+        }
+        ingest.join().unwrap()
+    });
+    assert_eq!(ingested["documents"].as_array().map(Vec::len), Some(150));
+    let client = Client::connect(&target, None).unwrap();
+    let sessions = client.sessions().unwrap();
+    let turns = |id: &str| {
+        let listed = sessions.as_array().unwrap().iter().find(|s| s["id"] == id);
+        listed.and_then(|s| s["turns"].as_u64())
+    };
+    assert_eq!(
+        (turns("shared"), turns("a"), turns("b")),
+        (Some(16), Some(8), Some(8))
+    );
+    assert!(
+        client.check().unwrap()["damaged"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    );
+    running.stop().unwrap();
+}
