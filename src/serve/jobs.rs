@@ -25,16 +25,17 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// A new job over `sources` documents, numbered after the last; the
-    /// oldest finished jobs beyond [`KEPT_FINISHED`] are forgotten.
-    pub fn add(&self, sources: usize) -> Arc<Job> {
+    /// A new job over `sources` documents of `total` bytes, numbered after
+    /// the last; the oldest finished jobs beyond [`KEPT_FINISHED`] are
+    /// forgotten.
+    pub fn add(&self, sources: usize, total: u64) -> Arc<Job> {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let job = Arc::new(Job {
             id,
             sources,
             cancel: CancelToken::new(),
             done: AtomicU64::new(0),
-            total: AtomicU64::new(0),
+            total,
             processed: AtomicUsize::new(0),
             outcome: Mutex::new(None),
         });
@@ -73,7 +74,9 @@ pub struct Job {
     /// Cancels it.
     pub cancel: CancelToken,
     done: AtomicU64,
-    total: AtomicU64,
+    /// Bytes in all, fixed when it is added: a job runs one ingest per
+    /// format, each of which would `start` with its own total.
+    total: u64,
     processed: AtomicUsize,
     /// Its outcome's fields, once it ended.
     outcome: Mutex<Option<Value>>,
@@ -124,7 +127,7 @@ impl Job {
             "sources": self.sources,
             "processed": self.processed.load(Ordering::Relaxed),
             "done": self.done.load(Ordering::Relaxed),
-            "total": self.total.load(Ordering::Relaxed),
+            "total": self.total,
         });
         let outcome = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
         if let (Some(Value::Object(outcome)), Some(fields)) = (&*outcome, status.as_object_mut()) {
@@ -135,10 +138,6 @@ impl Job {
 }
 
 impl Progress for Job {
-    fn start(&self, _what: &str, total: u64) {
-        self.total.store(total, Ordering::Relaxed);
-    }
-
     fn advance(&self, units: u64, _item: &str) {
         self.done.fetch_add(units, Ordering::Relaxed);
         self.processed.fetch_add(1, Ordering::Relaxed);

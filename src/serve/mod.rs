@@ -68,7 +68,7 @@ use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::sources::{Origin, Source};
 use crate::memory::TurnInput;
 use crate::model::document::Format;
-use crate::progress::{CancelToken, NoProgress, Progress};
+use crate::progress::{CancelToken, NoProgress};
 use crate::query::Params;
 
 /// The Unix socket a server listens on, inside the store directory.
@@ -665,9 +665,10 @@ async fn ingest_job(
     let Ok(place) = Arc::clone(&shared.queue).try_acquire_owned() else {
         return Err(Failure::busy("the write queue is full; retry"));
     };
-    let job = shared.jobs.add(runs.iter().map(|(_, s)| s.len()).sum());
     let total = runs.iter().flat_map(|(_, s)| s).map(Source::len_hint).sum();
-    job.start("ingest", total);
+    let job = shared
+        .jobs
+        .add(runs.iter().map(|(_, s)| s.len()).sum(), total);
     let running = Arc::clone(&job);
     tokio::spawn(async move {
         let _place = place;
@@ -682,7 +683,7 @@ async fn ingest_job(
                     format,
                     ..Default::default()
                 };
-                let run = db.ingest(&sources, options, &Quiet(&job), &job.cancel)?;
+                let run = db.ingest(&sources, options, &*job, &job.cancel)?;
                 report.documents.extend(run.documents);
                 report.failures.extend(run.failures);
             }
@@ -693,16 +694,6 @@ async fn ingest_job(
         running.finish(ended, described);
     });
     Ok((StatusCode::ACCEPTED, Json(job.status())))
-}
-
-/// A job's [`Progress`] without its `start`, which each ingest run of a
-/// job would repeat: the job knows its total from the start.
-struct Quiet<'a>(&'a jobs::Job);
-
-impl Progress for Quiet<'_> {
-    fn advance(&self, units: u64, item: &str) {
-        self.0.advance(units, item);
-    }
 }
 
 /// The job numbered in the path.
