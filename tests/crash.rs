@@ -75,7 +75,8 @@ fn whole_documents(db_path: &Path, rng: &mut StdRng) -> edudb::Result<Vec<String
     let report = db.check()?;
     assert!(report.damaged.is_empty(), "check found damage: {report:?}");
     let metas = db.documents()?;
-    assert_eq!(report.documents, metas.len());
+    let turns: usize = db.sessions()?.iter().map(|s| s.turns as usize).sum();
+    assert_eq!(report.documents, metas.len() + turns);
     for _ in 0..metas.len().min(8) {
         let meta = &metas[rng.random_range(0..metas.len())];
         let source: PathBuf = support::rfcs().join(format!("{}.md", meta.id));
@@ -152,6 +153,18 @@ fn sigkill_at_any_moment_leaves_whole_documents_only() {
         .unwrap()
         .len();
     assert_eq!(verify(&db, &mut rng), total);
+}
+
+/// The RFCs' Markdown files directly in the corpus directory (whose ids
+/// are their names), sorted.
+fn rfc_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(support::rfcs())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.sort();
+    files
 }
 
 /// Turn texts: the paragraphs of one RFC, in order.
@@ -275,6 +288,132 @@ fn sigkill_during_turn_appends_leaves_whole_turns_only() {
     assert!(
         most_turns >= 2,
         "the session never grew: {most_turns} turns"
+    );
+}
+
+/// Rounds of the server test: each kills `edudb serve` once.
+const SERVER_ROUNDS: usize = 8;
+
+/// How far a served ingest has got, as its client reports it.
+#[derive(Default)]
+struct IngestProgress {
+    total: std::sync::atomic::AtomicU64,
+    done: std::sync::atomic::AtomicU64,
+}
+
+impl edudb::Progress for IngestProgress {
+    fn start(&self, _what: &str, total: u64) {
+        self.total.store(total, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn advance(&self, units: u64, _item: &str) {
+        self.done
+            .fetch_add(units, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// `edudb serve` is killed with SIGKILL while one client ingests RFCs as a
+/// job and another appends turns one by one: three rounds in four once
+/// the job has done a random part of its work, the fourth after it ended.
+/// Each time, the store must open and pass `check` with every document
+/// whole, the session must hold every turn the server acknowledged (and
+/// at most the one in flight), and the dead server's socket must be left
+/// unanswered, to be replaced by the next server.
+#[test]
+fn sigkill_of_a_server_mid_write_loses_no_acknowledged_change() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use edudb::serve::{self, Client};
+    use edudb::{CancelToken, IngestOptions, Role, TurnInput};
+
+    let seed = std::env::var("EDUDB_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let texts = turn_texts();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store");
+    // The store exists before the first server, which does not create one.
+    drop(Db::create(&db).unwrap());
+    let files = rfc_files();
+    let (mut turns, mut mid_ingest) = (0, 0);
+    for round in 0..SERVER_ROUNDS {
+        let (mut server, _, socket) = support::spawn_server(&db);
+        assert_eq!(
+            serve::live_socket(&db).as_deref(),
+            Some(socket.as_path()),
+            "round {round}: the new server answers on the store's socket"
+        );
+        let target = socket.to_string_lossy().into_owned();
+        let picked: Vec<PathBuf> = files.choose_multiple(&mut rng, 40).cloned().collect();
+        let sources = edudb::ingest::sources::expand(&picked, None).unwrap();
+        let (ingester, appender) = (
+            Client::connect(&target, None).unwrap(),
+            Client::connect(&target, None).unwrap(),
+        );
+        let progress = IngestProgress::default();
+        let acknowledged = AtomicUsize::new(0);
+        let kill_at = if round % 4 == 3 {
+            None
+        } else {
+            Some(rng.random_range(0.0..0.9))
+        };
+        let ingest_finished = std::thread::scope(|scope| {
+            let ingest = scope.spawn(|| {
+                let options = IngestOptions::default();
+                ingester
+                    .ingest(&sources, options, &progress, &CancelToken::new())
+                    .is_ok()
+            });
+            scope.spawn(|| {
+                for n in turns.. {
+                    let turn = TurnInput::new(Role::User, texts[n % texts.len()].clone());
+                    if appender.append_turn("s", &turn).is_err() {
+                        break;
+                    }
+                    acknowledged.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            let reached = |fraction: f64| {
+                let total = progress.total.load(Ordering::SeqCst);
+                total > 0 && progress.done.load(Ordering::SeqCst) as f64 >= fraction * total as f64
+            };
+            while !ingest.is_finished() && !kill_at.is_some_and(reached) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Appends go on alone for a moment.
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..50)));
+            server.kill().unwrap();
+            server.wait().unwrap();
+            ingest.join().unwrap()
+        });
+        if !ingest_finished {
+            mid_ingest += 1;
+        }
+        assert!(
+            socket.exists() && serve::live_socket(&db).is_none(),
+            "round {round}: a killed server's socket stays, unanswered"
+        );
+        let documents = verify(&db, &mut rng);
+        let acknowledged = turns + acknowledged.load(Ordering::SeqCst);
+        turns = verify_session(&db, &texts);
+        assert!(
+            turns == acknowledged || turns == acknowledged + 1,
+            "round {round}: {turns} turns stored, {acknowledged} acknowledged"
+        );
+        eprintln!(
+            "server round {round} (seed {seed}): killed {}, {documents} documents, {turns} turns",
+            if ingest_finished {
+                "after the ingest"
+            } else {
+                "mid-ingest"
+            }
+        );
+    }
+    assert!(
+        mid_ingest >= SERVER_ROUNDS / 2,
+        "only {mid_ingest} servers were killed mid-ingest"
     );
 }
 
@@ -517,12 +656,7 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
         .unwrap_or(0x5eed);
     let mut rng = StdRng::seed_from_u64(seed);
     let db = disk.path().join("store");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(support::rfcs())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|e| e == "md"))
-        .collect();
-    files.sort();
+    let files = rfc_files();
     let (mut refused_ingests, mut refused_writes) = (0, 0);
     for round in 0..8 {
         // Remove a third of the documents (refused, clearly, once even the

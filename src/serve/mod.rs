@@ -110,7 +110,8 @@ pub struct ServeOptions {
     /// The largest request body accepted (413 above it).
     pub max_body_bytes: usize,
     /// How long a request may run before the answer is "busy" (the work
-    /// itself finishes in the background).
+    /// itself finishes in the background); also how long a stopping server
+    /// waits for open requests before it drops their connections.
     pub request_timeout: Duration,
     /// Writes that may wait behind the running one; more are refused as
     /// busy at once.
@@ -252,17 +253,37 @@ async fn serve(
     let tcp = axum::serve::ListenerExt::tap_io(tcp, |stream| {
         let _ = stream.set_nodelay(true);
     });
+    // Once stopping, requests already running get the request timeout to
+    // be answered; connections still open after it (a client that stopped
+    // in the middle of a request) are dropped rather than awaited. Work on
+    // the store that was started still finishes before it closes.
+    let grace = options.request_timeout;
+    let cut_off = {
+        let stopped = stopped.clone();
+        async move {
+            until_stopped(stopped).await;
+            tokio::time::sleep(grace).await;
+        }
+    };
     let over_tcp =
         axum::serve(tcp, app.clone()).with_graceful_shutdown(until_stopped(stopped.clone()));
-    let served = match unix {
-        Some(unix) => {
-            // Forwarded command lines read the server's files, so only
-            // local processes (the socket's file permissions) may send them.
-            let local = router(shared, options.max_body_bytes, true);
-            let over_unix = axum::serve(unix, local).with_graceful_shutdown(until_stopped(stopped));
-            tokio::try_join!(over_tcp.into_future(), over_unix.into_future()).map(drop)
+    let served = async {
+        match unix {
+            Some(unix) => {
+                // Forwarded command lines read the server's files, so only
+                // local processes (the socket's file permissions) may send
+                // them.
+                let local = router(shared, options.max_body_bytes, true);
+                let over_unix =
+                    axum::serve(unix, local).with_graceful_shutdown(until_stopped(stopped));
+                tokio::try_join!(over_tcp.into_future(), over_unix.into_future()).map(drop)
+            }
+            None => over_tcp.await,
         }
-        None => over_tcp.await,
+    };
+    let served = tokio::select! {
+        served = served => served,
+        () = cut_off => Ok(()),
     };
     watcher.abort();
     served.map_err(|e| Error::Serve(format!("serving: {e}")))

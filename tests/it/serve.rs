@@ -2,7 +2,6 @@
 //! own answers, its errors, the Unix socket, the token, body limits and a
 //! graceful stop, in-process and as the CLI's `serve` command.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -11,7 +10,7 @@ use edudb::serve::{self, Bound, ServeOptions};
 use edudb::{CancelToken, Db, Params};
 use serde_json::{Value, json};
 
-use crate::support::{ingest_markdown, store};
+use crate::support::{ingest_markdown, spawn_server, stop_server, store};
 
 /// A store holding two small documents; returns its directory and path.
 pub(crate) fn fixture() -> (tempfile::TempDir, PathBuf) {
@@ -391,44 +390,6 @@ fn a_body_over_the_limit_is_refused() {
     server.stop().unwrap();
 }
 
-/// `edudb serve` started as a process on the store at `path`: the child,
-/// its TCP address and its socket.
-fn spawn_server(path: &Path) -> (std::process::Child, String, PathBuf) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .arg("--db")
-        .arg(path)
-        .args(["serve", "--listen", "127.0.0.1:0", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let announced: Value = serde_json::from_str(&first).expect(&first);
-    let address = announced["listen"].as_str().unwrap().to_owned();
-    let socket = PathBuf::from(announced["socket"].as_str().unwrap());
-    (child, address, socket)
-}
-
-/// Stops a server process with SIGTERM; checks that it exits cleanly,
-/// removing its socket.
-fn stop_server(child: std::process::Child, socket: &Path) {
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!socket.exists(), "the socket outlived the server");
-}
-
 /// Runs the CLI on `path` from `cwd`, failing at once on a held store.
 fn cli(path: &Path, cwd: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_edudb"))
@@ -599,4 +560,70 @@ fn a_dead_servers_socket_is_ignored_and_removed() {
         !socket.exists(),
         "opening the store removes a dead server's socket"
     );
+}
+
+#[test]
+fn slow_clients_stall_neither_readers_nor_writers_nor_shutdown() {
+    use std::io::Write;
+    let (_dir, path) = fixture();
+    let options = ServeOptions {
+        request_timeout: std::time::Duration::from_secs(2),
+        ..Default::default()
+    };
+    let server = start(&path, options);
+    let connect = || std::net::TcpStream::connect(server.bound.address).unwrap();
+    // One client stops in the middle of its headers, one in the middle of
+    // a write's body, one sends reads it never takes the answers of.
+    let mut headers = connect();
+    headers
+        .write_all(b"GET /v1/docs HTTP/1.1\r\nHost: edudb\r\n")
+        .unwrap();
+    let mut upload = connect();
+    upload
+        .write_all(
+            b"POST /v1/sessions/slow/turns HTTP/1.1\r\nHost: edudb\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"text\": \"sl",
+        )
+        .unwrap();
+    let mut unread = connect();
+    for _ in 0..2000 {
+        if unread
+            .write_all(b"GET /v1/docs HTTP/1.1\r\nHost: edudb\r\n\r\n")
+            .is_err()
+        {
+            break;
+        }
+    }
+    // Others are answered meanwhile, a write included (the slow upload
+    // holds no place in the write queue).
+    let prompt = client()
+        .timeout(std::time::Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let answered = |request: reqwest::RequestBuilder| {
+        server.runtime.block_on(async {
+            let response = request.send().await.expect("answered despite slow clients");
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        })
+    };
+    let (status, docs) = answered(prompt.get(server.url("/docs")));
+    assert_eq!((status, docs.as_array().map(Vec::len)), (200, Some(2)));
+    let (status, turn) = answered(
+        prompt
+            .post(server.url("/sessions/quick/turns"))
+            .json(&json!({"text": "A turn while others upload slowly."})),
+    );
+    assert_eq!(status, 200, "{turn}");
+    // Stopping waits the request timeout for them, then drops them; the
+    // written turn is kept.
+    server.stop().unwrap();
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.dialogue("quick").unwrap().turns.len(), 1);
+    assert!(matches!(
+        db.dialogue("slow"),
+        Err(edudb::Error::NoSuchSession(_))
+    ));
+    drop((headers, upload, unread));
 }

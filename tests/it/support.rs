@@ -2,12 +2,13 @@
 //! evaluation data beside the repository (`../shared/data`, which CI
 //! provides at the same place), temporary stores, and the `edudb` binary.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use edudb::ingest::sources::{Source, expand};
 use edudb::{CancelToken, Db, DocMeta, Format, IngestOptions, NoProgress, Params, Rows, Selection};
+use serde_json::Value;
 use tempfile::TempDir;
 
 /// The shared data directory, `../shared/data`.
@@ -159,4 +160,42 @@ pub fn local_model() -> Option<PathBuf> {
         "set EDUDB_LOCAL_MODEL=$(.ci/embedding-server model-dir)",
     )
     .map(PathBuf::from)
+}
+
+/// `edudb serve` started as a process on the store at `path`: the child,
+/// its TCP address and its socket.
+pub fn spawn_server(path: &Path) -> (std::process::Child, String, PathBuf) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
+        .arg("--db")
+        .arg(path)
+        .args(["serve", "--listen", "127.0.0.1:0", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let announced: Value = serde_json::from_str(&first).expect(&first);
+    let address = announced["listen"].as_str().unwrap().to_owned();
+    let socket = PathBuf::from(announced["socket"].as_str().unwrap());
+    (child, address, socket)
+}
+
+/// Stops a server process with SIGTERM; checks that it exits cleanly,
+/// removing its socket.
+pub fn stop_server(child: std::process::Child, socket: &Path) {
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!socket.exists(), "the socket outlived the server");
 }
