@@ -40,6 +40,15 @@ fn open(path: &Path) -> edudb::Result<Db> {
     )
 }
 
+/// The seed of a test's random choices: `EDUDB_CRASH_SEED`, or a fixed
+/// default so that a run repeats.
+fn crash_seed() -> u64 {
+    std::env::var("EDUDB_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed)
+}
+
 fn spawn(db: &Path, args: &[&str]) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_edudb"))
         .arg("--db")
@@ -103,10 +112,7 @@ fn whole_documents(db_path: &Path, rng: &mut StdRng) -> edudb::Result<Vec<String
 
 #[test]
 fn sigkill_at_any_moment_leaves_whole_documents_only() {
-    let seed = std::env::var("EDUDB_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed);
+    let seed = crash_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let rfcs = support::rfcs().to_string_lossy().into_owned();
     let dir = tempfile::tempdir().unwrap();
@@ -205,10 +211,7 @@ fn verify_session(db_path: &Path, texts: &[String]) -> usize {
 
 #[test]
 fn sigkill_during_turn_appends_leaves_whole_turns_only() {
-    let seed = std::env::var("EDUDB_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed);
+    let seed = crash_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let texts = turn_texts();
     let dir = tempfile::tempdir().unwrap();
@@ -326,10 +329,7 @@ fn sigkill_of_a_server_mid_write_loses_no_acknowledged_change() {
     use edudb::serve::{self, Client};
     use edudb::{CancelToken, IngestOptions, Role, TurnInput};
 
-    let seed = std::env::var("EDUDB_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed);
+    let seed = crash_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let texts = turn_texts();
     let dir = tempfile::tempdir().unwrap();
@@ -650,10 +650,7 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
     let Some(disk) = Tmpfs::mount() else {
         return;
     };
-    let seed = std::env::var("EDUDB_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed);
+    let seed = crash_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let db = disk.path().join("store");
     let files = rfc_files();
@@ -805,19 +802,14 @@ fn damage_sled_files(store: &Path, blocks: usize, rng: &mut StdRng) {
 
 #[test]
 fn random_bytes_in_the_store_files_never_crash_and_check_names_the_damage() {
-    let seed: u64 = std::env::var("EDUDB_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed);
+    let seed = crash_seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let pristine = dir.path().join("pristine");
-    let mut files: Vec<String> = std::fs::read_dir(support::rfcs())
-        .unwrap()
-        .map(|entry| entry.unwrap().path().to_string_lossy().into_owned())
-        .filter(|path| path.ends_with(".md"))
+    let files: Vec<String> = rfc_files()
+        .iter()
+        .map(|path| path.to_string_lossy().into_owned())
         .collect();
-    files.sort();
     let mut args = vec!["ingest", "-q", "--format", "markdown"];
     args.extend(files.iter().take(60).map(String::as_str));
     assert!(support::edudb(&pristine, &args).status.success());
