@@ -12,6 +12,7 @@ use crate::compute::embed::{Embedder, EmbedderConfig};
 use crate::compute::propagate::PropagateOptions;
 use crate::engine::dag_index::DagHit;
 use crate::engine::reads::{CheckReport, Damaged, EduText, SearchHit, Stats};
+use crate::engine::salvage::SalvageReport;
 use crate::engine::write::IngestReport;
 use crate::engine::{Engine, OpenOptions};
 use crate::error::Result;
@@ -99,6 +100,25 @@ impl Db {
     /// searchable and they can be removed ([`Db::remove`]).
     pub fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<Vec<Damaged>> {
         self.engine.reindex(progress, cancel)
+    }
+
+    /// Copies every document and session of this store that still reads
+    /// whole (records decoded, documents valid, a session's turns all
+    /// there and matching its dialogue) into a new store at `to`, built
+    /// with the same embedder, whose indexes are built as it is written;
+    /// returns what was copied and what was left out, with why. For a
+    /// damaged store that sled can still open but not repair in place: the
+    /// new store passes `check`. Each document (and each session, with all
+    /// its turns) is written in one batch, so a cancelled or crashed
+    /// salvage leaves `to` holding whole documents only. `to` must be
+    /// absent or empty.
+    pub fn salvage(
+        &self,
+        to: impl AsRef<Path>,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<SalvageReport> {
+        self.engine.salvage(to.as_ref(), progress, cancel)
     }
 
     /// Brings the vector graph up to the store's latest change now, with

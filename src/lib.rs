@@ -45,6 +45,7 @@ pub use db::Db;
 pub use engine::OpenOptions;
 pub use engine::dag_index::DagHit;
 pub use engine::reads::{CheckReport, Damaged, EduText, SearchHit, Stats};
+pub use engine::salvage::SalvageReport;
 pub use engine::write::{IngestFailure, IngestReport};
 pub use error::{EmbedError, Error, Result};
 pub use ingest::dag::attention::AttentionSource;

@@ -392,10 +392,24 @@ fn sigkill_of_a_server_mid_write_loses_no_acknowledged_change() {
             mid_ingest += 1;
         }
         assert!(
+            ingest_finished || kill_at.is_some(),
+            "round {round}: the ingest failed without a kill"
+        );
+        assert!(
             socket.exists() && serve::live_socket(&db).is_none(),
             "round {round}: a killed server's socket stays, unanswered"
         );
         let documents = verify(&db, &mut rng);
+        if ingest_finished {
+            let stored = open(&db).and_then(|db| db.documents()).unwrap();
+            for source in &sources {
+                assert!(
+                    stored.iter().any(|meta| meta.id == source.id),
+                    "round {round}: {} was ingested, then lost",
+                    source.id
+                );
+            }
+        }
         let acknowledged = turns + acknowledged.load(Ordering::SeqCst);
         turns = verify_session(&db, &texts);
         assert!(
@@ -415,6 +429,7 @@ fn sigkill_of_a_server_mid_write_loses_no_acknowledged_change() {
         mid_ingest >= SERVER_ROUNDS / 2,
         "only {mid_ingest} servers were killed mid-ingest"
     );
+    assert!(turns > 0, "no turn was ever acknowledged");
 }
 
 /// A tmpfs of `MEBIBYTES` mounted on a temporary directory for the
@@ -923,6 +938,27 @@ fn verify_damaged_store() {
     };
     let report = db.check().expect("check reports damage instead of failing");
     let damaged: Vec<&str> = report.damaged.iter().map(|d| d.doc.as_str()).collect();
+    // What reads is salvaged into a new store, which must pass check.
+    let to = tempfile::tempdir().unwrap();
+    let salvaged = db.salvage(
+        to.path().join("copy"),
+        &edudb::NoProgress,
+        &edudb::CancelToken::new(),
+    );
+    let copy = salvaged.and_then(|_| open(&to.path().join("copy")));
+    let copy = match copy {
+        Ok(copy) => Some(copy),
+        // sled may fail a read it cannot recover from with an I/O error.
+        Err(e) if !e.is_user_error() => {
+            eprintln!("salvage failed: {e}");
+            None
+        }
+        Err(e) => panic!("salvage: {e}"),
+    };
+    if let Some(copy) = &copy {
+        let checked = copy.check().expect("the salvaged store checks");
+        assert!(checked.damaged.is_empty(), "{:?}", checked.damaged);
+    }
     for path in files.lines() {
         let id = Path::new(path).file_stem().unwrap().to_string_lossy();
         if damaged.contains(&id.as_ref()) {
@@ -937,6 +973,14 @@ fn verify_damaged_store() {
             "{id} is not named ({damaged:?}) but reads {:?}",
             stored.map(|_| "another document")
         );
+        // Every document that reads whole is in the salvaged store, whole.
+        if let (Ok(_), Some(copy)) = (&stored, &copy) {
+            let copied = copy.document(&id).and_then(|d| d.to_document());
+            assert!(
+                copied.as_ref().is_ok_and(|doc| doc == &expected),
+                "{id} reads whole but was not salvaged whole"
+            );
+        }
     }
     eprintln!("verdict: {}", damaged.len());
 }

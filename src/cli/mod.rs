@@ -259,6 +259,12 @@ enum Command {
     Reindex,
     /// Validate every stored document and the index.
     Check,
+    /// Copy every document and session that still reads whole into a new
+    /// store (for a damaged store `rm` cannot repair); name what is left.
+    Salvage {
+        /// The new store's directory (absent or empty).
+        to: PathBuf,
+    },
     /// Ingest the bundled demo corpus into a temporary store and tour it.
     Demo,
     /// Agent memory: append turns to a session, show its dialogue tree,
@@ -306,6 +312,7 @@ impl Command {
                 ..
             } => resolve(path),
             Command::Session { command } => command.resolve_paths(cwd),
+            Command::Salvage { to } => resolve(to),
             _ => {}
         }
     }
@@ -605,6 +612,29 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
                 }
             }
             if !skipped.is_empty() {
+                return Ok(EXIT_INTERNAL);
+            }
+        }
+        Command::Salvage { to } => {
+            let db = context.open(false)?;
+            let bars = bars::Bars::new(cli.quiet || cli.json);
+            let report = db.salvage(to, &bars, &CancelToken::new())?;
+            if cli.json {
+                render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
+            } else {
+                writeln!(
+                    out,
+                    "salvaged into {}: {} documents and {} sessions, {} left out",
+                    to.display(),
+                    report.documents,
+                    report.sessions,
+                    report.skipped.len()
+                )?;
+                for skipped in &report.skipped {
+                    writeln!(out, "  left out {}: {}", skipped.doc, skipped.problem)?;
+                }
+            }
+            if !report.skipped.is_empty() {
                 return Ok(EXIT_INTERNAL);
             }
         }

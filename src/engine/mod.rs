@@ -13,6 +13,7 @@ pub(crate) mod cache;
 pub(crate) mod dag_index;
 mod indexes;
 pub(crate) mod reads;
+pub(crate) mod salvage;
 pub(crate) mod write;
 
 use std::fs::{File, TryLockError};
@@ -78,8 +79,9 @@ enum LockFailure {
 
 /// Takes `file`'s exclusive lock, polling for up to `timeout` while
 /// another process holds it (at first every 5 ms, backing off to 100 ms).
+/// A timeout too long to represent as an instant waits without end.
 fn lock_within(file: &File, timeout: Duration) -> std::result::Result<(), LockFailure> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now().checked_add(timeout);
     let mut pause = Duration::from_millis(5);
     loop {
         match file.try_lock() {
@@ -87,10 +89,12 @@ fn lock_within(file: &File, timeout: Duration) -> std::result::Result<(), LockFa
             Err(TryLockError::Error(source)) => return Err(LockFailure::Io(source)),
             Err(TryLockError::WouldBlock) => {
                 let now = Instant::now();
-                if now >= deadline {
+                let left =
+                    deadline.map_or(pause, |deadline| deadline.saturating_duration_since(now));
+                if left.is_zero() {
                     return Err(LockFailure::Held);
                 }
-                std::thread::sleep(pause.min(deadline - now));
+                std::thread::sleep(pause.min(left));
                 pause = (pause * 2).min(Duration::from_millis(100));
             }
         }
@@ -184,7 +188,11 @@ impl Engine {
                 source,
             },
         })?;
-        record_holder(&lock).map_err(io_error(&lock_path))?;
+        // The pid is for others' error messages only: a full disk (or a
+        // read-only mount) must not stop the open.
+        if let Err(e) = record_holder(&lock) {
+            tracing::warn!("the holder's pid could not be written to {LOCK_FILE}: {e}");
+        }
         // A dead server's socket: remove it, so that no client tries it.
         match std::fs::remove_file(dir.join(SOCKET_FILE)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

@@ -135,10 +135,15 @@ impl Engine {
             cancel.check()
         });
         progress.finish();
-        if !written.is_empty() {
-            self.finish_writes(fulltext)?;
-        }
+        // What was written is made durable and indexed even when the run
+        // failed; the run's own error (a full disk, say) is the one told.
+        let finished = if written.is_empty() {
+            Ok(())
+        } else {
+            self.finish_writes(fulltext)
+        };
         outcome?;
+        finished?;
         report.elapsed = started.elapsed();
         Ok(report)
     }

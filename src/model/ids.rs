@@ -24,6 +24,8 @@ pub fn validate_session_id(id: &str) -> Result<()> {
         .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
     {
         Some("session ids may hold only letters, digits, '-', '_', '.' and ':'")
+    } else if is_dot_segment(id) {
+        Some(DOT_SEGMENT)
     } else {
         None
     };
@@ -34,6 +36,16 @@ pub fn validate_session_id(id: &str) -> Result<()> {
         }),
         None => Ok(()),
     }
+}
+
+/// Why `.` and `..` are refused as ids: a URL path (the served API's
+/// `/v1/docs/{id}`) cannot carry them, since clients resolve them away.
+const DOT_SEGMENT: &str =
+    "ids must not be \".\" or \"..\": a URL path cannot name them (clients resolve them away)";
+
+/// True for `.` and `..`.
+fn is_dot_segment(id: &str) -> bool {
+    matches!(id, "." | "..")
 }
 
 /// The document id of turn `turn` of `session`.
@@ -80,6 +92,8 @@ pub fn check_id(id: &str) -> Result<()> {
         Some("ids must not contain control characters")
     } else if id != id.trim() {
         Some("ids must not start or end with whitespace")
+    } else if is_dot_segment(id) {
+        Some(DOT_SEGMENT)
     } else {
         None
     };

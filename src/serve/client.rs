@@ -192,6 +192,10 @@ impl Client {
         progress.start("ingest", jobs.iter().map(|(_, size)| size).sum());
         let mut documents = Vec::new();
         for (batch, _) in jobs.into_iter().filter(|(batch, _)| !batch.is_empty()) {
+            if cancel.is_cancelled() {
+                progress.finish();
+                return Err(Error::Cancelled);
+            }
             let done = self.run_job(batch, progress, cancel);
             let done = done.inspect_err(|_| progress.finish())?;
             let listed = |field: &str| match &done[field] {
@@ -238,18 +242,24 @@ impl Client {
         match status["state"].as_str() {
             Some("done") => Ok(status),
             Some("cancelled") => Err(Error::Cancelled),
-            _ => Err(Error::Served {
-                class: status["error"]["class"]
-                    .as_str()
-                    .unwrap_or("internal")
-                    .to_owned(),
-                status: 200,
-                message: status["error"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                query: None,
-            }),
+            _ => {
+                let class = status["error"]["class"].as_str().unwrap_or("internal");
+                Err(Error::Served {
+                    class: class.to_owned(),
+                    // The status a request failing so would have had (the
+                    // job's own status answer is a 200).
+                    status: match class {
+                        "user" => 400,
+                        "busy" => 503,
+                        _ => 500,
+                    },
+                    message: status["error"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    query: None,
+                })
+            }
         }
     }
 

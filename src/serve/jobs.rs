@@ -45,7 +45,7 @@ impl Jobs {
             .filter(|(_, job)| job.is_finished())
             .map(|(&id, _)| id)
             .collect();
-        for old in &finished[..finished.len().saturating_sub(KEPT_FINISHED - 1)] {
+        for old in &finished[..finished.len().saturating_sub(KEPT_FINISHED)] {
             table.remove(old);
         }
         table.insert(id, Arc::clone(&job));
@@ -141,5 +141,34 @@ impl Progress for Job {
     fn advance(&self, units: u64, _item: &str) {
         self.done.fetch_add(units, Ordering::Relaxed);
         self.processed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finished_job_is_kept_for_kept_finished_later_jobs_and_a_running_one_always() {
+        let jobs = Jobs::default();
+        let running = jobs.add(1, 10);
+        let first = jobs.add(1, 10);
+        first.finish(Ok(IngestReport::default()), |e| {
+            Value::String(e.to_string())
+        });
+        for _ in 0..KEPT_FINISHED {
+            jobs.add(1, 10).finish(Ok(IngestReport::default()), |e| {
+                Value::String(e.to_string())
+            });
+        }
+        // `first` has seen KEPT_FINISHED later jobs added, the last of
+        // which dropped nothing yet; the next addition forgets it.
+        assert!(jobs.get(first.id).is_some());
+        jobs.add(1, 10);
+        assert!(jobs.get(first.id).is_none());
+        assert!(
+            jobs.get(running.id).is_some(),
+            "a running job is never forgotten"
+        );
     }
 }

@@ -8,10 +8,14 @@
 //! a bounded queue behind it, and a full queue answers "busy" at once.
 //! Every error is `{"error": {"class", "message", …}}` with the CLI's exit
 //! classes: `user` (HTTP 400, or 404 for a missing document or session),
-//! `busy` (503: retry) and `internal` (500). Loopback only unless a bearer
-//! token is set. On shutdown (the [`CancelToken`], or SIGINT/SIGTERM when
-//! [`ServeOptions::stop_on_signals`]) in-flight requests finish, the socket
-//! is removed and the store is closed (flushed).
+//! `busy` (503: nothing was done, retry) and `internal` (500; 504 for a
+//! write that ran past the request timeout and goes on, its outcome
+//! unknown). Loopback only unless a bearer token is set. On shutdown (the
+//! [`CancelToken`], or SIGINT/SIGTERM when
+//! [`ServeOptions::stop_on_signals`]) open requests get the request timeout
+//! to be answered, connections still open then are dropped, work already
+//! started on the store finishes, the socket is removed and the store is
+//! closed (flushed).
 //!
 //! The routes (all under `/v1` but `/openapi.json`, which describes them):
 //!
@@ -489,36 +493,64 @@ fn on_store<T: Send + 'static>(
     tokio::task::spawn_blocking(move || work(&db))
 }
 
-/// Runs a read on a blocking thread, concurrently with other requests.
+/// Runs a read on a blocking thread, concurrently with other requests; one
+/// past the request timeout is answered "busy" (repeating a read is
+/// harmless) while it finishes in the background.
 async fn read(
     shared: &Arc<Shared>,
     work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
 ) -> Answer {
-    within(shared.timeout, on_store(shared, work)).await
+    let late = || {
+        Failure::busy(format!(
+            "the request ran past {} s; it finishes in the background",
+            shared.timeout.as_secs_f64()
+        ))
+    };
+    within(shared.timeout, on_store(shared, work), late).await
 }
 
-/// Runs a write after the ones before it, or refuses it as busy when the
-/// queue is full.
+/// Runs a write after the ones before it, or refuses it as busy (nothing
+/// done) when the queue is full or the earlier writes outlast the request
+/// timeout. The write keeps its place in the queue until it has run, even
+/// past its answer. A write past the request timeout is not "busy": it goes
+/// on, so its outcome is unknown to the caller, and repeating it could
+/// apply it twice.
 async fn write(
     shared: &Arc<Shared>,
     work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
 ) -> Answer {
-    let Ok(_place) = shared.queue.try_acquire() else {
+    let Ok(place) = Arc::clone(&shared.queue).try_acquire_owned() else {
         return Err(Failure::busy("the write queue is full; retry"));
     };
-    let waited = tokio::time::timeout(shared.timeout, shared.writer.acquire()).await;
-    let Ok(Ok(_turn)) = waited else {
+    let waited = tokio::time::timeout(shared.timeout, Arc::clone(&shared.writer).acquire_owned());
+    let Ok(Ok(turn)) = waited.await else {
         return Err(Failure::busy("timed out waiting for earlier writes; retry"));
     };
-    within(shared.timeout, on_store(shared, work)).await
+    let task = on_store(shared, move |db| {
+        let _held = (place, turn);
+        work(db)
+    });
+    let late = || {
+        Failure::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "internal",
+            format!(
+                "the write ran past {} s and goes on in the background: its outcome is unknown until it ends, so read before repeating it",
+                shared.timeout.as_secs_f64()
+            ),
+        )
+    };
+    within(shared.timeout, task, late).await
 }
 
-async fn within(timeout: Duration, task: tokio::task::JoinHandle<Result<Value>>) -> Answer {
+/// The answer of `task`, or `late()` once `timeout` has passed.
+async fn within(
+    timeout: Duration,
+    task: tokio::task::JoinHandle<Result<Value>>,
+    late: impl FnOnce() -> Failure,
+) -> Answer {
     match tokio::time::timeout(timeout, task).await {
-        Err(_) => Err(Failure::busy(format!(
-            "the request ran past {} s; it finishes in the background",
-            timeout.as_secs_f64()
-        ))),
+        Err(_) => Err(late()),
         Ok(Err(joined)) => Err(Failure::internal(format!("the request failed: {joined}"))),
         Ok(Ok(result)) => result.map(Json).map_err(Failure::from),
     }
@@ -945,6 +977,45 @@ mod tests {
             write(&shared, |_| Ok(json!("third"))).await.unwrap().0,
             json!("third")
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_past_its_timeout_is_of_unknown_outcome_and_keeps_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path(), 0, Duration::from_millis(50));
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let late = write(&shared, move |_| {
+            released.recv().unwrap();
+            Ok(json!("late"))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(
+            (late.status, late.class),
+            (StatusCode::GATEWAY_TIMEOUT, "internal")
+        );
+        assert!(
+            late.message.contains("outcome is unknown"),
+            "{}",
+            late.message
+        );
+        // It still runs, holding its place: the queue (no waiting places) is
+        // full.
+        let refused = write(&shared, |_| Ok(json!("next"))).await.unwrap_err();
+        assert_eq!(refused.class, "busy");
+        release.send(()).unwrap();
+        // Once it has run, the next write goes through.
+        let mut tries = 0;
+        loop {
+            match write(&shared, |_| Ok(json!("next"))).await {
+                Ok(answer) => break assert_eq!(answer.0, json!("next")),
+                Err(failure) if failure.class == "busy" && tries < 500 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(failure) => panic!("{}", failure.message),
+            }
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

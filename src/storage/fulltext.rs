@@ -428,10 +428,14 @@ impl FullTextReader {
         limit: usize,
         statistics: &dyn Bm25StatisticsProvider,
     ) -> Result<Vec<RankedHit>> {
+        // tantivy reserves room for twice the limit up front: no more hits
+        // than entries can come back, so a huge limit costs nothing more.
+        let entries = usize::try_from(searcher.num_docs()).unwrap_or(usize::MAX);
+        let limit = limit.min(entries).max(1);
         let top = searcher
             .search_with_statistics_provider(
                 query,
-                &TopDocs::with_limit(limit.max(1)).order_by_score(),
+                &TopDocs::with_limit(limit).order_by_score(),
                 statistics,
             )
             .map_err(fulltext)?;

@@ -219,7 +219,7 @@ fn io_failed(dir: &Path, err: std::io::Error) -> Error {
         Error::DiskFull {
             path: dir.to_owned(),
             detail: format!(
-                "{err} (the store's engine writes even while it reads, rewriting pages); a change in progress is whole or absent when the store is next opened, and every earlier change is kept"
+                "{err} (the store's engine writes even while it reads, rewriting pages); a change in progress is whole or absent when the store is next opened, as are the changes this call made before it, and every earlier change is kept"
             ),
         }
     } else {
@@ -435,8 +435,9 @@ impl Store {
     /// separate file could not be written still counts as a writer of its
     /// log buffer), so any later flush, its close included, would hang.
     /// Every change was flushed before its call returned, so leaving the
-    /// handle open loses nothing; later calls through it fail with
-    /// [`Error::Abandoned`].
+    /// handle open loses nothing a call reported done (the changes of the
+    /// failing call, unflushed, may be lost, each whole); later calls
+    /// through it fail with [`Error::Abandoned`].
     fn failure(&self, err: sled::Error) -> Error {
         let sled::Error::Io(err) = err else {
             return storage(err);
@@ -588,7 +589,7 @@ impl Store {
     /// The embedder configuration recorded for this store, if any.
     pub fn embedder_config(&self) -> Result<Option<String>> {
         Ok(self
-            .db
+            .sled()?
             .get(EMBEDDER_KEY)
             .map_err(|e| self.failure(e))?
             .map(|v| String::from_utf8_lossy(&v).into_owned()))
@@ -1342,6 +1343,14 @@ impl StoredDag {
 }
 
 impl StoredVectors {
+    /// An owned copy.
+    pub fn to_vectors(&self) -> Result<DocVectors> {
+        rkyv::deserialize::<DocVectors, BoxedError>(self.get()?).map_err(|e| Error::Corrupt {
+            key: "vectors".into(),
+            message: e.to_string(),
+        })
+    }
+
     /// The vectors, in place.
     pub fn get(&self) -> Result<&ArchivedDocVectors> {
         access::<ArchivedDocVectors>(&self.0, "vectors")

@@ -246,26 +246,38 @@ fn a_second_process_gets_busy_after_its_timeout() {
 #[test]
 fn a_second_process_waits_for_the_store_within_its_timeout() {
     let (_dir, db) = fixture();
-    let held = edudb::Db::open(&db).unwrap();
-    let mut waiting = Command::new(env!("CARGO_BIN_EXE_edudb"))
-        .arg("--db")
-        .arg(&db)
-        .args(["docs", "--json"])
-        .env("EDUDB_WAIT", "60")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(
-        waiting.try_wait().unwrap().is_none(),
-        "the command ended while the store was held instead of waiting"
-    );
-    drop(held);
-    let out = waiting.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let docs: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(docs.as_array().is_some_and(|d| !d.is_empty()), "{docs}");
+    // A wait too long for a deadline (1e19 s) waits without end.
+    for wait in ["60", "1e19"] {
+        let held = edudb::Db::open(&db).unwrap();
+        let mut waiting = Command::new(env!("CARGO_BIN_EXE_edudb"))
+            .arg("--db")
+            .arg(&db)
+            .args(["docs", "--json"])
+            .env("EDUDB_WAIT", wait)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            waiting.try_wait().unwrap().is_none(),
+            "wait {wait}: the command ended while the store was held instead of waiting"
+        );
+        drop(held);
+        let out = waiting.wait_with_output().unwrap();
+        assert!(out.status.success(), "wait {wait}: {}", stderr(&out));
+        let docs: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(docs.as_array().is_some_and(|d| !d.is_empty()), "{docs}");
+    }
+    for bad in ["-1", "abc"] {
+        let out = edudb(&db, &["docs", &format!("--wait={bad}")]);
+        assert_eq!(out.status.code(), Some(1), "--wait {bad}");
+        assert!(
+            stderr(&out).contains("is not a number of seconds"),
+            "--wait {bad}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 #[test]

@@ -71,6 +71,8 @@ fn search_finds_edus_and_section_titles_with_coordinates() {
     ingest_markdown(&db, "b", "# Other\n\nNothing relevant lives here.\n");
     let hits = db.search("lifetimes", 10).unwrap();
     assert_eq!(hits.len(), 1);
+    // Any limit is answered (the server passes a client's on).
+    assert_eq!(db.search("lifetimes", usize::MAX).unwrap(), hits);
     assert_eq!(
         (hits[0].doc.as_str(), hits[0].node, hits[0].text.as_str()),
         ("a", None, "Lifetimes are inferred.")
@@ -321,10 +323,16 @@ fn bad_inputs_fail_alone_with_clear_errors() {
             .any(|e| e.text.contains('\u{fffd}'))
     );
     assert_eq!(meta.edus, 1);
-    assert!(matches!(
-        db.ingest_bytes("bad\nid", b"text".to_vec(), lossy),
-        Err(Error::InvalidId { .. })
-    ));
+    // A control character, or an id a URL path cannot carry.
+    for id in ["bad\nid", ".", ".."] {
+        assert!(
+            matches!(
+                db.ingest_bytes(id, b"text".to_vec(), lossy),
+                Err(Error::InvalidId { .. })
+            ),
+            "{id:?}"
+        );
+    }
     db.check().unwrap();
 }
 

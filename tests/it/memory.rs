@@ -757,10 +757,12 @@ fn bad_input_writes_nothing() {
         db.remove_session("nobody"),
         Err(Error::NoSuchSession(_))
     ));
-    assert!(matches!(
-        db.session("a/b"),
-        Err(Error::InvalidSession { .. })
-    ));
+    for id in ["a/b", ".", ".."] {
+        assert!(
+            matches!(db.session(id), Err(Error::InvalidSession { .. })),
+            "{id:?}"
+        );
+    }
     db.check().unwrap();
 }
 
@@ -1301,4 +1303,52 @@ fn turns_filter_and_order_by_time_in_the_session_scope() {
         assert!(marked.starts_with('\'') || marked == "TIME", "{err}");
         assert_eq!(err.hint.is_some(), hint, "{err}");
     }
+}
+
+#[test]
+fn salvage_copies_documents_and_sessions_whole() {
+    let (dir, db) = store();
+    crate::support::ingest_markdown(&db, "notes", "# Notes\n\nMoss needs shade and water.");
+    for (text, placement) in [
+        (
+            "We plan a trip to Sapporo in February.",
+            Placement::NewTopic,
+        ),
+        (
+            "The snow festival opens on the fourth.",
+            Placement::Continue,
+        ),
+        (
+            "Separately, the garden needs new moss.",
+            Placement::NewTopic,
+        ),
+    ] {
+        db.append_turn("trip", Role::User, text, placement).unwrap();
+    }
+    let to = dir.path().join("copy");
+    let report = db
+        .salvage(&to, &edudb::NoProgress, &edudb::CancelToken::new())
+        .unwrap();
+    assert_eq!(
+        (report.documents, report.sessions, report.skipped.len()),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    drop(db);
+    let (db, copy) = (
+        Db::open(dir.path().join("db")).unwrap(),
+        Db::open(&to).unwrap(),
+    );
+    assert!(copy.check().unwrap().damaged.is_empty());
+    assert_eq!(copy.dialogue("trip").unwrap(), db.dialogue("trip").unwrap());
+    assert_eq!(
+        copy.session_context("trip", 200, Some("snow festival"))
+            .unwrap(),
+        db.session_context("trip", 200, Some("snow festival"))
+            .unwrap()
+    );
+    assert_eq!(
+        copy.search("moss", 5).unwrap(),
+        db.search("moss", 5).unwrap()
+    );
 }

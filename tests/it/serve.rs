@@ -585,6 +585,9 @@ fn slow_clients_stall_neither_readers_nor_writers_nor_shutdown() {
         )
         .unwrap();
     let mut unread = connect();
+    unread
+        .set_write_timeout(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
     for _ in 0..2000 {
         if unread
             .write_all(b"GET /v1/docs HTTP/1.1\r\nHost: edudb\r\n\r\n")
@@ -618,7 +621,11 @@ fn slow_clients_stall_neither_readers_nor_writers_nor_shutdown() {
     assert_eq!(status, 200, "{turn}");
     // Stopping waits the request timeout for them, then drops them; the
     // written turn is kept.
-    server.stop().unwrap();
+    let (stopped, stop) = mpsc::channel();
+    std::thread::spawn(move || stopped.send(server.stop()).unwrap());
+    stop.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the server did not stop within its 2 s grace")
+        .unwrap();
     let db = Db::open(&path).unwrap();
     assert_eq!(db.dialogue("quick").unwrap().turns.len(), 1);
     assert!(matches!(

@@ -1,0 +1,255 @@
+//! Salvage: copying what can still be read out of a damaged store into a
+//! new one, where `check` and `rm` cannot repair it in place (sled cannot
+//! rewrite a page it cannot read).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::engine::reads::Damaged;
+use crate::engine::write::Written;
+use crate::engine::{Engine, OpenOptions};
+use crate::error::{Error, Result};
+use crate::model::dag::Dag;
+use crate::model::dialogue::Dialogue;
+use crate::model::document::{DocVectors, Document};
+use crate::model::ids::parse_turn_id;
+use crate::progress::{CancelToken, Progress};
+
+/// A document with its vectors and DAG: what one document's write holds.
+type Record = (Document, DocVectors, Dag);
+
+/// What [`crate::Db::salvage`] copied and what it left behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SalvageReport {
+    /// Documents copied whole (session turns not counted).
+    pub documents: usize,
+    /// Sessions copied whole, each with every turn.
+    pub sessions: usize,
+    /// What could not be read whole and was left out, with why: a
+    /// document id, or `session ID` for a session.
+    pub skipped: Vec<Damaged>,
+}
+
+impl Engine {
+    /// The work of [`crate::Db::salvage`].
+    pub(crate) fn salvage(
+        &self,
+        to: &Path,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<SalvageReport> {
+        if std::fs::read_dir(to).is_ok_and(|mut entries| entries.next().is_some()) {
+            return Err(Error::Usage(format!(
+                "salvage needs a new store: {} is not empty",
+                to.display()
+            )));
+        }
+        let target = Engine::open(
+            to,
+            &OpenOptions {
+                create: true,
+                embedder: Some(self.embedder_config().clone()),
+                ..Default::default()
+            },
+        )?;
+        // The documents the store lists, and those only the full-text index
+        // still knows (the store's scan ends at a page it cannot read).
+        let mut ids = std::collections::BTreeSet::new();
+        let mut report = SalvageReport::default();
+        let listed = self.store().ids();
+        match &listed {
+            Ok(listed) => ids.extend(listed.iter().cloned()),
+            Err(err) => skip(&mut report, "the document list", err),
+        }
+        ids.extend(self.reader.document_ids()?);
+        let sessions = match self.store().session_ids() {
+            Ok(sessions) => sessions,
+            Err(err) => {
+                skip(&mut report, "the session list", &err);
+                Vec::new()
+            }
+        };
+        let documents: Vec<String> = ids
+            .into_iter()
+            .filter(|id| parse_turn_id(id).is_none())
+            .collect();
+        progress.start("salvage", (documents.len() + sessions.len()) as u64);
+        let result = self.copy_all(
+            &target,
+            &documents,
+            &sessions,
+            &mut report,
+            progress,
+            cancel,
+        );
+        progress.finish();
+        result?;
+        Ok(report)
+    }
+
+    /// Copies each of `documents` and `sessions` that reads whole into
+    /// `target`, each in one write; records the rest in `report`.
+    fn copy_all(
+        &self,
+        target: &Engine,
+        documents: &[String],
+        sessions: &[String],
+        report: &mut SalvageReport,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<()> {
+        for id in documents {
+            cancel.check()?;
+            match self.readable_document(id) {
+                Ok(Some(record)) => {
+                    target.write(|| {
+                        let (doc, vectors, dag) = &record;
+                        target.store().put(doc, vectors, dag)?;
+                        Ok(((), written(vec![record.0.clone()])))
+                    })?;
+                    report.documents += 1;
+                }
+                Ok(None) => skip(report, id, &Error::NoSuchDocument(id.clone())),
+                Err(err) if err.is_damage() => skip(report, id, &err),
+                Err(err) => return Err(err),
+            }
+            progress.advance(1, id);
+        }
+        for id in sessions {
+            cancel.check()?;
+            match self.readable_session(id) {
+                Ok((turns, dialogue)) => {
+                    target.write(|| {
+                        target.store().put_turns(&turns, &dialogue)?;
+                        let docs = turns.iter().map(|(doc, ..)| doc.clone()).collect();
+                        Ok(((), written(docs)))
+                    })?;
+                    report.sessions += 1;
+                }
+                Err(err) if err.is_damage() => skip(report, &format!("session {id}"), &err),
+                Err(err) => return Err(err),
+            }
+            progress.advance(1, id);
+        }
+        Ok(())
+    }
+
+    /// Document `id` with its vectors and DAG, each decoded and the
+    /// document validated; `None` when the store does not hold it.
+    fn readable_document(&self, id: &str) -> Result<Option<Record>> {
+        let Some(stored) = self.store().get(id)? else {
+            return Ok(None);
+        };
+        stored.validate()?;
+        let doc = stored.to_document()?;
+        let missing = |what: &str| Error::Corrupt {
+            key: id.to_owned(),
+            message: format!("its {what} record is missing"),
+        };
+        let vectors = (self.store().vectors(id)?)
+            .ok_or_else(|| missing("vectors"))?
+            .to_vectors()?;
+        let dag = (self.store().dag(id)?)
+            .ok_or_else(|| missing("DAG"))?
+            .to_dag()?;
+        Ok(Some((doc, vectors, dag)))
+    }
+
+    /// Session `id`'s dialogue and every turn's records, each readable and
+    /// the dialogue consistent with its turns.
+    fn readable_session(&self, id: &str) -> Result<(Vec<Record>, Dialogue)> {
+        let dialogue = self
+            .store()
+            .dialogue(id)?
+            .ok_or_else(|| Error::NoSuchSession(id.to_owned()))?;
+        let turns = dialogue
+            .turns
+            .iter()
+            .map(|turn| {
+                let invariant = |message: String| Error::Invariant {
+                    doc: turn.doc.clone(),
+                    message,
+                };
+                let record = self.readable_document(&turn.doc)?.ok_or_else(|| {
+                    invariant(format!("session {id} lists it; the store does not hold it"))
+                })?;
+                turn.check_document(&record.0).map_err(invariant)?;
+                Ok(record)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((turns, dialogue))
+    }
+}
+
+/// Documents written by one salvage step.
+fn written(put: Vec<Document>) -> Written {
+    Written {
+        put,
+        removed: Vec::new(),
+    }
+}
+
+/// Records `what` as left out of the salvage for `err`.
+fn skip(report: &mut SalvageReport, what: &str, err: &Error) {
+    report.skipped.push(Damaged {
+        doc: what.to_owned(),
+        problem: err.to_string(),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::{Engine, OpenOptions};
+    use crate::error::Error;
+    use crate::ingest::pipeline::IngestOptions;
+    use crate::model::document::Format;
+    use crate::progress::{CancelToken, NoProgress};
+
+    #[test]
+    fn damaged_documents_are_left_out_and_named_and_the_rest_copied_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = OpenOptions {
+            create: true,
+            ..Default::default()
+        };
+        let engine = Engine::open(dir.path().join("db"), &options).unwrap();
+        let markdown = || IngestOptions {
+            format: Some(Format::Markdown),
+            lossy: false,
+        };
+        for (id, text) in [
+            ("apples", "# Apples\n\nApples grow in orchards."),
+            ("pears", "# Pears\n\nPears ripen after picking."),
+            ("plums", "# Plums\n\nPlums dry into prunes."),
+        ] {
+            engine
+                .ingest_bytes(id, text.as_bytes().to_vec(), markdown())
+                .unwrap();
+        }
+        engine.store().damage("pears", false);
+        engine.store().damage("plums", true);
+        let to = dir.path().join("salvaged");
+        let report = engine
+            .salvage(&to, &NoProgress, &CancelToken::new())
+            .unwrap();
+        let skipped: Vec<&str> = report.skipped.iter().map(|d| d.doc.as_str()).collect();
+        assert_eq!((report.documents, report.sessions), (1, 0));
+        assert_eq!(skipped, ["pears", "plums"], "{report:?}");
+        let copy = Engine::open(&to, &OpenOptions::default()).unwrap();
+        assert!(copy.check().unwrap().damaged.is_empty());
+        let original = engine.store().get("apples").unwrap().unwrap();
+        let copied = copy.store().get("apples").unwrap().unwrap();
+        assert_eq!(
+            copied.to_document().unwrap(),
+            original.to_document().unwrap()
+        );
+        assert_eq!(copy.search("orchards", 5).unwrap().len(), 1);
+        // A store that is not new is refused, and left as it was.
+        let again = engine.salvage(&to, &NoProgress, &CancelToken::new());
+        assert!(matches!(again, Err(Error::Usage(_))), "{again:?}");
+        drop(copy);
+        let copy = Engine::open(&to, &OpenOptions::default()).unwrap();
+        assert_eq!(copy.store().ids().unwrap(), ["apples"]);
+    }
+}
