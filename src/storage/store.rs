@@ -118,14 +118,21 @@ pub struct Store {
 /// [`Store::failure`]): their sled handles stay open, holding sled's lock.
 static ABANDONED: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
 
+/// `dir` as the file system resolves it (so two spellings of one store
+/// compare equal), or as given when it cannot be resolved.
+fn resolved(dir: &Path) -> PathBuf {
+    dir.canonicalize().unwrap_or_else(|_| dir.to_owned())
+}
+
 /// Why this process abandoned the store in `dir`, if it did.
 fn abandoned_here(dir: &Path) -> Option<String> {
     let abandoned = ABANDONED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = resolved(dir);
     abandoned
         .iter()
-        .find(|(path, _)| path == dir)
+        .find(|(path, _)| *path == dir)
         .map(|(_, cause)| cause.clone())
 }
 
@@ -446,7 +453,7 @@ impl Store {
             ABANDONED
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push((self.dir.clone(), err.to_string()));
+                .push((resolved(&self.dir), err.to_string()));
         }
         io_failed(&self.dir, err)
     }
@@ -1646,6 +1653,11 @@ mod tests {
         drop(store);
         let started = std::time::Instant::now();
         let again = Store::open(dir.path());
+        assert!(matches!(again, Err(Error::Abandoned { .. })), "{again:?}");
+        // So is another spelling of the same directory.
+        let name = dir.path().file_name().unwrap();
+        let spelled = dir.path().join("..").join(name);
+        let again = Store::open(&spelled);
         assert!(matches!(again, Err(Error::Abandoned { .. })), "{again:?}");
         assert!(started.elapsed() < SLED_LOCK_WAIT);
     }
