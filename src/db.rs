@@ -102,6 +102,20 @@ impl Db {
         self.engine.reindex(progress, cancel)
     }
 
+    /// Whether a failure in the file system (a full disk under the storage
+    /// engine) abandoned this handle: every later call fails with
+    /// [`crate::Error::Abandoned`], and only a new process can open the
+    /// store again.
+    pub fn is_abandoned(&self) -> bool {
+        self.engine.store().is_abandoned()
+    }
+
+    /// Abandons the store's handle as a full disk would, for tests.
+    #[cfg(test)]
+    pub(crate) fn abandon(&self) {
+        self.engine.store().abandon();
+    }
+
     /// Copies every document and session of this store that still reads
     /// whole (records decoded, documents valid, a session's turns all
     /// there and matching its dialogue) into a new store at `to`, built

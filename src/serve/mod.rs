@@ -15,7 +15,8 @@
 //! [`ServeOptions::stop_on_signals`]) open requests get the request timeout
 //! to be answered, connections still open then are dropped, work already
 //! started on the store finishes, the socket is removed and the store is
-//! closed (flushed).
+//! closed (flushed). A store abandoned after a failure in its file system
+//! (a full disk) stops the server by itself, with that error.
 //!
 //! The routes (all under `/v1` but `/openapi.json`, which describes them):
 //!
@@ -163,6 +164,21 @@ struct Shared {
     queue: Arc<Semaphore>,
     /// Ingest jobs.
     jobs: jobs::Jobs,
+    /// Set when the store failed in its file system and its handle was
+    /// abandoned ([`Error::Abandoned`]): every later request would fail, so
+    /// the server stops, with this as its error.
+    abandoned: std::sync::OnceLock<String>,
+}
+
+impl Shared {
+    /// Notes an error from the store: an abandoned store stops the server.
+    fn note<T>(&self, result: &Result<T>) {
+        if let Err(err) = result
+            && self.db.is_abandoned()
+        {
+            let _ = self.abandoned.set(err.to_string());
+        }
+    }
 }
 
 /// Serves `db` until `shutdown` is cancelled (or a signal arrives, see
@@ -194,6 +210,7 @@ pub fn run(
         writer: Arc::new(Semaphore::new(1)),
         queue: Arc::new(Semaphore::new(options.write_queue + 1)),
         jobs: jobs::Jobs::default(),
+        abandoned: std::sync::OnceLock::new(),
     });
     let result = runtime.block_on(serve(
         Arc::clone(&shared),
@@ -209,7 +226,13 @@ pub fn run(
     if options.unix_socket {
         let _ = std::fs::remove_file(&socket_path);
     }
-    result
+    result?;
+    match shared.abandoned.get() {
+        Some(cause) => Err(Error::Serve(format!(
+            "the store failed in its file system and this process cannot use it again, so the server stopped: {cause}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 async fn serve(
@@ -247,6 +270,7 @@ async fn serve(
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let watcher = tokio::spawn(wait_for_stop(
         shutdown.clone(),
+        Arc::clone(&shared),
         options.stop_on_signals,
         stop,
     ));
@@ -293,15 +317,16 @@ async fn serve(
     served.map_err(|e| Error::Serve(format!("serving: {e}")))
 }
 
-/// Resolves `stop` once `shutdown` is cancelled or, with `signals`, on
-/// SIGINT or SIGTERM.
+/// Resolves `stop` once `shutdown` is cancelled, the store was abandoned
+/// or, with `signals`, on SIGINT or SIGTERM.
 async fn wait_for_stop(
     shutdown: CancelToken,
+    shared: Arc<Shared>,
     signals: bool,
     stop: tokio::sync::watch::Sender<bool>,
 ) {
     let cancelled = async {
-        while !shutdown.is_cancelled() {
+        while !shutdown.is_cancelled() && shared.abandoned.get().is_none() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
@@ -506,7 +531,7 @@ async fn read(
             shared.timeout.as_secs_f64()
         ))
     };
-    within(shared.timeout, on_store(shared, work), late).await
+    within(shared, on_store(shared, work), late).await
 }
 
 /// Runs a write after the ones before it, or refuses it as busy (nothing
@@ -540,19 +565,22 @@ async fn write(
             ),
         )
     };
-    within(shared.timeout, task, late).await
+    within(shared, task, late).await
 }
 
-/// The answer of `task`, or `late()` once `timeout` has passed.
+/// The answer of `task`, or `late()` once the request timeout has passed.
 async fn within(
-    timeout: Duration,
+    shared: &Shared,
     task: tokio::task::JoinHandle<Result<Value>>,
     late: impl FnOnce() -> Failure,
 ) -> Answer {
-    match tokio::time::timeout(timeout, task).await {
+    match tokio::time::timeout(shared.timeout, task).await {
         Err(_) => Err(late()),
         Ok(Err(joined)) => Err(Failure::internal(format!("the request failed: {joined}"))),
-        Ok(Ok(result)) => result.map(Json).map_err(Failure::from),
+        Ok(Ok(result)) => {
+            shared.note(&result);
+            result.map(Json).map_err(Failure::from)
+        }
     }
 }
 
@@ -744,6 +772,7 @@ async fn ingest_job(
         })
         .await;
         let ended = ended.unwrap_or_else(|e| Err(Error::Serve(format!("the job failed: {e}"))));
+        shared.note(&ended);
         running.finish(ended, described);
     });
     Ok((StatusCode::ACCEPTED, Json(job.status())))
@@ -937,6 +966,7 @@ mod tests {
             writer: Arc::new(Semaphore::new(1)),
             queue: Arc::new(Semaphore::new(write_queue + 1)),
             jobs: jobs::Jobs::default(),
+            abandoned: std::sync::OnceLock::new(),
         })
     }
 
@@ -1016,6 +1046,45 @@ mod tests {
                 Err(failure) => panic!("{}", failure.message),
             }
         }
+    }
+
+    #[test]
+    fn a_server_whose_store_was_abandoned_stops_with_its_error() {
+        use std::io::{Read, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::create(dir.path().join("db")).unwrap();
+        db.abandon();
+        let options = ServeOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            unix_socket: false,
+            ..Default::default()
+        };
+        let (ready, bound) = std::sync::mpsc::channel();
+        let server = std::thread::spawn(move || {
+            run(
+                db,
+                &options,
+                |b| ready.send(b.address).unwrap(),
+                &CancelToken::new(),
+            )
+        });
+        let address = bound.recv().unwrap();
+        // The first request that reaches the store fails, as every later
+        // one would, and the server stops by itself.
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        stream
+            .write_all(b"GET /v1/docs HTTP/1.1\r\nHost: edudb\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
+        let (ended, end) = std::sync::mpsc::channel();
+        std::thread::spawn(move || ended.send(server.join().unwrap()).unwrap());
+        let stopped = end
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server did not stop by itself");
+        let err = stopped.unwrap_err();
+        assert!(err.to_string().contains("the server stopped"), "{err}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

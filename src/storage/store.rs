@@ -425,6 +425,19 @@ fn decode_dialogue(value: &[u8], id: &str) -> Result<Dialogue> {
 }
 
 impl Store {
+    /// Whether an earlier failure in the file system abandoned the handle
+    /// (see [`Store::failure`]): every later call fails.
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned.get().is_some()
+    }
+
+    /// Abandons the handle as a full disk under sled would, for tests of
+    /// what stands above the seam.
+    #[cfg(test)]
+    pub(crate) fn abandon(&self) {
+        let _ = self.failure(sled::Error::Io(std::io::ErrorKind::StorageFull.into()));
+    }
+
     /// The sled handle, unless an earlier failure abandoned it.
     fn sled(&self) -> Result<&sled::Db> {
         match self.abandoned.get() {
