@@ -372,17 +372,21 @@ fn readers_answer_during_a_long_ingest_and_concurrent_appends_lose_no_turn() {
             ),
         })
         .collect();
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let (ingesting, read_meanwhile) = (AtomicBool::new(true), AtomicUsize::new(0));
     let ingested = std::thread::scope(|scope| {
         let ingest = scope.spawn(|| {
             let client = Client::connect(&target, None).unwrap();
-            client
+            let answer = client
                 .ingest(
                     &sources,
                     edudb::IngestOptions::default(),
                     &edudb::NoProgress,
                     &CancelToken::new(),
                 )
-                .unwrap()
+                .unwrap();
+            ingesting.store(false, Ordering::SeqCst);
+            answer
         });
         let readers: Vec<_> = (0..4)
             .map(|_| {
@@ -391,6 +395,9 @@ fn readers_answer_during_a_long_ingest_and_concurrent_appends_lose_no_turn() {
                     for _ in 0..25 {
                         client.search("snow festival", 5).unwrap();
                         client.documents().unwrap();
+                        if ingesting.load(Ordering::SeqCst) {
+                            read_meanwhile.fetch_add(1, Ordering::SeqCst);
+                        }
                     }
                 })
             })
@@ -418,6 +425,8 @@ fn readers_answer_during_a_long_ingest_and_concurrent_appends_lose_no_turn() {
         ingest.join().unwrap()
     });
     assert_eq!(ingested["documents"].as_array().map(Vec::len), Some(150));
+    // Readers were answered while the ingest job held the writer.
+    assert!(read_meanwhile.load(Ordering::SeqCst) > 0);
     let client = Client::connect(&target, None).unwrap();
     let sessions = client.sessions().unwrap();
     let turns = |id: &str| {
