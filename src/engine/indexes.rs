@@ -396,32 +396,13 @@ impl Engine {
 mod tests {
     //! Salvage: a damaged document is named by check, left out of a
     //! reindex (the rest stays searchable) and removable.
-    use crate::engine::{Engine, OpenOptions};
+    use crate::engine::{Engine, OpenOptions, three_fruit_store};
     use crate::ingest::pipeline::IngestOptions;
-    use crate::model::document::Format;
     use crate::progress::{CancelToken, NoProgress};
 
     #[test]
     fn a_damaged_document_is_named_skipped_by_reindex_and_removable() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = OpenOptions {
-            create: true,
-            ..Default::default()
-        };
-        let engine = Engine::open(dir.path().join("db"), &options).unwrap();
-        let markdown = || IngestOptions {
-            format: Some(Format::Markdown),
-            lossy: false,
-        };
-        for (id, text) in [
-            ("apples", "# Apples\n\nApples grow in orchards."),
-            ("pears", "# Pears\n\nPears ripen after picking."),
-            ("plums", "# Plums\n\nPlums dry into prunes."),
-        ] {
-            engine
-                .ingest_bytes(id, text.as_bytes().to_vec(), markdown())
-                .unwrap();
-        }
+        let (_dir, engine) = three_fruit_store();
         engine.store().damage("pears", false);
         engine.store().damage("plums", true);
         let report = engine.check().unwrap();

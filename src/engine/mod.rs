@@ -383,3 +383,29 @@ fn store_embedder(
     }
     Ok((embedder, config))
 }
+
+/// A new store in a temporary directory holding three small Markdown
+/// documents (`apples`, `pears`, `plums`), for the engine's unit tests.
+#[cfg(test)]
+pub(crate) fn three_fruit_store() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = OpenOptions {
+        create: true,
+        ..Default::default()
+    };
+    let engine = Engine::open(dir.path().join("db"), &options).unwrap();
+    for (id, text) in [
+        ("apples", "# Apples\n\nApples grow in orchards."),
+        ("pears", "# Pears\n\nPears ripen after picking."),
+        ("plums", "# Plums\n\nPlums dry into prunes."),
+    ] {
+        let markdown = crate::ingest::pipeline::IngestOptions {
+            format: Some(crate::model::document::Format::Markdown),
+            lossy: false,
+        };
+        engine
+            .ingest_bytes(id, text.as_bytes().to_vec(), markdown)
+            .unwrap();
+    }
+    (dir, engine)
+}

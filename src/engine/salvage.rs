@@ -200,33 +200,13 @@ fn skip(report: &mut SalvageReport, what: &str, err: &Error) {
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::{Engine, OpenOptions};
+    use crate::engine::{Engine, OpenOptions, three_fruit_store};
     use crate::error::Error;
-    use crate::ingest::pipeline::IngestOptions;
-    use crate::model::document::Format;
     use crate::progress::{CancelToken, NoProgress};
 
     #[test]
     fn damaged_documents_are_left_out_and_named_and_the_rest_copied_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = OpenOptions {
-            create: true,
-            ..Default::default()
-        };
-        let engine = Engine::open(dir.path().join("db"), &options).unwrap();
-        let markdown = || IngestOptions {
-            format: Some(Format::Markdown),
-            lossy: false,
-        };
-        for (id, text) in [
-            ("apples", "# Apples\n\nApples grow in orchards."),
-            ("pears", "# Pears\n\nPears ripen after picking."),
-            ("plums", "# Plums\n\nPlums dry into prunes."),
-        ] {
-            engine
-                .ingest_bytes(id, text.as_bytes().to_vec(), markdown())
-                .unwrap();
-        }
+        let (dir, engine) = three_fruit_store();
         engine.store().damage("pears", false);
         engine.store().damage("plums", true);
         let to = dir.path().join("salvaged");
