@@ -144,8 +144,7 @@ impl Client {
     /// Ingests `sources` on the server as [`Db::ingest`](crate::Db::ingest)
     /// does locally: each source is read and decoded here (its format the
     /// one given, or detected here from its file name or text), and one
-    /// with bad content, or larger than the server takes in one request,
-    /// is a failure in the answer while the rest go on.
+    /// with bad content is a failure in the answer while the rest go on.
     /// The documents go as jobs (`POST /v1/ingest`) of at most
     /// [`JOB_BYTES`] of text each, one after another; the server's progress
     /// is reported to `progress`, and cancelling `cancel` cancels the
@@ -197,63 +196,26 @@ impl Client {
                 progress.finish();
                 return Err(Error::Cancelled);
             }
-            let done = self.run_batch(batch, progress, cancel, &mut documents, &mut failures);
-            done.inspect_err(|_| progress.finish())?;
+            let done = self.run_job(batch, progress, cancel);
+            let done = done.inspect_err(|_| progress.finish())?;
+            let listed = |field: &str| match &done[field] {
+                Value::Array(items) => Ok(items.clone()),
+                other => Err(Error::Serve(format!(
+                    "{}: a finished job's {field} are {other}",
+                    self.name
+                ))),
+            };
+            documents.extend(listed("documents")?);
+            failures.extend(listed("failures")?);
         }
         progress.finish();
         Ok(json!({ "documents": documents, "failures": failures }))
     }
 
-    /// Runs `batch` as one job, adding what it wrote and refused to
-    /// `documents` and `failures`. A batch the server refuses as too large
-    /// (413) is sent again in halves; a single document it refuses so is a
-    /// failure of its own, and the rest go on.
-    fn run_batch(
-        &self,
-        mut batch: Vec<Value>,
-        progress: &dyn Progress,
-        cancel: &CancelToken,
-        documents: &mut Vec<Value>,
-        failures: &mut Vec<Value>,
-    ) -> Result<()> {
-        let done = match self.run_job(&batch, progress, cancel) {
-            Err(Error::Served {
-                status: 413,
-                message,
-                ..
-            }) => {
-                if let [document] = batch.as_slice() {
-                    failures.push(json!({
-                        "source": document["id"],
-                        "class": "user",
-                        "message": format!("larger than the server takes in one request: {message}"),
-                    }));
-                    let bytes = document["text"].as_str().map_or(0, str::len);
-                    progress.advance(bytes as u64, "");
-                    return Ok(());
-                }
-                let second = batch.split_off(batch.len() / 2);
-                self.run_batch(batch, progress, cancel, documents, failures)?;
-                return self.run_batch(second, progress, cancel, documents, failures);
-            }
-            done => done?,
-        };
-        let listed = |field: &str| match &done[field] {
-            Value::Array(items) => Ok(items.clone()),
-            other => Err(Error::Serve(format!(
-                "{}: a finished job's {field} are {other}",
-                self.name
-            ))),
-        };
-        documents.extend(listed("documents")?);
-        failures.extend(listed("failures")?);
-        Ok(())
-    }
-
     /// Submits one ingest job and follows it to its end; its final status.
     fn run_job(
         &self,
-        documents: &[Value],
+        documents: Vec<Value>,
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<Value> {

@@ -3,7 +3,7 @@
 
 use edudb::serve::{Client, ServeOptions};
 use edudb::{CancelToken, Db, Error, Params, Role, TurnInput};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::serve::{fixture, start};
 
@@ -441,54 +441,6 @@ fn readers_answer_during_a_long_ingest_and_concurrent_appends_lose_no_turn() {
         client.check().unwrap()["damaged"]
             .as_array()
             .is_some_and(Vec::is_empty)
-    );
-    running.stop().unwrap();
-}
-
-#[test]
-fn a_document_over_the_servers_body_limit_fails_alone() {
-    let (_dir, path) = fixture();
-    let options = ServeOptions {
-        max_body_bytes: 64 << 10,
-        ..Default::default()
-    };
-    let running = start(&path, options);
-    let client = Client::connect(path.to_str().unwrap(), None).unwrap();
-    let text = |i: usize, words: usize| {
-        format!(
-            "# Part {i}\n\n{}",
-            "Snow falls on the harbour. ".repeat(words)
-        )
-    };
-    // Together over the limit, so the job is split; one alone over it.
-    let sources: Vec<edudb::Source> = [(0, 600), (1, 600), (2, 6000), (3, 600), (4, 600)]
-        .into_iter()
-        .map(|(i, words)| edudb::Source {
-            id: format!("part{i}"),
-            origin: edudb::ingest::sources::Origin::Bytes(text(i, words).into_bytes()),
-        })
-        .collect();
-    let answer = client
-        .ingest(
-            &sources,
-            edudb::IngestOptions::default(),
-            &edudb::NoProgress,
-            &CancelToken::new(),
-        )
-        .unwrap();
-    let mut ids: Vec<&str> = answer["documents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["id"].as_str().unwrap())
-        .collect();
-    ids.sort();
-    assert_eq!(ids, ["part0", "part1", "part3", "part4"], "{answer}");
-    let failures = answer["failures"].as_array().unwrap();
-    assert_eq!(failures.len(), 1, "{answer}");
-    assert_eq!(
-        (&failures[0]["source"], &failures[0]["class"]),
-        (&json!("part2"), &json!("user"))
     );
     running.stop().unwrap();
 }
