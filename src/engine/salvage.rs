@@ -57,10 +57,9 @@ impl Engine {
         // still knows (the store's scan ends at a page it cannot read).
         let mut ids = std::collections::BTreeSet::new();
         let mut report = SalvageReport::default();
-        let listed = self.store().ids();
-        match &listed {
-            Ok(listed) => ids.extend(listed.iter().cloned()),
-            Err(err) => skip(&mut report, "the document list", err),
+        match self.store().ids() {
+            Ok(listed) => ids.extend(listed),
+            Err(err) => skip(&mut report, "the document list", &err),
         }
         ids.extend(self.reader.document_ids()?);
         let sessions = match self.store().session_ids() {
@@ -135,29 +134,20 @@ impl Engine {
         Ok(())
     }
 
-    /// Document `id` with its vectors and DAG, each decoded and the
-    /// document validated; `None` when the store does not hold it.
+    /// Document `id` with its vectors and DAG, once they pass the checks
+    /// `check` makes of a document ([`Store::checked_records`]); `None`
+    /// when the store does not hold it.
+    ///
+    /// [`Store::checked_records`]: crate::storage::store::Store::checked_records
     fn readable_document(&self, id: &str) -> Result<Option<Record>> {
-        let Some(stored) = self.store().get(id)? else {
+        let Some((doc, vectors, dag)) = self.store().checked_records(id)? else {
             return Ok(None);
         };
-        stored.validate()?;
-        let doc = stored.to_document()?;
-        let missing = |what: &str| Error::Corrupt {
-            key: id.to_owned(),
-            message: format!("its {what} record is missing"),
-        };
-        let vectors = (self.store().vectors(id)?)
-            .ok_or_else(|| missing("vectors"))?
-            .to_vectors()?;
-        let dag = (self.store().dag(id)?)
-            .ok_or_else(|| missing("DAG"))?
-            .to_dag()?;
-        Ok(Some((doc, vectors, dag)))
+        Ok(Some((doc, vectors.to_vectors()?, dag)))
     }
 
     /// Session `id`'s dialogue and every turn's records, each readable and
-    /// the dialogue consistent with its turns.
+    /// the dialogue consistent with its turns, as `check` requires.
     fn readable_session(&self, id: &str) -> Result<(Vec<Record>, Dialogue)> {
         let dialogue = self
             .store()
@@ -178,6 +168,16 @@ impl Engine {
                 Ok(record)
             })
             .collect::<Result<Vec<_>>>()?;
+        // The dialogue's own tree, as `check` validates it.
+        let edus: std::collections::HashMap<&str, u32> = (turns.iter())
+            .map(|(doc, ..)| (doc.meta.id.as_str(), doc.meta.edus))
+            .collect();
+        dialogue
+            .validate(&|doc| edus.get(doc).copied())
+            .map_err(|message| Error::Invariant {
+                doc: format!("session {id}"),
+                message,
+            })?;
         Ok((turns, dialogue))
     }
 }

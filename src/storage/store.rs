@@ -1230,13 +1230,26 @@ impl Store {
     /// One listed document's records: readable, valid, with vectors and a
     /// DAG of its shape.
     fn check_document(&self, meta: &DocMeta) -> Result<()> {
-        let doc = self.get(&meta.id)?.ok_or_else(|| Error::Invariant {
-            doc: meta.id.clone(),
-            message: "listed but not readable".into(),
-        })?;
-        doc.validate()?;
-        let vectors = self.vectors(&meta.id)?.ok_or_else(|| Error::Invariant {
-            doc: meta.id.clone(),
+        self.checked_records(&meta.id)?
+            .map(drop)
+            .ok_or_else(|| Error::Invariant {
+                doc: meta.id.clone(),
+                message: "listed but not readable".into(),
+            })
+    }
+
+    /// Document `id`'s records, once they pass the checks `check` makes of
+    /// each document: the document valid ([`StoredDoc::validate`]), its
+    /// vectors and its DAG of its shape; `None` when the store does not
+    /// hold it. Each record is decoded once.
+    pub fn checked_records(&self, id: &str) -> Result<Option<(Document, StoredVectors, Dag)>> {
+        let Some(stored) = self.get(id)? else {
+            return Ok(None);
+        };
+        let doc = stored.to_valid_document()?;
+        let meta = &doc.meta;
+        let vectors = self.vectors(id)?.ok_or_else(|| Error::Invariant {
+            doc: id.to_owned(),
             message: "vectors record missing".into(),
         })?;
         let v = vectors.get()?;
@@ -1245,7 +1258,7 @@ impl Store {
             || v.edus.len() != meta.edus as usize * dimension
         {
             return Err(Error::Invariant {
-                doc: meta.id.clone(),
+                doc: id.to_owned(),
                 message: format!(
                     "{} node and {} EDU vector values of dimension {dimension} for {} nodes and {} EDUs",
                     v.nodes.len(),
@@ -1255,16 +1268,17 @@ impl Store {
                 ),
             });
         }
-        let dag = self.dag(&meta.id)?.ok_or_else(|| Error::Invariant {
-            doc: meta.id.clone(),
+        let dag = self.dag(id)?.ok_or_else(|| Error::Invariant {
+            doc: id.to_owned(),
             message: "DAG record missing".into(),
         })?;
-        dag.to_dag()?
-            .validate(meta.edus)
+        let dag = dag.to_dag()?;
+        dag.validate(meta.edus)
             .map_err(|message| Error::Invariant {
-                doc: meta.id.clone(),
+                doc: id.to_owned(),
                 message,
-            })
+            })?;
+        Ok(Some((doc, vectors, dag)))
     }
 
     /// Checks every dialogue record ([`Dialogue::validate`] against the
@@ -1419,6 +1433,12 @@ impl StoredDoc {
     /// and slice the text on char boundaries; the tree passes
     /// [`Tree::validate`]; the counts in the metadata match.
     pub fn validate(&self) -> Result<()> {
+        self.to_valid_document().map(drop)
+    }
+
+    /// An owned copy, once it passes [`StoredDoc::validate`] (decoded once
+    /// for both).
+    fn to_valid_document(&self) -> Result<Document> {
         let doc = self.to_document()?;
         let fail = |message: String| Error::Invariant {
             doc: doc.meta.id.clone(),
@@ -1447,7 +1467,7 @@ impl StoredDoc {
         if !counts_match {
             return Err(fail("metadata counts disagree with the records".into()));
         }
-        Ok(())
+        Ok(doc)
     }
 }
 
