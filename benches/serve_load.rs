@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edudb::serve::{Client, ServeOptions};
+use edudb::serve::{Api, Client, ServeOptions};
 use edudb::{CancelToken, Db, IngestOptions, NoProgress, Params, Role, TurnInput};
 
 /// Queries each configuration runs (all clients together).
@@ -185,7 +185,7 @@ fn main() {
         .iter()
         .map(|(clients, _)| {
             load(*clients, queries, connect, |client, i| {
-                client.query(STATEMENT, &params(i)).unwrap();
+                client.query(STATEMENT, &params(i), false).unwrap();
             })
         })
         .collect();

@@ -326,7 +326,7 @@ impl edudb::Progress for IngestProgress {
 fn sigkill_of_a_server_mid_write_loses_no_acknowledged_change() {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use edudb::serve::{self, Client};
+    use edudb::serve::{self, Api, Client};
     use edudb::{CancelToken, IngestOptions, Role, TurnInput};
 
     let seed = crash_seed();

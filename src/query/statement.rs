@@ -26,6 +26,13 @@ impl Query {
         })
     }
 
+    /// The same statement run as if it began with `EXPLAIN`: its result
+    /// carries the plan, with each stage's counts and time.
+    pub fn explained(mut self) -> Query {
+        self.statement.explain = true;
+        self
+    }
+
     /// The statement text.
     pub fn source(&self) -> &str {
         &self.source

@@ -23,6 +23,7 @@ use crate::model::document::Format;
 use crate::progress::{CancelToken, Progress};
 use crate::query::{Param, Params};
 
+use super::Api;
 use crate::engine::SOCKET_FILE;
 
 /// A forwarded command line.
@@ -128,30 +129,126 @@ impl Client {
         self.call(Method::GET, &["health"], &[], Body::None)
     }
 
-    /// Every document's metadata (`docs --json`).
-    pub fn documents(&self) -> Result<Value> {
+    /// Submits one ingest job and follows it to its end; its final status.
+    fn run_job(
+        &self,
+        documents: Vec<Value>,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<Value> {
+        let body = Body::Json(json!({ "documents": documents }));
+        let submitted = self.call(Method::POST, &["ingest"], &[], body)?;
+        let job = submitted["job"].to_string();
+        let (mut reported, mut cancelling) = (0, false);
+        let status = loop {
+            let status = self.call(Method::GET, &["jobs", &job], &[], Body::None)?;
+            let done = status["done"].as_u64().unwrap_or(reported);
+            if done > reported {
+                progress.advance(done - reported, "");
+                reported = done;
+            }
+            if status["state"] != "running" {
+                break status;
+            }
+            if cancel.is_cancelled() && !cancelling {
+                self.call(Method::DELETE, &["jobs", &job], &[], Body::None)?;
+                cancelling = true;
+            }
+            std::thread::sleep(JOB_POLL);
+        };
+        match status["state"].as_str() {
+            Some("done") => Ok(status),
+            Some("cancelled") => Err(Error::Cancelled),
+            _ => {
+                let class = status["error"]["class"].as_str().unwrap_or("internal");
+                Err(Error::Served {
+                    class: class.to_owned(),
+                    // The status a request failing so would have had (the
+                    // job's own status answer is a 200).
+                    status: match class {
+                        "user" => 400,
+                        "busy" => 503,
+                        _ => 500,
+                    },
+                    message: status["error"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    query: None,
+                })
+            }
+        }
+    }
+
+    /// Sends one request to `/v1/<path>` and returns its JSON answer, or the
+    /// server's refusal as [`Error::Served`].
+    fn call(
+        &self,
+        method: Method,
+        path: &[&str],
+        query: &[(&str, String)],
+        body: Body,
+    ) -> Result<Value> {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| Error::Serve(format!("{} cannot take a path", self.base)))?
+            .pop_if_empty()
+            .push("v1")
+            .extend(path);
+        if !query.is_empty() {
+            url.query_pairs_mut()
+                .extend_pairs(query.iter().map(|(name, value)| (name, value)));
+        }
+        let failed = |e: reqwest::Error| {
+            Error::Serve(format!("{}: {method} {}: {e}", self.name, url.path()))
+        };
+        let mut request = self.http.request(method.clone(), url.clone());
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        request = match body {
+            Body::None => request,
+            Body::Bytes(bytes) => request.body(bytes),
+            Body::Json(value) => request.json(&value),
+        };
+        self.runtime.block_on(async {
+            let response = request.send().await.map_err(failed)?;
+            let status = response.status();
+            let answer: Value = response.json().await.map_err(failed)?;
+            if status.is_success() {
+                return Ok(answer);
+            }
+            let error = &answer["error"];
+            Err(Error::Served {
+                class: error["class"].as_str().unwrap_or("internal").to_owned(),
+                status: status.as_u16(),
+                message: error["message"].as_str().unwrap_or_default().to_owned(),
+                query: error.get("query").cloned(),
+            })
+        })
+    }
+}
+
+/// The calls answered by the server. [`Api::ingest`] reads and decodes
+/// each source here (its format the one given, or detected here from its
+/// file name or text); one with bad content is a failure in the answer
+/// while the rest go on. The documents go as jobs (`POST /v1/ingest`) of at
+/// most [`JOB_BYTES`] of text each, one after another; the server's
+/// progress is reported, and cancelling cancels the running job (documents
+/// written stay, whole). A job that failed is the error, a cancelled one
+/// [`Error::Cancelled`].
+impl Api for Client {
+    fn documents(&self) -> Result<Value> {
         self.call(Method::GET, &["docs"], &[], Body::None)
     }
 
-    /// Stores `bytes` as document `id` (replacing one of that id), in
-    /// `format` or the one sniffed; the ingest receipt.
-    pub fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Value> {
+    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Value> {
         let format = format.map(|f| f.name().to_owned());
         let query: Vec<(&str, String)> = format.into_iter().map(|f| ("format", f)).collect();
         self.call(Method::PUT, &["docs", id], &query, Body::Bytes(bytes))
     }
 
-    /// Ingests `sources` on the server as [`Db::ingest`](crate::Db::ingest)
-    /// does locally: each source is read and decoded here (its format the
-    /// one given, or detected here from its file name or text), and one
-    /// with bad content is a failure in the answer while the rest go on.
-    /// The documents go as jobs (`POST /v1/ingest`) of at most
-    /// [`JOB_BYTES`] of text each, one after another; the server's progress
-    /// is reported to `progress`, and cancelling `cancel` cancels the
-    /// running job (documents written stay, whole). Answers `{documents,
-    /// failures}` over all jobs; a job that failed is the error, a
-    /// cancelled one [`Error::Cancelled`].
-    pub fn ingest(
+    fn ingest(
         &self,
         sources: &[Source],
         options: IngestOptions,
@@ -212,77 +309,22 @@ impl Client {
         Ok(json!({ "documents": documents, "failures": failures }))
     }
 
-    /// Submits one ingest job and follows it to its end; its final status.
-    fn run_job(
-        &self,
-        documents: Vec<Value>,
-        progress: &dyn Progress,
-        cancel: &CancelToken,
-    ) -> Result<Value> {
-        let body = Body::Json(json!({ "documents": documents }));
-        let submitted = self.call(Method::POST, &["ingest"], &[], body)?;
-        let job = submitted["job"].to_string();
-        let (mut reported, mut cancelling) = (0, false);
-        let status = loop {
-            let status = self.call(Method::GET, &["jobs", &job], &[], Body::None)?;
-            let done = status["done"].as_u64().unwrap_or(reported);
-            if done > reported {
-                progress.advance(done - reported, "");
-                reported = done;
-            }
-            if status["state"] != "running" {
-                break status;
-            }
-            if cancel.is_cancelled() && !cancelling {
-                self.call(Method::DELETE, &["jobs", &job], &[], Body::None)?;
-                cancelling = true;
-            }
-            std::thread::sleep(JOB_POLL);
-        };
-        match status["state"].as_str() {
-            Some("done") => Ok(status),
-            Some("cancelled") => Err(Error::Cancelled),
-            _ => {
-                let class = status["error"]["class"].as_str().unwrap_or("internal");
-                Err(Error::Served {
-                    class: class.to_owned(),
-                    // The status a request failing so would have had (the
-                    // job's own status answer is a 200).
-                    status: match class {
-                        "user" => 400,
-                        "busy" => 503,
-                        _ => 500,
-                    },
-                    message: status["error"]["message"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    query: None,
-                })
-            }
-        }
-    }
-
-    /// Removes document `id`.
-    pub fn remove(&self, id: &str) -> Result<Value> {
+    fn remove(&self, id: &str) -> Result<Value> {
         self.call(Method::DELETE, &["docs", id], &[], Body::None)
     }
 
-    /// Document `id`'s structural tree (`tree --json`).
-    pub fn tree(&self, id: &str) -> Result<Value> {
+    fn tree(&self, id: &str) -> Result<Value> {
         self.call(Method::GET, &["docs", id, "tree"], &[], Body::None)
     }
 
-    /// Document `id`'s EDUs, all or an inclusive range (`show --json`).
-    pub fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Value> {
+    fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Value> {
         let query: Vec<(&str, String)> = range
             .map(|(first, last)| vec![("first", first.to_string()), ("last", last.to_string())])
             .unwrap_or_default();
         self.call(Method::GET, &["docs", id, "edus"], &query, Body::None)
     }
 
-    /// Document `id`'s DAG, at one level or all (`dag --json`).
-    pub fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<Value> {
+    fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<Value> {
         let query: Vec<(&str, String)> = level
             .map(|l| ("level", l.to_string()))
             .into_iter()
@@ -290,14 +332,12 @@ impl Client {
         self.call(Method::GET, &["docs", id, "dag"], &query, Body::None)
     }
 
-    /// BM25 search over EDUs and nodes (`search --json`).
-    pub fn search(&self, query: &str, limit: usize) -> Result<Value> {
+    fn search(&self, query: &str, limit: usize) -> Result<Value> {
         let args = [("q", query.to_owned()), ("limit", limit.to_string())];
         self.call(Method::GET, &["search"], &args, Body::None)
     }
 
-    /// Runs a statement of the query language with `params` (`query --json`).
-    pub fn query(&self, statement: &str, params: &Params) -> Result<Value> {
+    fn query(&self, statement: &str, params: &Params, explain: bool) -> Result<Value> {
         let params: serde_json::Map<String, Value> = params
             .iter()
             .map(|(name, value)| {
@@ -308,49 +348,36 @@ impl Client {
                 (name.to_owned(), value)
             })
             .collect();
-        let body = json!({ "statement": statement, "params": params });
+        let body = json!({ "statement": statement, "params": params, "explain": explain });
         self.call(Method::POST, &["query"], &[], Body::Json(body))
     }
 
-    /// The store's counts (`stats --json`).
-    pub fn stats(&self) -> Result<Value> {
+    fn stats(&self) -> Result<Value> {
         self.call(Method::GET, &["stats"], &[], Body::None)
     }
 
-    /// Checks every record (`check --json`).
-    pub fn check(&self) -> Result<Value> {
+    fn check(&self) -> Result<Value> {
         self.call(Method::GET, &["check"], &[], Body::None)
     }
 
-    /// Rebuilds the derived indexes (`reindex --json`).
-    pub fn reindex(&self) -> Result<Value> {
+    fn reindex(&self) -> Result<Value> {
         self.call(Method::POST, &["reindex"], &[], Body::None)
     }
 
-    /// Appends `turn` to `session` (created by its first turn); the receipt.
-    pub fn append_turn(&self, session: &str, turn: &TurnInput) -> Result<Value> {
+    fn append_turn(&self, session: &str, turn: &TurnInput) -> Result<Value> {
         let path = ["sessions", session, "turns"];
         self.call(Method::POST, &path, &[], Body::Json(turn.to_json()))
     }
 
-    /// Every session's summary (`session ls --json`).
-    pub fn sessions(&self) -> Result<Value> {
+    fn sessions(&self) -> Result<Value> {
         self.call(Method::GET, &["sessions"], &[], Body::None)
     }
 
-    /// Session `id`'s dialogue tree (`session show --json`).
-    pub fn session(&self, id: &str) -> Result<Value> {
+    fn session(&self, id: &str) -> Result<Value> {
         self.call(Method::GET, &["sessions", id], &[], Body::None)
     }
 
-    /// The context for `session`'s next turn within `budget` tokens, given
-    /// what was just said when `query` is given (`session context --json`).
-    pub fn session_context(
-        &self,
-        session: &str,
-        budget: u64,
-        query: Option<&str>,
-    ) -> Result<Value> {
+    fn session_context(&self, session: &str, budget: u64, query: Option<&str>) -> Result<Value> {
         let mut args = vec![("budget", budget.to_string())];
         args.extend(query.map(|q| ("query", q.to_owned())));
         self.call(
@@ -361,57 +388,8 @@ impl Client {
         )
     }
 
-    /// Removes session `id` with all its turns.
-    pub fn remove_session(&self, id: &str) -> Result<Value> {
+    fn remove_session(&self, id: &str) -> Result<Value> {
         self.call(Method::DELETE, &["sessions", id], &[], Body::None)
-    }
-
-    /// Sends one request to `/v1/<path>` and returns its JSON answer, or the
-    /// server's refusal as [`Error::Served`].
-    fn call(
-        &self,
-        method: Method,
-        path: &[&str],
-        query: &[(&str, String)],
-        body: Body,
-    ) -> Result<Value> {
-        let mut url = self.base.clone();
-        url.path_segments_mut()
-            .map_err(|()| Error::Serve(format!("{} cannot take a path", self.base)))?
-            .pop_if_empty()
-            .push("v1")
-            .extend(path);
-        if !query.is_empty() {
-            url.query_pairs_mut()
-                .extend_pairs(query.iter().map(|(name, value)| (name, value)));
-        }
-        let failed = |e: reqwest::Error| {
-            Error::Serve(format!("{}: {method} {}: {e}", self.name, url.path()))
-        };
-        let mut request = self.http.request(method.clone(), url.clone());
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        request = match body {
-            Body::None => request,
-            Body::Bytes(bytes) => request.body(bytes),
-            Body::Json(value) => request.json(&value),
-        };
-        self.runtime.block_on(async {
-            let response = request.send().await.map_err(failed)?;
-            let status = response.status();
-            let answer: Value = response.json().await.map_err(failed)?;
-            if status.is_success() {
-                return Ok(answer);
-            }
-            let error = &answer["error"];
-            Err(Error::Served {
-                class: error["class"].as_str().unwrap_or("internal").to_owned(),
-                status: status.as_u16(),
-                message: error["message"].as_str().unwrap_or_default().to_owned(),
-                query: error.get("query").cloned(),
-            })
-        })
     }
 }
 

@@ -91,20 +91,13 @@ impl Job {
     }
 
     /// Records how the ingest ended: its report, or the error that stopped
-    /// it (a cancellation included); `describe` gives an error's `{class,
-    /// message}`.
-    pub fn finish(&self, ended: Result<IngestReport>, describe: fn(Error) -> Value) {
+    /// it (a cancellation included).
+    pub fn finish(&self, ended: Result<IngestReport>) {
         let outcome = match ended {
             Ok(report) => {
-                let documents: Vec<Value> = report.documents.iter().map(|d| d.to_json()).collect();
-                let failures: Vec<Value> = (report.failures.into_iter())
-                    .map(|f| {
-                        let mut failure = describe(f.error);
-                        failure["source"] = Value::from(f.source);
-                        failure
-                    })
-                    .collect();
-                json!({"state": "done", "documents": documents, "failures": failures})
+                let mut outcome = super::api::ingest_answer(report);
+                outcome["state"] = json!("done");
+                outcome
             }
             Err(err) => {
                 let state = if matches!(err, Error::Cancelled) {
@@ -112,7 +105,7 @@ impl Job {
                 } else {
                     "failed"
                 };
-                json!({"state": state, "error": describe(err)})
+                json!({"state": state, "error": super::described(err)})
             }
         };
         *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
@@ -153,13 +146,9 @@ mod tests {
         let jobs = Jobs::default();
         let running = jobs.add(1, 10);
         let first = jobs.add(1, 10);
-        first.finish(Ok(IngestReport::default()), |e| {
-            Value::String(e.to_string())
-        });
+        first.finish(Ok(IngestReport::default()));
         for _ in 0..KEPT_FINISHED {
-            jobs.add(1, 10).finish(Ok(IngestReport::default()), |e| {
-                Value::String(e.to_string())
-            });
+            jobs.add(1, 10).finish(Ok(IngestReport::default()));
         }
         // `first` has seen KEPT_FINISHED later jobs added, the last of
         // which dropped nothing yet; the next addition forgets it.

@@ -37,7 +37,7 @@
 //! | `GET /check` | | `check --json` |
 //! | `POST /reindex` | | `reindex --json` |
 //! | `GET /search` | `q`, `limit` (10) | `search --json` |
-//! | `POST /query` | `{statement, params: {name: text or number}}` | `query --json` |
+//! | `POST /query` | `{statement, params: {name: text or number}, explain?}` | `query --json` |
 //! | `GET /sessions` | | `session ls --json` |
 //! | `GET /sessions/{id}` | | `session show --json` |
 //! | `DELETE /sessions/{id}` | | `session rm --json` |
@@ -62,9 +62,11 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 
+mod api;
 mod client;
 mod jobs;
 
+pub use api::Api;
 pub use client::{Client, CommandOutput, CommandRequest};
 
 use crate::db::Db;
@@ -73,7 +75,7 @@ use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::sources::{Origin, Source};
 use crate::memory::TurnInput;
 use crate::model::document::Format;
-use crate::progress::{CancelToken, NoProgress};
+use crate::progress::CancelToken;
 use crate::query::Params;
 
 /// The Unix socket a server listens on, inside the store directory.
@@ -625,16 +627,11 @@ async fn health(State(shared): State<Arc<Shared>>) -> Json<Value> {
 }
 
 async fn documents(State(shared): State<Arc<Shared>>) -> Answer {
-    read(&shared, |db| {
-        Ok(Value::Array(
-            db.documents()?.iter().map(|d| d.to_json()).collect(),
-        ))
-    })
-    .await
+    read(&shared, Api::documents).await
 }
 
 async fn tree(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
-    read(&shared, move |db| Ok(db.tree(&id)?.to_json(None))).await
+    read(&shared, move |db| Api::tree(db, &id)).await
 }
 
 /// `GET /v1/docs/{id}/edus`' query string: an inclusive EDU range, or
@@ -660,7 +657,7 @@ async fn edus(
             ));
         }
     };
-    read(&shared, move |db| to_value(&db.edus(&id, range)?)).await
+    read(&shared, move |db| Api::edus(db, &id, range)).await
 }
 
 /// `GET /v1/docs/{id}/dag`'s query string.
@@ -674,10 +671,7 @@ async fn dag(
     Path(id): Path<String>,
     Query(args): Query<DagArgs>,
 ) -> Answer {
-    read(&shared, move |db| {
-        to_value(&db.dag_listing(&id, args.level)?)
-    })
-    .await
+    read(&shared, move |db| Api::dag_listing(db, &id, args.level)).await
 }
 
 /// `PUT /v1/docs/{id}`'s query string.
@@ -695,12 +689,8 @@ async fn ingest(
     body: axum::body::Bytes,
 ) -> Answer {
     let format = args.format.map(|f| f.parse()).transpose()?;
-    let options = crate::ingest::pipeline::IngestOptions {
-        format,
-        ..Default::default()
-    };
     write(&shared, move |db| {
-        Ok(db.ingest_bytes(&id, body.to_vec(), options)?.to_json())
+        Api::ingest_bytes(db, &id, body.to_vec(), format)
     })
     .await
 }
@@ -773,7 +763,7 @@ async fn ingest_job(
         .await;
         let ended = ended.unwrap_or_else(|e| Err(Error::Serve(format!("the job failed: {e}"))));
         shared.note(&ended);
-        running.finish(ended, described);
+        running.finish(ended);
     });
     Ok((StatusCode::ACCEPTED, Json(job.status())))
 }
@@ -799,48 +789,31 @@ async fn cancel_job(State(shared): State<Arc<Shared>>, Path(job): Path<String>) 
 }
 
 async fn remove(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
-    write(&shared, move |db| {
-        db.remove(&id)?;
-        Ok(json!({ "removed": [id] }))
-    })
-    .await
+    write(&shared, move |db| Api::remove(db, &id)).await
 }
 
 async fn check(State(shared): State<Arc<Shared>>) -> Answer {
-    read(&shared, |db| to_value(&db.check()?)).await
+    read(&shared, Api::check).await
 }
 
 async fn reindex(State(shared): State<Arc<Shared>>) -> Answer {
-    write(&shared, |db| {
-        let skipped = db.reindex(&NoProgress, &CancelToken::new())?;
-        let stats = db.stats()?;
-        Ok(json!({
-            "fulltext_entries": stats.fulltext_entries,
-            "vectors": to_value(&db.vector_counts()?)?,
-            "skipped": to_value(&skipped)?,
-        }))
-    })
-    .await
+    write(&shared, Api::reindex).await
 }
 
 async fn sessions(State(shared): State<Arc<Shared>>) -> Answer {
-    read(&shared, |db| to_value(&db.sessions()?)).await
+    read(&shared, Api::sessions).await
 }
 
 async fn session(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
-    read(&shared, move |db| to_value(&db.session(&id)?)).await
+    read(&shared, move |db| Api::session(db, &id)).await
 }
 
 async fn remove_session(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
-    write(&shared, move |db| {
-        db.remove_session(&id)?;
-        Ok(json!({ "removed": id }))
-    })
-    .await
+    write(&shared, move |db| Api::remove_session(db, &id)).await
 }
 
 async fn stats(State(shared): State<Arc<Shared>>) -> Answer {
-    read(&shared, |db| to_value(&db.stats()?)).await
+    read(&shared, Api::stats).await
 }
 
 /// `GET /v1/search`'s query string.
@@ -852,8 +825,7 @@ struct SearchArgs {
 
 async fn search(State(shared): State<Arc<Shared>>, Query(args): Query<SearchArgs>) -> Answer {
     read(&shared, move |db| {
-        let hits = db.search(&args.q, args.limit.unwrap_or(10))?;
-        Ok(Value::Array(hits.iter().map(|h| h.to_json()).collect()))
+        Api::search(db, &args.q, args.limit.unwrap_or(10))
     })
     .await
 }
@@ -865,6 +837,9 @@ struct QueryBody {
     statement: String,
     #[serde(default)]
     params: serde_json::Map<String, Value>,
+    /// Run as if the statement began with `EXPLAIN`.
+    #[serde(default)]
+    explain: bool,
 }
 
 async fn query(
@@ -886,7 +861,7 @@ async fn query(
         };
     }
     read(&shared, move |db| {
-        Ok(db.query(&body.statement, &params)?.to_json())
+        Api::query(db, &body.statement, &params, body.explain)
     })
     .await
 }
@@ -900,14 +875,7 @@ async fn add_turn(
 ) -> Answer {
     let turn =
         TurnInput::from_json(&body).map_err(|e| Failure::user(StatusCode::BAD_REQUEST, e))?;
-    write(&shared, move |db| {
-        let receipts = db.append_turns(&session, &[turn], &NoProgress, &CancelToken::new())?;
-        let receipt = receipts
-            .first()
-            .ok_or_else(|| Error::Serve("the append returned no receipt".into()))?;
-        to_value(receipt)
-    })
-    .await
+    write(&shared, move |db| Api::append_turn(db, &session, &turn)).await
 }
 
 /// `GET /v1/sessions/{id}/context`'s query string.
@@ -923,7 +891,7 @@ async fn context(
     Query(args): Query<ContextArgs>,
 ) -> Answer {
     read(&shared, move |db| {
-        to_value(&db.session_context(&session, args.budget, args.query.as_deref())?)
+        Api::session_context(db, &session, args.budget, args.query.as_deref())
     })
     .await
 }
@@ -945,10 +913,6 @@ async fn command(
         .await
         .map(Json)
         .map_err(|e| Failure::internal(format!("the command failed: {e}")))
-}
-
-fn to_value(value: &impl serde::Serialize) -> Result<Value> {
-    serde_json::to_value(value).map_err(|e| Error::Serve(format!("encoding the answer: {e}")))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `edudb::serve::Client`: a served store used like an embedded one, over
 //! TCP and over the store's socket, against the library's own answers.
 
-use edudb::serve::{Client, ServeOptions};
+use edudb::serve::{Api, Client, ServeOptions};
 use edudb::{CancelToken, Db, Error, Params, Role, TurnInput};
 use serde_json::Value;
 
@@ -18,26 +18,48 @@ fn a_client_reads_what_the_library_reads_over_tcp_and_the_socket() {
     let (_dir, path) = fixture();
     let statement = "SELECT SPANS FROM * SEED BM25($q) BUDGET 64 TOKENS";
     let params = Params::new().text("q", "snow festival");
-    let (documents, tree, search, query) = {
+    // What the store answers in-process, through the same `Api` the
+    // server's handlers call: the library's own values as JSON.
+    let expected = {
         let db = Db::open(&path).unwrap();
+        let answers = vec![
+            Api::documents(&db).unwrap(),
+            Api::tree(&db, "trips").unwrap(),
+            Api::edus(&db, "trips", Some((0, 1))).unwrap(),
+            Api::dag_listing(&db, "trips", None).unwrap(),
+            Api::search(&db, "ramen", 5).unwrap(),
+            untimed(Api::query(&db, statement, &params, false).unwrap()),
+            Api::check(&db).unwrap(),
+        ];
         let documents: Vec<Value> = db
             .documents()
             .unwrap()
             .iter()
             .map(|d| d.to_json())
             .collect();
-        let search: Vec<Value> = db
+        let hits: Vec<Value> = db
             .search("ramen", 5)
             .unwrap()
             .iter()
             .map(|h| h.to_json())
             .collect();
-        (
-            Value::from(documents),
-            db.tree("trips").unwrap().to_json(None),
-            Value::from(search),
-            untimed(db.query(statement, &params).unwrap().to_json()),
-        )
+        assert_eq!(answers[0], Value::from(documents));
+        assert_eq!(answers[1], db.tree("trips").unwrap().to_json(None));
+        assert_eq!(answers[4], Value::from(hits));
+        assert_eq!(
+            answers[5],
+            untimed(db.query(statement, &params).unwrap().to_json())
+        );
+        assert!(answers[5].get("plan").is_none());
+        // `explain` leaves error positions those of the statement given.
+        let bad = "SELECT SPANS FROM * WERE level = 1";
+        let position = |explain| match Api::query(&db, bad, &params, explain) {
+            Err(Error::Query(e)) => (e.line, e.column),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(position(true), (1, 21));
+        assert_eq!(position(false), (1, 21));
+        answers
     };
     let running = start(&path, ServeOptions::default());
     let tcp = format!("http://{}", running.bound.address);
@@ -47,23 +69,30 @@ fn a_client_reads_what_the_library_reads_over_tcp_and_the_socket() {
             client.health().unwrap()["store"],
             path.display().to_string()
         );
-        assert_eq!(client.documents().unwrap(), documents, "{target}");
-        assert_eq!(client.tree("trips").unwrap(), tree, "{target}");
-        assert_eq!(client.search("ramen", 5).unwrap(), search, "{target}");
+        let served = vec![
+            client.documents().unwrap(),
+            client.tree("trips").unwrap(),
+            client.edus("trips", Some((0, 1))).unwrap(),
+            client.dag_listing("trips", None).unwrap(),
+            client.search("ramen", 5).unwrap(),
+            untimed(client.query(statement, &params, false).unwrap()),
+            client.check().unwrap(),
+        ];
+        assert_eq!(served, expected, "{target}");
+        assert_eq!(served[2].as_array().map(Vec::len), Some(2));
+        // `explain` gives the plan of the statement with EXPLAIN written.
+        let operators = |answer: Value| -> Vec<Value> {
+            let plan = answer["plan"].as_array().cloned().unwrap_or_default();
+            plan.iter().map(|stage| stage["operator"].clone()).collect()
+        };
+        let explained = operators(client.query(statement, &params, true).unwrap());
+        let written = format!("EXPLAIN {statement}");
+        assert!(!explained.is_empty());
         assert_eq!(
-            untimed(client.query(statement, &params).unwrap()),
-            query,
-            "{target}"
+            explained,
+            operators(client.query(&written, &params, false).unwrap())
         );
-        let edus = client.edus("trips", Some((0, 1))).unwrap();
-        assert_eq!(edus.as_array().map(Vec::len), Some(2), "{edus}");
-        assert!(client.dag_listing("trips", None).unwrap().is_object());
         assert!(client.stats().unwrap()["documents"].as_u64() >= Some(2));
-        assert!(
-            client.check().unwrap()["damaged"]
-                .as_array()
-                .is_some_and(Vec::is_empty)
-        );
     }
     running.stop().unwrap();
 }
@@ -109,7 +138,7 @@ fn a_client_writes_and_its_refusals_keep_their_class() {
 
     // Refusals are typed by the server's class, as a local store's are.
     let bad = client
-        .query("SELECT SPANS FROM * WERE level = 1", &Params::new())
+        .query("SELECT SPANS FROM * WERE level = 1", &Params::new(), false)
         .unwrap_err();
     assert!(bad.is_user_error() && !bad.is_busy(), "{bad}");
     let Error::Served { status, query, .. } = &bad else {

@@ -1,0 +1,213 @@
+//! [`Api`]: the calls of the served API, answered with its JSON bodies
+//! (the CLI's `--json` contracts, described by `GET /openapi.json`). A
+//! [`Db`] answers them itself, as the server does (the server's handlers
+//! call these), and a [`Client`](super::Client) asks a server for them, so
+//! a caller holding either (the Python package, an agent framework) sees
+//! the same answers.
+
+use serde_json::{Value, json};
+
+use crate::db::Db;
+use crate::engine::write::IngestReport;
+use crate::error::{Error, Result};
+use crate::ingest::pipeline::IngestOptions;
+use crate::ingest::sources::Source;
+use crate::memory::TurnInput;
+use crate::model::document::Format;
+use crate::progress::{CancelToken, NoProgress, Progress};
+use crate::query::{Params, Query};
+
+/// A store's calls with JSON answers, local or served.
+pub trait Api {
+    /// Every document's metadata (`docs --json`).
+    fn documents(&self) -> Result<Value>;
+
+    /// Stores `bytes` as document `id` (replacing one of that id), in
+    /// `format` or the one sniffed; the ingest receipt.
+    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Value>;
+
+    /// Ingests `sources` as [`Db::ingest`] does: `{documents, failures}`,
+    /// a source with bad content being a failure while the rest go on.
+    /// Progress goes to `progress`; cancelling `cancel` stops after the
+    /// document being written (those written stay, whole) with
+    /// [`Error::Cancelled`].
+    fn ingest(
+        &self,
+        sources: &[Source],
+        options: IngestOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<Value>;
+
+    /// Removes document `id` (`rm --json`).
+    fn remove(&self, id: &str) -> Result<Value>;
+
+    /// Document `id`'s structural tree (`tree --json`).
+    fn tree(&self, id: &str) -> Result<Value>;
+
+    /// Document `id`'s EDUs, all or an inclusive range (`show --json`).
+    fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Value>;
+
+    /// Document `id`'s DAG, at one level or all (`dag --json`).
+    fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<Value>;
+
+    /// BM25 search over EDUs and nodes (`search --json`).
+    fn search(&self, query: &str, limit: usize) -> Result<Value>;
+
+    /// Runs a statement of the query language with `params` (`query
+    /// --json`); with `explain`, as if it began with `EXPLAIN` (the answer
+    /// carries its `plan`), while error positions stay those of the text
+    /// given.
+    fn query(&self, statement: &str, params: &Params, explain: bool) -> Result<Value>;
+
+    /// The store's counts (`stats --json`).
+    fn stats(&self) -> Result<Value>;
+
+    /// Checks every record (`check --json`).
+    fn check(&self) -> Result<Value>;
+
+    /// Rebuilds the derived indexes (`reindex --json`).
+    fn reindex(&self) -> Result<Value>;
+
+    /// Appends `turn` to `session` (created by its first turn); the
+    /// receipt (`session add --json`).
+    fn append_turn(&self, session: &str, turn: &TurnInput) -> Result<Value>;
+
+    /// Every session's summary (`session ls --json`).
+    fn sessions(&self) -> Result<Value>;
+
+    /// Session `id`'s dialogue tree (`session show --json`).
+    fn session(&self, id: &str) -> Result<Value>;
+
+    /// The context for `session`'s next turn within `budget` tokens, given
+    /// what was just said when `query` is given (`session context --json`).
+    fn session_context(&self, session: &str, budget: u64, query: Option<&str>) -> Result<Value>;
+
+    /// Removes session `id` with all its turns (`session rm --json`).
+    fn remove_session(&self, id: &str) -> Result<Value>;
+}
+
+impl Api for Db {
+    fn documents(&self) -> Result<Value> {
+        Ok(Value::Array(
+            self.documents()?.iter().map(|d| d.to_json()).collect(),
+        ))
+    }
+
+    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Value> {
+        let options = IngestOptions {
+            format,
+            ..Default::default()
+        };
+        Ok(self.ingest_bytes(id, bytes, options)?.to_json())
+    }
+
+    fn ingest(
+        &self,
+        sources: &[Source],
+        options: IngestOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<Value> {
+        Ok(ingest_answer(
+            self.ingest(sources, options, progress, cancel)?,
+        ))
+    }
+
+    fn remove(&self, id: &str) -> Result<Value> {
+        self.remove(id)?;
+        Ok(json!({ "removed": [id] }))
+    }
+
+    fn tree(&self, id: &str) -> Result<Value> {
+        Ok(self.tree(id)?.to_json(None))
+    }
+
+    fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Value> {
+        to_value(&self.edus(id, range)?)
+    }
+
+    fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<Value> {
+        to_value(&self.dag_listing(id, level)?)
+    }
+
+    fn search(&self, query: &str, limit: usize) -> Result<Value> {
+        let hits = self.search(query, limit)?;
+        Ok(Value::Array(hits.iter().map(|h| h.to_json()).collect()))
+    }
+
+    fn query(&self, statement: &str, params: &Params, explain: bool) -> Result<Value> {
+        let mut query = Query::parse(statement)?;
+        if explain {
+            query = query.explained();
+        }
+        Ok(self.run(&query, params)?.to_json())
+    }
+
+    fn stats(&self) -> Result<Value> {
+        to_value(&self.stats()?)
+    }
+
+    fn check(&self) -> Result<Value> {
+        to_value(&self.check()?)
+    }
+
+    fn reindex(&self) -> Result<Value> {
+        let skipped = self.reindex(&NoProgress, &CancelToken::new())?;
+        let stats = self.stats()?;
+        Ok(json!({
+            "fulltext_entries": stats.fulltext_entries,
+            "vectors": to_value(&self.vector_counts()?)?,
+            "skipped": to_value(&skipped)?,
+        }))
+    }
+
+    fn append_turn(&self, session: &str, turn: &TurnInput) -> Result<Value> {
+        let receipts = self.append_turns(
+            session,
+            std::slice::from_ref(turn),
+            &NoProgress,
+            &CancelToken::new(),
+        )?;
+        let receipt = receipts
+            .first()
+            .ok_or_else(|| Error::Serve("the append returned no receipt".into()))?;
+        to_value(receipt)
+    }
+
+    fn sessions(&self) -> Result<Value> {
+        to_value(&self.sessions()?)
+    }
+
+    fn session(&self, id: &str) -> Result<Value> {
+        to_value(&self.session(id)?)
+    }
+
+    fn session_context(&self, session: &str, budget: u64, query: Option<&str>) -> Result<Value> {
+        to_value(&self.session_context(session, budget, query)?)
+    }
+
+    fn remove_session(&self, id: &str) -> Result<Value> {
+        self.remove_session(id)?;
+        Ok(json!({ "removed": id }))
+    }
+}
+
+/// An ingest's `{documents, failures}`, each failure `{source, class,
+/// message}`.
+pub(super) fn ingest_answer(report: IngestReport) -> Value {
+    let failures: Vec<Value> = (report.failures.into_iter())
+        .map(|f| {
+            let mut failure = super::described(f.error);
+            failure["source"] = Value::from(f.source);
+            failure
+        })
+        .collect();
+    let documents: Vec<Value> = report.documents.iter().map(|d| d.to_json()).collect();
+    json!({ "documents": documents, "failures": failures })
+}
+
+/// `value` as JSON.
+fn to_value(value: &impl serde::Serialize) -> Result<Value> {
+    serde_json::to_value(value).map_err(|e| Error::Serve(format!("encoding the answer: {e}")))
+}
