@@ -421,7 +421,32 @@ impl FullTextReader {
         Ok(terms)
     }
 
+    /// The best `limit` hits of `query`. tantivy panics on some damaged
+    /// index files (a fast-field column cut short) instead of failing; such
+    /// a panic is the index's damage, not the caller's crash.
     fn top(
+        &self,
+        searcher: &Searcher,
+        query: &dyn Query,
+        limit: usize,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Result<Vec<RankedHit>> {
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.read_top(searcher, query, limit, statistics)
+        }));
+        read.unwrap_or_else(|panic| {
+            let cause = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            Err(damaged(format!(
+                "reading it failed ({cause}); `edudb reindex` rebuilds it"
+            )))
+        })
+    }
+
+    fn read_top(
         &self,
         searcher: &Searcher,
         query: &dyn Query,
@@ -753,6 +778,38 @@ mod tests {
         index.commit(2).unwrap();
         assert_eq!(index.reader().entries(), 0);
         assert_eq!(index.applied_seq().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_fast_field_file_overwritten_is_damage_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = FullText::open(dir.path()).unwrap();
+        let text: String = (0..300)
+            .map(|i| format!("The oven number {i} bakes loaf {i}.\n\n"))
+            .collect();
+        let doc = crate::ingest::pipeline::analyze("a", text, Format::Text).unwrap();
+        index.replace(&doc).unwrap();
+        index.commit(1).unwrap();
+        drop(index);
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "fast") {
+                // Its middle overwritten, the footer intact.
+                let mut bytes = std::fs::read(&path).unwrap();
+                let len = bytes.len();
+                bytes[len / 3..len / 3 + 200].fill(0x5a);
+                std::fs::write(&path, bytes).unwrap();
+            }
+        }
+        let reader = FullText::open(dir.path()).unwrap().reader();
+        for hits in [
+            reader.search("oven", 5),
+            reader.rank("oven", Target::Edus, None, 5),
+        ] {
+            let err = hits.unwrap_err();
+            assert!(err.is_damage(), "{err:?}");
+            assert!(err.to_string().contains("reindex"), "{err}");
+        }
     }
 
     #[test]
