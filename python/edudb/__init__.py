@@ -1,0 +1,309 @@
+"""edudb: an embedded document database with EDU coordinates and
+structural indexing, from Python.
+
+Open a store in this process with :func:`open`, or use one served by
+``edudb serve`` with :func:`connect`; both give a :class:`Store` with the
+same methods and the same results::
+
+    import edudb
+
+    with edudb.open("notes.db") as db:
+        db.ingest("docs/")                       # files or directories
+        result = db.query(
+            "SELECT SPANS FROM * SEED BM25($q) BUDGET 256 TOKENS",
+            q="unsafe operations",
+        )
+        for item in result.items:
+            print(item.doc, item.edus, item.text)
+
+Calls run without the GIL. Ctrl-C during an ingest cancels it after the
+document being written (those written stay whole) and raises
+KeyboardInterrupt. Errors are :class:`EdudbError` subclasses:
+:class:`QueryError` (with ``line``, ``column``, ``source_line``, ``caret``
+and ``hint``), :class:`NotFound`, :class:`UserError`, :class:`StoreBusy`,
+:class:`Corrupt` and :class:`InternalError`.
+"""
+
+from __future__ import annotations
+
+import datetime as _datetime
+import json as _json
+import os as _os
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from . import _edudb
+from ._edudb import (
+    Corrupt,
+    EdudbError,
+    InternalError,
+    NotFound,
+    QueryError,
+    StoreBusy,
+    UserError,
+    __version__,
+)
+from .results import (
+    CheckReport,
+    Context,
+    ContextItem,
+    Dag,
+    DagEdge,
+    DagNode,
+    Damaged,
+    Document,
+    Edu,
+    IngestFailure,
+    IngestReport,
+    Item,
+    Node,
+    QueryResult,
+    SearchHit,
+    SessionSummary,
+    Stage,
+    Stats,
+    TurnReceipt,
+)
+
+__all__ = [
+    "open",
+    "connect",
+    "Store",
+    "EdudbError",
+    "UserError",
+    "QueryError",
+    "NotFound",
+    "StoreBusy",
+    "Corrupt",
+    "InternalError",
+    "CheckReport",
+    "Context",
+    "ContextItem",
+    "Dag",
+    "DagEdge",
+    "DagNode",
+    "Damaged",
+    "Document",
+    "Edu",
+    "IngestFailure",
+    "IngestReport",
+    "Item",
+    "Node",
+    "QueryResult",
+    "SearchHit",
+    "SessionSummary",
+    "Stage",
+    "Stats",
+    "TurnReceipt",
+    "__version__",
+]
+
+PathLike = Union[str, "_os.PathLike[str]"]
+Placement = Union[str, Dict[str, int]]
+"""``"auto"``, ``"continue"``, ``"new_topic"``, ``{"topic": N}`` or
+``{"fork": N}``."""
+
+
+def open(  # noqa: A001 - the package's entry point, as sqlite3.connect is its
+    path: PathLike,
+    *,
+    embedder: Optional[str] = None,
+    model: Optional[PathLike] = None,
+    embed_url: Optional[str] = None,
+    embed_model: Optional[str] = None,
+    embed_key_env: Optional[str] = None,
+    dimension: Optional[int] = None,
+    busy_timeout: float = 0.0,
+    create: bool = True,
+) -> "Store":
+    """Opens the store at ``path`` in this process, creating it unless
+    ``create`` is False.
+
+    ``embedder`` picks the vectors of a new store: None or ``"hashed"``
+    (built in, no model), ``"local"`` (a sentence-transformers directory
+    ``model``, run in-process) or ``"openai"`` (an OpenAI-compatible
+    server at ``embed_url`` with ``embed_model``; its key in the
+    environment variable ``embed_key_env``). An existing store must be
+    opened with the embedder it was built with (None: the recorded one).
+    ``busy_timeout`` is how many seconds to wait while another process
+    holds the store before raising :class:`StoreBusy`.
+    """
+    return Store(
+        _edudb.Store.open(
+            _os.fspath(path),
+            embedder=embedder,
+            model=None if model is None else _os.fspath(model),
+            embed_url=embed_url,
+            embed_model=embed_model,
+            embed_key_env=embed_key_env,
+            dimension=dimension,
+            busy_timeout=busy_timeout,
+            create=create,
+        )
+    )
+
+
+def connect(target: PathLike, token: Optional[str] = None) -> "Store":
+    """Connects to a store served by ``edudb serve``: ``target`` is its
+    ``http://HOST:PORT`` URL, the store's directory (its server's socket)
+    or a socket path; ``token`` is the server's bearer token, if it has
+    one. Raises :class:`InternalError` when no server answers there."""
+    return Store(_edudb.Store.connect(_os.fspath(target), token))
+
+
+class Store:
+    """A store, open in this process (:func:`open`) or served
+    (:func:`connect`). Use it as a context manager, or call
+    :meth:`close`, to release it."""
+
+    def __init__(self, native: "_edudb.Store") -> None:
+        self._native = native
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the store (an in-process one is flushed and unlocked,
+        so another process may open it). Later calls raise
+        :class:`UserError`; closing twice does nothing."""
+        self._native.close()
+
+    @property
+    def served(self) -> bool:
+        """True when a server answers this store's calls."""
+        return self._native.served
+
+    # Documents
+
+    def ingest(
+        self,
+        source: Union[PathLike, bytes, Sequence[PathLike]],
+        id: Optional[str] = None,
+        format: Optional[str] = None,
+    ) -> IngestReport:
+        """Ingests ``source``: a file or directory path (directories
+        recursively; a file's id is its name without extension, one under
+        a directory its path below it), a list of them, or the bytes of
+        one document (``id`` required). ``format``: ``"text"``,
+        ``"markdown"`` or ``"html"`` (default: from the extension or the
+        text). A document of an existing id replaces it. A file whose
+        content is refused (binary, empty, not UTF-8) is listed in
+        ``failures`` while the rest go in."""
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            if id is None:
+                raise UserError("ingesting bytes needs an id")
+            document = self._native.ingest_bytes(id, bytes(source), format)
+            return IngestReport([Document.from_json(_json.loads(document))], [])
+        if isinstance(source, (str, _os.PathLike)):
+            paths = [_os.fspath(source)]
+        else:
+            paths = [_os.fspath(p) for p in source]
+        return IngestReport.from_json(_json.loads(self._native.ingest_paths(paths, id, format)))
+
+    def docs(self) -> List[Document]:
+        """Every document, in id order."""
+        return [Document.from_json(d) for d in self._load(self._native.documents())]
+
+    def remove(self, doc: str) -> None:
+        """Deletes document ``doc`` completely."""
+        self._native.remove(doc)
+
+    def tree(self, doc: str) -> Node:
+        """Document ``doc``'s structural tree (its root)."""
+        return Node.from_json(self._load(self._native.tree(doc)))
+
+    def edus(self, doc: str, first: Optional[int] = None, last: Optional[int] = None) -> List[Edu]:
+        """Document ``doc``'s EDUs ``first`` to ``last`` (both included;
+        ``last`` defaults to ``first``), or all of them."""
+        return [Edu.from_json(e) for e in self._load(self._native.edus(doc, first, last))]
+
+    def dag(self, doc: str, level: Optional[int] = None) -> Dag:
+        """Document ``doc``'s weighted DAG of information points, at
+        ``level`` or all levels."""
+        return Dag.from_json(self._load(self._native.dag(doc, level)))
+
+    # Retrieval
+
+    def search(self, text: str, limit: int = 10) -> List[SearchHit]:
+        """BM25 search over EDUs and tree nodes, best first."""
+        return [SearchHit.from_json(h) for h in self._load(self._native.search(text, limit))]
+
+    def query(self, statement: str, /, **params: Union[str, int, float]) -> QueryResult:
+        """Runs a statement of the query language, its ``$name``
+        parameters bound from ``params`` (text or numbers)::
+
+            db.query("SELECT SPANS FROM * SEED BM25($q) BUDGET $n TOKENS", q="ramen", n=128)
+        """
+        return QueryResult.from_json(self._load(self._native.query(statement, params)))
+
+    def explain(self, statement: str, /, **params: Union[str, int, float]) -> List[Stage]:
+        """Runs ``statement`` as if it began with EXPLAIN and returns its
+        plan: each stage's operator, rows in and out, and time. Error
+        positions are those of ``statement`` as given."""
+        return QueryResult.from_json(self._load(self._native.query(statement, params, True))).plan
+
+    # Agent memory
+
+    def add_turn(
+        self,
+        session: str,
+        text: str,
+        role: str = "user",
+        at: Union[None, str, _datetime.date, _datetime.datetime] = None,
+        placement: Placement = "auto",
+    ) -> TurnReceipt:
+        """Appends a turn to ``session`` (created by its first turn).
+        ``role``: ``"user"``, ``"assistant"`` or ``"system"``;
+        ``at``: when it was said (an aware datetime, a date, or RFC 3339
+        text); ``placement``: where it goes in the dialogue tree."""
+        turn: Dict[str, Any] = {"text": text, "role": role, "placement": placement}
+        if isinstance(at, _datetime.datetime):
+            if at.tzinfo is None:
+                raise UserError("`at` needs a time zone (an aware datetime)")
+            turn["at"] = at.isoformat()
+        elif isinstance(at, _datetime.date):
+            turn["at"] = at.isoformat()
+        elif at is not None:
+            turn["at"] = at
+        return TurnReceipt.from_json(self._load(self._native.add_turn(session, _json.dumps(turn))))
+
+    def context(self, session: str, budget: int, query: Optional[str] = None) -> Context:
+        """The context for ``session``'s next turn within ``budget``
+        tokens: the active path and summaries of the rest, and with
+        ``query`` (what was just said) the earlier turns relevant to it."""
+        return Context.from_json(self._load(self._native.context(session, budget, query)))
+
+    def session(self, id: str) -> Dict[str, Any]:
+        """Session ``id``'s dialogue tree with text (``session show
+        --json``: topics, their branches and turns)."""
+        return self._load(self._native.session(id))
+
+    def sessions(self) -> List[SessionSummary]:
+        """Every session, in id order."""
+        return [SessionSummary.from_json(s) for s in self._load(self._native.sessions())]
+
+    def remove_session(self, id: str) -> None:
+        """Deletes session ``id`` with all its turns."""
+        self._native.remove_session(id)
+
+    # The store
+
+    def stats(self) -> Stats:
+        """The store's counts."""
+        return Stats.from_json(self._load(self._native.stats()))
+
+    def check(self) -> CheckReport:
+        """Validates every document, session and index entry; damaged
+        records are listed, not raised."""
+        return CheckReport.from_json(self._load(self._native.check()))
+
+    def reindex(self) -> Dict[str, Any]:
+        """Rebuilds the full-text and vector indexes from the stored
+        documents: ``{fulltext_entries, vectors, skipped}``."""
+        return self._load(self._native.reindex())
+
+    @staticmethod
+    def _load(answer: str) -> Any:
+        return _json.loads(answer)

@@ -1,0 +1,82 @@
+"""The native half of edudb (a PyO3 extension). Use the ``edudb`` package
+instead: its ``Store`` wraps this one and turns its JSON answers into
+typed results."""
+
+from typing import Dict, List, Optional, Union
+
+__version__: str
+
+class EdudbError(Exception):
+    """Every error edudb raises."""
+
+class UserError(EdudbError):
+    """The caller's input is wrong; repeating the call cannot succeed."""
+
+class QueryError(UserError):
+    """A query statement is wrong, located in it."""
+
+    line: int
+    """1-based line of the fault."""
+    column: int
+    """1-based column (in characters) of the fault."""
+    hint: Optional[str]
+    """A suggestion, such as the nearest keyword."""
+    source_line: str
+    """The statement's line holding the fault (cut around it when long)."""
+    caret: str
+    """``^`` under the fault's characters of ``source_line``."""
+
+class NotFound(UserError):
+    """No document, session, turn or topic has the id given."""
+
+class StoreBusy(EdudbError):
+    """Another process holds the store, or its server is busy: retry."""
+
+class Corrupt(EdudbError):
+    """A stored record failed validation."""
+
+class InternalError(EdudbError):
+    """The store or server failed."""
+
+Param = Union[str, int, float]
+
+class Store:
+    """A store, in-process or served; every call answers JSON text."""
+
+    @staticmethod
+    def open(
+        path: str,
+        *,
+        embedder: Optional[str] = None,
+        model: Optional[str] = None,
+        embed_url: Optional[str] = None,
+        embed_model: Optional[str] = None,
+        embed_key_env: Optional[str] = None,
+        dimension: Optional[int] = None,
+        busy_timeout: float = 0.0,
+        create: bool = True,
+    ) -> "Store": ...
+    @staticmethod
+    def connect(target: str, token: Optional[str] = None) -> "Store": ...
+    @property
+    def served(self) -> bool: ...
+    def close(self) -> None: ...
+    def documents(self) -> str: ...
+    def ingest_paths(self, paths: List[str], id: Optional[str] = None, format: Optional[str] = None) -> str: ...
+    def ingest_bytes(self, id: str, data: bytes, format: Optional[str] = None) -> str: ...
+    def remove(self, id: str) -> str: ...
+    def tree(self, id: str) -> str: ...
+    def edus(self, id: str, first: Optional[int] = None, last: Optional[int] = None) -> str: ...
+    def dag(self, id: str, level: Optional[int] = None) -> str: ...
+    def search(self, text: str, limit: int) -> str: ...
+    def query(self, statement: str, params: Dict[str, Param], explain: bool = False) -> str: ...
+    def stats(self) -> str: ...
+    def check(self) -> str: ...
+    def reindex(self) -> str: ...
+    def add_turn(self, session: str, turn: str) -> str: ...
+    def sessions(self) -> str: ...
+    def session(self, id: str) -> str: ...
+    def context(self, session: str, budget: int, query: Optional[str] = None) -> str: ...
+    def remove_session(self, id: str) -> str: ...
+    def rust_query_seconds(self, statement: str, params: Dict[str, Param], runs: int) -> float:
+        """Seconds per run of the statement in Rust alone (benchmarks)."""

@@ -1,0 +1,51 @@
+"""A LangChain retriever over an edudb store.
+
+Needs ``langchain-core`` (``pip install edudb[langchain]``)::
+
+    from edudb.langchain import EdudbRetriever
+
+    retriever = EdudbRetriever(store=edudb.open("notes.db"), budget=512)
+    docs = retriever.invoke("how are unsafe operations checked?")
+
+Each LangChain document is one span edudb picked under the token budget,
+in document order, with its coordinates as metadata (``doc``, ``node``,
+``kind``, ``level``, ``title``, ``edus``, ``bytes``, ``tokens``,
+``score``), so an answer can cite exactly where its context came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Union
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+except ImportError as missing:  # pragma: no cover - exercised without the package
+    raise ImportError(
+        "edudb.langchain needs langchain-core: pip install 'edudb[langchain]'"
+    ) from missing
+
+from ._adapter import DEFAULT_STATEMENT, retrieve
+
+
+class EdudbRetriever(BaseRetriever):
+    """Retrieves budgeted spans from an edudb store for a query.
+
+    ``statement`` is run with ``$q`` bound to the query and ``$budget`` to
+    ``budget`` (when it names it), plus ``params``.
+    """
+
+    store: Any
+    """An ``edudb.Store`` (from ``edudb.open`` or ``edudb.connect``)."""
+    statement: str = DEFAULT_STATEMENT
+    budget: int = 512
+    params: Dict[str, Union[str, int, float]] = {}
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> List[Document]:
+        return [
+            Document(page_content=text, metadata=metadata)
+            for text, metadata in retrieve(self.store, self.statement, query, self.budget, self.params)
+        ]

@@ -1,0 +1,384 @@
+"""Typed results of edudb's calls.
+
+Each class is built from the JSON the store answers (the CLI's ``--json``
+contracts, the same in-process and served). Spans are closed: ``edus`` is
+``(first, last)`` EDU ids, both included; ``bytes`` is ``(start, end)``
+into the document's text, end excluded, so ``text[start:end]`` is the span
+exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar
+
+Span = Tuple[int, int]
+"""A closed EDU range ``(first, last)`` or a byte range ``(start, end)``."""
+
+T = TypeVar("T")
+
+
+def _build(cls: Type[T], data: Dict[str, Any], **nested: Any) -> T:
+    """``cls`` from the JSON object ``data``: its fields by name (fields
+    the JSON lacks are None), spans as tuples, and the fields in
+    ``nested`` as given."""
+    values = {}
+    for item in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if item.name in nested:
+            values[item.name] = nested[item.name]
+            continue
+        value = data.get(item.name)
+        if isinstance(value, list) and "Span" in str(item.type):
+            value = tuple(value)
+        values[item.name] = value
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A stored document: its id, title and sizes."""
+
+    id: str
+    title: str
+    edus: int
+    nodes: int
+    tokens: int
+    bytes: int
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Document":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class IngestFailure:
+    """A source refused for its content (the others were ingested)."""
+
+    source: str
+    cls: str
+    message: str
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "IngestFailure":
+        return cls(source=data["source"], cls=data["class"], message=data["message"])
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What an ingest wrote, and what it refused."""
+
+    documents: List[Document]
+    failures: List[IngestFailure]
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "IngestReport":
+        return cls(
+            documents=[Document.from_json(d) for d in data["documents"]],
+            failures=[IngestFailure.from_json(f) for f in data["failures"]],
+        )
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of a document's structural tree, with its children."""
+
+    id: int
+    kind: str
+    level: int
+    title: str
+    span: Span
+    children: List["Node"] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Node":
+        children = [Node.from_json(c) for c in data.get("children", [])]
+        return _build(cls, data, children=children)
+
+    def walk(self) -> List["Node"]:
+        """This node and every node below it, in document order."""
+        nodes = [self]
+        for child in self.children:
+            nodes.extend(child.walk())
+        return nodes
+
+
+@dataclass(frozen=True)
+class Edu:
+    """An elementary discourse unit: an exact byte range of its document."""
+
+    id: int
+    bytes: Span
+    tokens: int
+    kind: str
+    text: str
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Edu":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A BM25 match: an EDU (``node`` None) or a tree node."""
+
+    doc: str
+    node: Optional[int]
+    edus: Span
+    bytes: Span
+    score: float
+    text: str
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "SearchHit":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One span a selection picked, with its coordinates."""
+
+    doc: str
+    node: Optional[int]
+    kind: str
+    level: int
+    title: Optional[str]
+    edus: Span
+    bytes: Span
+    tokens: int
+    score: float
+    text: str
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Item":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One operator of a statement's pipeline, as EXPLAIN reports it."""
+
+    operator: str
+    detail: str
+    rows_in: int
+    rows_out: int
+    elapsed: float
+    device: str
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Stage":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """A statement's answer. A selection fills ``items`` (in document
+    order), ``tokens_used`` and ``budget``; a SHOW statement's rows are in
+    ``value`` under their name (``documents``, ``tree``, ``edus``,
+    ``stats``, ``dag``, ``sessions``, ``session``). ``plan`` is filled
+    under EXPLAIN."""
+
+    items: List[Item]
+    tokens_used: int
+    budget: Optional[int]
+    elapsed_ms: float
+    plan: List[Stage]
+    value: Dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "QueryResult":
+        return cls(
+            items=[Item.from_json(i) for i in data.get("results", [])],
+            tokens_used=data.get("tokens_used", 0),
+            budget=data.get("budget"),
+            elapsed_ms=data["elapsed_ms"],
+            plan=[Stage.from_json(s) for s in data.get("plan", [])],
+            value=data,
+        )
+
+    @property
+    def text(self) -> str:
+        """The picked spans' text in document order, one per paragraph."""
+        return "\n\n".join(item.text for item in self.items)
+
+
+@dataclass(frozen=True)
+class DagNode:
+    """A node of a document's DAG: a chunk (level 0) or an information
+    point, with the EDUs it covers and its text."""
+
+    id: int
+    level: int
+    edus: Span
+    points: List[Any]
+    window: Optional[Span]
+    text: str
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "DagNode":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class DagEdge:
+    """A weighted edge; each node's out-edges sum to 1."""
+
+    source: int
+    target: int
+    weight: float
+
+
+@dataclass(frozen=True)
+class Dag:
+    """A document's weighted DAG, at one level or all."""
+
+    doc: str
+    level: Optional[int]
+    top_level: int
+    nodes: List[DagNode]
+    edges: List[DagEdge]
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Dag":
+        edges = [DagEdge(e["from"], e["to"], e["weight"]) for e in data["edges"]]
+        nodes = [DagNode.from_json(n) for n in data["nodes"]]
+        return _build(cls, data, nodes=nodes, edges=edges)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The store's counts."""
+
+    documents: int
+    sessions: int
+    turns: int
+    edus: int
+    nodes: int
+    tokens: int
+    text_bytes: int
+    store_bytes: int
+    fulltext_entries: int
+    last_change: int
+    format_version: int
+    tokenizer: str
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Stats":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class Damaged:
+    """A document or session that failed its check, and why."""
+
+    doc: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``check`` found: counts and every damaged record."""
+
+    documents: int
+    sessions: int
+    fulltext_entries: int
+    vectors: Dict[str, int]
+    vector_graph_change: int
+    last_change: int
+    damaged: List[Damaged]
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "CheckReport":
+        damaged = [Damaged(d["doc"], d["problem"]) for d in data["damaged"]]
+        return _build(cls, data, damaged=damaged)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is damaged."""
+        return not self.damaged
+
+
+@dataclass(frozen=True)
+class TurnReceipt:
+    """Where an appended turn went (its topic and branch) and why."""
+
+    session: str
+    turn: int
+    doc: str
+    role: str
+    at: Optional[str]
+    parent: Optional[int]
+    topic: int
+    branch: int
+    edus: int
+    tokens: int
+    summary: Any
+    decision: Dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "TurnReceipt":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One piece of a session's context: a turn on the active path, a
+    relevant earlier turn, or a summary of a branch or topic."""
+
+    kind: str
+    turn: int
+    role: str
+    at: Optional[str]
+    score: Optional[float]
+    doc: str
+    topic: int
+    branch: int
+    edus: Span
+    bytes: Span
+    tokens: int
+    text: str
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "ContextItem":
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class Context:
+    """The context for a session's next turn, within a token budget."""
+
+    session: str
+    current: int
+    items: List[ContextItem]
+    tokens_used: int
+    budget: int
+    history_tokens: int
+    path_turns: int
+    path_turns_dropped: int
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Context":
+        items = [ContextItem.from_json(i) for i in data["items"]]
+        return _build(cls, data, items=items)
+
+    @property
+    def text(self) -> str:
+        """The items' text, one per paragraph, in the order given."""
+        return "\n\n".join(item.text for item in self.items)
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """A session's sizes and where it stands."""
+
+    id: str
+    turns: int
+    topics: int
+    branches: int
+    tokens: int
+    current: int
+    active_topic: int
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "SessionSummary":
+        return _build(cls, data)

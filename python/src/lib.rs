@@ -1,0 +1,562 @@
+//! `edudb._edudb`: the native half of the Python package `edudb`. One
+//! class, [`Store`], holds either a store opened in this process (a
+//! [`Db`]) or a connection to a server of one (a [`Client`]), and answers
+//! every call through [`Api`] with the served API's JSON (the CLI's
+//! `--json` contracts), so both kinds give the same answers; the Python
+//! half (`edudb/__init__.py`) turns that JSON into typed objects. Store
+//! calls run without the GIL; an ingest is cancelled through the library's
+//! [`CancelToken`] when Python is interrupted (Ctrl-C). Errors are raised
+//! as the exception classes below.
+
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use edudb::serve::{Api, Client};
+use edudb::{
+    CancelToken, Db, EmbedderConfig, Error, Format, HttpConfig, IngestOptions, NoProgress,
+    OpenOptions, Params, TurnInput,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use serde_json::Value;
+
+create_exception!(_edudb, EdudbError, PyException, "Every error edudb raises.");
+create_exception!(
+    edudb,
+    UserError,
+    EdudbError,
+    "The caller's input is wrong (a bad id, format, range, argument or statement); repeating the call cannot succeed."
+);
+create_exception!(
+    edudb,
+    QueryError,
+    UserError,
+    "A query statement is wrong: `line` and `column` (1-based) locate the fault, `source_line` and `caret` show it, `hint` suggests a fix (or is None)."
+);
+create_exception!(
+    edudb,
+    NotFound,
+    UserError,
+    "No document, session, turn or topic has the id given."
+);
+create_exception!(
+    edudb,
+    StoreBusy,
+    EdudbError,
+    "Another process holds the store, or its server's write queue is full: nothing was done, retry later."
+);
+create_exception!(
+    edudb,
+    Corrupt,
+    EdudbError,
+    "A stored record failed validation (in-process stores; a server reports it as InternalError)."
+);
+create_exception!(
+    edudb,
+    InternalError,
+    EdudbError,
+    "The store or server failed (I/O, a full disk, a broken connection)."
+);
+
+/// What a [`Store`] talks to.
+enum Backend {
+    Local(Box<Db>),
+    Served(Box<Client>),
+}
+
+impl Backend {
+    fn api(&self) -> &(dyn Api + Sync) {
+        match self {
+            Backend::Local(db) => &**db,
+            Backend::Served(client) => &**client,
+        }
+    }
+}
+
+/// A store, open in this process or served by `edudb serve`; its calls
+/// answer JSON text.
+#[pyclass(frozen, module = "edudb._edudb")]
+struct Store {
+    /// None once closed.
+    backend: RwLock<Option<Backend>>,
+}
+
+/// A library result as a Python one.
+type Answer = PyResult<String>;
+
+impl Store {
+    fn new(backend: Backend) -> Store {
+        Store {
+            backend: RwLock::new(Some(backend)),
+        }
+    }
+
+    /// Runs `work` on the backend without the GIL; its JSON answer as text.
+    fn call(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce(&dyn Api) -> edudb::Result<Value> + Send,
+    ) -> Answer {
+        py.detach(|| self.with_backend(|backend| work(backend.api())))
+            .map(|value| value.to_string())
+    }
+
+    /// `work` on the open backend; a closed store is a user error, and a
+    /// panic in `work` (a bug) an internal error rather than Python's
+    /// `PanicException`.
+    fn with_backend<T>(&self, work: impl FnOnce(&Backend) -> edudb::Result<T>) -> PyResult<T> {
+        let backend = self.backend.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(backend) = backend.as_ref() else {
+            return Err(UserError::new_err("the store is closed"));
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(backend))) {
+            Ok(result) => result.map_err(to_python),
+            Err(panic) => {
+                let cause = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(InternalError::new_err(format!(
+                    "edudb failed unexpectedly (a bug; please report it): {cause}"
+                )))
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl Store {
+    /// Opens the store at `path` in this process (creating it unless
+    /// `create` is false). `embedder`: None (the one the store was built
+    /// with; hashed for a new store), "hashed", "openai" (with `embed_url`,
+    /// `embed_model` and optionally `embed_key_env`) or "local" (with
+    /// `model`, a sentence-transformers directory). `busy_timeout`: seconds
+    /// to wait for another process to release the store.
+    #[staticmethod]
+    #[pyo3(signature = (path, *, embedder=None, model=None, embed_url=None, embed_model=None,
+                        embed_key_env=None, dimension=None, busy_timeout=0.0, create=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        embedder: Option<&str>,
+        model: Option<PathBuf>,
+        embed_url: Option<String>,
+        embed_model: Option<String>,
+        embed_key_env: Option<String>,
+        dimension: Option<usize>,
+        busy_timeout: f64,
+        create: bool,
+    ) -> PyResult<Store> {
+        let config = (|| -> edudb::Result<Option<EmbedderConfig>> {
+            let need = |value: Option<String>, what: &str| {
+                value.ok_or_else(|| Error::Usage(format!("embedder={embedder:?} needs {what}")))
+            };
+            Ok(match embedder {
+                None => None,
+                Some("hashed") => Some(EmbedderConfig::Hashed {
+                    dimension: dimension
+                        .unwrap_or(edudb::compute::embed::hashed::DEFAULT_DIMENSION),
+                }),
+                Some("openai") => {
+                    let mut config = HttpConfig::new(
+                        need(embed_url, "embed_url")?,
+                        need(embed_model, "embed_model")?,
+                    );
+                    config.api_key_env = embed_key_env;
+                    Some(EmbedderConfig::Http(config))
+                }
+                Some("local") => {
+                    let dir = model
+                        .ok_or_else(|| Error::Usage("embedder=\"local\" needs model".into()))?;
+                    let model = std::fs::canonicalize(&dir)
+                        .map_err(|e| Error::Usage(format!("model {}: {e}", dir.display())))?;
+                    Some(EmbedderConfig::Local { model })
+                }
+                Some(other) => {
+                    return Err(Error::Usage(format!(
+                        "unknown embedder {other:?}; expected \"hashed\", \"openai\" or \"local\""
+                    )));
+                }
+            })
+        })()
+        .map_err(to_python)?;
+        if !(busy_timeout.is_finite() && busy_timeout >= 0.0) {
+            return Err(to_python(Error::Usage(format!(
+                "busy_timeout must be a number of seconds ≥ 0, not {busy_timeout}"
+            ))));
+        }
+        let options = OpenOptions {
+            create,
+            embedder: config,
+            busy_timeout: Duration::try_from_secs_f64(busy_timeout).unwrap_or(Duration::MAX),
+            ..OpenOptions::default()
+        };
+        let db = py
+            .detach(|| Db::open_with(&path, &options))
+            .map_err(to_python)?;
+        Ok(Store::new(Backend::Local(Box::new(db))))
+    }
+
+    /// Connects to `edudb serve` at `target`: an `http://HOST:PORT` URL, a
+    /// store directory (its server's socket) or a socket path; `token` is
+    /// the server's bearer token.
+    #[staticmethod]
+    #[pyo3(signature = (target, token=None))]
+    fn connect(py: Python<'_>, target: &str, token: Option<&str>) -> PyResult<Store> {
+        let client = py
+            .detach(|| Client::connect(target, token))
+            .map_err(to_python)?;
+        Ok(Store::new(Backend::Served(Box::new(client))))
+    }
+
+    /// True when the store is served (by `connect`).
+    #[getter]
+    fn served(&self) -> PyResult<bool> {
+        self.with_backend(|backend| Ok(matches!(backend, Backend::Served(_))))
+    }
+
+    /// Closes the store (a local one is flushed and its lock released);
+    /// later calls raise. Closing twice does nothing.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            self.backend
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        });
+    }
+
+    fn documents(&self, py: Python<'_>) -> Answer {
+        self.call(py, |api| api.documents())
+    }
+
+    /// Ingests files and directories (recursively), each file a document
+    /// named by its path (`id` renames a single file); `{documents,
+    /// failures}`. Interrupting Python (Ctrl-C) cancels it after the
+    /// document being written and raises KeyboardInterrupt.
+    #[pyo3(signature = (paths, id=None, format=None))]
+    fn ingest_paths(
+        &self,
+        py: Python<'_>,
+        paths: Vec<PathBuf>,
+        id: Option<&str>,
+        format: Option<&str>,
+    ) -> Answer {
+        let format = parse_format(format)?;
+        let sources = edudb::ingest::sources::expand(&paths, id).map_err(to_python)?;
+        let options = IngestOptions {
+            format,
+            ..IngestOptions::default()
+        };
+        interruptible(py, |cancel| {
+            self.with_backend(|backend| {
+                backend.api().ingest(&sources, options, &NoProgress, cancel)
+            })
+        })
+    }
+
+    /// Stores `data` as document `id` (replacing one of that id).
+    #[pyo3(signature = (id, data, format=None))]
+    fn ingest_bytes(
+        &self,
+        py: Python<'_>,
+        id: &str,
+        data: Vec<u8>,
+        format: Option<&str>,
+    ) -> Answer {
+        let format = parse_format(format)?;
+        self.call(py, |api| api.ingest_bytes(id, data, format))
+    }
+
+    fn remove(&self, py: Python<'_>, id: &str) -> Answer {
+        self.call(py, |api| api.remove(id))
+    }
+
+    fn tree(&self, py: Python<'_>, id: &str) -> Answer {
+        self.call(py, |api| api.tree(id))
+    }
+
+    #[pyo3(signature = (id, first=None, last=None))]
+    fn edus(&self, py: Python<'_>, id: &str, first: Option<u32>, last: Option<u32>) -> Answer {
+        let range = match (first, last) {
+            (None, None) => None,
+            (Some(first), last) => Some((first, last.unwrap_or(first))),
+            (None, Some(_)) => {
+                return Err(to_python(Error::Usage(
+                    "`last` needs `first` (an inclusive EDU range)".into(),
+                )));
+            }
+        };
+        self.call(py, |api| api.edus(id, range))
+    }
+
+    #[pyo3(signature = (id, level=None))]
+    fn dag(&self, py: Python<'_>, id: &str, level: Option<u16>) -> Answer {
+        self.call(py, |api| api.dag_listing(id, level))
+    }
+
+    fn search(&self, py: Python<'_>, text: &str, limit: usize) -> Answer {
+        self.call(py, |api| api.search(text, limit))
+    }
+
+    /// Runs `statement` with `params` (names to text or numbers); with
+    /// `explain`, its answer carries the plan.
+    #[pyo3(signature = (statement, params, explain=false))]
+    fn query(
+        &self,
+        py: Python<'_>,
+        statement: &str,
+        params: &Bound<'_, PyDict>,
+        explain: bool,
+    ) -> Answer {
+        let params = to_params(params)?;
+        self.call(py, |api| api.query(statement, &params, explain))
+    }
+
+    fn stats(&self, py: Python<'_>) -> Answer {
+        self.call(py, |api| api.stats())
+    }
+
+    fn check(&self, py: Python<'_>) -> Answer {
+        self.call(py, |api| api.check())
+    }
+
+    fn reindex(&self, py: Python<'_>) -> Answer {
+        self.call(py, |api| api.reindex())
+    }
+
+    /// Appends a turn given as a `session add --jsonl` line (`{text, role?,
+    /// at?, placement?}`) to `session`.
+    fn add_turn(&self, py: Python<'_>, session: &str, turn: &str) -> Answer {
+        let turn = TurnInput::from_json(turn)
+            .map_err(|message| to_python(Error::Usage(format!("the turn: {message}"))))?;
+        self.call(py, |api| api.append_turn(session, &turn))
+    }
+
+    fn sessions(&self, py: Python<'_>) -> Answer {
+        self.call(py, |api| api.sessions())
+    }
+
+    fn session(&self, py: Python<'_>, id: &str) -> Answer {
+        self.call(py, |api| api.session(id))
+    }
+
+    #[pyo3(signature = (session, budget, query=None))]
+    fn context(&self, py: Python<'_>, session: &str, budget: u64, query: Option<&str>) -> Answer {
+        self.call(py, |api| api.session_context(session, budget, query))
+    }
+
+    fn remove_session(&self, py: Python<'_>, id: &str) -> Answer {
+        self.call(py, |api| api.remove_session(id))
+    }
+
+    /// For the benchmark: seconds per run of `statement` with `params`
+    /// through the Rust library alone (no Python, no JSON), over `runs`
+    /// runs; a local store only.
+    fn rust_query_seconds(
+        &self,
+        py: Python<'_>,
+        statement: &str,
+        params: &Bound<'_, PyDict>,
+        runs: u32,
+    ) -> PyResult<f64> {
+        let params = to_params(params)?;
+        py.detach(|| {
+            self.with_backend(|backend| {
+                let Backend::Local(db) = backend else {
+                    return Err(Error::Usage(
+                        "a served store runs no Rust-only query".into(),
+                    ));
+                };
+                let query = db.prepare(statement)?;
+                let started = Instant::now();
+                for _ in 0..runs {
+                    std::hint::black_box(db.run(&query, &params)?);
+                }
+                Ok(started.elapsed().as_secs_f64() / f64::from(runs.max(1)))
+            })
+        })
+    }
+}
+
+/// Runs `work` on another thread while this one, without the GIL, waits
+/// for it and checks for Python signals; an interrupt cancels `work`'s
+/// token, waits for it to stop and raises the interrupt.
+fn interruptible(
+    py: Python<'_>,
+    work: impl FnOnce(&CancelToken) -> PyResult<Value> + Send,
+) -> Answer {
+    let cancel = CancelToken::new();
+    let finished = (Mutex::new(false), Condvar::new());
+    std::thread::scope(|scope| {
+        let running = scope.spawn(|| {
+            let result = work(&cancel);
+            *finished.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
+            finished.1.notify_all();
+            result
+        });
+        loop {
+            let done = py.detach(|| {
+                let guard = finished.0.lock().unwrap_or_else(PoisonError::into_inner);
+                let (guard, _) = finished
+                    .1
+                    .wait_timeout_while(guard, Duration::from_millis(50), |done| !*done)
+                    .unwrap_or_else(PoisonError::into_inner);
+                *guard
+            });
+            if done {
+                break;
+            }
+            if let Err(interrupt) = py.check_signals() {
+                cancel.cancel();
+                let _ = py.detach(|| running.join());
+                return Err(interrupt);
+            }
+        }
+        match running.join() {
+            Ok(result) => result.map(|value| value.to_string()),
+            Err(_) => Err(InternalError::new_err("the ingest thread panicked")),
+        }
+    })
+}
+
+fn parse_format(format: Option<&str>) -> PyResult<Option<Format>> {
+    format
+        .map(str::parse::<Format>)
+        .transpose()
+        .map_err(to_python)
+}
+
+/// A dict of parameters as the library's: names to text or numbers.
+fn to_params(params: &Bound<'_, PyDict>) -> PyResult<Params> {
+    let mut bound = Params::new();
+    for (name, value) in params.iter() {
+        let name: String = name.extract()?;
+        bound = if value.is_instance_of::<PyString>() {
+            bound.text(name, value.extract::<String>()?)
+        } else if value.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(UserError::new_err(format!(
+                "parameter ${name} is a bool: give text or a number"
+            )));
+        } else if let Ok(number) = value.extract::<f64>() {
+            bound.number(name, number)
+        } else {
+            return Err(UserError::new_err(format!(
+                "parameter ${name} is a {}: give text or a number",
+                value.get_type().name()?
+            )));
+        };
+    }
+    Ok(bound)
+}
+
+/// A library error as the Python exception of its class; a query error
+/// carries its location.
+fn to_python(err: Error) -> PyErr {
+    let located = match &err {
+        Error::Query(q) => Some(Location {
+            line: q.line,
+            column: q.column,
+            hint: q.hint.clone(),
+            source_line: q.source_line.clone(),
+            underline: (q.underline.start, q.underline.end),
+        }),
+        Error::Served {
+            query: Some(query), ..
+        } => Location::from_json(query),
+        _ => None,
+    };
+    let message = match &err {
+        Error::Served { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    let not_found = matches!(
+        err,
+        Error::NoSuchDocument(_)
+            | Error::NoSuchSession(_)
+            | Error::NoSuchTurn { .. }
+            | Error::NoSuchTopic { .. }
+            | Error::Served { status: 404, .. }
+    );
+    let raised = if located.is_some() {
+        QueryError::new_err(message)
+    } else if not_found {
+        NotFound::new_err(message)
+    } else if err.is_busy() {
+        StoreBusy::new_err(message)
+    } else if err.is_damage() {
+        Corrupt::new_err(message)
+    } else if err.is_user_error() {
+        UserError::new_err(message)
+    } else {
+        InternalError::new_err(message)
+    };
+    if let Some(location) = located {
+        Python::attach(|py| location.attach(py, &raised));
+    }
+    raised
+}
+
+/// Where a query error is.
+struct Location {
+    line: usize,
+    column: usize,
+    hint: Option<String>,
+    source_line: String,
+    underline: (usize, usize),
+}
+
+impl Location {
+    /// From a server's error body (`query`).
+    fn from_json(query: &Value) -> Option<Location> {
+        let number = |field: &str| query[field].as_u64().map(|n| n as usize);
+        let underline = query["underline"].as_array()?;
+        Some(Location {
+            line: number("line")?,
+            column: number("column")?,
+            hint: query["hint"].as_str().map(str::to_owned),
+            source_line: query["source_line"].as_str()?.to_owned(),
+            underline: (
+                underline.first()?.as_u64()? as usize,
+                underline.get(1)?.as_u64()? as usize,
+            ),
+        })
+    }
+
+    /// Sets the exception's `line`, `column`, `hint`, `source_line` and
+    /// `caret` (the line's characters under the fault marked `^`).
+    fn attach(&self, py: Python<'_>, err: &PyErr) {
+        let value = err.value(py);
+        let (start, end) = self.underline;
+        let caret = format!(
+            "{}{}",
+            " ".repeat(start),
+            "^".repeat(end.saturating_sub(start).max(1))
+        );
+        let _ = value.setattr("line", self.line);
+        let _ = value.setattr("column", self.column);
+        let _ = value.setattr("hint", self.hint.clone());
+        let _ = value.setattr("source_line", self.source_line.clone());
+        let _ = value.setattr("caret", caret);
+    }
+}
+
+#[pymodule]
+fn _edudb(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = module.py();
+    module.add_class::<Store>()?;
+    module.add("EdudbError", py.get_type::<EdudbError>())?;
+    module.add("UserError", py.get_type::<UserError>())?;
+    module.add("QueryError", py.get_type::<QueryError>())?;
+    module.add("NotFound", py.get_type::<NotFound>())?;
+    module.add("StoreBusy", py.get_type::<StoreBusy>())?;
+    module.add("Corrupt", py.get_type::<Corrupt>())?;
+    module.add("InternalError", py.get_type::<InternalError>())?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,333 @@
+"""A store opened in this process: every method, its typed results and
+their invariants, parameters, errors, reopening."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from pathlib import Path
+
+import pytest
+
+import edudb
+from conftest import DEMO
+
+SPANS = "SELECT SPANS FROM * SEED BM25($q) BUDGET $budget TOKENS"
+
+MARKDOWN = (
+    b"# Trips\n\n"
+    b"## Japan\n\n"
+    b"We fly to Sapporo in February. The snow festival fills the park with ice sculptures.\n\n"
+    b"Ramen in Sapporo is made with miso, and the shops open late.\n\n"
+    b"## Norway\n\n"
+    b"In Tromso we hope to see the northern lights from a fjord cabin.\n"
+)
+
+
+def test_ingest_reports_each_document_and_docs_lists_them(tmp_path: Path) -> None:
+    with edudb.open(tmp_path / "s.db") as db:
+        report = db.ingest(DEMO)
+        assert report.failures == []
+        ids = sorted(d.id for d in report.documents)
+        assert ids == sorted(p.stem for p in DEMO.iterdir() if p.suffix == ".md")
+        assert [d.id for d in db.docs()] == ids
+        for document in db.docs():
+            assert document.edus > 0 and document.tokens > 0 and document.bytes > 0
+            assert isinstance(document.title, str)
+
+
+def test_ingest_takes_bytes_lists_of_paths_an_id_and_a_format(tmp_path: Path) -> None:
+    one, two = sorted(DEMO.glob("*.md"))[:2]
+    with edudb.open(tmp_path / "s.db") as db:
+        report = db.ingest(MARKDOWN, id="trips", format="markdown")
+        assert [d.id for d in report.documents] == ["trips"]
+        assert report.documents[0].bytes == len(MARKDOWN)
+        assert {d.id for d in db.ingest([one, str(two)]).documents} == {one.stem, two.stem}
+        assert db.ingest(one, id="renamed").documents[0].id == "renamed"
+        plain = db.ingest(b"# not a heading here", id="plain", format="text")
+        assert db.tree("plain").children == [] or db.tree("plain").kind != "section"
+        assert plain.documents[0].edus >= 1
+        assert {d.id for d in db.docs()} == {"trips", one.stem, two.stem, "renamed", "plain"}
+        with pytest.raises(edudb.UserError, match="id"):
+            db.ingest(MARKDOWN)
+        with pytest.raises(edudb.UserError, match="format"):
+            db.ingest(MARKDOWN, id="x", format="pdf")
+
+
+def test_content_refused_is_a_failure_while_the_rest_go_in(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("# Good\n\nA sentence about ramen.\n")
+    (docs / "binary.md").write_bytes(b"\x00\x01\x02 binary")
+    with edudb.open(tmp_path / "s.db") as db:
+        report = db.ingest(docs)
+        assert [d.id for d in report.documents] == ["good"]
+        assert [(f.source.endswith("binary.md"), f.cls) for f in report.failures] == [(True, "user")]
+        assert "binary" in report.failures[0].message
+        with pytest.raises(edudb.UserError):
+            db.ingest(b"\x00\x00", id="nul")
+        with pytest.raises(edudb.UserError):
+            db.ingest(tmp_path / "missing.md")
+
+
+def test_edus_are_exact_byte_ranges_that_tile_the_text(tmp_path: Path) -> None:
+    with edudb.open(tmp_path / "s.db") as db:
+        db.ingest(MARKDOWN, id="trips")
+        edus = db.edus("trips")
+        assert [e.id for e in edus] == list(range(len(edus)))
+        for edu in edus:
+            start, end = edu.bytes
+            assert MARKDOWN[start:end].decode() == edu.text
+            assert edu.tokens > 0
+        # Consecutive EDUs never overlap, and only markup lies between them.
+        for before, after in zip(edus, edus[1:]):
+            assert before.bytes[1] <= after.bytes[0]
+            assert MARKDOWN[before.bytes[1] : after.bytes[0]].strip(b" \n#") == b""
+        assert db.edus("trips", 1, 2) == edus[1:3]
+        assert db.edus("trips", 3) == [edus[3]]
+        with pytest.raises(edudb.UserError, match="last"):
+            db.edus("trips", None, 2)
+        with pytest.raises(edudb.UserError):
+            db.edus("trips", 2, 1)
+        with pytest.raises(edudb.UserError):
+            db.edus("trips", 0, len(edus))
+
+
+def test_tree_spans_nest_and_cover_every_edu(store: edudb.Store) -> None:
+    for document in store.docs():
+        root = store.tree(document.id)
+        assert root.span == (0, document.edus - 1)
+        nodes = root.walk()
+        assert len(nodes) == document.nodes
+        for node in nodes:
+            first, last = node.span
+            assert first <= last
+            previous_last = first - 1
+            for child in node.children:
+                assert child.level > node.level
+                assert first <= child.span[0] <= child.span[1] <= last
+                assert child.span[0] > previous_last, "siblings are disjoint and in order"
+                previous_last = child.span[1]
+
+
+def test_dag_out_weights_sum_to_one(store: edudb.Store) -> None:
+    checked = 0
+    for document in store.docs():
+        dag = store.dag(document.id)
+        assert dag.doc == document.id
+        ids = {node.id for node in dag.nodes}
+        totals: dict = {}
+        for edge in dag.edges:
+            assert edge.source in ids and edge.target in ids
+            assert edge.weight > 0
+            totals[edge.source] = totals.get(edge.source, 0.0) + edge.weight
+        for total in totals.values():
+            assert total == pytest.approx(1.0, abs=1e-4)
+        checked += len(totals)
+        top = store.dag(document.id, level=dag.top_level)
+        assert all(node.level == dag.top_level for node in top.nodes)
+    assert checked > 0, "some node has out-edges"
+
+
+def test_search_ranks_edus_and_nodes(store: edudb.Store) -> None:
+    hits = store.search("unsafe operations", limit=5)
+    assert 0 < len(hits) <= 5
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert any("unsafe" in h.text.lower() for h in hits)
+    for hit in hits:
+        assert hit.edus[0] <= hit.edus[1]
+    with pytest.raises(edudb.UserError):
+        store.search("title:(", limit=5)
+
+
+def test_query_binds_text_and_numbers_and_keeps_the_budget(store: edudb.Store) -> None:
+    small = store.query(SPANS, q="unsafe operations", budget=64)
+    large = store.query(SPANS, q="unsafe operations", budget=512.0)
+    assert small.budget == 64 and 0 < small.tokens_used <= 64
+    assert large.budget == 512 and small.tokens_used < large.tokens_used <= 512
+    assert sum(item.tokens for item in large.items) == large.tokens_used
+    # Linearised in original document order, each span its own text.
+    keys = [(item.doc, item.edus[0]) for item in large.items]
+    assert keys == sorted(keys)
+    for item in large.items:
+        text = (DEMO / f"{item.doc}.md").read_bytes()
+        assert text[item.bytes[0] : item.bytes[1]].decode() == item.text
+    assert large.text == "\n\n".join(item.text for item in large.items)
+    assert large.plan == []
+    with pytest.raises(edudb.UserError, match="bool"):
+        store.query(SPANS, q="x", budget=True)
+    with pytest.raises(edudb.UserError, match="list"):
+        store.query(SPANS, q=["x"], budget=64)
+    with pytest.raises(edudb.QueryError):
+        store.query(SPANS, q="unsafe")  # $budget unbound
+
+
+def test_show_statements_answer_their_rows(store: edudb.Store) -> None:
+    shown = store.query("SHOW DOCS")
+    assert shown.items == []
+    assert [d["id"] for d in shown.value["documents"]] == [d.id for d in store.docs()]
+
+
+def test_explain_gives_the_plan_and_errors_keep_their_position(store: edudb.Store) -> None:
+    plan = store.explain(SPANS, q="unsafe", budget=64)
+    assert [stage.operator for stage in plan][0] == "seed"
+    assert all(stage.rows_out >= 0 and stage.elapsed >= 0 for stage in plan)
+    written = store.query("EXPLAIN " + SPANS, q="unsafe", budget=64).plan
+    assert [s.operator for s in written] == [s.operator for s in plan]
+    bad = "SELECT SPANS\nFROM * WERE level = 1"
+    for run in (store.query, store.explain):
+        with pytest.raises(edudb.QueryError) as raised:
+            run(bad)
+        error = raised.value
+        assert (error.line, error.column) == (2, 8)
+        assert error.source_line == "FROM * WERE level = 1"
+        assert error.caret == "       ^^^^"
+        assert error.hint == "did you mean WHERE?"
+        assert "line 2, column 8" in str(error)
+        assert isinstance(error, edudb.UserError) and isinstance(error, edudb.EdudbError)
+
+
+def test_remove_and_not_found(store: edudb.Store) -> None:
+    victim = store.docs()[0].id
+    store.remove(victim)
+    assert victim not in [d.id for d in store.docs()]
+    for call in (store.tree, store.edus, store.dag, store.remove):
+        with pytest.raises(edudb.NotFound, match=victim):
+            call(victim)
+    with pytest.raises(edudb.UserError):
+        store.ingest(MARKDOWN, id="..")
+
+
+def test_a_session_round_trip(tmp_path: Path) -> None:
+    with edudb.open(tmp_path / "s.db") as db:
+        monday = datetime.datetime(2026, 2, 2, 9, 30, tzinfo=datetime.timezone.utc)
+        first = db.add_turn("trip", "We fly to Sapporo on Monday for the snow festival.", at=monday)
+        assert (first.session, first.turn, first.parent, first.role) == ("trip", 0, None, "user")
+        assert first.at == "2026-02-02T09:30:00Z"
+        second = db.add_turn("trip", "Book a ramen place near the park.", role="assistant", placement="continue")
+        assert (second.turn, second.parent, second.topic) == (1, 0, first.topic)
+        third = db.add_turn("trip", "Separately: renew the car insurance.", at=datetime.date(2026, 2, 3), placement="new_topic")
+        assert third.topic != first.topic and third.at.startswith("2026-02-03")
+        db.add_turn("trip", "The hotel is by Odori park.", placement={"topic": first.topic})
+        with pytest.raises(edudb.UserError, match="time zone"):
+            db.add_turn("trip", "naive", at=datetime.datetime(2026, 2, 2, 9, 30))
+        with pytest.raises(edudb.UserError):
+            db.add_turn("trip", "   ")
+        with pytest.raises(edudb.UserError):
+            db.add_turn("trip", "who?", role="narrator")
+        with pytest.raises(edudb.NotFound):
+            db.add_turn("trip", "to a topic that is not there", placement={"topic": 99})
+
+        [summary] = db.sessions()
+        assert (summary.id, summary.turns, summary.topics, summary.current) == ("trip", 4, 2, 3)
+        view = db.session("trip")
+        assert view["id"] == "trip" and view["turns"] == 4
+
+        context = db.context("trip", budget=256, query="when do we fly to Sapporo?")
+        assert 0 < context.tokens_used <= 256 and context.budget == 256
+        assert any("fly to Sapporo" in item.text for item in context.items)
+        relevant = [i for i in context.items if i.kind == "relevant_turn"]
+        assert any(i.turn == 0 and i.score is not None for i in relevant)
+        assert context.text.count("\n\n") == len(context.items) - 1
+        plain = db.context("trip", budget=256)
+        assert all(item.kind != "relevant_turn" for item in plain.items)
+
+        db.remove_session("trip")
+        assert db.sessions() == []
+        with pytest.raises(edudb.NotFound):
+            db.session("trip")
+        with pytest.raises(edudb.NotFound):
+            db.context("trip", budget=64)
+
+
+def test_stats_check_and_reindex(store: edudb.Store) -> None:
+    stats = store.stats()
+    assert stats.documents == len(store.docs())
+    assert stats.edus == sum(d.edus for d in store.docs())
+    assert stats.tokenizer == "o200k_base"
+    report = store.check()
+    assert report.ok and report.documents == stats.documents
+    rebuilt = store.reindex()
+    assert rebuilt["fulltext_entries"] == stats.fulltext_entries and rebuilt["skipped"] == []
+    assert store.search("unsafe", 3)
+
+
+def test_reopening_keeps_everything_and_a_closed_store_refuses(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = edudb.open(path)
+    db.ingest(MARKDOWN, id="trips")
+    db.add_turn("chat", "Remember the fjord cabin.")
+    before = (db.docs(), db.edus("trips"), db.tree("trips"))
+    db.close()
+    db.close()  # twice is fine
+    with pytest.raises(edudb.UserError, match="closed"):
+        db.docs()
+    with edudb.open(path, create=False) as again:
+        assert (again.docs(), again.edus("trips"), again.tree("trips")) == before
+        assert again.sessions()[0].turns == 1
+        assert not again.served
+    with pytest.raises(edudb.UserError, match="no edudb store"):
+        edudb.open(tmp_path / "absent.db", create=False)
+
+
+def test_a_store_held_elsewhere_is_busy(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with edudb.open(path):
+        with pytest.raises(edudb.StoreBusy, match="locked"):
+            edudb.open(path)
+        with pytest.raises(edudb.StoreBusy):
+            edudb.open(path, busy_timeout=0.2)
+    with pytest.raises(edudb.UserError, match="busy_timeout"):
+        edudb.open(path, busy_timeout=-1)
+
+
+def test_embedders_are_chosen_and_recorded(tmp_path: Path) -> None:
+    with edudb.open(tmp_path / "h.db", embedder="hashed", dimension=64) as db:
+        db.ingest(MARKDOWN, id="trips")
+        assert db.query("SELECT SPANS FROM * SEED NEAR($q) BUDGET 64 TOKENS", q="ramen").items
+    with pytest.raises(edudb.UserError, match="embedder"):
+        edudb.open(tmp_path / "h.db", embedder="hashed", dimension=32)
+    with pytest.raises(edudb.UserError, match="unknown embedder"):
+        edudb.open(tmp_path / "x.db", embedder="word2vec")
+    with pytest.raises(edudb.UserError, match="model"):
+        edudb.open(tmp_path / "x.db", embedder="local")
+    with pytest.raises(edudb.UserError, match="embed_url"):
+        edudb.open(tmp_path / "x.db", embedder="openai")
+
+
+def test_a_damaged_index_is_corrupt_and_reindex_repairs_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with edudb.open(path) as db:
+        db.ingest(DEMO)
+        expected = db.search("unsafe operations", 5)
+    # The middle of the full-text index's fast-field file overwritten.
+    [fast] = [p for p in (path / "fulltext").iterdir() if p.suffix == ".fast"]
+    data = bytearray(fast.read_bytes())
+    data[len(data) // 3 : len(data) // 3 + 200] = b"\x5a" * 200
+    fast.write_bytes(bytes(data))
+    with edudb.open(path) as db:
+        with pytest.raises(edudb.Corrupt, match="reindex"):
+            db.search("unsafe operations", 5)
+        db.reindex()
+        assert db.search("unsafe operations", 5) == expected
+
+
+def test_calls_release_the_gil(tmp_path: Path) -> None:
+    """Another Python thread runs while an ingest works in Rust."""
+    ticks = 0
+    stop = threading.Event()
+
+    def count() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+
+    counter = threading.Thread(target=count)
+    with edudb.open(tmp_path / "s.db") as db:
+        counter.start()
+        before = ticks
+        db.ingest(DEMO)
+        during = ticks - before
+        stop.set()
+        counter.join()
+    assert during > 1000, during
