@@ -278,7 +278,8 @@ class Store:
     def session(self, id: str) -> Dict[str, Any]:
         """Session ``id``'s dialogue tree with text (``session show
         --json``: topics, their branches and turns)."""
-        return self._load(self._native.session(id))
+        view: Dict[str, Any] = self._load(self._native.session(id))
+        return view
 
     def sessions(self) -> List[SessionSummary]:
         """Every session, in id order."""
@@ -302,7 +303,8 @@ class Store:
     def reindex(self) -> Dict[str, Any]:
         """Rebuilds the full-text and vector indexes from the stored
         documents: ``{fulltext_entries, vectors, skipped}``."""
-        return self._load(self._native.reindex())
+        report: Dict[str, Any] = self._load(self._native.reindex())
+        return report
 
     @staticmethod
     def _load(answer: str) -> Any:

@@ -23,7 +23,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use serde_json::Value;
 
-create_exception!(_edudb, EdudbError, PyException, "Every error edudb raises.");
+create_exception!(edudb, EdudbError, PyException, "Every error edudb raises.");
 create_exception!(
     edudb,
     UserError,

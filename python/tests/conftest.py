@@ -48,6 +48,7 @@ class Server(NamedTuple):
 def start_server(path: Path, *args: str, env: dict | None = None) -> Server:
     """Starts `edudb serve` on the store at `path` (created if absent) on a
     free loopback port; returns once it listens."""
+    edudb.open(path).close()
     process = subprocess.Popen(
         [str(edudb_binary()), "--db", str(path), "serve", "--listen", "127.0.0.1:0", "--json", *args],
         stdout=subprocess.PIPE,
