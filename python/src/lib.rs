@@ -68,6 +68,7 @@ enum Backend {
 }
 
 impl Backend {
+    /// The calls, answered locally or by the server.
     fn api(&self) -> &(dyn Api + Sync) {
         match self {
             Backend::Local(db) => &**db,
@@ -231,6 +232,7 @@ impl Store {
         });
     }
 
+    /// Every document's metadata (`docs --json`).
     fn documents(&self, py: Python<'_>) -> Answer {
         self.call(py, |api| api.documents())
     }
@@ -273,14 +275,18 @@ impl Store {
         self.call(py, |api| api.ingest_bytes(id, data, format))
     }
 
+    /// Removes document `id` (`rm --json`).
     fn remove(&self, py: Python<'_>, id: &str) -> Answer {
         self.call(py, |api| api.remove(id))
     }
 
+    /// Document `id`'s structural tree (`tree --json`).
     fn tree(&self, py: Python<'_>, id: &str) -> Answer {
         self.call(py, |api| api.tree(id))
     }
 
+    /// Document `id`'s EDUs `first` to `last` (inclusive; `last`
+    /// defaults to `first`), or all (`show --json`).
     #[pyo3(signature = (id, first=None, last=None))]
     fn edus(&self, py: Python<'_>, id: &str, first: Option<u32>, last: Option<u32>) -> Answer {
         let range = match (first, last) {
@@ -295,11 +301,13 @@ impl Store {
         self.call(py, |api| api.edus(id, range))
     }
 
+    /// Document `id`'s DAG, at `level` or all levels (`dag --json`).
     #[pyo3(signature = (id, level=None))]
     fn dag(&self, py: Python<'_>, id: &str, level: Option<u16>) -> Answer {
         self.call(py, |api| api.dag_listing(id, level))
     }
 
+    /// BM25 search over EDUs and nodes, best first (`search --json`).
     fn search(&self, py: Python<'_>, text: &str, limit: usize) -> Answer {
         self.call(py, |api| api.search(text, limit))
     }
@@ -318,14 +326,17 @@ impl Store {
         self.call(py, |api| api.query(statement, &params, explain))
     }
 
+    /// The store's counts (`stats --json`).
     fn stats(&self, py: Python<'_>) -> Answer {
         self.call(py, |api| api.stats())
     }
 
+    /// Checks every record (`check --json`).
     fn check(&self, py: Python<'_>) -> Answer {
         self.call(py, |api| api.check())
     }
 
+    /// Rebuilds the derived indexes (`reindex --json`).
     fn reindex(&self, py: Python<'_>) -> Answer {
         self.call(py, |api| api.reindex())
     }
@@ -338,19 +349,24 @@ impl Store {
         self.call(py, |api| api.append_turn(session, &turn))
     }
 
+    /// Every session's summary (`session ls --json`).
     fn sessions(&self, py: Python<'_>) -> Answer {
         self.call(py, |api| api.sessions())
     }
 
+    /// Session `id`'s dialogue tree (`session show --json`).
     fn session(&self, py: Python<'_>, id: &str) -> Answer {
         self.call(py, |api| api.session(id))
     }
 
+    /// The context for `session`'s next turn within `budget` tokens,
+    /// given what was just said as `query` (`session context --json`).
     #[pyo3(signature = (session, budget, query=None))]
     fn context(&self, py: Python<'_>, session: &str, budget: u64, query: Option<&str>) -> Answer {
         self.call(py, |api| api.session_context(session, budget, query))
     }
 
+    /// Removes session `id` with its turns (`session rm --json`).
     fn remove_session(&self, py: Python<'_>, id: &str) -> Answer {
         self.call(py, |api| api.remove_session(id))
     }
@@ -425,6 +441,7 @@ fn interruptible(
     })
 }
 
+/// A format name (`text`, `markdown`, `html`) as the library's.
 fn parse_format(format: Option<&str>) -> PyResult<Option<Format>> {
     format
         .map(str::parse::<Format>)
@@ -546,6 +563,7 @@ impl Location {
     }
 }
 
+/// The module: the `Store` class, the exception classes, `__version__`.
 #[pymodule]
 fn _edudb(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();

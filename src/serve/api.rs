@@ -198,13 +198,27 @@ impl Api for Db {
 pub(super) fn ingest_answer(report: IngestReport) -> Value {
     let failures: Vec<Value> = (report.failures.into_iter())
         .map(|f| {
-            let mut failure = super::described(f.error);
+            let mut failure = described(f.error);
             failure["source"] = Value::from(f.source);
             failure
         })
         .collect();
     let documents: Vec<Value> = report.documents.iter().map(|d| d.to_json()).collect();
     json!({ "documents": documents, "failures": failures })
+}
+
+/// `{class, message}` of an error, as the error answers carry them: its
+/// class `busy`, `user` or `internal` as [`Error::is_busy`] and
+/// [`Error::is_user_error`] say.
+pub(super) fn described(err: Error) -> Value {
+    let class = if err.is_busy() {
+        "busy"
+    } else if err.is_user_error() {
+        "user"
+    } else {
+        "internal"
+    };
+    json!({"class": class, "message": err.to_string()})
 }
 
 /// `value` as JSON.

@@ -23,7 +23,7 @@ use crate::model::document::Format;
 use crate::progress::{CancelToken, Progress};
 use crate::query::{Param, Params};
 
-use super::Api;
+use super::api::Api;
 use crate::engine::SOCKET_FILE;
 
 /// A forwarded command line.

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
+use super::api::{described, ingest_answer};
 use crate::engine::write::IngestReport;
 use crate::error::{Error, Result};
 use crate::progress::{CancelToken, Progress};
@@ -95,7 +96,7 @@ impl Job {
     pub fn finish(&self, ended: Result<IngestReport>) {
         let outcome = match ended {
             Ok(report) => {
-                let mut outcome = super::api::ingest_answer(report);
+                let mut outcome = ingest_answer(report);
                 outcome["state"] = json!("done");
                 outcome
             }
@@ -105,7 +106,7 @@ impl Job {
                 } else {
                     "failed"
                 };
-                json!({"state": state, "error": super::described(err)})
+                json!({"state": state, "error": described(err)})
             }
         };
         *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);

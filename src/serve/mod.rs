@@ -503,12 +503,6 @@ impl IntoResponse for Failure {
     }
 }
 
-/// `{class, message}` of an error, as the error answers carry them.
-fn described(err: Error) -> Value {
-    let failure = Failure::from(err);
-    json!({"class": failure.class, "message": failure.message})
-}
-
 type Answer = std::result::Result<Json<Value>, Failure>;
 
 /// Runs `work` on the served store on a blocking thread.
