@@ -50,6 +50,10 @@ pub struct CommandOutput {
 /// refuses bodies over 16 MiB by default).
 pub const JOB_BYTES: u64 = 4 << 20;
 
+/// Bytes of an ingest job's body around its documents
+/// (`{"documents":[…]}`), with room to spare.
+const JOB_ENVELOPE: u64 = 64;
+
 /// How often [`Client::ingest`] asks a job how far it got.
 const JOB_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -62,6 +66,9 @@ pub struct Client {
     /// The server as given (its URL or socket), for errors.
     name: String,
     token: Option<String>,
+    /// The largest request body the server takes (its health answer's
+    /// `max_body_bytes`; unknown until checked).
+    max_body: Option<u64>,
 }
 
 impl Client {
@@ -83,7 +90,7 @@ impl Client {
             Client::over_socket(&socket)?
         };
         client.token = token.map(str::to_owned);
-        client.health()?;
+        client.max_body = client.health()?["max_body_bytes"].as_u64();
         Ok(client)
     }
 
@@ -111,6 +118,7 @@ impl Client {
             base,
             name,
             token: None,
+            max_body: None,
         })
     }
 
@@ -127,6 +135,19 @@ impl Client {
     /// The server's `{store, version}`.
     pub fn health(&self) -> Result<Value> {
         self.call(Method::GET, &["health"], &[], Body::None)
+    }
+
+    /// Refuses to send `bytes` for `what` when they exceed the server's body
+    /// limit: the server would refuse them (413), possibly before reading
+    /// them all, which the client would see as a broken connection.
+    fn fits(&self, what: &str, bytes: u64) -> Result<()> {
+        match self.max_body {
+            Some(limit) if bytes > limit => Err(Error::Usage(format!(
+                "{what}: {bytes} bytes to send; the server at {} takes at most {limit} bytes per request",
+                self.name
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Submits one ingest job and follows it to its end; its final status.
@@ -243,6 +264,7 @@ impl Api for Client {
     }
 
     fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Value> {
+        self.fits(id, bytes.len() as u64)?;
         let format = format.map(|f| f.name().to_owned());
         let query: Vec<(&str, String)> = format.into_iter().map(|f| ("format", f)).collect();
         self.call(Method::PUT, &["docs", id], &query, Body::Bytes(bytes))
@@ -256,7 +278,12 @@ impl Api for Client {
         cancel: &CancelToken,
     ) -> Result<Value> {
         let mut failures = Vec::new();
-        let mut jobs: Vec<(Vec<Value>, u64)> = vec![(Vec::new(), 0)];
+        // Each job's documents, text bytes (the server's progress units)
+        // and encoded bytes (what its body limit counts).
+        let mut jobs: Vec<(Vec<Value>, u64, u64)> = vec![(Vec::new(), 0, 0)];
+        let job_limit = self.max_body.map_or(JOB_BYTES, |limit| {
+            JOB_BYTES.min(limit.saturating_sub(JOB_ENVELOPE))
+        });
         for source in sources {
             let name = source.name();
             match source
@@ -270,15 +297,24 @@ impl Api for Client {
                     };
                     let format = options.format.unwrap_or_else(|| detect_format(path, &text));
                     let bytes = text.len() as u64;
-                    if jobs
-                        .last()
-                        .is_some_and(|(_, size)| *size > 0 && size + bytes > JOB_BYTES)
-                    {
-                        jobs.push((Vec::new(), 0));
+                    let document = json!({"id": source.id, "text": text, "format": format.name()});
+                    // A comma or the envelope around each document.
+                    let encoded = document.to_string().len() as u64 + 1;
+                    if let Err(err) = self.fits(&name, encoded + JOB_ENVELOPE) {
+                        failures.push(json!({
+                            "source": name, "class": "user", "message": err.to_string(),
+                        }));
+                        continue;
                     }
-                    let (documents, size) = jobs.last_mut().expect("one job at least");
-                    documents.push(json!({"id": source.id, "text": text, "format": format.name()}));
-                    *size += bytes;
+                    if jobs.last().is_some_and(|(documents, _, size)| {
+                        !documents.is_empty() && size + encoded > job_limit
+                    }) {
+                        jobs.push((Vec::new(), 0, 0));
+                    }
+                    let (documents, text_bytes, size) = jobs.last_mut().expect("one job at least");
+                    documents.push(document);
+                    *text_bytes += bytes;
+                    *size += encoded;
                 }
                 Err(err) if err.is_user_error() => failures.push(json!({
                     "source": name, "class": "user", "message": err.to_string(),
@@ -286,9 +322,12 @@ impl Api for Client {
                 Err(err) => return Err(err),
             }
         }
-        progress.start("ingest", jobs.iter().map(|(_, size)| size).sum());
+        progress.start(
+            "ingest",
+            jobs.iter().map(|(_, text_bytes, _)| text_bytes).sum(),
+        );
         let mut documents = Vec::new();
-        for (batch, _) in jobs.into_iter().filter(|(batch, _)| !batch.is_empty()) {
+        for (batch, _, _) in jobs.into_iter().filter(|(batch, _, _)| !batch.is_empty()) {
             if cancel.is_cancelled() {
                 progress.finish();
                 return Err(Error::Cancelled);

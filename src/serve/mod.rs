@@ -23,7 +23,7 @@
 //! | route | body or query | answer |
 //! |---|---|---|
 //! | `GET /openapi.json` | | this API's OpenAPI 3.1 document (`src/serve/openapi.json`) |
-//! | `GET /health` | | `{store, version}` |
+//! | `GET /health` | | `{store, version, max_body_bytes}` |
 //! | `GET /docs` | | `docs --json` |
 //! | `PUT /docs/{id}` | the document's bytes; `format` (else sniffed) | `ingest --json`'s document |
 //! | `DELETE /docs/{id}` | | `rm --json` |
@@ -160,6 +160,8 @@ struct Shared {
     token: Option<String>,
     commands: Option<Arc<dyn CommandRunner>>,
     timeout: Duration,
+    /// The largest request body taken (the health answer tells clients).
+    max_body_bytes: usize,
     /// One permit: the running write.
     writer: Arc<Semaphore>,
     /// The write queue's places (the running write holds one too).
@@ -209,6 +211,7 @@ pub fn run(
         token: options.token.clone(),
         commands: options.commands.clone(),
         timeout: options.request_timeout,
+        max_body_bytes: options.max_body_bytes,
         writer: Arc::new(Semaphore::new(1)),
         queue: Arc::new(Semaphore::new(options.write_queue + 1)),
         jobs: jobs::Jobs::default(),
@@ -617,6 +620,7 @@ async fn health(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(json!({
         "store": shared.db.path().display().to_string(),
         "version": env!("CARGO_PKG_VERSION"),
+        "max_body_bytes": shared.max_body_bytes,
     }))
 }
 
@@ -921,6 +925,7 @@ mod tests {
             token: None,
             commands: None,
             timeout,
+            max_body_bytes: 16 << 20,
             writer: Arc::new(Semaphore::new(1)),
             queue: Arc::new(Semaphore::new(write_queue + 1)),
             jobs: jobs::Jobs::default(),

@@ -473,3 +473,66 @@ fn readers_answer_during_a_long_ingest_and_concurrent_appends_lose_no_turn() {
     );
     running.stop().unwrap();
 }
+
+#[test]
+fn a_document_over_the_servers_body_limit_fails_alone_and_the_rest_go_as_several_jobs() {
+    let (dir, path) = fixture();
+    let limit = 4096;
+    let running = start(
+        &path,
+        ServeOptions {
+            max_body_bytes: limit,
+            ..ServeOptions::default()
+        },
+    );
+    let client = Client::connect(path.to_str().unwrap(), None).unwrap();
+    assert_eq!(client.health().unwrap()["max_body_bytes"], limit);
+    // Ten documents of about 1 KiB each (several per job, never one job),
+    // and one whose JSON is over the limit: quotes and newlines escape to
+    // two bytes each, so its 2,600 bytes of text take over 4 KiB encoded.
+    let mut sources: Vec<edudb::Source> = (0..10)
+        .map(|i| edudb::Source {
+            id: format!("small-{i}"),
+            origin: edudb::ingest::sources::Origin::Bytes(
+                format!("# Note {i}\n\n{}", "Tea is grown in Uji. ".repeat(50)).into_bytes(),
+            ),
+        })
+        .collect();
+    let quoted = "\"q\"\n".repeat(650);
+    sources.insert(
+        4,
+        edudb::Source {
+            id: "quoted".into(),
+            origin: edudb::ingest::sources::Origin::Bytes(quoted.clone().into_bytes()),
+        },
+    );
+    assert!(quoted.len() < limit, "the text alone would fit");
+    let answer = client
+        .ingest(
+            &sources,
+            edudb::IngestOptions::default(),
+            &edudb::NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap();
+    let written = answer["documents"].as_array().unwrap();
+    assert_eq!(written.len(), 10, "{answer}");
+    let failures = answer["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{answer}");
+    assert_eq!(failures[0]["source"], "quoted");
+    assert_eq!(failures[0]["class"], "user");
+    let message = failures[0]["message"].as_str().unwrap();
+    assert!(message.contains("at most 4096 bytes"), "{message}");
+    // The single-document upload is refused before it is sent, as a user
+    // error, and the server keeps serving.
+    let refused = client
+        .ingest_bytes("big", vec![b'a'; limit + 1], None)
+        .unwrap_err();
+    assert!(refused.is_user_error(), "{refused}");
+    assert_eq!(
+        client.documents().unwrap().as_array().map(Vec::len),
+        Some(12)
+    );
+    running.stop().unwrap();
+    drop(dir);
+}
