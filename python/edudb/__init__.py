@@ -98,6 +98,22 @@ __all__ = [
 ]
 
 PathLike = Union[str, "_os.PathLike[str]"]
+
+_U16, _U32, _U63 = 2**16 - 1, 2**32 - 1, 2**63 - 1
+
+
+def _whole(name: str, value: int, most: int) -> int:
+    """``value`` when it is a whole number from 0 to ``most``; otherwise
+    :class:`UserError` naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        raise UserError(f"`{name}` must be a whole number from 0 to {most}, not {value!r}")
+    return value
+
+
+def _maybe_whole(name: str, value: Optional[int], most: int) -> Optional[int]:
+    """:func:`_whole`, None passing through."""
+    return None if value is None else _whole(name, value, most)
+
 Placement = Union[str, Dict[str, int]]
 """``"auto"``, ``"continue"``, ``"new_topic"``, ``{"topic": N}`` or
 ``{"fork": N}``."""
@@ -217,18 +233,20 @@ class Store:
     def edus(self, doc: str, first: Optional[int] = None, last: Optional[int] = None) -> List[Edu]:
         """Document ``doc``'s EDUs ``first`` to ``last`` (both included;
         ``last`` defaults to ``first``), or all of them."""
+        first, last = _maybe_whole("first", first, _U32), _maybe_whole("last", last, _U32)
         return [Edu.from_json(e) for e in self._load(self._native.edus(doc, first, last))]
 
     def dag(self, doc: str, level: Optional[int] = None) -> Dag:
         """Document ``doc``'s weighted DAG of information points, at
         ``level`` or all levels."""
-        return Dag.from_json(self._load(self._native.dag(doc, level)))
+        return Dag.from_json(self._load(self._native.dag(doc, _maybe_whole("level", level, _U16))))
 
     # Retrieval
 
     def search(self, text: str, limit: int = 10) -> List[SearchHit]:
         """BM25 search over EDUs and tree nodes, best first."""
-        return [SearchHit.from_json(h) for h in self._load(self._native.search(text, limit))]
+        hits = self._native.search(text, _whole("limit", limit, _U63))
+        return [SearchHit.from_json(h) for h in self._load(hits)]
 
     def query(self, statement: str, /, **params: Union[str, int, float]) -> QueryResult:
         """Runs a statement of the query language, its ``$name``
@@ -273,7 +291,8 @@ class Store:
         """The context for ``session``'s next turn within ``budget``
         tokens: the active path and summaries of the rest, and with
         ``query`` (what was just said) the earlier turns relevant to it."""
-        return Context.from_json(self._load(self._native.context(session, budget, query)))
+        answer = self._native.context(session, _whole("budget", budget, _U63), query)
+        return Context.from_json(self._load(answer))
 
     def session(self, id: str) -> Dict[str, Any]:
         """Session ``id``'s dialogue tree with text (``session show

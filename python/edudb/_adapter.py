@@ -3,6 +3,7 @@ coordinate metadata."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Tuple, Union
 
 DEFAULT_STATEMENT = "SELECT SPANS FROM * SEED BM25($q) BUDGET $budget TOKENS"
@@ -21,7 +22,7 @@ def retrieve(
     ``budget`` (when the statement names it) plus ``params``; each picked
     span's text and metadata, in document order."""
     bound: Dict[str, Union[str, int, float]] = {"q": query, **params}
-    if "$budget" in statement:
+    if re.search(r"\$budget\b", statement):
         bound.setdefault("budget", budget)
     result = store.query(statement, **bound)
     return [

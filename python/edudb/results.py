@@ -204,13 +204,13 @@ class QueryResult:
 
 @dataclass(frozen=True)
 class DagNode:
-    """A node of a document's DAG: a chunk (level 0) or an information
-    point, with the EDUs it covers and its text."""
+    """A node of a document's DAG: a chunk (level 1) or an information
+    point (level 2 and up), with the EDUs it covers and its text."""
 
     id: int
     level: int
     edus: Span
-    points: List[Any]
+    points: List[int]
     window: Optional[Span]
     text: str
 
@@ -312,7 +312,7 @@ class TurnReceipt:
     branch: int
     edus: int
     tokens: int
-    summary: Any
+    summary: Span
     decision: Dict[str, Any]
 
     @classmethod

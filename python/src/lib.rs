@@ -81,16 +81,40 @@ impl Backend {
 /// answer JSON text.
 #[pyclass(frozen, module = "edudb._edudb")]
 struct Store {
-    /// None once closed.
+    /// None once closed. Held (read) only without the GIL, and never while
+    /// Python is called, so a thread holding the GIL never waits on it.
     backend: RwLock<Option<Backend>>,
+    /// Whether a server answers (fixed when connected).
+    served: bool,
 }
 
 /// A library result as a Python one.
 type Answer = PyResult<String>;
 
+/// Why a call on the backend failed, before it becomes a Python exception
+/// (which is made with the GIL held and the backend's lock released).
+enum Failed {
+    Edudb(Error),
+    Closed,
+    Panicked(String),
+}
+
+impl From<Failed> for PyErr {
+    fn from(failed: Failed) -> PyErr {
+        match failed {
+            Failed::Edudb(err) => to_python(err),
+            Failed::Closed => UserError::new_err("the store is closed"),
+            Failed::Panicked(cause) => InternalError::new_err(format!(
+                "edudb failed unexpectedly (a bug; please report it): {cause}"
+            )),
+        }
+    }
+}
+
 impl Store {
     fn new(backend: Backend) -> Store {
         Store {
+            served: matches!(backend, Backend::Served(_)),
             backend: RwLock::new(Some(backend)),
         }
     }
@@ -101,30 +125,42 @@ impl Store {
         py: Python<'_>,
         work: impl FnOnce(&dyn Api) -> edudb::Result<Value> + Send,
     ) -> Answer {
-        py.detach(|| self.with_backend(|backend| work(backend.api())))
-            .map(|value| value.to_string())
+        let answer = py.detach(|| self.with_backend(|backend| work(backend.api())))?;
+        Ok(answer.to_string())
     }
 
-    /// `work` on the open backend; a closed store is a user error, and a
-    /// panic in `work` (a bug) an internal error rather than Python's
-    /// `PanicException`.
-    fn with_backend<T>(&self, work: impl FnOnce(&Backend) -> edudb::Result<T>) -> PyResult<T> {
+    /// `work` on the open backend; a panic in it (a bug) is a failure
+    /// rather than Python's `PanicException`. Call without the GIL.
+    fn with_backend<T>(
+        &self,
+        work: impl FnOnce(&Backend) -> edudb::Result<T>,
+    ) -> Result<T, Failed> {
         let backend = self.backend.read().unwrap_or_else(PoisonError::into_inner);
-        let Some(backend) = backend.as_ref() else {
-            return Err(UserError::new_err("the store is closed"));
-        };
+        let backend = backend.as_ref().ok_or(Failed::Closed)?;
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(backend))) {
-            Ok(result) => result.map_err(to_python),
-            Err(panic) => {
-                let cause = panic
+            Ok(result) => result.map_err(Failed::Edudb),
+            Err(panic) => Err(Failed::Panicked(
+                panic
                     .downcast_ref::<&str>()
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                Err(InternalError::new_err(format!(
-                    "edudb failed unexpectedly (a bug; please report it): {cause}"
-                )))
-            }
+                    .unwrap_or_default(),
+            )),
+        }
+    }
+}
+
+/// A store dropped without `close` (garbage collected) is closed without
+/// the GIL too: closing flushes and may persist the vector index.
+impl Drop for Store {
+    fn drop(&mut self) {
+        let backend = self
+            .backend
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if backend.is_some() {
+            Python::attach(|py| py.detach(|| drop(backend)));
         }
     }
 }
@@ -217,18 +253,20 @@ impl Store {
 
     /// True when the store is served (by `connect`).
     #[getter]
-    fn served(&self) -> PyResult<bool> {
-        self.with_backend(|backend| Ok(matches!(backend, Backend::Served(_))))
+    fn served(&self) -> bool {
+        self.served
     }
 
     /// Closes the store (a local one is flushed and its lock released);
     /// later calls raise. Closing twice does nothing.
     fn close(&self, py: Python<'_>) {
         py.detach(|| {
-            self.backend
+            let backend = self
+                .backend
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
-                .take()
+                .take();
+            drop(backend);
         });
     }
 
@@ -250,6 +288,11 @@ impl Store {
         format: Option<&str>,
     ) -> Answer {
         let format = parse_format(format)?;
+        if paths.iter().any(|path| path.as_os_str() == "-") {
+            return Err(UserError::new_err(
+                "\"-\" (standard input) is not read here: pass the document's bytes",
+            ));
+        }
         let sources = edudb::ingest::sources::expand(&paths, id).map_err(to_python)?;
         let options = IngestOptions {
             format,
@@ -397,6 +440,7 @@ impl Store {
                 Ok(started.elapsed().as_secs_f64() / f64::from(runs.max(1)))
             })
         })
+        .map_err(PyErr::from)
     }
 }
 
@@ -405,7 +449,7 @@ impl Store {
 /// token, waits for it to stop and raises the interrupt.
 fn interruptible(
     py: Python<'_>,
-    work: impl FnOnce(&CancelToken) -> PyResult<Value> + Send,
+    work: impl FnOnce(&CancelToken) -> Result<Value, Failed> + Send,
 ) -> Answer {
     let cancel = CancelToken::new();
     let finished = (Mutex::new(false), Condvar::new());
@@ -434,10 +478,10 @@ fn interruptible(
                 return Err(interrupt);
             }
         }
-        match running.join() {
-            Ok(result) => result.map(|value| value.to_string()),
-            Err(_) => Err(InternalError::new_err("the ingest thread panicked")),
-        }
+        let answer = running
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        Ok(answer.to_string())
     })
 }
 
@@ -462,9 +506,13 @@ fn to_params(params: &Bound<'_, PyDict>) -> PyResult<Params> {
             )));
         } else if let Ok(number) = value.extract::<f64>() {
             bound.number(name, number)
+        } else if value.is_instance_of::<pyo3::types::PyInt>() {
+            return Err(UserError::new_err(format!(
+                "parameter ${name} is an integer too large for a number"
+            )));
         } else {
             return Err(UserError::new_err(format!(
-                "parameter ${name} is a {}: give text or a number",
+                "parameter ${name} is of type {}: give text or a number",
                 value.get_type().name()?
             )));
         };

@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 import edudb
-from conftest import RFCS
+from conftest import RFCS, start_server, stop_server
 
 
-def test_an_interrupted_ingest_stops_and_keeps_whole_documents(tmp_path: Path) -> None:
+@pytest.mark.parametrize("served", [False, True], ids=["in-process", "served"])
+def test_an_interrupted_ingest_stops_and_keeps_whole_documents(tmp_path: Path, served: bool) -> None:
+    """In-process the ingest's cancel token is cancelled; served, the
+    client cancels the server's running job."""
     if not RFCS.is_dir():
         pytest.fail(f"{RFCS} is missing (../shared/data beside the repository)")
     ingesting = threading.Event()
@@ -35,23 +38,29 @@ def test_an_interrupted_ingest_stops_and_keeps_whole_documents(tmp_path: Path) -
             interrupted_at.append(time.monotonic())
             os.kill(os.getpid(), signal.SIGINT)
 
-        with edudb.open(tmp_path / "s.db") as db:
-            timer = threading.Timer(0.5, send)
-            ingesting.set()
-            timer.start()
-            with pytest.raises(KeyboardInterrupt):
-                db.ingest(RFCS)
-            stopped = time.monotonic()
-            ingesting.clear()
-            timer.join()
-            assert stopped - interrupted_at[0] < 5.0, "the ingest stopped promptly"
-            written = db.docs()
-            assert db.check().ok
-            for document in written:
-                edus = db.edus(document.id)
-                assert len(edus) == document.edus
-            # The rest goes in when asked again.
-            total = len(db.ingest(RFCS).documents)
-            assert len(written) < total == len(db.docs())
+        server = start_server(tmp_path / "s.db") if served else None
+        try:
+            opened = edudb.connect(server.url) if server else edudb.open(tmp_path / "s.db")
+            with opened as db:
+                timer = threading.Timer(0.5, send)
+                ingesting.set()
+                timer.start()
+                with pytest.raises(KeyboardInterrupt):
+                    db.ingest(RFCS)
+                stopped = time.monotonic()
+                ingesting.clear()
+                timer.join()
+                assert stopped - interrupted_at[0] < 5.0, "the ingest stopped promptly"
+                written = db.docs()
+                assert db.check().ok
+                for document in written:
+                    edus = db.edus(document.id)
+                    assert len(edus) == document.edus
+                # The rest goes in when asked again.
+                total = len(db.ingest(RFCS).documents)
+                assert len(written) < total == len(db.docs())
+        finally:
+            if server:
+                stop_server(server)
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -65,6 +65,10 @@ def test_writes_and_sessions_through_a_server(server: Server, tmp_path: Path) ->
 
         receipt = db.add_turn("trip", "We fly to Sapporo on Monday.", at="2026-02-02")
         assert (receipt.session, receipt.turn) == ("trip", 0)
+        with pytest.raises(edudb.NotFound):
+            db.add_turn("trip", "Back to a topic never opened.", placement={"topic": 99})
+        with pytest.raises(edudb.NotFound):
+            db.add_turn("trip", "A fork at a turn never said.", placement={"fork": 99})
         db.add_turn("trip", "Pack the snow boots.", role="assistant")
         assert [s.id for s in db.sessions()] == ["trip"]
         context = db.context("trip", budget=128, query="when do we fly?")

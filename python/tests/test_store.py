@@ -44,9 +44,12 @@ def test_ingest_takes_bytes_lists_of_paths_an_id_and_a_format(tmp_path: Path) ->
         assert report.documents[0].bytes == len(MARKDOWN)
         assert {d.id for d in db.ingest([one, str(two)]).documents} == {one.stem, two.stem}
         assert db.ingest(one, id="renamed").documents[0].id == "renamed"
-        plain = db.ingest(b"# not a heading here", id="plain", format="text")
-        assert db.tree("plain").children == [] or db.tree("plain").kind != "section"
+        plain = db.ingest(b"# not a heading here\n\nJust text.", id="plain", format="text")
         assert plain.documents[0].edus >= 1
+        assert all(node.kind != "section" for node in db.tree("plain").walk())
+        assert any(node.kind == "section" for node in db.tree("trips").walk())
+        with pytest.raises(edudb.UserError, match="standard input"):
+            db.ingest("-")
         assert {d.id for d in db.docs()} == {"trips", one.stem, two.stem, "renamed", "plain"}
         with pytest.raises(edudb.UserError, match="id"):
             db.ingest(MARKDOWN)
@@ -312,8 +315,25 @@ def test_a_damaged_index_is_corrupt_and_reindex_repairs_it(tmp_path: Path) -> No
         assert db.search("unsafe operations", 5) == expected
 
 
+def test_arguments_out_of_range_are_user_errors(store: edudb.Store) -> None:
+    doc = store.docs()[0].id
+    for call in (
+        lambda: store.edus(doc, -1),
+        lambda: store.edus(doc, 0, 2**40),
+        lambda: store.dag(doc, level=70000),
+        lambda: store.search("unsafe", limit=-1),
+        lambda: store.context("s", budget=-5),
+        lambda: store.edus(doc, True),
+    ):
+        with pytest.raises(edudb.UserError, match="whole number"):
+            call()
+    with pytest.raises(edudb.UserError, match="too large"):
+        store.query(SPANS, q="x", budget=10**400)
+
+
 def test_calls_release_the_gil(tmp_path: Path) -> None:
-    """Another Python thread runs while an ingest works in Rust."""
+    """Another Python thread runs while a plain call (not the ingest of
+    paths, which waits in a loop of its own) works in Rust."""
     ticks = 0
     stop = threading.Event()
 
@@ -323,10 +343,11 @@ def test_calls_release_the_gil(tmp_path: Path) -> None:
             ticks += 1
 
     counter = threading.Thread(target=count)
+    paragraphs = b"".join(b"The oven number %d bakes loaf %d in the morning.\n\n" % (i, i) for i in range(20000))
     with edudb.open(tmp_path / "s.db") as db:
         counter.start()
         before = ticks
-        db.ingest(DEMO)
+        db.ingest(paragraphs, id="bakery", format="text")
         during = ticks - before
         stop.set()
         counter.join()

@@ -1,8 +1,8 @@
 //! [`Client`]: a store served by `edudb serve`, used from Rust like an
-//! embedded [`Db`](crate::Db). Its methods are named and take arguments
-//! as `Db`'s do; each answers with the server's JSON body (the CLI's
-//! `--json` contracts, described by the server's `GET /openapi.json`), and
-//! a refusal is [`Error::Served`] with the server's error class, so
+//! embedded [`Db`](crate::Db) through [`Api`], whose calls a `Db` answers
+//! too: each answers with the server's JSON body (the CLI's `--json`
+//! contracts, described by the server's `GET /openapi.json`), and a
+//! refusal is [`Error::Served`] with the server's error class, so
 //! [`Error::is_busy`] and [`Error::is_user_error`] work as they do on a
 //! local store.
 //!

@@ -7,7 +7,8 @@
 //! wait on its writer); writes are serialised, at most one at a time with
 //! a bounded queue behind it, and a full queue answers "busy" at once.
 //! Every error is `{"error": {"class", "message", …}}` with the CLI's exit
-//! classes: `user` (HTTP 400, or 404 for a missing document or session),
+//! classes: `user` (HTTP 400, or 404 for a missing document, session, turn
+//! or topic),
 //! `busy` (503: nothing was done, retry) and `internal` (500; 504 for a
 //! write that ran past the request timeout and goes on, its outcome
 //! unknown). Loopback only unless a bearer token is set. On shutdown (the
@@ -472,7 +473,10 @@ impl From<Error> for Failure {
             return Failure::internal(message);
         }
         let status = match err {
-            Error::NoSuchDocument(_) | Error::NoSuchSession(_) => StatusCode::NOT_FOUND,
+            Error::NoSuchDocument(_)
+            | Error::NoSuchSession(_)
+            | Error::NoSuchTurn { .. }
+            | Error::NoSuchTopic { .. } => StatusCode::NOT_FOUND,
             _ => StatusCode::BAD_REQUEST,
         };
         let located = match &err {

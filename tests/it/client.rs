@@ -150,11 +150,20 @@ fn a_client_writes_and_its_refusals_keep_their_class() {
         Some(1.into()),
         "{bad:?}"
     );
-    let missing = client.tree("nowhere").unwrap_err();
-    assert!(
-        matches!(missing, Error::Served { status: 404, .. }) && missing.is_user_error(),
-        "{missing}"
-    );
+    let mut to_no_topic = TurnInput::new(Role::User, "Back to a topic never opened.");
+    to_no_topic.placement = edudb::Placement::Topic(99);
+    let mut at_no_turn = TurnInput::new(Role::User, "A fork at a turn never said.");
+    at_no_turn.placement = edudb::Placement::Fork(99);
+    for missing in [
+        client.tree("nowhere").unwrap_err(),
+        client.append_turn("trip", &to_no_topic).unwrap_err(),
+        client.append_turn("trip", &at_no_turn).unwrap_err(),
+    ] {
+        assert!(
+            matches!(missing, Error::Served { status: 404, .. }) && missing.is_user_error(),
+            "{missing}"
+        );
+    }
 
     client.remove_session("trip").unwrap();
     client.remove("notes/a b").unwrap();
