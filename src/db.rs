@@ -172,7 +172,9 @@ impl Db {
 
     /// Deletes document `id` completely (records and index entries). A
     /// session's turn is refused ([`crate::Error::TurnDocument`]): turns go with
-    /// their session ([`Db::remove_session`]).
+    /// their session ([`Db::remove_session`]). Removing a document that
+    /// [`Db::check`] names as lost to damage acknowledges the loss, so
+    /// checks stop naming it.
     pub fn remove(&self, id: &str) -> Result<()> {
         self.engine.remove(id)
     }

@@ -12,6 +12,7 @@ use crate::engine::{Engine, VECTORS_DIR};
 use crate::error::{Error, Result};
 use crate::progress::{CancelToken, Progress};
 use crate::storage::fulltext::FullText;
+use crate::storage::store::Loss;
 use crate::storage::vectors::{VectorCounts, VectorIndex};
 
 impl Engine {
@@ -27,10 +28,14 @@ impl Engine {
         }
         if applied > last {
             // Only damage (sled recovers a damaged log up to the damage) or
-            // an older copy of the store put back can do this: say so.
+            // an older copy of the store put back can do this: say so, and
+            // record which documents went, before the rebuild forgets them.
             tracing::warn!(
                 "the store is at change {last} but its full-text index applied change {applied}: changes after {last} were lost (damaged files, or an older copy restored); the index is rebuilt from what the store holds"
             );
+            drop(fulltext);
+            self.record_loss(last, applied);
+            fulltext = self.fulltext_writer();
         }
         if force_rebuild || applied > last || applied < self.store.trimmed_seq()? {
             tracing::info!("rebuilding the full-text index from the store");
@@ -49,6 +54,30 @@ impl Engine {
         self.replay(&mut fulltext, applied)?;
         fulltext.commit(last)?;
         self.trim_log(last)
+    }
+
+    /// Records the documents the full-text index holds and the store lost
+    /// (changes `last + 1..=applied`), for every later check to name. Best
+    /// effort: a store too damaged to say or to record it still opens.
+    fn record_loss(&self, last: u64, applied: u64) {
+        let recorded = (|| -> Result<()> {
+            let stored: std::collections::HashSet<String> = self.store.ids()?.into_iter().collect();
+            let ids: Vec<String> = (self.reader.document_ids()?.into_iter())
+                .filter(|id| !stored.contains(id))
+                .collect();
+            let found_at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            self.store.record_loss(Loss {
+                store_change: last,
+                index_change: applied,
+                found_at,
+                ids,
+            })
+        })();
+        if let Err(err) = recorded {
+            tracing::warn!("the lost documents could not be recorded: {err}");
+        }
     }
 
     /// After a change missed the full-text writer ([`Engine::fulltext_behind`]):

@@ -429,6 +429,25 @@ impl Engine {
                 store.damaged.push(Damage { doc: id, error });
             }
         }
+        // Documents found lost when the store was opened (the index has
+        // been rebuilt since, so only the record names them), until each is
+        // stored again or its loss acknowledged by removing it.
+        for loss in self.store.losses()? {
+            let found = crate::model::time::format(loss.found_at);
+            for id in loss.ids {
+                if self.store.contains(&id)? {
+                    continue;
+                }
+                let error = Error::Invariant {
+                    doc: id.clone(),
+                    message: format!(
+                        "lost to damage: the store's change log was cut at change {} (its full-text index had reached {}), found {found}; ingest it again, or remove it to acknowledge the loss",
+                        loss.store_change, loss.index_change
+                    ),
+                };
+                store.damaged.push(Damage { doc: id, error });
+            }
+        }
         // An unreadable change counter, or one the index disagrees with, is
         // damage to name like a record's.
         let last = match last {

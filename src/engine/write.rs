@@ -183,9 +183,13 @@ impl Engine {
             });
         }
         self.write(|| {
-            self.store
-                .remove(id)?
-                .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+            if self.store.remove(id)?.is_none() {
+                // Removing a document lost to damage acknowledges the loss.
+                return match self.store.forget_lost(id)? {
+                    true => Ok(((), Written::default())),
+                    false => Err(Error::NoSuchDocument(id.to_owned())),
+                };
+            }
             Ok((
                 (),
                 Written {

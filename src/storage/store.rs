@@ -68,6 +68,21 @@ pub const PIECE_BYTES: usize = 256 << 10;
 /// same path to release sled's file lock.
 const SLED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Documents a damaged change log lost: sled recovers its log only up to
+/// the first damage, dropping every change after it, which the full-text
+/// index (committed after the store) shows by having applied more.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Loss {
+    /// The change the store recovered to.
+    pub store_change: u64,
+    /// The change the full-text index had applied: the store had reached it.
+    pub index_change: u64,
+    /// When the loss was found, in seconds since the Unix epoch.
+    pub found_at: i64,
+    /// The documents the index held that the store no longer has.
+    pub ids: Vec<String>,
+}
+
 /// Free space a write that adds data leaves on the store's file system,
 /// beyond twice its own bytes: room for sled's log segments, its snapshot
 /// at the next open, and the full-text index's commit. (Saving the vector
@@ -83,6 +98,8 @@ const VERSION_KEY: &[u8] = b"\0version";
 const SEQ_KEY: &[u8] = b"\0seq";
 const TRIMMED_KEY: &[u8] = b"\0trimmed";
 const EMBEDDER_KEY: &[u8] = b"\0embedder";
+/// The documents found lost to a damaged change log ([`Loss`], JSON).
+const LOST_KEY: &[u8] = b"\0lost";
 const META: u8 = b'M';
 const TEXT: u8 = b'T';
 const EDUS: u8 = b'E';
@@ -615,6 +632,54 @@ impl Store {
             .map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
+    /// Every loss recorded ([`Store::record_loss`]), oldest first.
+    pub fn losses(&self) -> Result<Vec<Loss>> {
+        let Some(json) = self.sled()?.get(LOST_KEY).map_err(|e| self.failure(e))? else {
+            return Ok(Vec::new());
+        };
+        serde_json::from_slice(&json).map_err(|e| Error::Corrupt {
+            key: "the record of lost documents".into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Records (durably) that a damaged change log lost `loss`'s
+    /// documents, so that every later check names them until each is
+    /// stored again or removed ([`Store::forget_lost`]).
+    pub fn record_loss(&self, loss: Loss) -> Result<()> {
+        let mut losses = self.losses()?;
+        losses.push(loss);
+        self.set_losses(&losses)
+    }
+
+    /// Takes `id` off the record of lost documents (its loss acknowledged);
+    /// false when it was not on it.
+    pub fn forget_lost(&self, id: &str) -> Result<bool> {
+        let mut losses = self.losses()?;
+        let before: usize = losses.iter().map(|loss| loss.ids.len()).sum();
+        for loss in &mut losses {
+            loss.ids.retain(|lost| lost != id);
+        }
+        losses.retain(|loss| !loss.ids.is_empty());
+        if losses.iter().map(|loss| loss.ids.len()).sum::<usize>() == before {
+            return Ok(false);
+        }
+        self.set_losses(&losses)?;
+        Ok(true)
+    }
+
+    fn set_losses(&self, losses: &[Loss]) -> Result<()> {
+        let json = serde_json::to_vec(losses).map_err(|e| Error::Storage(e.to_string()))?;
+        let mut batch = Batch::default();
+        if losses.is_empty() {
+            batch.remove(LOST_KEY);
+        } else {
+            batch.insert(LOST_KEY, json.as_slice());
+        }
+        self.apply(batch)?;
+        self.flush()
+    }
+
     /// Records the store's embedder configuration (durably).
     pub fn set_embedder_config(&self, config: &str) -> Result<()> {
         let mut batch = Batch::default();
@@ -692,6 +757,13 @@ impl Store {
         let mut batch = Batch::default();
         self.insert_record(&mut batch, DAG, id, &archive(dag)?)?;
         self.apply_logged(batch, &[id]).map(Some)
+    }
+
+    /// Whether document `id` is listed.
+    pub fn contains(&self, id: &str) -> Result<bool> {
+        self.sled()?
+            .contains_key(key(META, id))
+            .map_err(|e| self.failure(e))
     }
 
     /// Deletes a document entirely in one atomic batch; returns the change's
@@ -1537,6 +1609,37 @@ mod tests {
         assert_eq!(v.edus.len(), original.edus.len() * 2);
         assert_eq!(v.nodes[0].to_native(), 0.5);
         assert!(store.vectors("missing").unwrap().is_none());
+    }
+
+    #[test]
+    fn losses_are_recorded_durably_and_forgotten_one_document_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let loss = |ids: &[&str], at: i64| Loss {
+            store_change: 3,
+            index_change: 5,
+            found_at: at,
+            ids: ids.iter().map(|id| id.to_string()).collect(),
+        };
+        {
+            let store = Store::open(dir.path()).unwrap();
+            assert_eq!(store.losses().unwrap(), []);
+            store.record_loss(loss(&["a", "b"], 1)).unwrap();
+            store.record_loss(loss(&["c"], 2)).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            store.losses().unwrap(),
+            [loss(&["a", "b"], 1), loss(&["c"], 2)]
+        );
+        assert!(store.forget_lost("c").unwrap());
+        assert!(!store.forget_lost("c").unwrap(), "forgotten once");
+        assert!(!store.forget_lost("z").unwrap());
+        assert_eq!(store.losses().unwrap(), [loss(&["a", "b"], 1)]);
+        assert!(store.forget_lost("a").unwrap() && store.forget_lost("b").unwrap());
+        assert_eq!(store.losses().unwrap(), []);
+        assert_eq!(store.sled().unwrap().get(LOST_KEY).unwrap(), None);
+        store.db.insert(LOST_KEY, b"not json".as_slice()).unwrap();
+        assert!(matches!(store.losses(), Err(Error::Corrupt { .. })));
     }
 
     #[test]

@@ -1055,4 +1055,39 @@ fn changes_a_restored_older_store_lacks_are_reported_as_lost() {
     // The index was rebuilt from the store: search no longer finds it.
     let out = edudb(&db, &["search", "zebras"]);
     assert!(!text(&out).contains("lost"), "{}", text(&out));
+    // But the loss was recorded: every check names the document (exit 2,
+    // damage) until it is ingested again or removed.
+    for _ in 0..2 {
+        let out = edudb(&db, &["check"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let said = format!("{}{}", text(&out), stderr(&out));
+        assert!(
+            said.contains("lost") && said.contains("lost to damage") && said.contains("change 1"),
+            "{said}"
+        );
+    }
+    ingest("lost", "Zebras gallop across the savannah at dawn.");
+    assert!(edudb(&db, &["check"]).status.success());
+    // Another loss, acknowledged by removing the document (once).
+    let copy = dir.path().join("sled-copy-2");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(db.join("sled"))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    ingest("gone", "Herons stand still in the shallow river.");
+    std::fs::remove_dir_all(db.join("sled")).unwrap();
+    std::fs::rename(&copy, db.join("sled")).unwrap();
+    let out = edudb(&db, &["check"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = format!("{}{}", text(&out), stderr(&out));
+    assert!(
+        said.contains("gone") && said.contains("lost to damage"),
+        "{said}"
+    );
+    assert!(edudb(&db, &["rm", "gone"]).status.success());
+    assert!(edudb(&db, &["check"]).status.success());
+    assert_eq!(edudb(&db, &["rm", "gone"]).status.code(), Some(1));
 }
