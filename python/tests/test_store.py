@@ -352,3 +352,30 @@ def test_calls_release_the_gil(tmp_path: Path) -> None:
         stop.set()
         counter.join()
     assert during > 1000, during
+
+
+def test_documents_lost_to_damage_are_named_until_stored_again_or_removed(tmp_path: Path) -> None:
+    import shutil
+
+    path = tmp_path / "s.db"
+    with edudb.open(path) as db:
+        db.ingest(MARKDOWN, id="kept")
+    shutil.copytree(path / "sled", tmp_path / "older")
+    with edudb.open(path) as db:
+        db.ingest(b"Zebras gallop at dawn.", id="zebras")
+        db.ingest(b"Herons stand in the river.", id="herons")
+    # The older copy of the store put back under the newer index: the
+    # changes after it are lost, as after damage to sled's log.
+    shutil.rmtree(path / "sled")
+    shutil.copytree(tmp_path / "older", path / "sled")
+    with edudb.open(path) as db:
+        assert [d.id for d in db.docs()] == ["kept"]
+        report = db.check()
+        assert not report.ok
+        assert sorted(d.doc for d in report.damaged) == ["herons", "zebras"]
+        assert all("lost to damage" in d.problem for d in report.damaged)
+        db.ingest(b"Zebras gallop at dawn.", id="zebras")
+        db.remove("herons")
+        assert db.check().ok
+        with pytest.raises(edudb.NotFound):
+            db.remove("herons")
