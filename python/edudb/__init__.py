@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as _datetime
 import json as _json
 import os as _os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from . import _edudb
 from ._edudb import (
@@ -198,6 +198,7 @@ class Store:
         source: Union[PathLike, bytes, Sequence[PathLike]],
         id: Optional[str] = None,
         format: Optional[str] = None,
+        progress: Optional[Callable[[int, int], object]] = None,
     ) -> IngestReport:
         """Ingests ``source``: a file or directory path (directories
         recursively; a file's id is its name without extension, one under
@@ -206,7 +207,12 @@ class Store:
         ``"markdown"`` or ``"html"`` (default: from the extension or the
         text). A document of an existing id replaces it. A file whose
         content is refused (binary, empty, not UTF-8) is listed in
-        ``failures`` while the rest go in."""
+        ``failures`` while the rest go in.
+
+        ``progress(done, total)``, in bytes, is called from the calling
+        thread as an ingest of paths advances (about every 50 ms, and at
+        the end); an exception it raises cancels the ingest after the
+        document being written, as Ctrl-C does, and is raised."""
         if isinstance(source, (bytes, bytearray, memoryview)):
             if id is None:
                 raise UserError("ingesting bytes needs an id")
@@ -216,7 +222,8 @@ class Store:
             paths = [_os.fspath(source)]
         else:
             paths = [_os.fspath(p) for p in source]
-        return IngestReport.from_json(_json.loads(self._native.ingest_paths(paths, id, format)))
+        answer = self._native.ingest_paths(paths, id, format, progress)
+        return IngestReport.from_json(_json.loads(answer))
 
     def docs(self) -> List[Document]:
         """Every document, in id order."""

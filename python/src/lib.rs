@@ -9,13 +9,14 @@
 //! as the exception classes below.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use edudb::serve::{Api, Client};
 use edudb::{
-    CancelToken, Db, EmbedderConfig, Error, Format, HttpConfig, IngestOptions, NoProgress,
-    OpenOptions, Params, TurnInput,
+    CancelToken, Db, EmbedderConfig, Error, Format, HttpConfig, IngestOptions, OpenOptions, Params,
+    Progress, TurnInput,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -277,15 +278,18 @@ impl Store {
 
     /// Ingests files and directories (recursively), each file a document
     /// named by its path (`id` renames a single file); `{documents,
-    /// failures}`. Interrupting Python (Ctrl-C) cancels it after the
-    /// document being written and raises KeyboardInterrupt.
-    #[pyo3(signature = (paths, id=None, format=None))]
+    /// failures}`. `progress(done, total)` (bytes) is called from this
+    /// thread as the ingest advances. Interrupting Python (Ctrl-C), or an
+    /// exception from `progress`, cancels it after the document being
+    /// written and raises.
+    #[pyo3(signature = (paths, id=None, format=None, progress=None))]
     fn ingest_paths(
         &self,
         py: Python<'_>,
         paths: Vec<PathBuf>,
         id: Option<&str>,
         format: Option<&str>,
+        progress: Option<Bound<'_, PyAny>>,
     ) -> Answer {
         let format = parse_format(format)?;
         if paths.iter().any(|path| path.as_os_str() == "-") {
@@ -298,11 +302,28 @@ impl Store {
             format,
             ..IngestOptions::default()
         };
-        interruptible(py, |cancel| {
-            self.with_backend(|backend| {
-                backend.api().ingest(&sources, options, &NoProgress, cancel)
-            })
-        })
+        let tally = Tally::default();
+        let mut reported = None;
+        let mut report = |tally: &Tally| -> PyResult<()> {
+            let now = (
+                tally.done.load(Ordering::Relaxed),
+                tally.total.load(Ordering::Relaxed),
+            );
+            match &progress {
+                Some(callback) if reported != Some(now) && now.1 > 0 => {
+                    reported = Some(now);
+                    callback.call1(now).map(drop)
+                }
+                _ => Ok(()),
+            }
+        };
+        interruptible(
+            py,
+            |cancel| {
+                self.with_backend(|backend| backend.api().ingest(&sources, options, &tally, cancel))
+            },
+            || report(&tally),
+        )
     }
 
     /// Stores `data` as document `id` (replacing one of that id).
@@ -445,11 +466,13 @@ impl Store {
 }
 
 /// Runs `work` on another thread while this one, without the GIL, waits
-/// for it and checks for Python signals; an interrupt cancels `work`'s
-/// token, waits for it to stop and raises the interrupt.
+/// for it, and every 50 ms (and once at the end) checks for Python signals
+/// and runs `tick` with the GIL; an interrupt or an error from `tick`
+/// cancels `work`'s token, waits for it to stop and is raised.
 fn interruptible(
     py: Python<'_>,
     work: impl FnOnce(&CancelToken) -> Result<Value, Failed> + Send,
+    mut tick: impl FnMut() -> PyResult<()>,
 ) -> Answer {
     let cancel = CancelToken::new();
     let finished = (Mutex::new(false), Condvar::new());
@@ -469,13 +492,13 @@ fn interruptible(
                     .unwrap_or_else(PoisonError::into_inner);
                 *guard
             });
-            if done {
-                break;
-            }
-            if let Err(interrupt) = py.check_signals() {
+            if let Err(raised) = py.check_signals().and_then(|()| tick()) {
                 cancel.cancel();
                 let _ = py.detach(|| running.join());
-                return Err(interrupt);
+                return Err(raised);
+            }
+            if done {
+                break;
             }
         }
         let answer = running
@@ -483,6 +506,23 @@ fn interruptible(
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         Ok(answer.to_string())
     })
+}
+
+/// An ingest's progress, as the waiting thread reads it.
+#[derive(Default)]
+struct Tally {
+    total: AtomicU64,
+    done: AtomicU64,
+}
+
+impl Progress for Tally {
+    fn start(&self, _what: &str, total: u64) {
+        self.total.store(total, Ordering::Relaxed);
+    }
+
+    fn advance(&self, units: u64, _item: &str) {
+        self.done.fetch_add(units, Ordering::Relaxed);
+    }
 }
 
 /// A format name (`text`, `markdown`, `html`) as the library's.

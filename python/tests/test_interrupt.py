@@ -64,3 +64,28 @@ def test_an_interrupted_ingest_stops_and_keeps_whole_documents(tmp_path: Path, s
                 stop_server(server)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_progress_is_reported_and_an_exception_from_it_cancels(tmp_path: Path) -> None:
+    seen: list = []
+    with edudb.open(tmp_path / "s.db") as db:
+        report = db.ingest(RFCS, progress=lambda done, total: seen.append((done, total)))
+        assert len(seen) >= 2
+        totals = {total for _, total in seen}
+        assert len(totals) == 1 and totals.pop() > 0
+        dones = [done for done, _ in seen]
+        assert dones == sorted(dones) and dones[-1] == seen[-1][1], "ends at the total"
+        assert len(report.documents) == len(db.docs())
+
+    class Enough(Exception):
+        pass
+
+    def stop_early(done: int, total: int) -> None:
+        if done > 0:
+            raise Enough(done)
+
+    with edudb.open(tmp_path / "t.db") as db:
+        with pytest.raises(Enough):
+            db.ingest(RFCS, progress=stop_early)
+        assert 0 < len(db.docs()) < len(report.documents)
+        assert db.check().ok

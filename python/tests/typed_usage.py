@@ -22,6 +22,7 @@ def tour(path: str) -> None:
     with edudb.open(path, busy_timeout=1.5) as db:
         report: edudb.IngestReport = db.ingest(b"# A\n\nText.", id="a", format="markdown")
         names: List[str] = [d.id for d in report.documents] + [f.source for f in report.failures]
+        db.ingest(["docs/", "notes.md"], progress=lambda done, total: print(f"{done}/{total}"))
         root: edudb.Node = db.tree(names[0])
         edus: List[edudb.Edu] = db.edus("a", 0, root.span[1])
         hits: List[edudb.SearchHit] = db.search("text", limit=3)
