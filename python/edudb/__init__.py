@@ -211,8 +211,9 @@ class Store:
 
         ``progress(done, total)``, in bytes, is called from the calling
         thread as an ingest of paths advances (about every 50 ms, and at
-        the end); an exception it raises cancels the ingest after the
-        document being written, as Ctrl-C does, and is raised."""
+        the end). An exception it raises is raised from ``ingest``; raised
+        before the end, it cancels the ingest after the document being
+        written, as Ctrl-C does (raised at the end, every document is in)."""
         if isinstance(source, (bytes, bytearray, memoryview)):
             if id is None:
                 raise UserError("ingesting bytes needs an id")

@@ -56,15 +56,35 @@ impl Engine {
         self.trim_log(last)
     }
 
-    /// Records the documents the full-text index holds and the store lost
-    /// (changes `last + 1..=applied`), for every later check to name. Best
+    /// Records what the store lost that the full-text index still holds
+    /// (a stale term of a document removed earlier is not a loss): the
+    /// documents, and the sessions of lost turns whose dialogue is gone
+    /// too. Also drops a persisted vector graph that reflects the lost
+    /// changes, so that it is rebuilt from what the store holds. Best
     /// effort: a store too damaged to say or to record it still opens.
     fn record_loss(&self, last: u64, applied: u64) {
         let recorded = (|| -> Result<()> {
+            let vectors = self.dir.join(VECTORS_DIR);
+            if VectorIndex::persisted_seq(&vectors) > last {
+                VectorIndex::discard(&vectors)?;
+            }
             let stored: std::collections::HashSet<String> = self.store.ids()?.into_iter().collect();
-            let ids: Vec<String> = (self.reader.document_ids()?.into_iter())
-                .filter(|id| !stored.contains(id))
-                .collect();
+            let (mut ids, mut sessions) = (Vec::new(), Vec::new());
+            for id in self.reader.document_ids()? {
+                if stored.contains(&id) || !self.reader.holds(&id)? {
+                    continue;
+                }
+                match crate::model::ids::parse_turn_id(&id) {
+                    None => ids.push(id),
+                    Some((session, _)) => {
+                        if !sessions.iter().any(|s| s == session)
+                            && self.store.dialogue(session)?.is_none()
+                        {
+                            sessions.push(session.to_owned());
+                        }
+                    }
+                }
+            }
             let found_at = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
@@ -73,6 +93,7 @@ impl Engine {
                 index_change: applied,
                 found_at,
                 ids,
+                sessions,
             })
         })();
         if let Err(err) = recorded {

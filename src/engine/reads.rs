@@ -429,24 +429,47 @@ impl Engine {
                 store.damaged.push(Damage { doc: id, error });
             }
         }
-        // Documents found lost when the store was opened (the index has
-        // been rebuilt since, so only the record names them), until each is
-        // stored again or its loss acknowledged by removing it.
-        for loss in self.store.losses()? {
-            let found = crate::model::time::format(loss.found_at);
-            for id in loss.ids {
-                if self.store.contains(&id)? {
-                    continue;
+        // Documents and sessions found lost when the store was opened (the
+        // index has been rebuilt since, so only the record names them),
+        // until each is stored again or its loss acknowledged by removing
+        // it.
+        match self.store.losses() {
+            Ok(losses) => {
+                for loss in losses {
+                    let lost = |what: &str| Error::Invariant {
+                        doc: String::new(),
+                        message: format!(
+                            "lost to damage: the store's change log was cut at change {} (its full-text index had reached {}), found {}; {what}",
+                            loss.store_change,
+                            loss.index_change,
+                            crate::model::time::format(loss.found_at)
+                        ),
+                    };
+                    for id in &loss.ids {
+                        if !self.store.contains(id)? {
+                            let error =
+                                lost("ingest it again, or remove it to acknowledge the loss");
+                            store.damaged.push(Damage {
+                                doc: id.clone(),
+                                error,
+                            });
+                        }
+                    }
+                    for id in &loss.sessions {
+                        if self.store.dialogue(id)?.is_none() {
+                            let error = lost("remove the session to acknowledge the loss");
+                            store.damaged.push(Damage {
+                                doc: format!("session {id}"),
+                                error,
+                            });
+                        }
+                    }
                 }
-                let error = Error::Invariant {
-                    doc: id.clone(),
-                    message: format!(
-                        "lost to damage: the store's change log was cut at change {} (its full-text index had reached {}), found {found}; ingest it again, or remove it to acknowledge the loss",
-                        loss.store_change, loss.index_change
-                    ),
-                };
-                store.damaged.push(Damage { doc: id, error });
             }
+            Err(error) => store.damaged.push(Damage {
+                doc: "the record of lost documents".into(),
+                error,
+            }),
         }
         // An unreadable change counter, or one the index disagrees with, is
         // damage to name like a record's.

@@ -185,7 +185,7 @@ impl Engine {
         self.write(|| {
             if self.store.remove(id)?.is_none() {
                 // Removing a document lost to damage acknowledges the loss.
-                return match self.store.forget_lost(id)? {
+                return match self.store.forget_lost(id, false)? {
                     true => Ok(((), Written::default())),
                     false => Err(Error::NoSuchDocument(id.to_owned())),
                 };

@@ -541,10 +541,13 @@ fn keep_best(scores: &mut [f32], doc: &str, score: f32) {
 pub(crate) fn remove_session(engine: &Engine, id: &str) -> Result<()> {
     validate_session_id(id)?;
     engine.write(|| {
-        let docs = engine
-            .store()
-            .remove_session(id)?
-            .ok_or_else(|| Error::NoSuchSession(id.to_owned()))?;
+        let Some(docs) = engine.store().remove_session(id)? else {
+            // Removing a session lost to damage acknowledges the loss.
+            return match engine.store().forget_lost(id, true)? {
+                true => Ok(((), Written::default())),
+                false => Err(Error::NoSuchSession(id.to_owned())),
+            };
+        };
         Ok((
             (),
             Written {

@@ -46,8 +46,8 @@ pub struct CommandOutput {
     pub code: u8,
 }
 
-/// The most text one ingest job of [`Client::ingest`] carries (the server
-/// refuses bodies over 16 MiB by default).
+/// The most JSON one ingest job of [`Api::ingest`] sends, below the
+/// server's own body limit when that is smaller (16 MiB by default).
 pub const JOB_BYTES: u64 = 4 << 20;
 
 /// Bytes of an ingest job's body around its documents
@@ -132,7 +132,7 @@ impl Client {
             .map_err(|e| Error::Serve(format!("{}: the command's answer: {e}", self.name)))
     }
 
-    /// The server's `{store, version}`.
+    /// The server's `{store, version, max_body_bytes}`.
     pub fn health(&self) -> Result<Value> {
         self.call(Method::GET, &["health"], &[], Body::None)
     }
@@ -253,8 +253,10 @@ impl Client {
 /// The calls answered by the server. [`Api::ingest`] reads and decodes
 /// each source here (its format the one given, or detected here from its
 /// file name or text); one with bad content is a failure in the answer
-/// while the rest go on. The documents go as jobs (`POST /v1/ingest`) of at
-/// most [`JOB_BYTES`] of text each, one after another; the server's
+/// while the rest go on, as is one whose JSON exceeds the server's body
+/// limit (not sent). The documents go as jobs (`POST /v1/ingest`) of at
+/// most [`JOB_BYTES`] of JSON each, and never over the server's body
+/// limit, one after another; the server's
 /// progress is reported, and cancelling cancels the running job (documents
 /// written stay, whole). A job that failed is the error, a cancelled one
 /// [`Error::Cancelled`].

@@ -485,6 +485,17 @@ impl VectorIndex {
         })
     }
 
+    /// Deletes the index persisted in `dir` (its changes were lost from
+    /// the store): the next use builds it from the store again.
+    pub fn discard(dir: &Path) -> Result<()> {
+        match std::fs::remove_dir_all(dir) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::Vectors(format!("removing {}: {err}", dir.display())))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The store change the index persisted in `dir` reflects; 0 when there
     /// is none (never built, or lost).
     pub fn persisted_seq(dir: &Path) -> u64 {
