@@ -327,10 +327,14 @@ class Store:
         records are listed, not raised."""
         return CheckReport.from_json(self._load(self._native.check()))
 
-    def reindex(self) -> Dict[str, Any]:
+    def reindex(self, progress: Optional[Callable[[int, int], object]] = None) -> Dict[str, Any]:
         """Rebuilds the full-text and vector indexes from the stored
-        documents: ``{fulltext_entries, vectors, skipped}``."""
-        report: Dict[str, Any] = self._load(self._native.reindex())
+        documents: ``{fulltext_entries, vectors, skipped}``.
+        ``progress(done, total)`` counts documents, once for the full-text
+        index and once for the vectors. In-process, Ctrl-C or
+        an exception from ``progress`` stops it early and is raised; the
+        indexes stay as they were (a served rebuild runs to its end)."""
+        report: Dict[str, Any] = self._load(self._native.reindex(progress))
         return report
 
     @staticmethod

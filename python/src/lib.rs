@@ -302,28 +302,9 @@ impl Store {
             format,
             ..IngestOptions::default()
         };
-        let tally = Tally::default();
-        let mut reported = None;
-        let mut report = |tally: &Tally| -> PyResult<()> {
-            let now = (
-                tally.done.load(Ordering::Relaxed),
-                tally.total.load(Ordering::Relaxed),
-            );
-            match &progress {
-                Some(callback) if reported != Some(now) && now.1 > 0 => {
-                    reported = Some(now);
-                    callback.call1(now).map(drop)
-                }
-                _ => Ok(()),
-            }
-        };
-        interruptible(
-            py,
-            |cancel| {
-                self.with_backend(|backend| backend.api().ingest(&sources, options, &tally, cancel))
-            },
-            || report(&tally),
-        )
+        interruptible(py, progress, |tally, cancel| {
+            self.with_backend(|backend| backend.api().ingest(&sources, options, tally, cancel))
+        })
     }
 
     /// Stores `data` as document `id` (replacing one of that id).
@@ -400,9 +381,15 @@ impl Store {
         self.call(py, |api| api.check())
     }
 
-    /// Rebuilds the derived indexes (`reindex --json`).
-    fn reindex(&self, py: Python<'_>) -> Answer {
-        self.call(py, |api| api.reindex())
+    /// Rebuilds the derived indexes (`reindex --json`), reporting to
+    /// `progress(done, total)` like an ingest; in-process, Ctrl-C (or an
+    /// exception from `progress`) stops it early, the indexes left to be
+    /// rebuilt again.
+    #[pyo3(signature = (progress=None))]
+    fn reindex(&self, py: Python<'_>, progress: Option<Bound<'_, PyAny>>) -> Answer {
+        interruptible(py, progress, |tally, cancel| {
+            self.with_backend(|backend| backend.api().reindex(tally, cancel))
+        })
     }
 
     /// Appends a turn given as a `session add --jsonl` line (`{text, role?,
@@ -467,18 +454,34 @@ impl Store {
 
 /// Runs `work` on another thread while this one, without the GIL, waits
 /// for it, and every 50 ms (and once at the end) checks for Python signals
-/// and runs `tick` with the GIL; an interrupt or an error from `tick`
-/// cancels `work`'s token, waits for it to stop and is raised.
+/// and calls `progress(done, total)` with the GIL when the work's tally
+/// moved; an interrupt or an exception from `progress` cancels `work`'s
+/// token, waits for it to stop and is raised.
 fn interruptible(
     py: Python<'_>,
-    work: impl FnOnce(&CancelToken) -> Result<Value, Failed> + Send,
-    mut tick: impl FnMut() -> PyResult<()>,
+    progress: Option<Bound<'_, PyAny>>,
+    work: impl FnOnce(&Tally, &CancelToken) -> Result<Value, Failed> + Send,
 ) -> Answer {
     let cancel = CancelToken::new();
+    let tally = Tally::default();
     let finished = (Mutex::new(false), Condvar::new());
+    let mut reported = None;
+    let mut tick = || -> PyResult<()> {
+        let now = (
+            tally.done.load(Ordering::Relaxed),
+            tally.total.load(Ordering::Relaxed),
+        );
+        match &progress {
+            Some(callback) if reported != Some(now) && now.1 > 0 => {
+                reported = Some(now);
+                callback.call1(now).map(drop)
+            }
+            _ => Ok(()),
+        }
+    };
     std::thread::scope(|scope| {
         let running = scope.spawn(|| {
-            let result = work(&cancel);
+            let result = work(&tally, &cancel);
             *finished.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
             finished.1.notify_all();
             result
@@ -508,7 +511,8 @@ fn interruptible(
     })
 }
 
-/// An ingest's progress, as the waiting thread reads it.
+/// Long work's progress, as the waiting thread reads it: the current
+/// phase's units done of its total.
 #[derive(Default)]
 struct Tally {
     total: AtomicU64,
@@ -516,7 +520,10 @@ struct Tally {
 }
 
 impl Progress for Tally {
+    /// A phase starts (a reindex rebuilds the full-text index, then the
+    /// vectors): its own count from 0.
     fn start(&self, _what: &str, total: u64) {
+        self.done.store(0, Ordering::Relaxed);
         self.total.store(total, Ordering::Relaxed);
     }
 

@@ -250,9 +250,26 @@ def test_stats_check_and_reindex(store: edudb.Store) -> None:
     assert stats.tokenizer == "o200k_base"
     report = store.check()
     assert report.ok and report.documents == stats.documents
-    rebuilt = store.reindex()
+    seen: list = []
+    rebuilt = store.reindex(progress=lambda done, total: seen.append((done, total)))
     assert rebuilt["fulltext_entries"] == stats.fulltext_entries and rebuilt["skipped"] == []
-    assert store.search("unsafe", 3)
+    assert seen and seen[-1] == (stats.documents, stats.documents)
+    hits = store.search("unsafe", 3)
+    assert hits
+
+    class Enough(Exception):
+        pass
+
+    def stop(done: int, total: int) -> None:
+        raise Enough
+
+    with pytest.raises(Enough):
+        store.reindex(progress=stop)
+    # Stopped early, the indexes are as they were, through later writes.
+    store.ingest(b"Figs ripen in summer.", id="figs")
+    assert [(h.doc, h.edus) for h in store.search("unsafe", 3)] == [(h.doc, h.edus) for h in hits]
+    assert len(store.search("summer", 3)) == 1
+    assert store.check().ok
 
 
 def test_reopening_keeps_everything_and_a_closed_store_refuses(tmp_path: Path) -> None:

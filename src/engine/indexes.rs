@@ -399,7 +399,12 @@ impl Engine {
             Ok(())
         });
         progress.finish();
-        result?;
+        if let Err(err) = result {
+            // Cancelled or failed part-way: the cleared, part-rebuilt index
+            // must not go out with the next write's commit.
+            fulltext.rollback()?;
+            return Err(err);
+        }
         fulltext.commit(last)?;
         drop(fulltext);
         self.refresh_vectors(true, progress, cancel)?;
@@ -449,6 +454,28 @@ mod tests {
     use crate::engine::{Engine, OpenOptions, three_fruit_store};
     use crate::ingest::pipeline::IngestOptions;
     use crate::progress::{CancelToken, NoProgress};
+
+    #[test]
+    fn a_cancelled_reindex_leaves_the_index_as_it_was_through_later_writes() {
+        let (_dir, engine) = three_fruit_store();
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        let err = engine.reindex(&NoProgress, &cancel).unwrap_err();
+        assert!(matches!(err, crate::error::Error::Cancelled), "{err:?}");
+        // The next write commits the index: nothing of the cancelled
+        // rebuild (the clearing) goes with it.
+        engine
+            .ingest_bytes(
+                "figs",
+                b"Figs ripen in summer.".to_vec(),
+                IngestOptions::default(),
+            )
+            .unwrap();
+        for word in ["orchards", "picking", "prunes", "summer"] {
+            assert_eq!(engine.search(word, 5).unwrap().len(), 1, "{word}");
+        }
+        assert!(engine.check().unwrap().damaged.is_empty());
+    }
 
     #[test]
     fn a_damaged_document_is_named_skipped_by_reindex_and_removable() {

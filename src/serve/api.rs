@@ -66,8 +66,11 @@ pub trait Api {
     /// Checks every record (`check --json`).
     fn check(&self) -> Result<Value>;
 
-    /// Rebuilds the derived indexes (`reindex --json`).
-    fn reindex(&self) -> Result<Value>;
+    /// Rebuilds the derived indexes (`reindex --json`), reporting to
+    /// `progress` and stopping early with [`Error::Cancelled`] once `cancel`
+    /// is cancelled (where the rebuild runs here: a served one runs to its
+    /// end).
+    fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<Value>;
 
     /// Appends `turn` to `session` (created by its first turn); the
     /// receipt (`session add --json`).
@@ -152,8 +155,8 @@ impl Api for Db {
         to_value(&self.check()?)
     }
 
-    fn reindex(&self) -> Result<Value> {
-        let skipped = self.reindex(&NoProgress, &CancelToken::new())?;
+    fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<Value> {
+        let skipped = self.reindex(progress, cancel)?;
         let stats = self.stats()?;
         Ok(json!({
             "fulltext_entries": stats.fulltext_entries,

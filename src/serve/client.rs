@@ -401,7 +401,7 @@ impl Api for Client {
         self.call(Method::GET, &["check"], &[], Body::None)
     }
 
-    fn reindex(&self) -> Result<Value> {
+    fn reindex(&self, _progress: &dyn Progress, _cancel: &CancelToken) -> Result<Value> {
         self.call(Method::POST, &["reindex"], &[], Body::None)
     }
 

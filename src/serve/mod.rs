@@ -76,7 +76,7 @@ use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::sources::{Origin, Source};
 use crate::memory::TurnInput;
 use crate::model::document::Format;
-use crate::progress::CancelToken;
+use crate::progress::{CancelToken, NoProgress};
 use crate::query::Params;
 
 /// The Unix socket a server listens on, inside the store directory.
@@ -799,7 +799,10 @@ async fn check(State(shared): State<Arc<Shared>>) -> Answer {
 }
 
 async fn reindex(State(shared): State<Arc<Shared>>) -> Answer {
-    write(&shared, Api::reindex).await
+    write(&shared, |db| {
+        Api::reindex(db, &NoProgress, &CancelToken::new())
+    })
+    .await
 }
 
 async fn sessions(State(shared): State<Arc<Shared>>) -> Answer {
