@@ -396,3 +396,48 @@ def test_documents_lost_to_damage_are_named_until_stored_again_or_removed(tmp_pa
         assert db.check().ok
         with pytest.raises(edudb.NotFound):
             db.remove("herons")
+
+
+def test_threads_share_a_store_and_close_ends_their_calls(store: edudb.Store) -> None:
+    failures: list = []
+    closed: list = []
+
+    def read() -> None:
+        try:
+            for _ in range(20):
+                assert store.query(SPANS, q="unsafe operations", budget=64).items
+        except Exception as error:  # noqa: BLE001 - collected for the assertion below
+            failures.append(error)
+
+    def write() -> None:
+        try:
+            for i in range(8):
+                store.add_turn("chat", f"Turn {i} is about unsafe code.")
+        except Exception as error:  # noqa: BLE001
+            failures.append(error)
+
+    threads = [threading.Thread(target=read) for _ in range(3)] + [threading.Thread(target=write)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "no call deadlocked"
+    assert failures == []
+    assert store.sessions()[0].turns == 8
+
+    def keep_reading() -> None:
+        while True:
+            try:
+                store.search("unsafe", 3)
+            except edudb.UserError as error:
+                closed.append(str(error))
+                return
+
+    readers = [threading.Thread(target=keep_reading) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    store.close()
+    for reader in readers:
+        reader.join(timeout=60)
+    assert not any(reader.is_alive() for reader in readers)
+    assert closed == ["the store is closed"] * 2
