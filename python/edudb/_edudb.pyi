@@ -33,7 +33,7 @@ class StoreBusy(EdudbError):
     """Another process holds the store, or its server is busy: retry."""
 
 class Corrupt(EdudbError):
-    """A stored record failed validation."""
+    """Stored records are damaged, in-process or on a server."""
 
 class InternalError(EdudbError):
     """The store or server failed."""

@@ -53,7 +53,7 @@ create_exception!(
     edudb,
     Corrupt,
     EdudbError,
-    "A stored record failed validation (in-process stores; a server reports it as InternalError)."
+    "Stored records are damaged (a record failed validation, an index file is unreadable); `check` names them, `reindex` or removing the damaged document repairs it."
 );
 create_exception!(
     edudb,

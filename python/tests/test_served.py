@@ -128,3 +128,22 @@ def test_a_client_whose_server_stopped_fails_as_internal(tmp_path: Path) -> None
     # The store is free again for this process.
     with edudb.open(tmp_path / "s.db") as local:
         assert local.docs() == []
+
+
+def test_damage_a_server_finds_is_corrupt_as_in_process(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with edudb.open(path) as db:
+        db.ingest(DEMO)
+    [fast] = [p for p in (path / "fulltext").iterdir() if p.suffix == ".fast"]
+    data = bytearray(fast.read_bytes())
+    data[len(data) // 3 : len(data) // 3 + 200] = b"\x5a" * 200
+    fast.write_bytes(bytes(data))
+    running = start_server(path)
+    try:
+        with edudb.connect(running.url) as db:
+            with pytest.raises(edudb.Corrupt, match="reindex"):
+                db.search("unsafe operations", 5)
+            db.reindex()
+            assert db.search("unsafe operations", 5)
+    finally:
+        stop_server(running)

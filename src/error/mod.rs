@@ -127,6 +127,8 @@ pub enum Error {
         message: String,
         /// A query error's location (`line`, `column`, `hint`, …).
         query: Option<serde_json::Value>,
+        /// The server found stored records damaged ([`Error::is_damage`]).
+        damage: bool,
     },
     /// No store exists at the path.
     #[error("no edudb store at {0}; create one with `edudb init` or by ingesting")]
@@ -314,7 +316,10 @@ impl Error {
     /// records that disagree), which salvage can skip past, rather than a
     /// failure to read or write at all.
     pub fn is_damage(&self) -> bool {
-        matches!(self, Error::Corrupt { .. } | Error::Invariant { .. })
+        matches!(
+            self,
+            Error::Corrupt { .. } | Error::Invariant { .. } | Error::Served { damage: true, .. }
+        )
     }
 
     /// True when another process holds the store ([`Error::Locked`]): the

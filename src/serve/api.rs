@@ -210,9 +210,10 @@ pub(super) fn ingest_answer(report: IngestReport) -> Value {
     json!({ "documents": documents, "failures": failures })
 }
 
-/// `{class, message}` of an error, as the error answers carry them: its
-/// class `busy`, `user` or `internal` as [`Error::is_busy`] and
-/// [`Error::is_user_error`] say.
+/// `{class, message, damage?}` of an error, as the error answers carry
+/// them: its class `busy`, `user` or `internal` as [`Error::is_busy`] and
+/// [`Error::is_user_error`] say, and `damage: true` for damage to stored
+/// records ([`Error::is_damage`]).
 pub(super) fn described(err: Error) -> Value {
     let class = if err.is_busy() {
         "busy"
@@ -221,7 +222,11 @@ pub(super) fn described(err: Error) -> Value {
     } else {
         "internal"
     };
-    json!({"class": class, "message": err.to_string()})
+    let mut described = json!({"class": class, "message": err.to_string()});
+    if err.is_damage() {
+        described["damage"] = json!(true);
+    }
+    described
 }
 
 /// `value` as JSON.

@@ -196,6 +196,7 @@ impl Client {
                         .unwrap_or_default()
                         .to_owned(),
                     query: None,
+                    damage: status["error"]["damage"] == true,
                 })
             }
         }
@@ -245,6 +246,7 @@ impl Client {
                 status: status.as_u16(),
                 message: error["message"].as_str().unwrap_or_default().to_owned(),
                 query: error.get("query").cloned(),
+                damage: error["damage"] == true,
             })
         })
     }

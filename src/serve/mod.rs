@@ -8,10 +8,10 @@
 //! a bounded queue behind it, and a full queue answers "busy" at once.
 //! Every error is `{"error": {"class", "message", …}}` with the CLI's exit
 //! classes: `user` (HTTP 400, or 404 for a missing document, session, turn
-//! or topic),
-//! `busy` (503: nothing was done, retry) and `internal` (500; 504 for a
-//! write that ran past the request timeout and goes on, its outcome
-//! unknown). Loopback only unless a bearer token is set. On shutdown (the
+//! or topic), `busy` (503: nothing was done, retry) and `internal` (500,
+//! with `"damage": true` when stored records are damaged; 504 for a write
+//! that ran past the request timeout and goes on, its outcome unknown).
+//! Loopback only unless a bearer token is set. On shutdown (the
 //! [`CancelToken`], or SIGINT/SIGTERM when
 //! [`ServeOptions::stop_on_signals`]) open requests get the request timeout
 //! to be answered, connections still open then are dropped, work already
@@ -438,6 +438,8 @@ struct Failure {
     message: String,
     /// Query errors' location and hint.
     located: Option<Value>,
+    /// The error is damage to stored records.
+    damage: bool,
 }
 
 impl Failure {
@@ -447,6 +449,7 @@ impl Failure {
             class,
             message: message.into(),
             located: None,
+            damage: false,
         }
     }
 
@@ -470,7 +473,10 @@ impl From<Error> for Failure {
             return Failure::busy(message);
         }
         if !err.is_user_error() {
-            return Failure::internal(message);
+            return Failure {
+                damage: err.is_damage(),
+                ..Failure::internal(message)
+            };
         }
         let status = match err {
             Error::NoSuchDocument(_)
@@ -505,6 +511,9 @@ impl IntoResponse for Failure {
         let mut error = json!({"class": self.class, "message": self.message});
         if let (Some(located), Some(fields)) = (self.located, error.as_object_mut()) {
             fields.insert("query".into(), located);
+        }
+        if self.damage {
+            error["damage"] = json!(true);
         }
         (self.status, Json(json!({ "error": error }))).into_response()
     }
