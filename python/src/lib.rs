@@ -141,11 +141,7 @@ impl Store {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(backend))) {
             Ok(result) => result.map_err(Failed::Edudb),
             Err(panic) => Err(Failed::Panicked(
-                panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default(),
+                edudb::error::panic_message(&*panic).to_owned(),
             )),
         }
     }

@@ -373,6 +373,16 @@ impl Error {
 
 /// The message of [`Error::EduRange`], in the inclusive `A..B` notation the
 /// CLI and the query language use.
+/// The message a caught panic carried (`panic!` with a literal or a
+/// formatted string), or `"no message"`.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("no message")
+}
+
 fn edu_range_message(doc: &str, first: u32, last: u32, count: u32) -> String {
     if first > last {
         format!(
@@ -385,5 +395,20 @@ fn edu_range_message(doc: &str, first: u32, last: u32, count: u32) -> String {
             "EDU range {first}..{last} is outside document {doc:?}, whose EDUs are 0..{} (both ends included)",
             count - 1
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panic_message;
+
+    #[test]
+    fn a_panic_message_is_read_from_a_literal_or_a_formatted_payload() {
+        let literal = std::panic::catch_unwind(|| panic!("mid > len")).unwrap_err();
+        let formatted = std::panic::catch_unwind(|| panic!("{} > {}", "mid", "len")).unwrap_err();
+        let other = std::panic::catch_unwind(|| std::panic::panic_any(7_u8)).unwrap_err();
+        assert_eq!(panic_message(&*literal), "mid > len");
+        assert_eq!(panic_message(&*formatted), "mid > len");
+        assert_eq!(panic_message(&*other), "no message");
     }
 }

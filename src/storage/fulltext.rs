@@ -435,13 +435,9 @@ impl FullTextReader {
             self.read_top(searcher, query, limit, statistics)
         }));
         read.unwrap_or_else(|panic| {
-            let cause = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
             Err(damaged(format!(
-                "reading it failed ({cause}); `edudb reindex` rebuilds it"
+                "reading it failed ({}); `edudb reindex` rebuilds it",
+                crate::error::panic_message(&*panic)
             )))
         })
     }

@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use rkyv::rancor::BoxedError;
 use rkyv::vec::ArchivedVec;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, panic_message};
 use crate::model::dag::{ArchivedDag, Dag};
 use crate::model::dialogue::{ArchivedDialogue, Dialogue};
 use crate::model::document::{ArchivedDocMeta, ArchivedDocVectors, DocMeta, DocVectors, Document};
@@ -288,14 +288,12 @@ fn io_failed(dir: &Path, err: std::io::Error) -> Error {
 /// store is an error, never a crash of the program that opened it.
 fn open_sled(dir: &Path) -> Result<sled::Result<sled::Db>> {
     std::panic::catch_unwind(|| sled::Config::new().path(dir).open()).map_err(|panic| {
-        let message = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("no message");
         Error::Corrupt {
             key: dir.display().to_string(),
-            message: format!("sled could not recover its files: {message}"),
+            message: format!(
+                "sled could not recover its files: {}",
+                panic_message(&*panic)
+            ),
         }
     })
 }
