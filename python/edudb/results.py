@@ -35,8 +35,17 @@ def _build(cls: Type[T], data: Dict[str, Any], **nested: Any) -> T:
     return cls(**values)
 
 
+class _FromJson:
+    """``from_json`` for the results whose fields are the JSON's own."""
+
+    @classmethod
+    def from_json(cls: Type[T], data: Dict[str, Any]) -> T:
+        """The result the JSON object ``data`` describes."""
+        return _build(cls, data)
+
+
 @dataclass(frozen=True)
-class Document:
+class Document(_FromJson):
     """A stored document: its id, title and sizes."""
 
     id: str
@@ -45,10 +54,6 @@ class Document:
     nodes: int
     tokens: int
     bytes: int
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Document":
-        return _build(cls, data)
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ class Node:
 
 
 @dataclass(frozen=True)
-class Edu:
+class Edu(_FromJson):
     """An elementary discourse unit: an exact byte range of its document."""
 
     id: int
@@ -113,13 +118,9 @@ class Edu:
     kind: str
     text: str
 
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Edu":
-        return _build(cls, data)
-
 
 @dataclass(frozen=True)
-class SearchHit:
+class SearchHit(_FromJson):
     """A BM25 match: an EDU (``node`` None) or a tree node."""
 
     doc: str
@@ -129,13 +130,9 @@ class SearchHit:
     score: float
     text: str
 
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "SearchHit":
-        return _build(cls, data)
-
 
 @dataclass(frozen=True)
-class Item:
+class Item(_FromJson):
     """One span a selection picked, with its coordinates."""
 
     doc: str
@@ -149,13 +146,9 @@ class Item:
     score: float
     text: str
 
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Item":
-        return _build(cls, data)
-
 
 @dataclass(frozen=True)
-class Stage:
+class Stage(_FromJson):
     """One operator of a statement's pipeline, as EXPLAIN reports it."""
 
     operator: str
@@ -164,10 +157,6 @@ class Stage:
     rows_out: int
     elapsed: float
     device: str
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Stage":
-        return _build(cls, data)
 
 
 @dataclass(frozen=True)
@@ -203,7 +192,7 @@ class QueryResult:
 
 
 @dataclass(frozen=True)
-class DagNode:
+class DagNode(_FromJson):
     """A node of a document's DAG: a chunk (level 1) or an information
     point (level 2 and up), with the EDUs it covers and its text."""
 
@@ -213,10 +202,6 @@ class DagNode:
     points: List[int]
     window: Optional[Span]
     text: str
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "DagNode":
-        return _build(cls, data)
 
 
 @dataclass(frozen=True)
@@ -246,7 +231,7 @@ class Dag:
 
 
 @dataclass(frozen=True)
-class Stats:
+class Stats(_FromJson):
     """The store's counts."""
 
     documents: int
@@ -261,10 +246,6 @@ class Stats:
     last_change: int
     format_version: int
     tokenizer: str
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Stats":
-        return _build(cls, data)
 
 
 @dataclass(frozen=True)
@@ -299,7 +280,7 @@ class CheckReport:
 
 
 @dataclass(frozen=True)
-class TurnReceipt:
+class TurnReceipt(_FromJson):
     """Where an appended turn went (its topic and branch) and why."""
 
     session: str
@@ -315,13 +296,9 @@ class TurnReceipt:
     summary: Span
     decision: Dict[str, Any]
 
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "TurnReceipt":
-        return _build(cls, data)
-
 
 @dataclass(frozen=True)
-class ContextItem:
+class ContextItem(_FromJson):
     """One piece of a session's context: a turn on the active path, a
     relevant earlier turn, or a summary of a branch or topic."""
 
@@ -337,10 +314,6 @@ class ContextItem:
     bytes: Span
     tokens: int
     text: str
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "ContextItem":
-        return _build(cls, data)
 
 
 @dataclass(frozen=True)
@@ -368,7 +341,7 @@ class Context:
 
 
 @dataclass(frozen=True)
-class SessionSummary:
+class SessionSummary(_FromJson):
     """A session's sizes and where it stands."""
 
     id: str
@@ -379,6 +352,3 @@ class SessionSummary:
     current: int
     active_topic: int
 
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "SessionSummary":
-        return _build(cls, data)
