@@ -1031,23 +1031,32 @@ fn changes_a_restored_older_store_lacks_are_reported_as_lost() {
         let out = edudb_with_stdin(&db, &["ingest", "-", "--id", id], text.as_bytes());
         assert!(out.status.success(), "{}", stderr(&out));
     };
+    // An older copy of the store's sled files, and putting it back under
+    // the newer full-text index.
+    let copy_store = |name: &str| {
+        let copy = dir.path().join(name);
+        let copied = Command::new("cp")
+            .arg("-r")
+            .arg(db.join("sled"))
+            .arg(&copy)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        copy
+    };
+    let restore = |copy: &std::path::Path| {
+        std::fs::remove_dir_all(db.join("sled")).unwrap();
+        std::fs::rename(copy, db.join("sled")).unwrap();
+    };
     ingest("kept", "A document written before the copy was taken.");
     // Removed before the copy: its terms may stay in an index segment, and
     // it must not be taken for a loss.
     ingest("removed", "Otters float on their backs in the kelp.");
     assert!(edudb(&db, &["rm", "removed"]).status.success());
-    let copy = dir.path().join("sled-copy");
-    let copied = Command::new("cp")
-        .arg("-r")
-        .arg(db.join("sled"))
-        .arg(&copy)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let copy = copy_store("sled-copy");
     ingest("lost", "Zebras gallop across the savannah at dawn.");
     // The older copy of the store goes back under the newer full-text index.
-    std::fs::remove_dir_all(db.join("sled")).unwrap();
-    std::fs::rename(&copy, db.join("sled")).unwrap();
+    restore(&copy);
     let out = edudb(&db, &["docs"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
@@ -1093,17 +1102,9 @@ fn changes_a_restored_older_store_lacks_are_reported_as_lost() {
         damaged(&db)
     );
     // Another loss, acknowledged by removing the document (once).
-    let copy = dir.path().join("sled-copy-2");
-    let copied = Command::new("cp")
-        .arg("-r")
-        .arg(db.join("sled"))
-        .arg(&copy)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let copy = copy_store("sled-copy-2");
     ingest("gone", "Herons stand still in the shallow river.");
-    std::fs::remove_dir_all(db.join("sled")).unwrap();
-    std::fs::rename(&copy, db.join("sled")).unwrap();
+    restore(&copy);
     let out = edudb(&db, &["check"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let said = format!("{}{}", text(&out), stderr(&out));
@@ -1117,21 +1118,13 @@ fn changes_a_restored_older_store_lacks_are_reported_as_lost() {
 
     // A session whose turns and dialogue were all lost is named as a
     // session, and removing the session acknowledges it.
-    let copy = dir.path().join("sled-copy-3");
-    let copied = Command::new("cp")
-        .arg("-r")
-        .arg(db.join("sled"))
-        .arg(&copy)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let copy = copy_store("sled-copy-3");
     let added = edudb(
         &db,
         &["session", "add", "trip", "We fly to Sapporo on Monday."],
     );
     assert!(added.status.success(), "{}", stderr(&added));
-    std::fs::remove_dir_all(db.join("sled")).unwrap();
-    std::fs::rename(&copy, db.join("sled")).unwrap();
+    restore(&copy);
     let named = damaged(&db);
     assert!(
         matches!(&named[..], [(doc, problem)] if doc == "session trip" && problem.contains("remove the session")),
