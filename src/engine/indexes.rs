@@ -33,9 +33,7 @@ impl Engine {
             tracing::warn!(
                 "the store is at change {last} but its full-text index applied change {applied}: changes after {last} were lost (damaged files, or an older copy restored); the index is rebuilt from what the store holds"
             );
-            drop(fulltext);
             self.record_loss(last, applied);
-            fulltext = self.fulltext_writer();
         }
         if force_rebuild || applied > last || applied < self.store.trimmed_seq()? {
             tracing::info!("rebuilding the full-text index from the store");
