@@ -16,4 +16,5 @@ pub mod embed;
 pub mod gpu;
 pub mod propagate;
 pub mod transformer;
+pub mod transport;
 pub mod vector;

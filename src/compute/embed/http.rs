@@ -4,41 +4,23 @@
 //!
 //! [`Embedder::embed`] is synchronous and may be called from many threads at
 //! once. Each call splits its texts into batches of
-//! [`HttpConfig::batch_size`] and runs them on a tokio runtime owned by the
-//! embedder; at most [`HttpConfig::max_concurrency`] requests are in flight
-//! across all callers together. Connection failures, timeouts, 429 and 5xx
-//! answers are retried with exponential backoff (honouring `Retry-After`);
-//! other answers are checked strictly and every vector is L2-normalised.
+//! [`HttpConfig::batch_size`] and sends them through a [`Transport`]: at
+//! most [`HttpConfig::max_concurrency`] requests in flight across all
+//! callers together, connection failures, timeouts, 429 and 5xx answers
+//! retried with exponential backoff (honouring `Retry-After`). Other
+//! answers are checked strictly and every vector is L2-normalised.
 
 use std::fmt;
-use std::sync::{Arc, mpsc};
-use std::time::Duration;
 
-use reqwest::StatusCode;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
-use tokio::runtime::{Handle, Runtime};
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 
 use crate::compute::embed::embedder::Embedder;
+use crate::compute::transport::{Transport, TransportSettings, snippet};
 use crate::compute::vector::normalise;
 use crate::error::EmbedError;
 
-/// Longest exponential backoff between two attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// Longest `Retry-After` wait honoured; longer requests are cut to this.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-/// Characters of a reply body quoted in errors.
-const BODY_SNIPPET_CHARS: usize = 200;
 /// Text embedded once to learn the dimension when the config has none.
 const PROBE_TEXT: &str = "dimension probe";
-/// Upper bound on [`HttpConfig::max_concurrency`].
-const MAX_CONCURRENCY: usize = 1024;
-/// Upper bound on [`HttpConfig::timeout_secs`] (one day).
-const MAX_TIMEOUT_SECS: u64 = 86_400;
-/// Most runtime worker threads (they only move bytes and parse JSON).
-const MAX_WORKER_THREADS: usize = 4;
 
 /// Settings of an [`HttpEmbedder`]; persisted as JSON with the store, so
 /// every optional field has a serde default. The API key itself is never
@@ -126,101 +108,32 @@ impl HttpConfig {
         if self.batch_size == 0 {
             return fail("the HTTP embedder's batch_size must be at least 1".into());
         }
-        if !(1..=MAX_CONCURRENCY).contains(&self.max_concurrency) {
-            return fail(format!(
-                "the HTTP embedder's max_concurrency must be between 1 and {MAX_CONCURRENCY}, not {}",
-                self.max_concurrency
-            ));
-        }
-        if !(1..=MAX_TIMEOUT_SECS).contains(&self.timeout_secs) {
-            return fail(format!(
-                "the HTTP embedder's timeout_secs must be between 1 and {MAX_TIMEOUT_SECS}, not {}",
-                self.timeout_secs
-            ));
-        }
         Ok(())
     }
 
-    /// `{base_url}/embeddings`, checked to be an http(s) URL with a host.
-    fn endpoint(&self) -> Result<reqwest::Url, EmbedError> {
-        let base = self.base_url.trim().trim_end_matches('/');
-        let endpoint = format!("{base}/embeddings");
-        let url = reqwest::Url::parse(&endpoint).map_err(|e| {
-            EmbedError::Config(format!(
-                "embedding base URL {:?} is not a valid URL: {e}",
-                self.base_url
-            ))
-        })?;
-        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            return Err(EmbedError::Config(format!(
-                "embedding base URL {:?} must be an http:// or https:// URL with a host",
-                self.base_url
-            )));
+    /// How the transport sends this embedder's requests.
+    fn transport(&self) -> TransportSettings<'_> {
+        TransportSettings {
+            service: "embedding",
+            base_url: &self.base_url,
+            path: "embeddings",
+            api_key_env: self.api_key_env.as_deref(),
+            max_concurrency: self.max_concurrency,
+            timeout_secs: self.timeout_secs,
+            max_retries: self.max_retries,
+            backoff_ms: self.backoff_ms,
         }
-        Ok(url)
-    }
-
-    /// The `Authorization` header value from the key variable, if any.
-    fn authorization(&self) -> Result<Option<HeaderValue>, EmbedError> {
-        let Some(name) = &self.api_key_env else {
-            return Ok(None);
-        };
-        let key = std::env::var(name).map_err(|e| {
-            let why = match e {
-                std::env::VarError::NotPresent => "is not set",
-                std::env::VarError::NotUnicode(_) => "is not valid Unicode",
-            };
-            EmbedError::Config(format!("the embedding API key variable {name} {why}"))
-        })?;
-        if key.trim().is_empty() {
-            return Err(EmbedError::Config(format!(
-                "the embedding API key variable {name} is empty"
-            )));
-        }
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
-            EmbedError::Config(format!(
-                "the embedding API key in {name} contains characters not allowed in an HTTP header"
-            ))
-        })?;
-        value.set_sensitive(true);
-        Ok(Some(value))
     }
 }
 
 /// An [`Embedder`] calling an OpenAI-compatible embeddings server (see the
 /// module docs). Safe to share between threads.
 pub struct HttpEmbedder {
-    /// What the request tasks need.
-    shared: Arc<Shared>,
+    transport: Transport,
+    model: String,
     batch_size: usize,
     dimension: usize,
     identity: String,
-    /// Where `embed` spawns its work.
-    handle: Handle,
-    /// Owns the worker threads; taken and shut down without blocking on
-    /// drop (a plain drop would panic inside another async runtime).
-    runtime: Option<Runtime>,
-}
-
-/// The part of the embedder the request tasks hold.
-struct Shared {
-    client: reqwest::Client,
-    url: reqwest::Url,
-    model: String,
-    authorization: Option<HeaderValue>,
-    /// Limits requests in flight over all callers.
-    permits: Semaphore,
-    timeout_secs: u64,
-    max_retries: u32,
-    backoff: Duration,
-}
-
-/// One failed attempt, and whether another may succeed.
-struct Failure {
-    error: EmbedError,
-    retry: bool,
-    /// The server's `Retry-After`, if it sent one.
-    retry_after: Option<Duration>,
 }
 
 /// The request body of one batch.
@@ -246,59 +159,36 @@ struct EmbeddingItem {
     embedding: Vec<f64>,
 }
 
+/// What checking one batch's reply needs.
+struct ReplyCheck {
+    url: String,
+    model: String,
+    /// Texts in each batch, by batch number.
+    counts: Vec<usize>,
+    /// The vector length to insist on (`None` while probing: any
+    /// consistent, non-zero length).
+    expected: Option<usize>,
+}
+
 impl HttpEmbedder {
     /// Checks `config`, reads the API key variable, starts the client and
     /// its runtime, and (when `config.dimension` is `None`) learns the
     /// dimension by embedding one probe text.
     pub fn new(config: HttpConfig) -> Result<HttpEmbedder, EmbedError> {
         config.validate()?;
-        let url = config.endpoint()?;
-        let authorization = config.authorization()?;
-        // reqwest is built without a bundled crypto provider; an error here
-        // only means one is installed already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let timeout = Duration::from_secs(config.timeout_secs);
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()
-            .map_err(|e| {
-                EmbedError::Config(format!(
-                    "could not build the HTTP client for {url}: {}",
-                    chain(e)
-                ))
-            })?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(config.max_concurrency.min(MAX_WORKER_THREADS))
-            .thread_name("edudb-embed")
-            .enable_all()
-            .build()
-            .map_err(|e| {
-                EmbedError::Config(format!("could not start the HTTP embedder's runtime: {e}"))
-            })?;
-        let shared = Shared {
-            client,
-            url,
-            model: config.model.clone(),
-            authorization,
-            permits: Semaphore::new(config.max_concurrency),
-            timeout_secs: config.timeout_secs,
-            max_retries: config.max_retries,
-            backoff: Duration::from_millis(config.backoff_ms),
-        };
+        let transport = Transport::new(&config.transport())?;
         let mut embedder = HttpEmbedder {
-            shared: Arc::new(shared),
+            transport,
+            model: config.model.clone(),
             batch_size: config.batch_size,
             dimension: config.dimension.unwrap_or(0),
             identity: String::new(),
-            handle: runtime.handle().clone(),
-            runtime: Some(runtime),
         };
         if config.dimension.is_none() {
             let probe = embedder.request(&[PROBE_TEXT], None)?;
             embedder.dimension = probe.first().map_or(0, Vec::len);
             tracing::debug!(
-                url = %embedder.shared.url,
+                url = embedder.transport.url(),
                 dimension = embedder.dimension,
                 "learned the embedding dimension"
             );
@@ -314,36 +204,31 @@ impl HttpEmbedder {
         texts: &[&str],
         expected: Option<usize>,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let shared = Arc::clone(&self.shared);
-        let bodies = texts
-            .chunks(self.batch_size)
-            .map(|input| {
-                let body = serde_json::to_vec(&EmbeddingRequest {
-                    model: &shared.model,
-                    input,
-                })
-                .map_err(|e| EmbedError::Request {
-                    url: shared.url.to_string(),
-                    message: format!("could not encode the request: {e}"),
-                })?;
-                Ok((body, input.len()))
+        let url = self.transport.url().to_owned();
+        let mut bodies = Vec::new();
+        let mut counts = Vec::new();
+        for input in texts.chunks(self.batch_size) {
+            let body = serde_json::to_vec(&EmbeddingRequest {
+                model: &self.model,
+                input,
             })
-            .collect::<Result<Vec<_>, EmbedError>>()?;
-        // The work runs on the embedder's runtime and the answer comes back
-        // over a channel, so callers may be plain threads or even tasks of
-        // another runtime (where `block_on` would panic).
-        let (sender, receiver) = mpsc::sync_channel(1);
-        self.handle.spawn(async move {
-            let result = embed_batches(shared, bodies, expected).await;
-            // The caller waits on `receiver` until this arrives.
-            let _ = sender.send(result);
-        });
-        receiver.recv().unwrap_or_else(|_| {
-            Err(EmbedError::Request {
-                url: self.shared.url.to_string(),
-                message: "the embedding task stopped without an answer".into(),
-            })
-        })
+            .map_err(|e| EmbedError::Request {
+                url: url.clone(),
+                message: format!("could not encode the request: {e}"),
+            })?;
+            bodies.push(body);
+            counts.push(input.len());
+        }
+        let check = ReplyCheck {
+            url,
+            model: self.model.clone(),
+            counts,
+            expected,
+        };
+        let batches = self
+            .transport
+            .post_all(bodies, move |number, bytes| check.parse(number, bytes))?;
+        Ok(batches.into_iter().flatten().collect())
     }
 }
 
@@ -367,176 +252,20 @@ impl Embedder for HttpEmbedder {
 impl fmt::Debug for HttpEmbedder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpEmbedder")
-            .field("url", &self.shared.url.as_str())
-            .field("model", &self.shared.model)
+            .field("transport", &self.transport)
+            .field("model", &self.model)
             .field("dimension", &self.dimension)
             .field("batch_size", &self.batch_size)
-            .field("authorization", &self.shared.authorization.is_some())
             .finish_non_exhaustive()
     }
 }
 
-impl Drop for HttpEmbedder {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-/// Sends every batch (as many at once as the permits allow) and joins the
-/// vectors in input order. The first failure aborts the other batches.
-async fn embed_batches(
-    shared: Arc<Shared>,
-    bodies: Vec<(Vec<u8>, usize)>,
-    expected: Option<usize>,
-) -> Result<Vec<Vec<f32>>, EmbedError> {
-    let mut slots: Vec<Option<Vec<Vec<f32>>>> = vec![None; bodies.len()];
-    let mut tasks = JoinSet::new();
-    for (number, (body, count)) in bodies.into_iter().enumerate() {
-        let shared = Arc::clone(&shared);
-        tasks.spawn(async move { (number, shared.send_batch(body, count, expected).await) });
-    }
-    while let Some(joined) = tasks.join_next().await {
-        let (number, result) = joined.map_err(|e| EmbedError::Request {
-            url: shared.url.to_string(),
-            message: format!("an embedding task failed: {e}"),
-        })?;
-        if let Some(slot) = slots.get_mut(number) {
-            *slot = Some(result?);
-        }
-    }
-    let mut vectors = Vec::new();
-    for slot in slots {
-        let Some(batch) = slot else {
-            return Err(shared.malformed("a batch got no answer".into()));
-        };
-        vectors.extend(batch);
-    }
-    Ok(vectors)
-}
-
-impl Shared {
-    /// One batch with retries: the vectors of `count` texts, in order.
-    async fn send_batch(
-        &self,
-        body: Vec<u8>,
-        count: usize,
-        expected: Option<usize>,
-    ) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut retries = 0;
-        loop {
-            let outcome = {
-                let _permit = self
-                    .permits
-                    .acquire()
-                    .await
-                    .map_err(|e| EmbedError::Request {
-                        url: self.url.to_string(),
-                        message: format!("the request limiter closed: {e}"),
-                    })?;
-                self.attempt(body.clone(), count, expected).await
-            };
-            let failure = match outcome {
-                Ok(vectors) => return Ok(vectors),
-                Err(failure) => failure,
-            };
-            if !failure.retry || retries >= self.max_retries {
-                return Err(with_attempts(failure.error, retries + 1));
-            }
-            let delay = failure.retry_after.unwrap_or_else(|| self.backoff(retries));
-            retries += 1;
-            tracing::warn!(
-                url = %self.url,
-                retry = retries,
-                of = self.max_retries,
-                delay_ms = delay.as_millis() as u64,
-                "embedding request failed, retrying: {}",
-                failure.error
-            );
-            tokio::time::sleep(delay).await;
-        }
-    }
-
-    /// The wait before retry number `retries + 1`: the base backoff doubled
-    /// `retries` times, at most [`MAX_BACKOFF`].
-    fn backoff(&self, retries: u32) -> Duration {
-        let factor = 1u32.checked_shl(retries).unwrap_or(u32::MAX);
-        self.backoff.saturating_mul(factor).min(MAX_BACKOFF)
-    }
-
-    /// One request: the checked vectors, or why not.
-    async fn attempt(
-        &self,
-        body: Vec<u8>,
-        count: usize,
-        expected: Option<usize>,
-    ) -> Result<Vec<Vec<f32>>, Failure> {
-        let mut request = self
-            .client
-            .post(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(body);
-        if let Some(authorization) = &self.authorization {
-            request = request.header(AUTHORIZATION, authorization.clone());
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| self.transport_failure(e))?;
-        let status = response.status();
-        let retry_after = retry_after(response.headers());
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_failure(e))?;
-        if !status.is_success() {
-            return Err(Failure {
-                error: EmbedError::Status {
-                    url: self.url.to_string(),
-                    status: status.as_u16(),
-                    body: snippet(&bytes),
-                },
-                retry: status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error(),
-                retry_after,
-            });
-        }
-        self.parse(&bytes, count, expected)
-            .map_err(|error| Failure {
-                error,
-                retry: false,
-                retry_after: None,
-            })
-    }
-
-    /// A failure to connect, send or receive; all are worth a retry.
-    fn transport_failure(&self, error: reqwest::Error) -> Failure {
-        let retry = !error.is_builder();
-        let message = if error.is_timeout() {
-            format!("no answer within {} s", self.timeout_secs)
-        } else if error.is_connect() {
-            format!("could not connect: {}", chain(error))
-        } else {
-            chain(error)
-        };
-        Failure {
-            error: EmbedError::Request {
-                url: self.url.to_string(),
-                message,
-            },
-            retry,
-            retry_after: None,
-        }
-    }
-
-    /// Checks a successful reply strictly and returns its vectors in input
-    /// order, normalised.
-    fn parse(
-        &self,
-        bytes: &[u8],
-        count: usize,
-        expected: Option<usize>,
-    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+impl ReplyCheck {
+    /// Checks batch `number`'s successful reply strictly and returns its
+    /// vectors in input order, normalised.
+    fn parse(&self, number: usize, bytes: &[u8]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let count = self.counts.get(number).copied().unwrap_or(0);
+        let expected = self.expected;
         let reply: EmbeddingReply = serde_json::from_slice(bytes).map_err(|e| {
             self.malformed(format!(
                 "not an embeddings response ({e}); it starts: {}",
@@ -598,55 +327,8 @@ impl Shared {
 
     fn malformed(&self, message: String) -> EmbedError {
         EmbedError::Malformed {
-            url: self.url.to_string(),
+            url: self.url.clone(),
             message,
         }
     }
-}
-
-/// `error` noting how many attempts were made, where it has room for that.
-fn with_attempts(error: EmbedError, attempts: u32) -> EmbedError {
-    match error {
-        EmbedError::Request { url, message } if attempts > 1 => EmbedError::Request {
-            url,
-            message: format!("{message} (after {attempts} attempts)"),
-        },
-        other => other,
-    }
-}
-
-/// A `Retry-After` given in seconds, capped; HTTP dates are ignored.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds = headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(Duration::from_secs(seconds).min(MAX_RETRY_AFTER))
-}
-
-/// The start of a reply body, as text.
-fn snippet(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let text = text.trim();
-    let mut out: String = text.chars().take(BODY_SNIPPET_CHARS).collect();
-    if out.len() < text.len() {
-        out.push('…');
-    }
-    out
-}
-
-/// An error and its sources, without the URL (the caller's error names it).
-fn chain(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
