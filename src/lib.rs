@@ -36,6 +36,8 @@ pub mod serve;
 #[doc(hidden)]
 pub mod storage;
 
+pub use compute::chat::http::{ChatConfig, HttpChat};
+pub use compute::chat::{ChatModel, ChatReply, ChatRequest};
 pub use compute::dag_index::DagIndex;
 pub use compute::device::Device;
 pub use compute::embed::http::HttpConfig;
@@ -47,17 +49,18 @@ pub use engine::dag_index::DagHit;
 pub use engine::reads::{CheckReport, Damaged, EduText, SearchHit, Stats};
 pub use engine::salvage::SalvageReport;
 pub use engine::write::{IngestFailure, IngestReport};
-pub use error::{EmbedError, Error, Result};
+pub use error::{ChatError, EmbedError, Error, Result};
 pub use ingest::dag::attention::AttentionSource;
 pub use ingest::dag::ip::IpMaker;
 pub use ingest::dag::supplied::SuppliedAttention;
-pub use ingest::pipeline::IngestOptions;
+pub use ingest::pipeline::{IngestOptions, Structurer};
 pub use ingest::sources::Source;
 pub use ingest::tree::TreeBuilder;
 pub use memory::{
     ContextItem, ContextKind, Placement, Role, SessionContext, SessionMeta, SessionView, TurnInput,
     TurnReceipt,
 };
+pub use model::cost::LlmCost;
 pub use model::dag::{Dag, DagListing};
 pub use model::dialogue::Dialogue;
 pub use model::document::{DocMeta, Document, Format};

@@ -84,7 +84,7 @@ fn tour(out: &mut dyn Write, dir: &std::path::Path, quiet: bool) -> Result<(), F
         .collect();
     let options = IngestOptions {
         format: Some(Format::Markdown),
-        lossy: false,
+        ..Default::default()
     };
     let report = db.ingest(
         &sources,

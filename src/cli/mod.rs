@@ -4,12 +4,16 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use edudb::compute::embed::EmbedderConfig;
 use edudb::compute::embed::http::HttpConfig;
 use edudb::serve::{CommandOutput, CommandRequest, CommandRunner};
-use edudb::{CancelToken, Db, Error, Format, IngestOptions, OpenOptions, Params};
+use edudb::{
+    CancelToken, ChatConfig, ChatModel, Db, Error, Format, HttpChat, IngestOptions, OpenOptions,
+    Params, Structurer,
+};
 use serde_json::json;
 
 mod bars;
@@ -50,6 +54,8 @@ struct Cli {
     wait: std::time::Duration,
     #[command(flatten)]
     embedder: EmbedderArgs,
+    #[command(flatten)]
+    llm: LlmArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -80,6 +86,39 @@ struct EmbedderArgs {
     /// model.safetensors), for `--embedder local`.
     #[arg(long, global = true, env = "EDUDB_MODEL")]
     model: Option<PathBuf>,
+}
+
+/// The chat model the language-model steps ask (`ingest --structurer
+/// llm`): any OpenAI-compatible /v1/chat/completions server.
+#[derive(Debug, clap::Args)]
+struct LlmArgs {
+    /// Base URL of the chat server, e.g. http://127.0.0.1:8080/v1.
+    #[arg(long, global = true, env = "EDUDB_LLM_URL")]
+    llm_url: Option<String>,
+    /// Model name sent to the chat server.
+    #[arg(long, global = true, env = "EDUDB_LLM_MODEL")]
+    llm_model: Option<String>,
+    /// Name of the environment variable holding the chat server's API key.
+    #[arg(long, global = true)]
+    llm_key_env: Option<String>,
+}
+
+impl LlmArgs {
+    /// The chat model these flags name, if any.
+    fn chat(&self) -> edudb::Result<Option<Arc<dyn ChatModel>>> {
+        let (url, model) = match (&self.llm_url, &self.llm_model) {
+            (None, None) => return Ok(None),
+            (Some(url), Some(model)) => (url, model),
+            _ => {
+                return Err(Error::Usage(
+                    "a chat model needs both --llm-url and --llm-model".into(),
+                ));
+            }
+        };
+        let mut config = ChatConfig::new(url.clone(), model.clone());
+        config.api_key_env = self.llm_key_env.clone();
+        Ok(Some(Arc::new(HttpChat::new(&config)?)))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -147,6 +186,7 @@ impl<'a> Context<'a> {
                 create,
                 embedder: cli.embedder.config()?,
                 busy_timeout: cli.wait,
+                chat: cli.llm.chat()?,
                 ..Default::default()
             },
         )
@@ -172,6 +212,12 @@ enum Command {
         /// Replace invalid UTF-8 with U+FFFD instead of rejecting the file.
         #[arg(long)]
         lossy: bool,
+        /// What builds each document's tree: `layout` (headings, blocks,
+        /// cohesion; no model) or `llm` (LingoEDU's outline from the chat
+        /// model of --llm-url/--llm-model, checked, falling back to the
+        /// layout tree for a document whose outline stays invalid).
+        #[arg(long, default_value = "layout", value_parser = parse_structurer)]
+        structurer: Structurer,
         /// Also bring the vector graph up to date now (with progress), so
         /// the first NEAR or HYBRID search does not build it.
         #[arg(long)]
@@ -350,6 +396,10 @@ fn parse_format(name: &str) -> Result<Format, String> {
     name.parse().map_err(|e: Error| e.to_string())
 }
 
+fn parse_structurer(name: &str) -> Result<Structurer, String> {
+    name.parse().map_err(|e: Error| e.to_string())
+}
+
 /// Runs the CLI and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -472,6 +522,7 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             id,
             format,
             lossy,
+            structurer,
             vectors,
         } => {
             let (sources, skipped) =
@@ -480,6 +531,7 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             let options = IngestOptions {
                 format: *format,
                 lossy: *lossy,
+                structurer: *structurer,
             };
             let progress = bars::Bars::new(cli.quiet || cli.json);
             let report = db.ingest(&sources, options, &progress, &CancelToken::new())?;

@@ -109,6 +109,7 @@ pub fn ingest_report(
                 "seconds": seconds,
                 "mb_per_s": rate,
                 "failures": failures,
+                "llm": report.llm,
                 "skipped": skipped
                     .iter()
                     .map(|p| json!({ "path": p.display().to_string(), "reason": skip_reason }))
@@ -138,6 +139,23 @@ pub fn ingest_report(
             format!("; {} failed", report.failures.len())
         }
     )?;
+    if !report.llm.is_zero() {
+        let llm = &report.llm;
+        writeln!(
+            out,
+            "language model: {} calls, {} prompt and {} completion tokens, {:.2} s; {} {} fell back to the layout tree",
+            llm.calls,
+            llm.prompt_tokens,
+            llm.completion_tokens,
+            llm.millis as f64 / 1000.0,
+            llm.fallbacks,
+            if llm.fallbacks == 1 {
+                "document"
+            } else {
+                "documents"
+            },
+        )?;
+    }
     if !skipped.is_empty() {
         let files = if skipped.len() == 1 { "file" } else { "files" };
         writeln!(out, "skipped {} {files}, {skip_reason}:", skipped.len())?;

@@ -9,6 +9,7 @@
 //! imports only `model` and `error`.
 
 pub mod aggregate;
+pub mod chat;
 pub mod dag_index;
 pub mod device;
 pub mod embed;

@@ -20,7 +20,7 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::error::EmbedError;
+use crate::error::{ChatError, EmbedError};
 
 /// Longest exponential backoff between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -91,6 +91,16 @@ impl From<TransportError> for EmbedError {
                 EmbedError::Status { url, status, body }
             }
             TransportError::Config(message) => EmbedError::Config(message),
+        }
+    }
+}
+
+impl From<TransportError> for ChatError {
+    fn from(error: TransportError) -> ChatError {
+        match error {
+            TransportError::Request { url, message } => ChatError::Request { url, message },
+            TransportError::Status { url, status, body } => ChatError::Status { url, status, body },
+            TransportError::Config(message) => ChatError::Config(message),
         }
     }
 }

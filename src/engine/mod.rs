@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::compute::chat::ChatModel;
 use crate::compute::dag_index::DagIndex;
 use crate::compute::device::Device;
 use crate::compute::embed::{Embedder, EmbedderConfig};
@@ -51,6 +52,8 @@ pub(crate) struct Engine {
     /// The store's embedder and the configuration it was built from.
     embedder: Arc<dyn Embedder>,
     embedder_config: EmbedderConfig,
+    /// The chat model the language-model steps ask, if one was given.
+    chat: Option<Arc<dyn ChatModel>>,
     /// The vector index, loaded on first use (see [`Engine::vector_index`]).
     vectors: RwLock<Option<VectorIndex>>,
     /// Where attention aggregation and propagation run, detected on first
@@ -142,6 +145,10 @@ pub struct OpenOptions {
     /// failing with [`Error::Locked`], polling its lock (SQLite's busy
     /// timeout). Zero, the default, fails at once.
     pub busy_timeout: Duration,
+    /// The chat model for the language-model steps (the LLM structurer,
+    /// `IngestOptions::structurer`); not recorded in the store, so each
+    /// open may give another or none.
+    pub chat: Option<Arc<dyn ChatModel>>,
 }
 
 impl Engine {
@@ -228,6 +235,7 @@ impl Engine {
             cache: DocumentCache::new(DEFAULT_CACHE_BYTES),
             embedder,
             embedder_config,
+            chat: options.chat.clone(),
             vectors: RwLock::new(None),
             device: std::sync::OnceLock::new(),
             dag_index: Mutex::new(None),
@@ -259,6 +267,11 @@ impl Engine {
         self.fulltext
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The chat model given at open, if any.
+    pub(crate) fn chat(&self) -> Option<&dyn ChatModel> {
+        self.chat.as_deref()
     }
 
     /// The work of [`crate::Db::embedder`].
@@ -401,7 +414,7 @@ pub(crate) fn three_fruit_store() -> (tempfile::TempDir, Engine) {
     ] {
         let markdown = crate::ingest::pipeline::IngestOptions {
             format: Some(crate::model::document::Format::Markdown),
-            lossy: false,
+            ..Default::default()
         };
         engine
             .ingest_bytes(id, text.as_bytes().to_vec(), markdown)

@@ -9,8 +9,12 @@ use std::time::{Duration, Instant};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::ingest::dag::supplied::SuppliedAttention;
-use crate::ingest::pipeline::{IngestOptions, build_dag, prepare, prepare_text};
+use crate::ingest::pipeline::{
+    IngestOptions, Prepared, Structurer, build_dag, prepare, prepare_text,
+};
 use crate::ingest::sources::{Origin, Source};
+use crate::ingest::tree::llm::{LlmStructurer, StructurerOptions};
+use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
 use crate::model::document::{DocMeta, DocVectors, Document};
 use crate::progress::{CancelToken, Progress};
@@ -34,6 +38,9 @@ pub struct IngestReport {
     pub failures: Vec<IngestFailure>,
     /// Wall-clock time of the whole run.
     pub elapsed: Duration,
+    /// What the language-model steps cost, over every document (zero
+    /// without them).
+    pub llm: LlmCost,
 }
 
 impl IngestReport {
@@ -77,6 +84,15 @@ impl Engine {
         cancel: &CancelToken,
     ) -> Result<IngestReport> {
         let started = Instant::now();
+        let structurer = match options.structurer {
+            Structurer::Layout => None,
+            Structurer::Llm => Some(LlmStructurer::new(
+                self.chat().ok_or(Error::NoChatModel {
+                    step: "the LLM structurer",
+                })?,
+                StructurerOptions::default(),
+            )),
+        };
         let mut report = IngestReport::default();
         let mut fulltext = self.fulltext_writer();
         self.recover_index(&mut fulltext)?;
@@ -88,10 +104,8 @@ impl Engine {
         let next = AtomicUsize::new(0);
         let mut written: Vec<String> = Vec::new();
         let outcome = std::thread::scope(|scope| -> Result<()> {
-            let (sender, receiver) = std::sync::mpsc::sync_channel::<(
-                usize,
-                Result<(Document, DocVectors, Dag)>,
-            )>(workers * 2);
+            let (sender, receiver) =
+                std::sync::mpsc::sync_channel::<(usize, Result<Prepared>)>(workers * 2);
             for _ in 0..workers {
                 let sender = sender.clone();
                 let next = &next;
@@ -101,8 +115,13 @@ impl Engine {
                         let Some(source) = sources.get(index) else {
                             break;
                         };
-                        let prepared =
-                            prepare(source, options, self.embedder.as_ref(), self.device());
+                        let prepared = prepare(
+                            source,
+                            options,
+                            self.embedder.as_ref(),
+                            self.device(),
+                            structurer.as_ref(),
+                        );
                         if sender.send((index, prepared)).is_err() {
                             break;
                         }
@@ -114,12 +133,18 @@ impl Engine {
                 cancel.check()?;
                 let source = &sources[index];
                 match prepared {
-                    Ok((doc, vectors, dag)) => {
+                    Ok(Prepared {
+                        doc,
+                        vectors,
+                        dag,
+                        llm,
+                    }) => {
                         self.store.put(&doc, &vectors, &dag)?;
                         self.index_put(&mut fulltext, &doc).inspect_err(|_| {
                             self.fulltext_behind.store(true, Ordering::SeqCst);
                         })?;
                         written.push(doc.meta.id.clone());
+                        report.llm.add(&llm);
                         report.documents.push(doc.meta);
                     }
                     Err(error) if error.is_user_error() => {

@@ -4,9 +4,11 @@
 
 use std::path::PathBuf;
 
+mod chat;
 mod embed;
 mod query;
 
+pub use chat::ChatError;
 pub use embed::EmbedError;
 pub use query::QueryError;
 
@@ -219,6 +221,18 @@ pub enum Error {
     /// Embedding text failed; nothing that needed the vectors was written.
     #[error(transparent)]
     Embedding(#[from] EmbedError),
+    /// A chat model call failed (after its retries); documents already
+    /// written stay whole.
+    #[error(transparent)]
+    Chat(#[from] ChatError),
+    /// A step that needs a chat model was asked for without one.
+    #[error(
+        "{step} needs a chat model: give its server (--llm-url and --llm-model, or OpenOptions::chat)"
+    )]
+    NoChatModel {
+        /// The step asked for, as the user named it.
+        step: &'static str,
+    },
     /// The store was built with a different embedder than the one given.
     #[error(
         "this store's vectors were made by embedder {stored}, not {given}; open it with the same embedder (or omit it to use the recorded one)"
@@ -367,6 +381,8 @@ impl Error {
                 | Error::EmptyTurn { .. }
                 | Error::SessionFull { .. }
                 | Error::TurnDocument { .. }
+                | Error::NoChatModel { .. }
+                | Error::Chat(ChatError::Config(_))
         )
     }
 }

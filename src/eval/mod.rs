@@ -243,7 +243,7 @@ impl GroupRun {
                 &sources,
                 IngestOptions {
                     format: Some(format),
-                    lossy: false,
+                    ..Default::default()
                 },
                 &crate::progress::NoProgress,
                 &CancelToken::new(),

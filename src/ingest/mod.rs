@@ -12,4 +12,7 @@ pub mod segment;
 pub mod sources;
 pub mod tree;
 
-pub use pipeline::{IngestOptions, analyze, analyze_with, check_bytes, decode, detect_format};
+pub use pipeline::{
+    IngestOptions, Structurer, analyze, analyze_structured, analyze_with, check_bytes, decode,
+    detect_format,
+};

@@ -16,7 +16,9 @@ use crate::ingest::dag::model_attention::ModelAttention;
 use crate::ingest::layout::{self, BlockKind, Layout};
 use crate::ingest::segment;
 use crate::ingest::sources::Source;
-use crate::ingest::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, TreeBuilder};
+use crate::ingest::tree::llm::LlmStructurer;
+use crate::ingest::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, Tree, TreeBuilder};
+use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
 use crate::model::document::{DocMeta, DocVectors, Document, Format};
 use crate::model::edu::{Edu, EduKind};
@@ -34,6 +36,48 @@ pub struct IngestOptions {
     pub format: Option<Format>,
     /// Replace invalid UTF-8 with U+FFFD instead of rejecting the input.
     pub lossy: bool,
+    /// What builds each document's tree.
+    pub structurer: Structurer,
+}
+
+/// What builds a document's tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Structurer {
+    /// The model-free [`LayoutTreeBuilder`]: headings, blocks, cohesion.
+    #[default]
+    Layout,
+    /// LingoEDU's structurer through the store's chat model
+    /// ([`LlmStructurer`]), falling back to the layout tree for a document
+    /// whose outline replies stay invalid.
+    Llm,
+}
+
+impl std::str::FromStr for Structurer {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Structurer> {
+        match name.to_ascii_lowercase().as_str() {
+            "layout" => Ok(Structurer::Layout),
+            "llm" => Ok(Structurer::Llm),
+            _ => Err(Error::Usage(format!(
+                "unknown structurer {name:?}: expected layout or llm"
+            ))),
+        }
+    }
+}
+
+/// Everything a document's atomic batch holds, and what the language
+/// model cost to build it.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The analysed document.
+    pub doc: Document,
+    /// Its node and EDU vectors.
+    pub vectors: DocVectors,
+    /// Its DAG.
+    pub dag: Dag,
+    /// The language-model work spent on it.
+    pub llm: LlmCost,
 }
 
 impl std::str::FromStr for Format {
@@ -153,6 +197,52 @@ pub fn analyze_with(
     format: Format,
     builder: &dyn TreeBuilder,
 ) -> Result<Document> {
+    analyze_built(id, text, format, |input| {
+        builder.build(input).map_err(|message| Error::Invariant {
+            doc: id.to_owned(),
+            message,
+        })
+    })
+}
+
+/// Like [`analyze`], with the tree from `llm` when given (the layout tree
+/// when its replies stay invalid), and what the model cost.
+pub fn analyze_structured(
+    id: &str,
+    text: String,
+    format: Format,
+    llm: Option<&LlmStructurer<'_>>,
+) -> Result<(Document, LlmCost)> {
+    let mut cost = LlmCost::default();
+    let doc = analyze_built(id, text, format, |input| {
+        if let Some(structurer) = llm {
+            let (tree, spent) = structurer.structure(input)?;
+            cost = spent;
+            if let Some(tree) = tree {
+                return Ok(tree);
+            }
+            tracing::warn!(
+                doc = id,
+                "the chat model's outline stayed invalid; using the layout tree"
+            );
+        }
+        LayoutTreeBuilder
+            .build(input)
+            .map_err(|message| Error::Invariant {
+                doc: id.to_owned(),
+                message,
+            })
+    })?;
+    Ok((doc, cost))
+}
+
+/// Segments `text` and builds its tree with `build`, then validates it.
+fn analyze_built(
+    id: &str,
+    text: String,
+    format: Format,
+    build: impl FnOnce(&StructureInput<'_>) -> Result<Tree>,
+) -> Result<Document> {
     crate::model::ids::check_id(id)?;
     let layout = match format {
         Format::Text => layout::plain::parse(&text),
@@ -201,10 +291,7 @@ pub fn analyze_with(
         edus: &edus,
         blocks: &block_edus,
     };
-    let tree = builder.build(&input).map_err(|message| Error::Invariant {
-        doc: id.to_owned(),
-        message,
-    })?;
+    let tree = build(&input)?;
     tree.validate(edus.len() as u32)
         .map_err(|message| Error::Invariant {
             doc: id.to_owned(),
@@ -226,14 +313,15 @@ pub fn analyze_with(
         tree,
     })
 }
-/// Reads, decodes and analyses one source, embeds its nodes and EDUs, and
-/// builds its DAG.
+/// Reads, decodes and analyses one source (its tree from `llm` when
+/// given), embeds its nodes and EDUs, and builds its DAG.
 pub fn prepare(
     source: &Source,
     options: IngestOptions,
     embedder: &dyn Embedder,
     device: &Device,
-) -> Result<(Document, DocVectors, Dag)> {
+    llm: Option<&LlmStructurer<'_>>,
+) -> Result<Prepared> {
     // Sources built by library callers skip `sources::expand`'s check.
     crate::model::ids::validate_id(&source.id)?;
     let bytes = source.read()?;
@@ -241,10 +329,18 @@ pub fn prepare(
     let format = options
         .format
         .unwrap_or_else(|| detect_format(source.path(), &text));
-    prepare_text(&source.id, text, format, embedder, device)
+    let (doc, llm) = analyze_structured(&source.id, text, format, llm)?;
+    let (vectors, dag) = embed_and_link(&doc, embedder, device)?;
+    Ok(Prepared {
+        doc,
+        vectors,
+        dag,
+        llm,
+    })
 }
 
-/// Analyses decoded `text`, embeds the document and builds its DAG.
+/// Analyses decoded `text` (layout tree), embeds the document and builds
+/// its DAG.
 pub fn prepare_text(
     id: &str,
     text: String,
@@ -253,7 +349,17 @@ pub fn prepare_text(
     device: &Device,
 ) -> Result<(Document, DocVectors, Dag)> {
     let doc = analyze(id, text, format)?;
-    let vectors = embed_document(&doc, embedder)?;
+    let (vectors, dag) = embed_and_link(&doc, embedder, device)?;
+    Ok((doc, vectors, dag))
+}
+
+/// Embeds an analysed document's nodes and EDUs and builds its DAG.
+fn embed_and_link(
+    doc: &Document,
+    embedder: &dyn Embedder,
+    device: &Device,
+) -> Result<(DocVectors, Dag)> {
+    let vectors = embed_document(doc, embedder)?;
     // A store embedding with a local transformer weights its edges with
     // that model's attention.
     let attention: Box<dyn AttentionSource> = match embedder.transformer() {
@@ -261,12 +367,12 @@ pub fn prepare_text(
         None => Box::new(ComputedAttention::new(device.clone())),
     };
     let dag = build_dag(
-        &doc,
+        doc,
         &vectors.edus,
         vectors.dimension as usize,
         attention.as_ref(),
     )?;
-    Ok((doc, vectors, dag))
+    Ok((vectors, dag))
 }
 
 /// `doc`'s DAG with the store's settings (default shape, information

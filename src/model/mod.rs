@@ -5,6 +5,7 @@
 //! rankings return ([`rank`]). This layer imports nothing of the crate but
 //! `error`.
 
+pub mod cost;
 pub mod dag;
 pub mod dialogue;
 pub mod document;

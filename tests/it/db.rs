@@ -314,6 +314,7 @@ fn bad_inputs_fail_alone_with_clear_errors() {
     let lossy = IngestOptions {
         format: None,
         lossy: true,
+        ..Default::default()
     };
     let meta = db.ingest_bytes("utf8", invalid, lossy).unwrap();
     assert!(
@@ -347,7 +348,7 @@ fn ten_thousand_nested_lists_are_bounded() {
     ] {
         let options = IngestOptions {
             format: Some(format),
-            lossy: false,
+            ..Default::default()
         };
         let meta = db.ingest_bytes(id, text.into_bytes(), options).unwrap();
         let tree = db.tree(id).unwrap();

@@ -1,0 +1,37 @@
+//! [`LlmCost`]: what the language-model steps of a build cost.
+
+use serde::{Deserialize, Serialize};
+
+/// Language-model work spent on a document (or summed over many): the
+/// calls made, their tokens and time, and the units that fell back to the
+/// model-free path because the model's replies stayed invalid.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmCost {
+    /// Chat requests answered.
+    pub calls: u32,
+    /// Prompt tokens, as the server counted them.
+    pub prompt_tokens: u64,
+    /// Completion tokens, as the server counted them.
+    pub completion_tokens: u64,
+    /// Wall-clock milliseconds spent waiting for the model.
+    pub millis: u64,
+    /// Units (documents, for the structurer) built by the model-free path
+    /// after the model's replies failed validation.
+    pub fallbacks: u32,
+}
+
+impl LlmCost {
+    /// Adds `other` to this cost.
+    pub fn add(&mut self, other: &LlmCost) {
+        self.calls += other.calls;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.millis += other.millis;
+        self.fallbacks += other.fallbacks;
+    }
+
+    /// Whether no model work was done or attempted.
+    pub fn is_zero(&self) -> bool {
+        *self == LlmCost::default()
+    }
+}
