@@ -8,10 +8,9 @@
 //! malformed replies, silence.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -19,6 +18,7 @@ use edudb::compute::embed::http::{HttpConfig, HttpEmbedder};
 use edudb::compute::embed::{EmbedError, Embedder, EmbedderConfig, dot};
 use serde_json::{Value, json};
 
+use crate::scripted::{Received, Reply, ScriptedServer, answer};
 use crate::support::{ingest_markdown, model_server, selection};
 
 // ---------------------------------------------------------------------------
@@ -222,158 +222,24 @@ fn real_server_serves_concurrent_callers() {
 }
 
 // ---------------------------------------------------------------------------
-// Scripted loopback servers
+// Against scripted loopback servers
 
-/// What a scripted server received.
-#[derive(Debug, Clone)]
-struct Received {
-    path: String,
-    /// Header names lowercased.
-    headers: Vec<(String, String)>,
-    body: Value,
+/// A config for `server` with fast retries.
+fn config(server: &ScriptedServer) -> HttpConfig {
+    let mut config = HttpConfig::new(server.base_url.as_str(), "fake-model");
+    config.dimension = Some(3);
+    config.backoff_ms = 10;
+    config
 }
 
-impl Received {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn inputs(&self) -> Vec<String> {
-        self.body["input"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_owned())
-            .collect()
-    }
-}
-
-/// How a scripted server answers one request.
-enum Reply {
-    Answer {
-        status: u16,
-        headers: Vec<(&'static str, String)>,
-        body: String,
-    },
-    /// Keep the connection open and say nothing.
-    Silence,
-}
-
-fn answer(status: u16, body: impl Into<String>) -> Reply {
-    Reply::Answer {
-        status,
-        headers: Vec::new(),
-        body: body.into(),
-    }
-}
-
-type Script = dyn Fn(usize, &Received) -> Reply + Send + Sync;
-
-/// A loopback HTTP/1.1 server answering each request (numbered from 0) by
-/// its script, one thread and one connection per request.
-struct ScriptedServer {
-    base_url: String,
-    received: Arc<Mutex<Vec<Received>>>,
-}
-
-impl ScriptedServer {
-    fn start(script: impl Fn(usize, &Received) -> Reply + Send + Sync + 'static) -> ScriptedServer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let script: Arc<Script> = Arc::new(script);
-        let counter = Arc::new(AtomicUsize::new(0));
-        let log = Arc::clone(&received);
-        // The accept loop lives until the test process ends.
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let (script, counter, log) =
-                    (Arc::clone(&script), Arc::clone(&counter), Arc::clone(&log));
-                thread::spawn(move || {
-                    let Some(request) = read_request(&stream) else {
-                        return;
-                    };
-                    let number = counter.fetch_add(1, Ordering::SeqCst);
-                    log.lock().unwrap().push(request.clone());
-                    write_reply(stream, script(number, &request));
-                });
-            }
-        });
-        ScriptedServer { base_url, received }
-    }
-
-    fn requests(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
-    }
-
-    fn count(&self) -> usize {
-        self.received.lock().unwrap().len()
-    }
-
-    /// A config for this server with fast retries.
-    fn config(&self) -> HttpConfig {
-        let mut config = HttpConfig::new(self.base_url.as_str(), "fake-model");
-        config.dimension = Some(3);
-        config.backoff_ms = 10;
-        config
-    }
-}
-
-fn read_request(stream: &TcpStream) -> Option<Received> {
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    let path = line.split_whitespace().nth(1)?.to_owned();
-    let mut headers = Vec::new();
-    loop {
-        line.clear();
-        reader.read_line(&mut line).ok()?;
-        let trimmed = line.trim_end();
-        if trimmed.is_empty() {
-            break;
-        }
-        let (name, value) = trimmed.split_once(':')?;
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
-    }
-    let length: usize = headers
+/// The texts a request asked to embed.
+fn inputs(request: &Received) -> Vec<String> {
+    request.body["input"]
+        .as_array()
+        .unwrap()
         .iter()
-        .find(|(n, _)| n == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    Some(Received {
-        path,
-        headers,
-        body,
-    })
-}
-
-fn write_reply(mut stream: TcpStream, reply: Reply) {
-    match reply {
-        Reply::Answer {
-            status,
-            headers,
-            body,
-        } => {
-            let mut head = format!(
-                "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-                body.len()
-            );
-            for (name, value) in headers {
-                head.push_str(&format!("{name}: {value}\r\n"));
-            }
-            head.push_str("\r\n");
-            let _ = stream.write_all(head.as_bytes());
-            let _ = stream.write_all(body.as_bytes());
-        }
-        Reply::Silence => thread::sleep(Duration::from_secs(30)),
-    }
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// The double's model: three numbers that differ between texts.
@@ -396,8 +262,7 @@ fn normalised(mut v: Vec<f32>) -> Vec<f32> {
 /// An embeddings reply for `request`, its items in reverse order (so the
 /// embedder must place them by `index`).
 fn embeddings_reply(request: &Received) -> Reply {
-    let data: Vec<Value> = request
-        .inputs()
+    let data: Vec<Value> = inputs(request)
         .iter()
         .enumerate()
         .rev()
@@ -427,7 +292,7 @@ fn refs(texts: &[String]) -> Vec<&str> {
 #[test]
 fn batches_are_split_and_reassembled_by_index() {
     let server = ScriptedServer::start(|_, request| embeddings_reply(request));
-    let mut config = server.config();
+    let mut config = config(&server);
     config.batch_size = 16;
     config.base_url.push('/'); // a trailing slash is tolerated
     let embedder = HttpEmbedder::new(config).unwrap();
@@ -448,7 +313,7 @@ fn batches_are_split_and_reassembled_by_index() {
         assert_eq!(request.body["model"], "fake-model");
         assert_eq!(request.header("content-type"), Some("application/json"));
         assert_eq!(request.header("authorization"), None);
-        let inputs = request.inputs();
+        let inputs = inputs(request);
         assert!(!inputs.is_empty() && inputs.len() <= 16);
         seen.extend(inputs);
     }
@@ -461,7 +326,7 @@ fn batches_are_split_and_reassembled_by_index() {
 #[test]
 fn empty_input_sends_nothing() {
     let server = ScriptedServer::start(|_, request| embeddings_reply(request));
-    let embedder = HttpEmbedder::new(server.config()).unwrap();
+    let embedder = HttpEmbedder::new(config(&server)).unwrap();
     assert!(embedder.embed(&[]).unwrap().is_empty());
     assert_eq!(server.count(), 0);
 }
@@ -469,12 +334,12 @@ fn empty_input_sends_nothing() {
 #[test]
 fn the_dimension_is_probed_only_when_not_configured() {
     let server = ScriptedServer::start(|_, request| embeddings_reply(request));
-    let configured = HttpEmbedder::new(server.config()).unwrap();
+    let configured = HttpEmbedder::new(config(&server)).unwrap();
     assert_eq!(server.count(), 0);
     assert_eq!(configured.dimension(), 3);
     assert_eq!(configured.identity(), "openai:fake-model:3");
 
-    let mut config = server.config();
+    let mut config = config(&server);
     config.dimension = None;
     let learned = HttpEmbedder::new(config).unwrap();
     assert_eq!(server.count(), 1);
@@ -488,7 +353,7 @@ fn concurrent_callers_get_their_own_vectors() {
         thread::sleep(Duration::from_millis(5));
         embeddings_reply(request)
     });
-    let mut config = server.config();
+    let mut config = config(&server);
     config.batch_size = 4;
     let embedder = HttpEmbedder::new(config).unwrap();
     thread::scope(|scope| {
@@ -523,7 +388,7 @@ fn requests_in_flight_never_exceed_max_concurrency() {
         now.fetch_sub(1, Ordering::SeqCst);
         embeddings_reply(request)
     });
-    let mut config = server.config();
+    let mut config = config(&server);
     config.batch_size = 4;
     config.max_concurrency = 3;
     let embedder = HttpEmbedder::new(config).unwrap();
@@ -551,7 +416,7 @@ fn a_429_is_retried_after_retry_after() {
         },
         _ => embeddings_reply(request),
     });
-    let embedder = HttpEmbedder::new(server.config()).unwrap();
+    let embedder = HttpEmbedder::new(config(&server)).unwrap();
     let start = Instant::now();
     let vectors = embedder.embed(&["alpha", "beta"]).unwrap();
     let elapsed = start.elapsed();
@@ -569,7 +434,7 @@ fn server_errors_are_retried_max_retries_times_then_reported() {
     let long_body = format!("model exploded {}", "x".repeat(1000));
     let body = long_body.clone();
     let server = ScriptedServer::start(move |_, _| answer(500, body.clone()));
-    let mut config = server.config();
+    let mut config = config(&server);
     config.max_retries = 2;
     let embedder = HttpEmbedder::new(config).unwrap();
     let err = embedder.embed(&["anything"]).unwrap_err();
@@ -598,7 +463,7 @@ fn server_errors_are_retried_max_retries_times_then_reported() {
 fn a_400_is_not_retried() {
     let server =
         ScriptedServer::start(|_, _| answer(400, r#"{"error":{"message":"input too long"}}"#));
-    let embedder = HttpEmbedder::new(server.config()).unwrap();
+    let embedder = HttpEmbedder::new(config(&server)).unwrap();
     let err = embedder.embed(&["anything"]).unwrap_err();
     assert!(
         matches!(&err, EmbedError::Status { status: 400, body, .. } if body.contains("input too long")),
@@ -611,7 +476,7 @@ fn a_400_is_not_retried() {
 /// request of three texts, and how many requests it made.
 fn error_for_reply(body: &'static str) -> (EmbedError, usize) {
     let server = ScriptedServer::start(move |_, _| answer(200, body));
-    let embedder = HttpEmbedder::new(server.config()).unwrap();
+    let embedder = HttpEmbedder::new(config(&server)).unwrap();
     let err = embedder.embed(&["one", "two", "three"]).unwrap_err();
     (err, server.count())
 }
@@ -691,7 +556,7 @@ fn a_wrong_dimension_is_a_dimension_error() {
 fn a_probe_reply_must_be_usable() {
     let server =
         ScriptedServer::start(|_, _| answer(200, r#"{"data":[{"index":0,"embedding":[]}]}"#));
-    let mut config = server.config();
+    let mut config = config(&server);
     config.dimension = None;
     let err = HttpEmbedder::new(config).unwrap_err();
     assert!(
@@ -703,7 +568,7 @@ fn a_probe_reply_must_be_usable() {
 #[test]
 fn a_silent_server_times_out() {
     let server = ScriptedServer::start(|_, _| Reply::Silence);
-    let mut config = server.config();
+    let mut config = config(&server);
     config.timeout_secs = 1;
     config.max_retries = 0;
     let embedder = HttpEmbedder::new(config).unwrap();
@@ -728,7 +593,7 @@ fn timeouts_are_retried() {
         0 => Reply::Silence,
         _ => embeddings_reply(request),
     });
-    let mut config = server.config();
+    let mut config = config(&server);
     config.timeout_secs = 1;
     let embedder = HttpEmbedder::new(config).unwrap();
     let vectors = embedder.embed(&["patience"]).unwrap();
@@ -763,7 +628,7 @@ fn refused_connections_are_retried_then_reported() {
 #[test]
 fn a_missing_key_variable_is_a_config_error() {
     let server = ScriptedServer::start(|_, request| embeddings_reply(request));
-    let mut config = server.config();
+    let mut config = config(&server);
     config.api_key_env = Some("EDUDB_TEST_KEY_THAT_IS_NEVER_SET".into());
     let err = HttpEmbedder::new(config).unwrap_err();
     assert!(
@@ -791,7 +656,7 @@ fn the_bearer_key_is_sent() {
             answer(401, r#"{"error":{"message":"bad key"}}"#)
         }
     });
-    let mut config = server.config();
+    let mut config = config(&server);
     config.api_key_env = Some(name.clone());
     let embedder = HttpEmbedder::new(config).unwrap();
     assert_eq!(embedder.embed(&["secret"]).unwrap().len(), 1);
@@ -865,7 +730,7 @@ fn stored_configs_fill_in_defaults() {
 #[test]
 fn usable_from_inside_an_async_runtime() {
     let server = ScriptedServer::start(|_, request| embeddings_reply(request));
-    let config = server.config();
+    let config = config(&server);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

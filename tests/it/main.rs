@@ -2,6 +2,7 @@
 //! its own, and `support` holds what they share. The crash tests, which
 //! SIGKILL child processes, stay a binary of their own (`tests/crash.rs`).
 
+mod scripted;
 mod support;
 
 mod cli;

@@ -99,7 +99,14 @@ struct RawSection {
     title: String,
 }
 
-/// Answers the system message states once for every request.
+/// Words a title may use without its section having them: they join the
+/// section's own words and carry no facts.
+pub const FUNCTION_WORDS: &[&str] = &[
+    "a", "an", "and", "as", "at", "by", "for", "from", "in", "into", "of", "on", "or", "the", "to",
+    "vs", "with",
+];
+
+/// The system message of every request.
 const SYSTEM: &str = "You divide a document into sections, like a table of contents. \
 The user lists the document's sentences, each after its number in brackets. \
 Reply with JSON only: {\"sections\": [...]}, the sections in document order, each \
@@ -469,7 +476,11 @@ fn checked_title(input: &StructureInput<'_>, span: Span, title: String) -> Strin
         .into_iter()
         .collect();
     let title_words = words(&title);
-    if !title_words.is_empty() && title_words.iter().all(|w| own.contains(w)) {
+    let content: Vec<&String> = title_words
+        .iter()
+        .filter(|w| !FUNCTION_WORDS.contains(&w.as_str()))
+        .collect();
+    if !content.is_empty() && content.iter().all(|w| own.contains(*w)) {
         title
     } else {
         extractive_title(input.text, input.edus, span)
@@ -490,4 +501,343 @@ fn outline_text(sections: &[Section]) -> String {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::compute::chat::ChatReply;
+    use crate::ingest::pipeline::analyze;
+    use crate::model::document::{Document, Format};
+
+    /// A chat model answering from a script: `answer(request)` for every
+    /// request, which it records.
+    struct Scripted<F> {
+        answer: F,
+        seen: Mutex<Vec<ChatRequest>>,
+    }
+
+    impl<F: Fn(&ChatRequest, usize) -> (String, bool) + Send + Sync> fmt::Debug for Scripted<F> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("Scripted")
+        }
+    }
+
+    impl<F: Fn(&ChatRequest, usize) -> (String, bool) + Send + Sync> ChatModel for Scripted<F> {
+        fn chat(&self, requests: &[ChatRequest]) -> Result<(Vec<ChatReply>, LlmCost), ChatError> {
+            let mut seen = self.seen.lock().unwrap();
+            let replies = requests
+                .iter()
+                .map(|request| {
+                    let (content, truncated) = (self.answer)(request, seen.len());
+                    seen.push(request.clone());
+                    ChatReply {
+                        content,
+                        truncated,
+                        prompt_tokens: 10,
+                        completion_tokens: 5,
+                    }
+                })
+                .collect::<Vec<_>>();
+            let cost = LlmCost {
+                calls: replies.len() as u32,
+                prompt_tokens: 10 * replies.len() as u64,
+                completion_tokens: 5 * replies.len() as u64,
+                millis: 1,
+                fallbacks: 0,
+            };
+            Ok((replies, cost))
+        }
+
+        fn identity(&self) -> String {
+            "scripted".into()
+        }
+    }
+
+    use std::fmt;
+
+    fn scripted<F: Fn(&ChatRequest, usize) -> (String, bool) + Send + Sync>(
+        answer: F,
+    ) -> Scripted<F> {
+        Scripted {
+            answer,
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Twelve sentences on three topics, one EDU each.
+    fn three_topics() -> Document {
+        let text = "Rust is a systems language. It has ownership. Borrowing is checked. \
+Lifetimes name scopes.\n\nPython is a scripting language. It is dynamic. It has a lock. \
+Its libraries are many.\n\nGo was made at Google. It has goroutines. Channels pass messages. \
+Its compiler is fast.\n";
+        let doc = analyze("t", text.into(), Format::Text).unwrap();
+        assert_eq!(doc.edus.len(), 12, "{:?}", doc.edus);
+        doc
+    }
+
+    fn input(doc: &Document) -> StructureInput<'_> {
+        StructureInput {
+            text: &doc.text,
+            edus: &doc.edus,
+            blocks: &[],
+        }
+    }
+
+    fn reply(sections: &[(u16, u32, u32, &str)]) -> String {
+        let sections: Vec<serde_json::Value> = sections
+            .iter()
+            .map(|&(level, first, last, title)| {
+                serde_json::json!({"level": level, "first": first, "last": last, "title": title})
+            })
+            .collect();
+        serde_json::json!({ "sections": sections }).to_string()
+    }
+
+    fn spans(tree: &Tree) -> Vec<(u16, Span, String)> {
+        tree.nodes
+            .iter()
+            .skip(1)
+            .map(|n| (n.level, n.span, n.title.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_valid_outline_becomes_the_tree_with_extractive_titles() {
+        let doc = three_topics();
+        let answer = reply(&[
+            (1, 1, 4, "Rust systems language"),
+            (2, 2, 3, "Ownership and borrowing"),
+            (1, 5, 8, "Amazing snakes and Python"),
+            (1, 9, 12, "Go goroutines"),
+        ]);
+        let chat = scripted(move |_, _| (answer.clone(), false));
+        let structurer = LlmStructurer::new(&chat, StructurerOptions::default());
+        let (tree, cost) = structurer.structure(&input(&doc)).unwrap();
+        let tree = tree.expect("a tree");
+        tree.validate(12).unwrap();
+        let got = spans(&tree);
+        assert_eq!(got[0], (1, Span::new(0, 3), "Rust systems language".into()));
+        assert_eq!(
+            got[1],
+            (2, Span::new(1, 2), "Ownership and borrowing".into())
+        );
+        // "Amazing snakes" is not in the section's text: replaced.
+        assert_eq!(got[2].1, Span::new(4, 7));
+        assert_eq!(
+            got[2].2,
+            extractive_title(&doc.text, &doc.edus, Span::new(4, 7))
+        );
+        assert_eq!(got[3], (1, Span::new(8, 11), "Go goroutines".into()));
+        assert_eq!((cost.calls, cost.fallbacks), (1, 0));
+        // The request numbered every EDU from 1 and bounded the numbers.
+        let seen = chat.seen.lock().unwrap();
+        assert!(seen[0].user.starts_with("[1] Rust is a systems language."));
+        assert!(seen[0].user.contains("[12] Its compiler is fast."));
+        assert_eq!(
+            seen[0].schema["properties"]["sections"]["items"]["properties"]["last"]["maximum"],
+            12
+        );
+    }
+
+    #[test]
+    fn top_level_sections_are_made_to_cover_the_document() {
+        let doc = three_topics();
+        // A gap (4-5), a missing tail (9-12) and a subsection running past
+        // its parent.
+        let answer = reply(&[
+            (1, 2, 3, "Ownership"),
+            (2, 3, 5, "Borrowing"),
+            (1, 6, 8, "Python"),
+        ]);
+        let chat = scripted(move |_, _| (answer.clone(), false));
+        let structurer = LlmStructurer::new(&chat, StructurerOptions::default());
+        // The subsection runs past its parent: rejected at every attempt.
+        let (tree, cost) = structurer.structure(&input(&doc)).unwrap();
+        assert!(tree.is_none());
+        assert_eq!((cost.calls, cost.fallbacks), (3, 1));
+
+        let answer = reply(&[
+            (1, 2, 3, "Ownership"),
+            (2, 3, 3, "Borrowing"),
+            (1, 6, 8, "Python"),
+        ]);
+        let chat = scripted(move |_, _| (answer.clone(), false));
+        let structurer = LlmStructurer::new(&chat, StructurerOptions::default());
+        let tree = structurer.structure(&input(&doc)).unwrap().0.unwrap();
+        let got: Vec<(u16, Span)> = spans(&tree).into_iter().map(|s| (s.0, s.1)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, Span::new(0, 4)),
+                (2, Span::new(2, 2)),
+                (1, Span::new(5, 11))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rejected_reply_is_asked_again_with_the_reason() {
+        let doc = three_topics();
+        let good = reply(&[(1, 1, 12, "Rust")]);
+        let bad = reply(&[(2, 1, 12, "Rust")]);
+        let chat = scripted(move |_, n| (if n == 0 { bad.clone() } else { good.clone() }, false));
+        let structurer = LlmStructurer::new(&chat, StructurerOptions::default());
+        let (tree, cost) = structurer.structure(&input(&doc)).unwrap();
+        assert_eq!(spans(&tree.unwrap())[0].1, Span::new(0, 11));
+        assert_eq!((cost.calls, cost.fallbacks), (2, 0));
+        let seen = chat.seen.lock().unwrap();
+        assert!(!seen[0].user.contains("rejected"));
+        assert!(
+            seen[1]
+                .user
+                .contains("rejected: section 1 has level 2 but no level-1 section holds it"),
+            "{}",
+            seen[1].user
+        );
+        assert!(seen[1].temperature > 0.0);
+    }
+
+    #[test]
+    fn replies_that_stay_invalid_fall_back_and_are_counted() {
+        let doc = three_topics();
+        let cases: [(String, bool); 5] = [
+            ("not json".into(), false),
+            (r#"{"sections": []}"#.into(), false),
+            (reply(&[(1, 1, 13, "Rust")]), false),
+            (reply(&[(1, 1, 6, "Rust"), (1, 4, 12, "Go")]), false),
+            (reply(&[(1, 1, 12, "Rust")]), true),
+        ];
+        for (content, truncated) in cases {
+            let chat = scripted(move |_, _| (content.clone(), truncated));
+            let options = StructurerOptions {
+                invalid_retries: 1,
+                ..StructurerOptions::default()
+            };
+            let (tree, cost) = LlmStructurer::new(&chat, options)
+                .structure(&input(&doc))
+                .unwrap();
+            assert!(tree.is_none());
+            assert_eq!((cost.calls, cost.fallbacks), (2, 1));
+        }
+    }
+
+    /// A document of `n` one-EDU sentences.
+    fn sentences(n: usize) -> Document {
+        let text: String = (0..n)
+            .map(|i| format!("Sentence number {i} talks about topic {}. ", i / 7))
+            .collect();
+        let doc = analyze("long", text, Format::Text).unwrap();
+        assert_eq!(doc.edus.len(), n);
+        doc
+    }
+
+    /// The sentence numbers a request showed.
+    fn shown(request: &ChatRequest) -> Vec<u32> {
+        request
+            .user
+            .lines()
+            .filter_map(|l| l.strip_prefix('[')?.split_once(']')?.0.parse().ok())
+            .collect()
+    }
+
+    #[test]
+    fn long_documents_are_asked_in_overlapping_windows_and_stitched() {
+        let doc = sentences(60);
+        // One level-1 section per five shown sentences.
+        let chat = scripted(|request, _| {
+            let numbers = shown(request);
+            let sections: Vec<(u16, u32, u32, &str)> = numbers
+                .chunks(5)
+                .map(|c| (1, c[0], *c.last().unwrap(), "topic"))
+                .collect();
+            (reply(&sections), false)
+        });
+        let options = StructurerOptions {
+            window_tokens: 200,
+            ..StructurerOptions::default()
+        };
+        let (tree, cost) = LlmStructurer::new(&chat, options)
+            .structure(&input(&doc))
+            .unwrap();
+        let tree = tree.unwrap();
+        tree.validate(60).unwrap();
+        let seen = chat.seen.lock().unwrap();
+        assert!(seen.len() >= 3, "{} windows", seen.len());
+        assert_eq!(cost.calls as usize, seen.len());
+        let windows: Vec<Vec<u32>> = seen.iter().map(shown).collect();
+        assert_eq!(windows[0][0], 1);
+        assert_eq!(*windows.last().unwrap().last().unwrap(), 60);
+        for pair in windows.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            assert!(
+                b[0] > a[0] && b[0] <= *a.last().unwrap(),
+                "{a:?} then {b:?}"
+            );
+            assert!(a.windows(2).all(|w| w[1] == w[0] + 1));
+        }
+        // The top level tiles the document.
+        let tops: Vec<Span> = tree.nodes[0]
+            .children
+            .iter()
+            .map(|&c| tree.nodes[c as usize].span)
+            .collect();
+        assert_eq!(tops[0].first, 0);
+        assert_eq!(tops.last().unwrap().last, 59);
+        assert!(tops.windows(2).all(|w| w[1].first == w[0].last + 1));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the model answers, the result is a valid tree whose top
+        /// level tiles the document and whose titles use the section's own
+        /// words, or a counted fallback.
+        #[test]
+        fn any_reply_gives_a_valid_covering_tree_or_a_fallback(
+            raw in proptest::collection::vec((0i64..5, 0i64..16, 0i64..16, 0usize..4), 0..8)
+        ) {
+            let doc = three_topics();
+            let titles = ["Rust", "Go goroutines", "made up words", "Python lock"];
+            let sections: Vec<serde_json::Value> = raw
+                .iter()
+                .map(|&(level, first, len, title)| serde_json::json!({
+                    "level": level, "first": first, "last": first + len % 6,
+                    "title": titles[title]
+                }))
+                .collect();
+            let content = serde_json::json!({ "sections": sections }).to_string();
+            let chat = scripted(move |_, _| (content.clone(), false));
+            let (tree, cost) = LlmStructurer::new(&chat, StructurerOptions::default())
+                .structure(&input(&doc))
+                .unwrap();
+            match tree {
+                None => prop_assert_eq!(cost.fallbacks, 1),
+                Some(tree) => {
+                    prop_assert!(tree.validate(12).is_ok());
+                    let tops: Vec<Span> = tree.nodes[0]
+                        .children
+                        .iter()
+                        .map(|&c| tree.nodes[c as usize].span)
+                        .collect();
+                    prop_assert_eq!(tops[0].first, 0);
+                    prop_assert_eq!(tops.last().unwrap().last, 11);
+                    prop_assert!(tops.windows(2).all(|w| w[1].first == w[0].last + 1));
+                    for node in tree.nodes.iter().skip(1) {
+                        let text = &doc.text[doc.edus[node.span.first as usize].start as usize
+                            ..doc.edus[node.span.last as usize].end as usize]
+                            .to_lowercase();
+                        let words = node.title.split(|c: char| !c.is_alphanumeric());
+                        for word in words.filter(|w| !w.is_empty() && !FUNCTION_WORDS.contains(&w.to_lowercase().as_str())) {
+                            prop_assert!(text.contains(&word.to_lowercase()), "{word} not in {text}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
