@@ -5,6 +5,7 @@
 mod scripted;
 mod support;
 
+mod chat;
 mod cli;
 mod client;
 mod console;

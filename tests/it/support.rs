@@ -151,6 +151,16 @@ pub fn model_server() -> Option<String> {
     )
 }
 
+/// The base URL of the real chat model server (llama-server with
+/// SmolLM2-135M-Instruct, from `.ci/llm-server start`), or `None` to skip.
+pub fn chat_server() -> Option<String> {
+    required_env(
+        "EDUDB_LLM_SERVER",
+        "EDUDB_REQUIRE_LLM_SERVER",
+        "start the server with `url=$(.ci/llm-server start)` and set EDUDB_LLM_SERVER=$url",
+    )
+}
+
 /// The directory of all-MiniLM-L6-v2's files for the in-process
 /// embedder, or `None` to skip.
 pub fn local_model() -> Option<PathBuf> {

@@ -505,14 +505,36 @@ fn outline_text(sections: &[Section]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::fmt;
     use std::sync::Mutex;
 
     use proptest::prelude::*;
 
     use super::*;
     use crate::compute::chat::ChatReply;
-    use crate::ingest::pipeline::analyze;
-    use crate::model::document::{Document, Format};
+    use crate::ingest::segment::split_edus;
+    use crate::model::edu::{Edu, EduKind};
+
+    /// A text cut into EDUs, as the pipeline's segmenter cuts it.
+    struct Document {
+        text: String,
+        edus: Vec<Edu>,
+    }
+
+    fn segmented(text: String) -> Document {
+        let edus = split_edus(&text, 0..text.len())
+            .into_iter()
+            .enumerate()
+            .map(|(id, range)| Edu {
+                id: id as u32,
+                start: range.start as u32,
+                end: range.end as u32,
+                tokens: crate::model::tokens::count(&text[range]),
+                kind: EduKind::Text,
+            })
+            .collect();
+        Document { text, edus }
+    }
 
     /// A chat model answering from a script: `answer(request)` for every
     /// request, which it records.
@@ -558,8 +580,6 @@ mod tests {
         }
     }
 
-    use std::fmt;
-
     fn scripted<F: Fn(&ChatRequest, usize) -> (String, bool) + Send + Sync>(
         answer: F,
     ) -> Scripted<F> {
@@ -575,7 +595,7 @@ mod tests {
 Lifetimes name scopes.\n\nPython is a scripting language. It is dynamic. It has a lock. \
 Its libraries are many.\n\nGo was made at Google. It has goroutines. Channels pass messages. \
 Its compiler is fast.\n";
-        let doc = analyze("t", text.into(), Format::Text).unwrap();
+        let doc = segmented(text.into());
         assert_eq!(doc.edus.len(), 12, "{:?}", doc.edus);
         doc
     }
@@ -731,7 +751,7 @@ Its compiler is fast.\n";
         let text: String = (0..n)
             .map(|i| format!("Sentence number {i} talks about topic {}. ", i / 7))
             .collect();
-        let doc = analyze("long", text, Format::Text).unwrap();
+        let doc = segmented(text);
         assert_eq!(doc.edus.len(), n);
         doc
     }
