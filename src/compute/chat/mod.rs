@@ -4,7 +4,9 @@
 //! APIs) through the same transport as the HTTP embedder.
 
 mod chat_model;
+mod checked;
 pub mod http;
 
 pub use crate::error::ChatError;
 pub use chat_model::{ChatModel, ChatReply, ChatRequest};
+pub use checked::{ask_checked, temperature, with_rejection};

@@ -34,7 +34,9 @@ use std::ops::Range;
 
 use serde::Deserialize;
 
-use crate::compute::chat::{ChatError, ChatModel, ChatRequest};
+use crate::compute::chat::{
+    ChatError, ChatModel, ChatRequest, ask_checked, temperature, with_rejection,
+};
 use crate::ingest::tree::builder::StructureInput;
 use crate::ingest::tree::outline::parse_outline;
 use crate::ingest::tree::title::extractive_title;
@@ -129,41 +131,17 @@ impl<'a> LlmStructurer<'a> {
         input: &StructureInput<'_>,
     ) -> Result<(Option<Tree>, LlmCost), ChatError> {
         let count = input.edus.len() as u32;
-        let mut cost = LlmCost::default();
         if count == 0 {
-            return Ok((None, cost));
+            return Ok((None, LlmCost::default()));
         }
         let windows = self.windows(input);
-        let mut outlines: Vec<Option<Vec<Section>>> = vec![None; windows.len()];
-        let mut rejections: Vec<Option<String>> = vec![None; windows.len()];
-        for attempt in 0..=self.options.invalid_retries {
-            let pending: Vec<usize> = (0..windows.len())
-                .filter(|&w| outlines[w].is_none())
-                .collect();
-            if pending.is_empty() {
-                break;
-            }
-            let requests: Vec<ChatRequest> = pending
-                .iter()
-                .map(|&w| self.request(input, &windows[w], rejections[w].as_deref(), attempt))
-                .collect();
-            let (replies, spent) = self.chat.chat(&requests)?;
-            cost.add(&spent);
-            for (&w, reply) in pending.iter().zip(replies) {
-                let checked = if reply.truncated {
-                    Err("the reply was cut off at its token limit; give fewer sections".into())
-                } else {
-                    self.check_window(&reply.content, &windows[w])
-                };
-                match checked {
-                    Ok(sections) => outlines[w] = Some(sections),
-                    Err(why) => {
-                        tracing::debug!(window = w, attempt, "structurer reply rejected: {why}");
-                        rejections[w] = Some(why);
-                    }
-                }
-            }
-        }
+        let (outlines, mut cost) = ask_checked(
+            self.chat,
+            windows.len(),
+            self.options.invalid_retries,
+            |w, rejection, attempt| self.request(input, &windows[w], rejection, attempt),
+            |w, content| self.check_window(content, &windows[w]),
+        )?;
         let Some(outlines) = outlines.into_iter().collect::<Option<Vec<_>>>() else {
             cost.fallbacks += 1;
             return Ok((None, cost));
@@ -236,11 +214,7 @@ impl<'a> LlmStructurer<'a> {
             }
             user.push_str(&format!("[{}] {shown}\n", e + 1));
         }
-        if let Some(why) = rejection {
-            user.push_str(&format!(
-                "\nYour previous answer was rejected: {why}. Answer again, following the rules exactly."
-            ));
-        }
+        let user = with_rejection(user, rejection);
         let (first, last) = (window.start + 1, window.end);
         let most = (window.len() as u32).min(32);
         let schema = serde_json::json!({
@@ -272,7 +246,7 @@ impl<'a> LlmStructurer<'a> {
             schema_name: "outline",
             schema,
             max_tokens: (64 + 48 * most).min(4_096),
-            temperature: if attempt == 0 { 0.0 } else { 0.4 },
+            temperature: temperature(attempt),
         }
     }
 

@@ -1,0 +1,68 @@
+//! [`ask_checked`]: requests whose replies are checked, re-asked with the
+//! reason when refused, and given up on after a bounded number of tries.
+
+use crate::compute::chat::chat_model::{ChatModel, ChatRequest};
+use crate::error::ChatError;
+use crate::model::cost::LlmCost;
+
+/// Asks `count` requests at once (`request(index, rejection, attempt)`,
+/// where `rejection` says why that request's previous reply was refused)
+/// and checks each reply with `check(index, content)`. Refused replies are
+/// asked again, all together, up to `retries` more times; a reply cut at
+/// its token limit is refused without being checked. Returns each
+/// request's checked answer (`None`: still refused after every try) and
+/// what the calls cost. Fails only when the model could not be asked.
+pub fn ask_checked<T>(
+    chat: &dyn ChatModel,
+    count: usize,
+    retries: u32,
+    request: impl Fn(usize, Option<&str>, u32) -> ChatRequest,
+    check: impl Fn(usize, &str) -> Result<T, String>,
+) -> Result<(Vec<Option<T>>, LlmCost), ChatError> {
+    let mut answers: Vec<Option<T>> = (0..count).map(|_| None).collect();
+    let mut rejections: Vec<Option<String>> = vec![None; count];
+    let mut cost = LlmCost::default();
+    for attempt in 0..=retries {
+        let pending: Vec<usize> = (0..count).filter(|&i| answers[i].is_none()).collect();
+        if pending.is_empty() {
+            break;
+        }
+        let requests: Vec<ChatRequest> = pending
+            .iter()
+            .map(|&i| request(i, rejections[i].as_deref(), attempt))
+            .collect();
+        let (replies, spent) = chat.chat(&requests)?;
+        cost.add(&spent);
+        for (&i, reply) in pending.iter().zip(replies) {
+            let checked = if reply.truncated {
+                Err("the reply was cut off at its token limit; answer more briefly".into())
+            } else {
+                check(i, &reply.content)
+            };
+            match checked {
+                Ok(answer) => answers[i] = Some(answer),
+                Err(why) => {
+                    tracing::debug!(request = i, attempt, "chat reply refused: {why}");
+                    rejections[i] = Some(why);
+                }
+            }
+        }
+    }
+    Ok((answers, cost))
+}
+
+/// `user` with the reason its previous reply was refused, when there is one.
+pub fn with_rejection(mut user: String, rejection: Option<&str>) -> String {
+    if let Some(why) = rejection {
+        user.push_str(&format!(
+            "\nYour previous answer was rejected: {why}. Answer again, following the rules exactly."
+        ));
+    }
+    user
+}
+
+/// The temperature of try `attempt`: greedy first, then a little sampling,
+/// so a deterministic model's next answer can differ.
+pub fn temperature(attempt: u32) -> f32 {
+    if attempt == 0 { 0.0 } else { 0.4 }
+}
