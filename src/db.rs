@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::ask::{AskOptions, AskResult, Evidence};
 use crate::compute::dag_index::DagIndex;
 use crate::compute::device::Device;
 use crate::compute::embed::{Embedder, EmbedderConfig};
@@ -313,6 +314,27 @@ impl Db {
     /// Parses, binds and runs one statement.
     pub fn query(&self, statement: &str, params: &Params) -> Result<QueryResult> {
         self.run(&Query::parse(statement)?, params)
+    }
+
+    /// Answers `question` from the store with the chat model given at open
+    /// (`OpenOptions::chat`): retrieves evidence with `options`' statement
+    /// (best first, under its budget), shows it to the model a group at a
+    /// time until the model judges it enough, then asks for an answer that
+    /// cites the evidence by its coordinates. Every step is in the result.
+    pub fn ask(
+        &self,
+        question: &str,
+        options: &AskOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<AskResult> {
+        crate::ask::run::ask(&self.engine, question, options, progress, cancel)
+    }
+
+    /// The evidence [`Db::ask`] would read, best first, as a cursor an agent
+    /// reads itself (no chat model needed).
+    pub fn evidence(&self, question: &str, options: &AskOptions) -> Result<Evidence> {
+        Evidence::retrieve(&self.engine, question, options.statement(), options.budget)
     }
 
     /// Parses a statement once for repeated [`Db::run`]s.

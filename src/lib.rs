@@ -16,6 +16,8 @@
 //! ```
 
 #[doc(hidden)]
+pub mod ask;
+#[doc(hidden)]
 pub mod compute;
 mod db;
 mod engine;
@@ -36,6 +38,7 @@ pub mod serve;
 #[doc(hidden)]
 pub mod storage;
 
+pub use ask::{AskOptions, AskResult, AskStep, Evidence, Stopped};
 pub use compute::chat::http::{ChatConfig, HttpChat};
 pub use compute::chat::{ChatModel, ChatReply, ChatRequest};
 pub use compute::dag_index::DagIndex;

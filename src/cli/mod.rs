@@ -11,8 +11,8 @@ use edudb::compute::embed::EmbedderConfig;
 use edudb::compute::embed::http::HttpConfig;
 use edudb::serve::{CommandOutput, CommandRequest, CommandRunner};
 use edudb::{
-    CancelToken, ChatConfig, ChatModel, Db, Error, Format, HttpChat, IngestOptions, OpenOptions,
-    Params, Structurer,
+    AskOptions, CancelToken, ChatConfig, ChatModel, Db, Error, Format, HttpChat, IngestOptions,
+    OpenOptions, Params, Structurer,
 };
 use serde_json::json;
 
@@ -275,6 +275,30 @@ enum Command {
         /// Bind a parameter: NAME=VALUE for `$NAME` (`1=...` for `$1`); numbers bind as numbers.
         #[arg(long = "param", short = 'p', value_parser = parse_param)]
         params: Vec<(String, String)>,
+    },
+    /// Answer a question from the store with the chat model
+    /// (--llm-url/--llm-model): evidence is retrieved best first, shown to
+    /// the model a few items at a time until it judges it enough, and the
+    /// answer cites it by coordinates (document, EDU span, bytes).
+    Ask {
+        /// The question.
+        question: String,
+        /// Tokens of evidence retrieved at most.
+        #[arg(long, default_value_t = 1024)]
+        budget: u64,
+        /// The SELECT that retrieves the evidence, with $question and
+        /// $budget (default: BM25 over every document, best first).
+        #[arg(long)]
+        statement: Option<String>,
+        /// Items shown to the model per step.
+        #[arg(long, default_value_t = 2)]
+        group: usize,
+        /// Retrieve and judge only; no answer step.
+        #[arg(long)]
+        no_answer: bool,
+        /// Show every step: the items shown, each verdict, tokens and time.
+        #[arg(long)]
+        explain: bool,
     },
     /// Interactive console: statements end with `;`, `.help` lists commands.
     Console {
@@ -585,6 +609,25 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             let db = context.open(false)?;
             let result = db.query(statement, &bind_params(params))?;
             render::query_result(out, &result, cli.json || *format == OutputFormat::Json)?;
+        }
+        Command::Ask {
+            question,
+            budget,
+            statement,
+            group,
+            no_answer,
+            explain,
+        } => {
+            let db = context.open(false)?;
+            let options = AskOptions {
+                budget: *budget,
+                statement: statement.clone(),
+                group: *group,
+                answer: !*no_answer,
+            };
+            let progress = bars::Bars::new(cli.quiet || cli.json);
+            let result = db.ask(question, &options, &progress, &CancelToken::new())?;
+            render::ask(out, &result, *explain, cli.json)?;
         }
         Command::Console { format } => {
             let format = if cli.json {

@@ -10,8 +10,8 @@ use edudb::memory::SummaryText;
 use edudb::model::dag::DagListing;
 use edudb::query::Output;
 use edudb::{
-    ContextKind, DocMeta, EduText, Error, IngestReport, QueryResult, Rows, SearchHit, Selection,
-    SessionContext, SessionMeta, SessionView, Stage, Stats, Tree, TurnReceipt,
+    AskResult, ContextKind, DocMeta, EduText, Error, IngestReport, QueryResult, Rows, SearchHit,
+    Selection, SessionContext, SessionMeta, SessionView, Stage, Stats, Stopped, Tree, TurnReceipt,
 };
 use serde_json::{Value, json};
 
@@ -164,6 +164,77 @@ pub fn ingest_report(
         }
     }
     Ok(())
+}
+
+/// An answer with its citations; with `explain`, every reading step.
+pub fn ask(
+    out: &mut dyn Write,
+    result: &AskResult,
+    explain: bool,
+    as_json: bool,
+) -> io::Result<()> {
+    if as_json {
+        return json(out, &result.to_json());
+    }
+    let coordinates = |n: usize| {
+        let item = &result.evidence[n - 1];
+        format!(
+            "[{n}] {} EDUs {}..{} bytes {}..{}",
+            item.doc, item.edus[0], item.edus[1], item.bytes[0], item.bytes[1]
+        )
+    };
+    if explain {
+        writeln!(out, "evidence: {}", result.statement)?;
+        for step in &result.steps {
+            let cost = &step.cost;
+            writeln!(
+                out,
+                "step: shown {:?}, useful {:?}, enough {} ({}; {} prompt + {} completion tokens, {} ms)",
+                step.shown,
+                step.relevant,
+                step.enough,
+                step.judged_by,
+                cost.prompt_tokens,
+                cost.completion_tokens,
+                cost.millis
+            )?;
+            for &n in &step.shown {
+                writeln!(
+                    out,
+                    "  {}: {}",
+                    coordinates(n),
+                    result.evidence[n - 1]
+                        .text
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )?;
+            }
+        }
+    }
+    let stopped = match result.stopped {
+        Stopped::Enough => "the model judged the evidence enough",
+        Stopped::Budget => "every retrieved item was read",
+        Stopped::Nothing => "nothing was retrieved",
+    };
+    writeln!(out, "read {} items: {stopped}", result.evidence.len())?;
+    match &result.answer {
+        Some(answer) => writeln!(out, "answer: {answer}")?,
+        None => writeln!(out, "no answer")?,
+    }
+    for &n in &result.citations {
+        writeln!(out, "  {}", coordinates(n))?;
+    }
+    let cost = &result.cost;
+    writeln!(
+        out,
+        "language model: {} calls, {} prompt and {} completion tokens, {:.2} s, {} fallbacks",
+        cost.calls,
+        cost.prompt_tokens,
+        cost.completion_tokens,
+        cost.millis as f64 / 1000.0,
+        cost.fallbacks
+    )
 }
 
 /// Lists documents.

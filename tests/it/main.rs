@@ -5,6 +5,7 @@
 mod scripted;
 mod support;
 
+mod ask;
 mod chat;
 mod cli;
 mod client;
