@@ -12,10 +12,13 @@ use serde_json::{Value, json};
 
 use crate::support::{chat_server, edudb, ingest_markdown, stderr, text};
 
+/// Answers a request, given how many of its kind came before.
+type Script = dyn Fn(&ChatRequest, usize) -> String + Send + Sync;
+
 /// A chat model answering judgements and answers by script.
 struct Scripted {
-    judge: Box<dyn Fn(&ChatRequest, usize) -> String + Send + Sync>,
-    answer: Box<dyn Fn(&ChatRequest, usize) -> String + Send + Sync>,
+    judge: Box<Script>,
+    answer: Box<Script>,
     seen: Mutex<Vec<ChatRequest>>,
 }
 
