@@ -21,6 +21,7 @@ use crate::ingest::dag::supplied::SuppliedAttention;
 use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::sources::Source;
 use crate::memory::{self, Placement, SessionContext, TurnInput, TurnReceipt};
+use crate::model::cost::LlmCost;
 use crate::model::dag::{Dag, DagListing};
 use crate::model::dialogue::{Dialogue, Role, SessionMeta, SessionView};
 use crate::model::document::DocMeta;
@@ -314,6 +315,13 @@ impl Db {
     /// Parses, binds and runs one statement.
     pub fn query(&self, statement: &str, params: &Params) -> Result<QueryResult> {
         self.run(&Query::parse(statement)?, params)
+    }
+
+    /// What the language-model steps cost to build each document built
+    /// with them (`IngestOptions::structurer`), in id order; documents
+    /// built without a model are not listed.
+    pub fn build_costs(&self) -> Result<Vec<(String, LlmCost)>> {
+        self.engine.build_costs()
     }
 
     /// Answers `question` from the store with the chat model given at open

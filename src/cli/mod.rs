@@ -567,7 +567,10 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
                 return Ok(EXIT_USER);
             }
         }
-        Command::Docs => render::documents(out, &context.open(false)?.documents()?, cli.json)?,
+        Command::Docs => {
+            let db = context.open(false)?;
+            render::documents(out, &db.documents()?, &db.build_costs()?, cli.json)?
+        }
         Command::Tree { doc, depth } => {
             render::tree(out, &context.open(false)?.tree(doc)?, *depth, cli.json)?
         }

@@ -10,8 +10,9 @@ use edudb::memory::SummaryText;
 use edudb::model::dag::DagListing;
 use edudb::query::Output;
 use edudb::{
-    AskResult, ContextKind, DocMeta, EduText, Error, IngestReport, QueryResult, Rows, SearchHit,
-    Selection, SessionContext, SessionMeta, SessionView, Stage, Stats, Stopped, Tree, TurnReceipt,
+    AskResult, ContextKind, DocMeta, EduText, Error, IngestReport, LlmCost, QueryResult, Rows,
+    SearchHit, Selection, SessionContext, SessionMeta, SessionView, Stage, Stats, Stopped, Tree,
+    TurnReceipt,
 };
 use serde_json::{Value, json};
 
@@ -166,6 +167,23 @@ pub fn ingest_report(
     Ok(())
 }
 
+/// What language-model work cost, in one line.
+fn llm_cost(cost: &LlmCost) -> String {
+    format!(
+        "{} calls, {} prompt and {} completion tokens, {:.2} s, {} {}",
+        cost.calls,
+        cost.prompt_tokens,
+        cost.completion_tokens,
+        cost.millis as f64 / 1000.0,
+        cost.fallbacks,
+        if cost.fallbacks == 1 {
+            "fallback"
+        } else {
+            "fallbacks"
+        }
+    )
+}
+
 /// An answer with its citations; with `explain`, every reading step.
 pub fn ask(
     out: &mut dyn Write,
@@ -225,22 +243,30 @@ pub fn ask(
     for &n in &result.citations {
         writeln!(out, "  {}", coordinates(n))?;
     }
-    let cost = &result.cost;
-    writeln!(
-        out,
-        "language model: {} calls, {} prompt and {} completion tokens, {:.2} s, {} fallbacks",
-        cost.calls,
-        cost.prompt_tokens,
-        cost.completion_tokens,
-        cost.millis as f64 / 1000.0,
-        cost.fallbacks
-    )
+    writeln!(out, "language model: {}", llm_cost(&result.cost))
 }
 
-/// Lists documents.
-pub fn documents(out: &mut dyn Write, docs: &[DocMeta], as_json: bool) -> io::Result<()> {
+/// Lists documents; in JSON, each built with a language model carries
+/// what that cost (`llm`).
+pub fn documents(
+    out: &mut dyn Write,
+    docs: &[DocMeta],
+    costs: &[(String, LlmCost)],
+    as_json: bool,
+) -> io::Result<()> {
     if as_json {
-        let rows: Vec<Value> = docs.iter().map(DocMeta::to_json).collect();
+        let costs: std::collections::HashMap<&str, &LlmCost> =
+            costs.iter().map(|(id, cost)| (id.as_str(), cost)).collect();
+        let rows: Vec<Value> = docs
+            .iter()
+            .map(|doc| {
+                let mut row = doc.to_json();
+                if let Some(cost) = costs.get(doc.id.as_str()) {
+                    row["llm"] = json!(cost);
+                }
+                row
+            })
+            .collect();
         return json(out, &Value::Array(rows));
     }
     let width = docs
@@ -366,6 +392,7 @@ pub fn stats(out: &mut dyn Write, stats: &Stats, as_json: bool) -> io::Result<()
         ("full-text", format!("{} entries", stats.fulltext_entries)),
         ("last change", stats.last_change.to_string()),
         ("format version", stats.format_version.to_string()),
+        ("language model", llm_cost(&stats.llm)),
     ];
     for (name, value) in rows {
         writeln!(out, "{HEADING}{name:<16}{HEADING:#} {value}")?;
@@ -393,7 +420,7 @@ pub fn query_result(out: &mut dyn Write, result: &QueryResult, as_json: bool) ->
     }
     match &result.rows {
         Rows::Selection(picked) => selection(out, picked, result.output),
-        Rows::Docs(docs) => documents(out, docs, false),
+        Rows::Docs(docs) => documents(out, docs, &[], false),
         Rows::Tree(t, depth) => tree(out, t, *depth, false),
         Rows::Edus(e) => edus(out, e, false),
         Rows::Stats(s) => stats(out, s, false),

@@ -8,6 +8,7 @@ use crate::compute::vector::normalise;
 use crate::engine::Engine;
 use crate::engine::cache::CachedDocument;
 use crate::error::{Error, Result};
+use crate::model::cost::LlmCost;
 use crate::model::dag::{Dag, DagListing};
 use crate::model::document::DocMeta;
 use crate::model::edu::{EduKind, Span};
@@ -87,6 +88,8 @@ pub struct Stats {
     pub format_version: u32,
     /// Tokenizer all counts are in.
     pub tokenizer: &'static str,
+    /// What the language-model steps cost to build the stored documents.
+    pub llm: LlmCost,
 }
 
 /// Result of [`crate::Db::check`].
@@ -403,7 +406,20 @@ impl Engine {
             last_change: self.store.last_seq()?,
             format_version: FORMAT_VERSION,
             tokenizer: crate::model::tokens::TOKENIZER,
+            llm: self
+                .store
+                .costs()?
+                .iter()
+                .fold(LlmCost::default(), |mut sum, (_, cost)| {
+                    sum.add(cost);
+                    sum
+                }),
         })
+    }
+
+    /// The work of [`crate::Db::build_costs`].
+    pub(crate) fn build_costs(&self) -> Result<Vec<(String, LlmCost)>> {
+        self.store.costs()
     }
 
     /// The work of [`crate::Db::check`].

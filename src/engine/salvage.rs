@@ -10,6 +10,7 @@ use crate::engine::reads::Damaged;
 use crate::engine::write::Written;
 use crate::engine::{Engine, OpenOptions};
 use crate::error::{Error, Result};
+use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
 use crate::model::dialogue::Dialogue;
 use crate::model::document::{DocVectors, Document};
@@ -98,13 +99,22 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<()> {
+        // What a model cost to build each document goes with it.
+        let costs: std::collections::HashMap<String, LlmCost> = match self.store().costs() {
+            Ok(costs) => costs.into_iter().collect(),
+            Err(err) => {
+                skip(report, "the build costs", &err);
+                Default::default()
+            }
+        };
         for id in documents {
             cancel.check()?;
             match self.readable_document(id) {
                 Ok(Some(record)) => {
                     target.write(|| {
                         let (doc, vectors, dag) = &record;
-                        target.store().put(doc, vectors, dag)?;
+                        let cost = costs.get(id).copied().unwrap_or_default();
+                        target.store().put(doc, vectors, dag, &cost)?;
                         Ok(((), written(vec![record.0.clone()])))
                     })?;
                     report.documents += 1;

@@ -139,7 +139,7 @@ impl Engine {
                         dag,
                         llm,
                     }) => {
-                        self.store.put(&doc, &vectors, &dag)?;
+                        self.store.put(&doc, &vectors, &dag, &llm)?;
                         self.index_put(&mut fulltext, &doc).inspect_err(|_| {
                             self.fulltext_behind.store(true, Ordering::SeqCst);
                         })?;

@@ -42,6 +42,7 @@ use rkyv::rancor::BoxedError;
 use rkyv::vec::ArchivedVec;
 
 use crate::error::{Error, Result, panic_message};
+use crate::model::cost::LlmCost;
 use crate::model::dag::{ArchivedDag, Dag};
 use crate::model::dialogue::{ArchivedDialogue, Dialogue};
 use crate::model::document::{ArchivedDocMeta, ArchivedDocVectors, DocMeta, DocVectors, Document};
@@ -141,6 +142,10 @@ const LOG: u8 = b'L';
 /// A session's dialogue record (added without a format bump: a new record
 /// kind under a new prefix, which older stores simply do not have).
 const SESSION: u8 = b'S';
+/// What the language-model steps cost to build a document (JSON
+/// [`LlmCost`]), kept only for documents built with a model; added without
+/// a format bump, like sessions: a new kind under a new prefix.
+const COST: u8 = b'C';
 /// The manifest of a pieced record: `H`, the record's kind, the id; the
 /// value is the piece count (u32) and the record's length (u64), big-endian.
 const MANIFEST: u8 = b'H';
@@ -722,12 +727,43 @@ impl Store {
         self.flush()
     }
 
-    /// Writes `doc`, its vectors and its DAG (replacing any document with
-    /// its id) in one atomic batch; returns the change's sequence number.
-    pub fn put(&self, doc: &Document, vectors: &DocVectors, dag: &Dag) -> Result<u64> {
+    /// Writes `doc`, its vectors, its DAG and what a language model cost
+    /// to build it (replacing any document with its id, and its cost) in one
+    /// atomic batch; returns the change's sequence number.
+    pub fn put(
+        &self,
+        doc: &Document,
+        vectors: &DocVectors,
+        dag: &Dag,
+        cost: &LlmCost,
+    ) -> Result<u64> {
         let mut batch = Batch::default();
         self.insert_document(&mut batch, doc, vectors, dag)?;
+        let cost_key = key(COST, &doc.meta.id);
+        if cost.is_zero() {
+            batch.remove(&cost_key);
+        } else {
+            let json = serde_json::to_vec(cost)
+                .map_err(|e| Error::Storage(format!("encoding a build cost: {e}")))?;
+            batch.insert(&cost_key, &json);
+        }
         self.apply_logged(batch, &[&doc.meta.id])
+    }
+
+    /// What a language model cost to build each document that was built
+    /// with one, in id order. A record that does not decode is damage.
+    pub fn costs(&self) -> Result<Vec<(String, LlmCost)>> {
+        let mut costs = Vec::new();
+        for entry in self.sled()?.scan_prefix([COST]) {
+            let (key, value) = entry.map_err(|e| self.failure(e))?;
+            let id = String::from_utf8_lossy(&key[1..]).into_owned();
+            let cost = serde_json::from_slice(&value).map_err(|e| Error::Corrupt {
+                key: format!("cost of {id}"),
+                message: e.to_string(),
+            })?;
+            costs.push((id, cost));
+        }
+        Ok(costs)
     }
 
     /// Appends a change-log entry for each of `ids`, numbered after the last
@@ -967,6 +1003,7 @@ impl Store {
         for kind in RECORDS {
             batch.remove(&key(kind, id));
         }
+        batch.remove(&key(COST, id));
         for kind in PIECEABLE {
             batch.remove(&manifest_key(kind, id));
             self.remove_pieces(batch, kind, id, 0)?;
@@ -1621,7 +1658,9 @@ mod tests {
     }
 
     fn put(store: &Store, doc: &Document) -> u64 {
-        store.put(doc, &vectors(doc), &dag(doc)).unwrap()
+        store
+            .put(doc, &vectors(doc), &dag(doc), &LlmCost::default())
+            .unwrap()
     }
 
     fn keys_of(store: &Store, id: &str) -> usize {
@@ -1629,6 +1668,37 @@ mod tests {
             .iter()
             .filter(|&&kind| store.db.contains_key(key(kind, id)).unwrap())
             .count()
+    }
+
+    #[test]
+    fn build_costs_go_with_their_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let a = doc("a", "# A\n\nOne sentence.\n");
+        let b = doc("b", "# B\n\nTwo sentences. Here.\n");
+        let cost = LlmCost {
+            calls: 3,
+            prompt_tokens: 400,
+            completion_tokens: 90,
+            millis: 1200,
+            fallbacks: 1,
+        };
+        store.put(&a, &vectors(&a), &dag(&a), &cost).unwrap();
+        put(&store, &b);
+        assert_eq!(store.costs().unwrap(), vec![("a".to_owned(), cost)]);
+        // Rebuilt without a model: its old cost goes.
+        put(&store, &a);
+        assert!(store.costs().unwrap().is_empty());
+        store.put(&a, &vectors(&a), &dag(&a), &cost).unwrap();
+        store.remove("a").unwrap();
+        assert!(store.costs().unwrap().is_empty());
+        // A damaged cost record is damage, named.
+        store.db.insert(key(COST, "b"), &b"{not json"[..]).unwrap();
+        let err = store.costs().unwrap_err();
+        assert!(
+            err.is_damage() && err.to_string().contains("cost of b"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1716,7 +1786,9 @@ mod tests {
         let a = doc("a", "Some text. More text.");
         let mut short = vectors(&a);
         short.edus.pop();
-        store.put(&a, &short, &dag(&a)).unwrap();
+        store
+            .put(&a, &short, &dag(&a), &LlmCost::default())
+            .unwrap();
         assert!(
             matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "a" && message.contains("EDU vector"))
         );
@@ -2196,7 +2268,9 @@ mod tests {
             matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "session s" && message.contains("missing"))
         );
         // …or the document without the dialogue.
-        store.put(&t0, &vectors(&t0), &dag(&t0)).unwrap();
+        store
+            .put(&t0, &vectors(&t0), &dag(&t0), &LlmCost::default())
+            .unwrap();
         store.check().unwrap();
         store.db.remove(key(SESSION, "s")).unwrap();
         assert!(matches!(store.check(), Err(Error::Invariant { doc, .. }) if doc == t0.meta.id));

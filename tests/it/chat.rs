@@ -461,4 +461,67 @@ fn an_ingest_through_a_scripted_server_stores_the_model_tree() {
     // The model's tree is what queries walk: a search lands in its sections.
     let hits = db.search("goroutines", 3).unwrap();
     assert_eq!(hits[0].doc, "langs");
+    // What the model cost is kept with the document.
+    let costs = db.build_costs().unwrap();
+    assert_eq!(costs.len(), 1);
+    assert_eq!((costs[0].0.as_str(), costs[0].1.calls), ("langs", 1));
+    assert_eq!(
+        (costs[0].1.prompt_tokens, costs[0].1.completion_tokens),
+        (7, 3)
+    );
+    assert_eq!(db.stats().unwrap().llm, costs[0].1);
+}
+
+#[test]
+fn build_costs_show_in_docs_and_stats_and_go_with_the_document() {
+    let server = ScriptedServer::start(|_, _| {
+        let outline = json!({"sections": [{"level": 1, "first": 1, "last": 12, "title": "Go"}]});
+        completion(&outline.to_string(), "stop")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = dir.path().join("langs.txt");
+    std::fs::write(&file, THREE_TOPICS).unwrap();
+    let llm = [
+        "--llm-url",
+        server.base_url.as_str(),
+        "--llm-model",
+        "fake-chat",
+    ];
+    let path = file.to_str().unwrap();
+    for args in [
+        vec!["ingest", path, "--structurer", "llm"],
+        vec!["ingest", path, "--id", "plain"],
+    ] {
+        let out = edudb(&db, &[args, llm.to_vec()].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let out = edudb(&db, &["--json", "docs"]);
+    let docs: Value = serde_json::from_str(&text(&out)).unwrap();
+    let llm_of = |id: &str| {
+        docs.as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["id"] == id)
+            .unwrap()["llm"]
+            .clone()
+    };
+    assert_eq!(
+        llm_of("langs"),
+        json!({"calls": 1, "prompt_tokens": 7, "completion_tokens": 3,
+               "millis": llm_of("langs")["millis"], "fallbacks": 0})
+    );
+    assert_eq!(llm_of("plain"), Value::Null);
+    let stats = |db: &std::path::Path| -> Value {
+        serde_json::from_str(&text(&edudb(db, &["--json", "stats"]))).unwrap()
+    };
+    assert_eq!(stats(&db)["llm"]["calls"], 1);
+    let out = edudb(&db, &["stats"]);
+    assert!(
+        text(&out).contains("1 calls, 7 prompt and 3 completion tokens"),
+        "{}",
+        text(&out)
+    );
+    assert!(edudb(&db, &["rm", "langs"]).status.success());
+    assert_eq!(stats(&db)["llm"]["calls"], 0);
 }
