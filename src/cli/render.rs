@@ -547,7 +547,7 @@ pub fn receipt(out: &mut dyn Write, receipt: &TurnReceipt, as_json: bool) -> io:
         |p: Option<(u32, f32)>| p.map_or_else(|| "-".to_owned(), |(i, s)| format!("{i} ({s:.3})"));
     writeln!(
         out,
-        "decision: topic {}, branch {} {DETAIL}(asked {}; active topic {}, best other topic {}, most similar turn {}, leaf {}){DETAIL:#}",
+        "decision: topic {}, branch {} {DETAIL}(asked {}, decided by {}; active topic {}, best other topic {}, most similar turn {}, leaf {}){DETAIL:#}",
         serde_json::to_value(d.topic)
             .unwrap_or_default()
             .as_str()
@@ -557,6 +557,10 @@ pub fn receipt(out: &mut dyn Write, receipt: &TurnReceipt, as_json: bool) -> io:
             .as_str()
             .unwrap_or("?"),
         d.requested,
+        serde_json::to_value(d.decided_by)
+            .unwrap_or_default()
+            .as_str()
+            .unwrap_or("?"),
         similarity(d.active_topic_similarity),
         pair(d.best_other_topic),
         pair(d.fork_candidate),

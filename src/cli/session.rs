@@ -34,15 +34,19 @@ pub enum SessionCommand {
         /// Follow the current turn.
         #[arg(long = "continue", id = "continue_")]
         continue_: bool,
+        /// `llm`: decide from similarities, but ask the chat model
+        /// (--llm-url/--llm-model) when they leave the decision in doubt.
+        #[arg(long, value_name = "HOW", value_parser = ["auto", "llm"], conflicts_with_all = ["new_topic", "topic", "fork", "continue_"])]
+        placement: Option<String>,
         /// When the turn was said: RFC 3339 (2023-05-18T13:47:00Z) or a date.
         #[arg(long, value_name = "TIME", value_parser = parse_time)]
         at: Option<i64>,
         /// Append many turns from a JSON Lines file (`-`: standard input),
         /// one object per line: `{"text": …}` with optional `"role"`
         /// (user, assistant, system), `"at"` (RFC 3339) and `"placement"`
-        /// ("auto", "continue", "new_topic", {"topic": N}, {"fork": N}),
+        /// ("auto", "llm", "continue", "new_topic", {"topic": N}, {"fork": N}),
         /// all in one atomic write.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["text", "role", "new_topic", "topic", "fork", "continue_", "at"])]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["text", "role", "new_topic", "topic", "fork", "continue_", "placement", "at"])]
         jsonl: Option<String>,
         /// The turn's text, or `-` to read it from standard input (text
         /// starting with '-', such as "-5 °C tonight?", is taken as text).
@@ -191,6 +195,7 @@ pub fn run<'a>(
             topic,
             fork,
             continue_,
+            placement,
             at,
             text,
             ..
@@ -200,6 +205,7 @@ pub fn run<'a>(
                 (_, Some(topic), ..) => Placement::Topic(*topic),
                 (_, _, Some(turn), _) => Placement::Fork(*turn),
                 (_, _, _, true) => Placement::Continue,
+                _ if placement.as_deref() == Some("llm") => Placement::Llm,
                 _ => Placement::Auto,
             };
             let text = match text.as_deref() {

@@ -13,7 +13,9 @@
 //! both updated incrementally when a turn joins ([`summary`]).
 //!
 //! - [`placement`] decides where a new turn goes (continue, new topic,
-//!   switch topic, fork) from the store's embedder, model-free;
+//!   switch topic, fork) from the store's embedder, model-free, and
+//!   [`llm_placement`] asks a chat model when those similarities leave it
+//!   in doubt (`Placement::Llm`);
 //! - [`summary`] picks a turn's summary EDU and keeps topic and branch
 //!   summaries;
 //! - [`context`] builds the context for the next turn: the active path in
@@ -27,12 +29,13 @@
 
 pub mod context;
 mod dialogue;
+pub mod llm_placement;
 pub mod placement;
 pub(crate) mod session;
 pub mod summary;
 
 pub use context::{ContextItem, ContextKind, SessionContext};
-pub use placement::{BranchChoice, Decision, Placement, TopicChoice};
+pub use placement::{BranchChoice, DecidedBy, Decision, Placement, TopicChoice};
 pub use session::{TurnInput, TurnReceipt, check_turn_input};
 
 pub use crate::model::dialogue::{

@@ -26,6 +26,7 @@ use std::fmt;
 
 use crate::compute::vector::cosine;
 use crate::error::{Error, Result};
+use crate::model::cost::LlmCost;
 use crate::model::dialogue::Dialogue;
 
 /// Where the caller wants a new turn to go.
@@ -43,6 +44,10 @@ pub enum Placement {
     Topic(u32),
     /// A new branch whose first turn is a child of this turn.
     Fork(u32),
+    /// As [`Placement::Auto`], but a decision the similarities leave in
+    /// doubt (within [`AMBIGUITY_MARGIN`] of a threshold) is asked of the
+    /// store's chat model ([`crate::memory::llm_placement`]).
+    Llm,
 }
 
 impl fmt::Display for Placement {
@@ -55,6 +60,7 @@ impl fmt::Display for Placement {
             Placement::NewTopic => f.write_str("new topic"),
             Placement::Topic(topic) => write!(f, "topic {topic}"),
             Placement::Fork(turn) => write!(f, "fork at turn {turn}"),
+            Placement::Llm => f.write_str("llm"),
         }
     }
 }
@@ -80,6 +86,24 @@ pub const SWITCH_MARGIN: f32 = 0.15;
 /// differences in its cosines are noise from shared words, and a question
 /// resembles the previous question more than the answer between them.
 pub const FORK_MARGIN: f32 = 0.2;
+
+/// A similarity this close to the threshold it is compared with leaves
+/// the decision in doubt, which [`Placement::Llm`] asks the chat model to
+/// settle.
+pub const AMBIGUITY_MARGIN: f32 = 0.05;
+
+/// What settled a placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    /// The caller's explicit placement, or the similarities' rules.
+    #[default]
+    Rule,
+    /// The chat model ([`Placement::Llm`], a decision in doubt).
+    Model,
+    /// The rules, after the chat model's replies stayed invalid.
+    Fallback,
+}
 
 /// How the topic was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -125,6 +149,30 @@ pub struct Decision {
     pub fork_candidate: Option<(u32, f32)>,
     /// Cosine of the leaf the turn would continue (Auto).
     pub leaf_similarity: Option<f32>,
+    /// What settled it.
+    pub decided_by: DecidedBy,
+    /// What asking the chat model cost (zero unless it was asked).
+    pub llm: LlmCost,
+}
+
+impl Decision {
+    /// Whether a similarity lies within [`AMBIGUITY_MARGIN`] of a threshold
+    /// it was compared with (Auto and Llm decisions with a previous turn).
+    pub fn in_doubt(&self) -> bool {
+        let near = |a: f32, b: f32| (a - b).abs() < AMBIGUITY_MARGIN;
+        let Some(active) = self.active_topic_similarity else {
+            return false;
+        };
+        let topic = near(active, CONTINUE_THRESHOLD)
+            || self.best_other_topic.is_some_and(|(_, other)| {
+                near(other, SWITCH_THRESHOLD) || near(other, active + SWITCH_MARGIN)
+            });
+        let fork = match (self.fork_candidate, self.leaf_similarity) {
+            (Some((_, candidate)), Some(leaf)) => near(candidate, leaf + FORK_MARGIN),
+            _ => false,
+        };
+        topic || fork
+    }
 }
 
 /// Where the new turn goes.
@@ -186,6 +234,8 @@ pub(crate) fn resolve(
         best_other_topic: None,
         fork_candidate: None,
         leaf_similarity: None,
+        decided_by: DecidedBy::Rule,
+        llm: LlmCost::default(),
     };
     let new_topic = |decision: Decision| Resolved {
         topic: None,
@@ -244,7 +294,7 @@ pub(crate) fn resolve(
             let topic = dialogue.turns[turn as usize].topic;
             Ok(fork_at(turn, stay_or_switch(topic), decision))
         }
-        Placement::Auto => {
+        Placement::Auto | Placement::Llm => {
             let active = current.topic;
             let similarity =
                 |topic: u32| cosine(vector, &dialogue.topics[topic as usize].vector_sum);
@@ -305,6 +355,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_decision_is_in_doubt_near_any_threshold_it_compared() {
+        let decision = |active: f32, other: Option<f32>, fork: Option<(f32, f32)>| Decision {
+            requested: Placement::Llm,
+            topic: TopicChoice::Stay,
+            branch: BranchChoice::Continue,
+            active_topic_similarity: Some(active),
+            best_other_topic: other.map(|s| (1, s)),
+            fork_candidate: fork.map(|(s, _)| (0, s)),
+            leaf_similarity: fork.map(|(_, leaf)| leaf),
+            decided_by: DecidedBy::Rule,
+            llm: LlmCost::default(),
+        };
+        // Clear cases: far from every threshold.
+        assert!(!decision(0.6, Some(0.05), Some((0.3, 0.3))).in_doubt());
+        assert!(!decision(0.02, None, None).in_doubt());
+        // Near staying, near switching, near a switch's margin, near forking.
+        assert!(decision(CONTINUE_THRESHOLD + 0.01, None, None).in_doubt());
+        assert!(decision(0.6, Some(SWITCH_THRESHOLD - 0.01), None).in_doubt());
+        assert!(decision(0.4, Some(0.4 + SWITCH_MARGIN + 0.02), None).in_doubt());
+        assert!(decision(0.6, None, Some((0.3 + FORK_MARGIN - 0.03, 0.3))).in_doubt());
+        // The first turn of a session compares nothing.
+        let first = Decision {
+            active_topic_similarity: None,
+            ..decision(0.15, None, None)
+        };
+        assert!(!first.in_doubt());
+    }
+
+    #[test]
     fn placements_read_in_words() {
         let words: Vec<String> = [
             Placement::Auto,
@@ -312,13 +391,21 @@ mod tests {
             Placement::NewTopic,
             Placement::Topic(2),
             Placement::Fork(3),
+            Placement::Llm,
         ]
         .iter()
         .map(ToString::to_string)
         .collect();
         assert_eq!(
             words,
-            ["auto", "continue", "new topic", "topic 2", "fork at turn 3"]
+            [
+                "auto",
+                "continue",
+                "new topic",
+                "topic 2",
+                "fork at turn 3",
+                "llm"
+            ]
         );
     }
 }

@@ -9,8 +9,10 @@ use crate::engine::write::Written;
 use crate::error::{Error, Result};
 use crate::memory::context;
 use crate::memory::dialogue::{NewTurn, add_turn};
-use crate::memory::placement::{self, Decision, Placement};
+use crate::memory::llm_placement;
+use crate::memory::placement::{self, DecidedBy, Decision, Placement};
 use crate::memory::summary;
+use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
 use crate::model::dialogue::{
     BranchView, Dialogue, MAX_TURNS, Role, SessionMeta, SessionView, SummaryPick, SummaryText,
@@ -169,6 +171,11 @@ pub(crate) fn append_turns(
     for input in inputs {
         check_turn_input(session, &input.text)?;
     }
+    if inputs.iter().any(|i| i.placement == Placement::Llm) && engine.chat().is_none() {
+        return Err(Error::NoChatModel {
+            step: "the LLM placement",
+        });
+    }
     let empty = || Error::EmptyTurn {
         session: session.to_owned(),
     };
@@ -247,9 +254,9 @@ pub(crate) fn append_turns(
     })
 }
 
-/// Unit vectors of a session's turns, for placement and summaries: the
-/// new turns' from their analysis, earlier turns' read from the store,
-/// each turn's mean computed once.
+/// Unit vectors (and texts) of a session's turns, for placement and
+/// summaries: the new turns' from their analysis, earlier turns' read from
+/// the store, each turn's mean computed once.
 struct TurnVectors<'a> {
     engine: &'a Engine,
     session: &'a str,
@@ -287,6 +294,21 @@ impl TurnVectors<'_> {
         let mean = mean_unit(&edus, dimension, 0, rows.saturating_sub(1));
         self.means.insert(turn, mean.clone());
         Ok(mean)
+    }
+
+    /// Turn `turn`'s text.
+    fn text(&self, turn: u32) -> Result<String> {
+        let fresh = turn
+            .checked_sub(self.first)
+            .and_then(|i| self.prepared.get(i as usize));
+        match fresh {
+            Some((doc, ..)) => Ok(doc.text.clone()),
+            None => Ok(self
+                .engine
+                .document(&turn_doc_id(self.session, turn))?
+                .text()?
+                .to_owned()),
+        }
     }
 
     /// The unit vector of summary pick `pick`'s EDUs.
@@ -328,8 +350,14 @@ fn place_turn(
         first.id as usize,
         last.id as usize,
     );
-    let resolved =
+    let mut resolved =
         placement::resolve(existing, placement, &vector, &mut |turn| vectors.turn(turn))?;
+    if let Some(dialogue) = existing
+        && input.placement == Placement::Llm
+        && resolved.decision.in_doubt()
+    {
+        resolved = placed_by_model(dialogue, session, resolved, &doc.text, &vector, vectors)?;
+    }
     let number = dialogue.turns.len() as u32;
     let (pick, pick_vector) = summary::turn_summary(number, doc, &doc_vectors.edus, dimension);
     let mut stored_pick_vector = |p: &SummaryPick| vectors.pick(p);
@@ -368,6 +396,65 @@ fn place_turn(
         summary: [pick.edus.first, pick.edus.last],
         decision: resolved.decision,
     })
+}
+
+/// The placement the chat model decides for a turn whose similarities left
+/// `auto` (their resolution) in doubt, keeping those similarities in the
+/// decision; `auto` itself when the model's replies stay invalid.
+fn placed_by_model(
+    dialogue: &Dialogue,
+    session: &str,
+    auto: placement::Resolved,
+    text: &str,
+    vector: &[f32],
+    vectors: &mut TurnVectors<'_>,
+) -> Result<placement::Resolved> {
+    let chat = vectors.engine.chat().ok_or(Error::NoChatModel {
+        step: "the LLM placement",
+    })?;
+    let topics = dialogue
+        .topics
+        .iter()
+        .map(|topic| vectors.text(topic.last_turn))
+        .collect::<Result<Vec<_>>>()?;
+    let path = dialogue.active_path();
+    let recent = path[path.len().saturating_sub(llm_placement::RECENT_TURNS)..]
+        .iter()
+        .map(|&turn| Ok((turn, vectors.text(turn)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let fork_candidate = match auto.decision.fork_candidate {
+        Some((turn, _)) if !path.ends_with(&[turn]) => Some((turn, vectors.text(turn)?)),
+        _ => None,
+    };
+    let shown = llm_placement::Shown {
+        topics,
+        recent,
+        fork_candidate,
+        new_turn: text,
+    };
+    let (decided, cost) = llm_placement::decide(chat, dialogue, &shown)?;
+    let Some(decided) = decided else {
+        let mut fallback = auto;
+        fallback.decision.decided_by = DecidedBy::Fallback;
+        fallback.decision.llm = LlmCost {
+            fallbacks: 1,
+            ..cost
+        };
+        return Ok(fallback);
+    };
+    let checked = placement::check(session, Some(dialogue), decided)?;
+    let mut resolved = placement::resolve(Some(dialogue), checked, vector, &mut |turn| {
+        vectors.turn(turn)
+    })?;
+    resolved.decision = placement::Decision {
+        requested: Placement::Llm,
+        topic: resolved.decision.topic,
+        branch: resolved.decision.branch,
+        decided_by: DecidedBy::Model,
+        llm: cost,
+        ..auto.decision
+    };
+    Ok(resolved)
 }
 
 /// The work of [`crate::Db::dialogue`].

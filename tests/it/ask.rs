@@ -2,80 +2,25 @@
 //! cited answers, with a scripted chat model (the rules) and with the real
 //! chat server (the plumbing, through the CLI).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use edudb::{
-    AskOptions, CancelToken, ChatError, ChatModel, ChatReply, ChatRequest, Db, Error, LlmCost,
-    NoProgress, OpenOptions, Stopped,
+    AskOptions, CancelToken, ChatModel, ChatRequest, Db, Error, NoProgress, OpenOptions, Stopped,
 };
 use serde_json::{Value, json};
 
+use crate::scripted::ScriptedChat;
 use crate::support::{chat_server, edudb, ingest_markdown, stderr, text};
-
-/// Answers a request, given how many of its kind came before.
-type Script = dyn Fn(&ChatRequest, usize) -> String + Send + Sync;
-
-/// A chat model answering judgements and answers by script.
-struct Scripted {
-    judge: Box<Script>,
-    answer: Box<Script>,
-    seen: Mutex<Vec<ChatRequest>>,
-}
-
-impl std::fmt::Debug for Scripted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Scripted")
-    }
-}
-
-impl ChatModel for Scripted {
-    fn chat(&self, requests: &[ChatRequest]) -> Result<(Vec<ChatReply>, LlmCost), ChatError> {
-        let mut seen = self.seen.lock().unwrap();
-        let replies: Vec<ChatReply> = requests
-            .iter()
-            .map(|request| {
-                let asked = seen
-                    .iter()
-                    .filter(|r| r.schema_name == request.schema_name)
-                    .count();
-                let content = match request.schema_name {
-                    "judgement" => (self.judge)(request, asked),
-                    "answer" => (self.answer)(request, asked),
-                    other => panic!("unexpected request {other}"),
-                };
-                seen.push(request.clone());
-                ChatReply {
-                    content,
-                    truncated: false,
-                    prompt_tokens: 20,
-                    completion_tokens: 4,
-                }
-            })
-            .collect();
-        let cost = LlmCost {
-            calls: replies.len() as u32,
-            prompt_tokens: 20 * replies.len() as u64,
-            completion_tokens: 4 * replies.len() as u64,
-            millis: 1,
-            fallbacks: 0,
-        };
-        Ok((replies, cost))
-    }
-
-    fn identity(&self) -> String {
-        "scripted".into()
-    }
-}
 
 fn scripted(
     judge: impl Fn(&ChatRequest, usize) -> String + Send + Sync + 'static,
     answer: impl Fn(&ChatRequest, usize) -> String + Send + Sync + 'static,
-) -> Arc<Scripted> {
-    Arc::new(Scripted {
-        judge: Box::new(judge),
-        answer: Box::new(answer),
-        seen: Mutex::new(Vec::new()),
-    })
+) -> Arc<ScriptedChat> {
+    Arc::new(
+        ScriptedChat::new()
+            .on("judgement", judge)
+            .on("answer", answer),
+    )
 }
 
 const LANGUAGES: &str = "# Languages\n\n## Rust\n\nRust is a systems language. Its borrow checker \
@@ -84,7 +29,7 @@ goroutines for concurrency. Channels carry messages between goroutines.\n\n## Py
 dynamic. Python has a global interpreter lock. Python threads share the lock.\n";
 
 /// A store with the languages document, asking `chat`.
-fn store(chat: Option<Arc<Scripted>>) -> (tempfile::TempDir, Db) {
+fn store(chat: Option<Arc<ScriptedChat>>) -> (tempfile::TempDir, Db) {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open_with(
         dir.path().join("db"),

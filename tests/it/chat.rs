@@ -194,6 +194,36 @@ fn real_server_through_the_cli_reports_the_cost() {
     assert!(report["llm"]["prompt_tokens"].as_u64().unwrap() > 0);
     let out = edudb(&db, &["tree", "langs"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // Turns placed with the model's help when the similarities are in doubt.
+    for turn in [
+        "Rust checks ownership at compile time.",
+        "Python has a global interpreter lock.",
+        "Does the borrow checker slow compilation?",
+    ] {
+        let out = edudb(
+            &db,
+            &[
+                "--json",
+                "session",
+                "add",
+                "chat",
+                turn,
+                "--placement",
+                "llm",
+                "--llm-url",
+                &url,
+                "--llm-model",
+                "smollm2",
+            ],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let receipt: Value = serde_json::from_str(&text(&out)).unwrap();
+        let decision = &receipt["decision"];
+        assert_eq!(decision["requested"], "llm");
+        let by = decision["decided_by"].as_str().unwrap();
+        assert!(["rule", "model", "fallback"].contains(&by), "{decision}");
+        assert_eq!(by == "rule", decision["llm"]["calls"] == 0, "{decision}");
+    }
 }
 
 // ---------------------------------------------------------------------------

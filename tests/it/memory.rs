@@ -5,7 +5,8 @@
 use std::collections::HashSet;
 
 use edudb::memory::{
-    BranchChoice, ContextKind, Dialogue, Placement, Role, TopicChoice, is_turn_id, turn_doc_id,
+    BranchChoice, ContextKind, DecidedBy, Dialogue, Placement, Role, TopicChoice, is_turn_id,
+    turn_doc_id,
 };
 use edudb::{Db, Error, IngestOptions, Params, Rows};
 use proptest::prelude::*;
@@ -1351,4 +1352,130 @@ fn salvage_copies_documents_and_sessions_whole() {
         copy.search("moss", 5).unwrap(),
         db.search("moss", 5).unwrap()
     );
+}
+
+/// A conversation that wanders: travel, code, back to travel, food.
+const WANDERING: [&str; 10] = [
+    TRAVEL[0].1,
+    TRAVEL[1].1,
+    TRAVEL[2].1,
+    PYTHON,
+    "Which Python library parses large JSON files with the least memory?",
+    BACK_TO_TRAVEL,
+    "What food should the child try in Sapporo during the winter trip?",
+    "Is ramen or sushi better for a family dinner in Hokkaido?",
+    "Could the JSON parser stream the file instead of loading it whole?",
+    "How many days should the family spend in Niseko skiing?",
+];
+
+/// A store whose chat model is `chat`.
+fn store_with_chat(chat: std::sync::Arc<crate::scripted::ScriptedChat>) -> (TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(
+        dir.path().join("db"),
+        &edudb::OpenOptions {
+            create: true,
+            chat: Some(chat),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (dir, db)
+}
+
+#[test]
+fn llm_placement_asks_the_model_only_when_the_similarities_are_in_doubt() {
+    let chat = std::sync::Arc::new(
+        crate::scripted::ScriptedChat::new().on("placement", |_, _| {
+            r#"{"decision": "new_topic", "target": -1}"#.into()
+        }),
+    );
+    let (_dir, db) = store_with_chat(std::sync::Arc::clone(&chat));
+    // The same turns placed by the rules, to know which decisions are in doubt.
+    let mut first_doubt = None;
+    for (n, text) in WANDERING.iter().enumerate() {
+        let auto = db
+            .append_turn("rules", Role::User, text, Placement::Auto)
+            .unwrap();
+        if auto.decision.in_doubt() {
+            first_doubt = Some(n);
+            break;
+        }
+    }
+    let doubt = first_doubt.expect("some turn of the conversation leaves the rules in doubt");
+    for (n, text) in WANDERING.iter().take(doubt + 1).enumerate() {
+        let receipt = db
+            .append_turn("model", Role::User, text, Placement::Llm)
+            .unwrap();
+        assert_eq!(receipt.decision.requested, Placement::Llm);
+        if n < doubt {
+            assert_eq!(receipt.decision.decided_by, DecidedBy::Rule);
+            assert!(receipt.decision.llm.is_zero());
+            assert_eq!(chat.asked("placement"), 0);
+        } else {
+            // The model said new topic, and the similarities stay on record.
+            assert_eq!(receipt.decision.decided_by, DecidedBy::Model);
+            assert_eq!(receipt.decision.topic, TopicChoice::New);
+            assert!(receipt.decision.active_topic_similarity.is_some());
+            assert_eq!(receipt.decision.llm.calls, 1);
+            assert_eq!(chat.asked("placement"), 1);
+            let seen = chat.seen.lock().unwrap();
+            assert!(seen[0].user.contains("[topic 0] latest turn:"));
+            assert!(seen[0].user.contains(&format!("New turn: {text}")));
+        }
+    }
+}
+
+#[test]
+fn llm_placement_falls_back_to_the_rules_on_invalid_answers() {
+    // A fork after a turn that does not exist is refused every time.
+    let chat = std::sync::Arc::new(
+        crate::scripted::ScriptedChat::new().on("placement", |_, _| {
+            r#"{"decision": "fork", "target": 999}"#.into()
+        }),
+    );
+    let (_dir, db) = store_with_chat(std::sync::Arc::clone(&chat));
+    let mut fell_back = false;
+    for text in WANDERING {
+        let auto_like = db
+            .append_turn("rules", Role::User, text, Placement::Auto)
+            .unwrap();
+        let receipt = db
+            .append_turn("model", Role::User, text, Placement::Llm)
+            .unwrap();
+        // With every answer refused the rules decide, so both sessions grow alike.
+        assert_eq!(
+            (receipt.topic, receipt.branch, receipt.parent),
+            (auto_like.topic, auto_like.branch, auto_like.parent)
+        );
+        if auto_like.decision.in_doubt() {
+            assert_eq!(receipt.decision.decided_by, DecidedBy::Fallback);
+            assert_eq!(
+                (receipt.decision.llm.calls, receipt.decision.llm.fallbacks),
+                (3, 1)
+            );
+            fell_back = true;
+        } else {
+            assert_eq!(receipt.decision.decided_by, DecidedBy::Rule);
+        }
+    }
+    assert!(fell_back);
+    let seen = chat.seen.lock().unwrap();
+    assert!(seen.iter().any(|r| {
+        r.user
+            .contains("rejected: fork needs the number of an earlier turn")
+    }));
+}
+
+#[test]
+fn llm_placement_needs_a_chat_model() {
+    let (_dir, db) = store();
+    let err = db
+        .append_turn("s", Role::User, "Hello there.", Placement::Llm)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::NoChatModel { .. }) && err.is_user_error(),
+        "{err}"
+    );
+    assert!(db.sessions().unwrap().is_empty());
 }

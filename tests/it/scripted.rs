@@ -1,6 +1,7 @@
-//! Scripted loopback HTTP/1.1 servers for the clients' tests (the HTTP
-//! embedder, the chat model): each request is answered by a script that
-//! can play error statuses, malformed replies and silence.
+//! Scripted stand-ins for the clients' tests: loopback HTTP/1.1 servers
+//! (for the HTTP embedder and the chat model), each request answered by a
+//! script that can play error statuses, malformed replies and silence; and
+//! an in-process chat model answering each kind of request by script.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -9,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use edudb::{ChatError, ChatModel, ChatReply, ChatRequest, LlmCost};
 use serde_json::Value;
 
 /// What a scripted server received.
@@ -147,5 +149,85 @@ fn write_reply(mut stream: TcpStream, reply: Reply) {
             let _ = stream.write_all(body.as_bytes());
         }
         Reply::Silence => thread::sleep(Duration::from_secs(30)),
+    }
+}
+
+/// Answers a chat request, given how many of its kind came before.
+type ChatScript = dyn Fn(&ChatRequest, usize) -> String + Send + Sync;
+
+/// A chat model answering each kind of request (its schema name) by
+/// script, every reply costing 20 prompt and 4 completion tokens; it
+/// records what it was asked.
+pub struct ScriptedChat {
+    scripts: Vec<(&'static str, Box<ChatScript>)>,
+    /// Every request, in order.
+    pub seen: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedChat {
+    /// A model that knows no request yet.
+    pub fn new() -> ScriptedChat {
+        ScriptedChat {
+            scripts: Vec::new(),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Answers requests with schema `name` by `script`.
+    pub fn on(
+        mut self,
+        name: &'static str,
+        script: impl Fn(&ChatRequest, usize) -> String + Send + Sync + 'static,
+    ) -> ScriptedChat {
+        self.scripts.push((name, Box::new(script)));
+        self
+    }
+
+    /// How many requests with schema `name` were made.
+    pub fn asked(&self, name: &str) -> usize {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().filter(|r| r.schema_name == name).count()
+    }
+}
+
+impl std::fmt::Debug for ScriptedChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScriptedChat")
+    }
+}
+
+impl ChatModel for ScriptedChat {
+    fn chat(&self, requests: &[ChatRequest]) -> Result<(Vec<ChatReply>, LlmCost), ChatError> {
+        let mut seen = self.seen.lock().unwrap();
+        let mut replies = Vec::with_capacity(requests.len());
+        for request in requests {
+            let before = seen
+                .iter()
+                .filter(|r| r.schema_name == request.schema_name)
+                .count();
+            let Some((_, script)) = self.scripts.iter().find(|(n, _)| *n == request.schema_name)
+            else {
+                panic!("no script for {} requests", request.schema_name);
+            };
+            replies.push(ChatReply {
+                content: script(request, before),
+                truncated: false,
+                prompt_tokens: 20,
+                completion_tokens: 4,
+            });
+            seen.push(request.clone());
+        }
+        let cost = LlmCost {
+            calls: replies.len() as u32,
+            prompt_tokens: 20 * replies.len() as u64,
+            completion_tokens: 4 * replies.len() as u64,
+            millis: 1,
+            fallbacks: 0,
+        };
+        Ok((replies, cost))
+    }
+
+    fn identity(&self) -> String {
+        "scripted".into()
     }
 }

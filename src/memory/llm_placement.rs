@@ -1,0 +1,137 @@
+//! Context-Agent's placement decision asked of a chat model, for
+//! [`Placement::Llm`] turns whose similarities leave the decision in doubt
+//! ([`crate::memory::placement::Decision::in_doubt`]): the model sees the
+//! topics (each by its latest turn), the recent turns of the current
+//! branch, the turn the similarities would fork at, and the new turn, and
+//! answers in Context-Agent's format: stay, switch to topic N, new topic,
+//! or fork after turn N. The answer is checked against the dialogue (the
+//! topic or turn must exist; a switch must leave the current topic).
+
+use serde::Deserialize;
+
+use crate::compute::chat::{
+    ChatError, ChatModel, ChatRequest, ask_checked, temperature, with_rejection,
+};
+use crate::memory::placement::Placement;
+use crate::model::cost::LlmCost;
+use crate::model::dialogue::Dialogue;
+
+/// Times a refused decision is asked again before the rules decide.
+pub const RETRIES: u32 = 2;
+/// Recent turns of the current branch shown.
+pub const RECENT_TURNS: usize = 4;
+/// Characters of one turn shown; longer ones are cut with `…`.
+pub const TURN_CHARS: usize = 300;
+
+const SYSTEM: &str = "You place a new turn in a dialogue tree: topics hold branches of turns. \
+Reply with JSON only: {\"decision\": D, \"target\": N}. D is \"stay\" (the new turn follows the \
+current turn), \"switch\" (it returns to topic N), \"new_topic\" (it starts a new topic) or \
+\"fork\" (it starts a new branch after turn N). N is -1 for stay and new_topic.";
+
+#[derive(Deserialize)]
+struct Reply {
+    decision: String,
+    target: i64,
+}
+
+/// What the prompt shows of the dialogue.
+pub struct Shown<'a> {
+    /// Each topic's latest turn text, by topic.
+    pub topics: Vec<String>,
+    /// The recent turns of the current branch, oldest first: (number, text).
+    pub recent: Vec<(u32, String)>,
+    /// The turn the similarities would fork at, with its text.
+    pub fork_candidate: Option<(u32, String)>,
+    /// The new turn's text.
+    pub new_turn: &'a str,
+}
+
+/// `text` on one line, cut to [`TURN_CHARS`].
+fn line(text: &str) -> String {
+    let mut flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > TURN_CHARS {
+        flat = flat.chars().take(TURN_CHARS).collect();
+        flat.push('…');
+    }
+    flat
+}
+
+/// Asks where the new turn goes; `None` when the replies stayed invalid.
+pub fn decide(
+    chat: &dyn ChatModel,
+    dialogue: &Dialogue,
+    shown: &Shown<'_>,
+) -> std::result::Result<(Option<Placement>, LlmCost), ChatError> {
+    let current = dialogue.current_turn();
+    let mut user = String::from("Topics:\n");
+    for (topic, text) in shown.topics.iter().enumerate() {
+        user.push_str(&format!("[topic {topic}] latest turn: {}\n", line(text)));
+    }
+    user.push_str(&format!(
+        "\nCurrent topic: {}. Recent turns of the current branch:\n",
+        current.topic
+    ));
+    for (number, text) in &shown.recent {
+        user.push_str(&format!("[turn {number}] {}\n", line(text)));
+    }
+    if let Some((number, text)) = &shown.fork_candidate {
+        user.push_str(&format!(
+            "\nAn earlier turn it may follow instead: [turn {number}] {}\n",
+            line(text)
+        ));
+    }
+    user.push_str(&format!("\nNew turn: {}\n", line(shown.new_turn)));
+    let most = dialogue.turns.len().max(dialogue.topics.len()) as i64;
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "decision": {"type": "string", "enum": ["stay", "switch", "new_topic", "fork"]},
+            "target": {"type": "integer", "minimum": -1, "maximum": most}
+        },
+        "required": ["decision", "target"],
+        "additionalProperties": false
+    });
+    let (mut decisions, cost) = ask_checked(
+        chat,
+        1,
+        RETRIES,
+        |_, rejection, attempt| ChatRequest {
+            system: SYSTEM.into(),
+            user: with_rejection(user.clone(), rejection),
+            schema_name: "placement",
+            schema: schema.clone(),
+            max_tokens: 40,
+            temperature: temperature(attempt),
+        },
+        |_, content| check(content, dialogue),
+    )?;
+    Ok((decisions.pop().flatten(), cost))
+}
+
+/// Reads a decision that names an existing topic or turn where it needs one.
+fn check(content: &str, dialogue: &Dialogue) -> std::result::Result<Placement, String> {
+    let reply: Reply = serde_json::from_str(content)
+        .map_err(|e| format!("the reply is not the requested JSON ({e})"))?;
+    let current = dialogue.current_turn().topic;
+    let target = u32::try_from(reply.target).ok();
+    match (reply.decision.as_str(), target) {
+        ("stay", _) => Ok(Placement::Continue),
+        ("new_topic", _) => Ok(Placement::NewTopic),
+        ("switch", Some(topic)) if topic == current => Err(format!(
+            "topic {topic} is the current topic; answer stay to remain on it"
+        )),
+        ("switch", Some(topic)) if (topic as usize) < dialogue.topics.len() => {
+            Ok(Placement::Topic(topic))
+        }
+        ("switch", _) => Err(format!(
+            "switch needs the number of another topic (0 to {})",
+            dialogue.topics.len() - 1
+        )),
+        ("fork", Some(turn)) if (turn as usize) < dialogue.turns.len() => Ok(Placement::Fork(turn)),
+        ("fork", _) => Err(format!(
+            "fork needs the number of an earlier turn (0 to {})",
+            dialogue.turns.len() - 1
+        )),
+        (other, _) => Err(format!("{other:?} is not stay, switch, new_topic or fork")),
+    }
+}
