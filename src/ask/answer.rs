@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use crate::ask::judge::{RETRIES, shown};
 use crate::compute::chat::{
-    ChatError, ChatModel, ChatRequest, ask_checked, temperature, with_rejection,
+    ChatError, ChatModel, ChatRequest, ask_one, parse_reply, temperature, with_rejection,
 };
 use crate::model::cost::LlmCost;
 use crate::query::Item;
@@ -60,11 +60,10 @@ pub fn answer(
         "required": ["answer", "citations"],
         "additionalProperties": false
     });
-    let (mut answers, cost) = ask_checked(
+    ask_one(
         chat,
-        1,
         RETRIES,
-        |_, rejection, attempt| ChatRequest {
+        |rejection, attempt| ChatRequest {
             system: SYSTEM.into(),
             user: with_rejection(user.clone(), rejection),
             schema_name: "answer",
@@ -72,15 +71,13 @@ pub fn answer(
             max_tokens: 600,
             temperature: temperature(attempt),
         },
-        |_, content| check(content, &numbers),
-    )?;
-    Ok((answers.pop().flatten(), cost))
+        |content| check(content, &numbers),
+    )
 }
 
 /// Reads an answer whose citations are among `numbers`.
 fn check(content: &str, numbers: &BTreeSet<usize>) -> Result<Answer, String> {
-    let reply: Reply = serde_json::from_str(content)
-        .map_err(|e| format!("the reply is not the requested JSON ({e})"))?;
+    let reply: Reply = parse_reply(content)?;
     let text = reply.answer.trim();
     if text.is_empty() {
         return Err("the answer is empty".into());

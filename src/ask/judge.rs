@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 
 use crate::compute::chat::{
-    ChatError, ChatModel, ChatRequest, ask_checked, temperature, with_rejection,
+    ChatError, ChatModel, ChatRequest, ask_one, clip, parse_reply, temperature, with_rejection,
 };
 use crate::model::cost::LlmCost;
 use crate::query::Item;
@@ -41,14 +41,12 @@ struct Reply {
 
 /// `item` as the model sees it: `[n] (doc, EDUs a-b) text`.
 pub fn shown(number: usize, item: &Item) -> String {
-    let mut text: String = item.text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if text.chars().count() > ITEM_CHARS {
-        text = text.chars().take(ITEM_CHARS).collect();
-        text.push('…');
-    }
     format!(
-        "[{number}] ({}, EDUs {}-{}) {text}\n",
-        item.doc, item.edus[0], item.edus[1]
+        "[{number}] ({}, EDUs {}-{}) {}\n",
+        item.doc,
+        item.edus[0],
+        item.edus[1],
+        clip(&item.text, ITEM_CHARS)
     )
 }
 
@@ -62,6 +60,9 @@ pub fn judge(
     new: &[Item],
     first: usize,
 ) -> Result<(Option<Judgement>, LlmCost), ChatError> {
+    if new.is_empty() {
+        return Ok((None, LlmCost::default()));
+    }
     let last = first + new.len() - 1;
     let mut user = format!("Question: {question}\n\nUseful so far:\n");
     if useful.is_empty() {
@@ -87,11 +88,10 @@ pub fn judge(
         "required": ["relevant", "enough"],
         "additionalProperties": false
     });
-    let (mut verdicts, cost) = ask_checked(
+    ask_one(
         chat,
-        1,
         RETRIES,
-        |_, rejection, attempt| ChatRequest {
+        |rejection, attempt| ChatRequest {
             system: SYSTEM.into(),
             user: with_rejection(user.clone(), rejection),
             schema_name: "judgement",
@@ -99,15 +99,13 @@ pub fn judge(
             max_tokens: 32 + 8 * new.len() as u32,
             temperature: temperature(attempt),
         },
-        |_, content| check(content, first, last),
-    )?;
-    Ok((verdicts.pop().flatten(), cost))
+        |content| check(content, first, last),
+    )
 }
 
 /// Reads a judgement whose relevant numbers are among `first..=last`.
 fn check(content: &str, first: usize, last: usize) -> Result<Judgement, String> {
-    let reply: Reply = serde_json::from_str(content)
-        .map_err(|e| format!("the reply is not the requested JSON ({e})"))?;
+    let reply: Reply = parse_reply(content)?;
     let mut relevant = BTreeSet::new();
     for n in reply.relevant {
         if n < first as i64 || n > last as i64 {

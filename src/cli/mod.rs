@@ -186,7 +186,10 @@ impl<'a> Context<'a> {
                 create,
                 embedder: cli.embedder.config()?,
                 busy_timeout: cli.wait,
-                chat: cli.llm.chat()?,
+                chat: match cli.command.may_ask_a_model() {
+                    true => cli.llm.chat()?,
+                    false => None,
+                },
                 ..Default::default()
             },
         )
@@ -385,6 +388,20 @@ impl Command {
             Command::Salvage { to } => resolve(to),
             _ => {}
         }
+    }
+
+    /// Whether the command may ask a chat model, so the store opens with
+    /// the one --llm-url/--llm-model name (other commands ignore them).
+    fn may_ask_a_model(&self) -> bool {
+        matches!(
+            self,
+            Command::Ingest { .. }
+                | Command::Ask { .. }
+                | Command::Serve { .. }
+                | Command::Session {
+                    command: session::SessionCommand::Add { .. }
+                }
+        )
     }
 
     /// Whether the command writes new text, whose tokens it must count.

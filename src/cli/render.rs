@@ -141,20 +141,10 @@ pub fn ingest_report(
         }
     )?;
     if !report.llm.is_zero() {
-        let llm = &report.llm;
         writeln!(
             out,
-            "language model: {} calls, {} prompt and {} completion tokens, {:.2} s; {} {} fell back to the layout tree",
-            llm.calls,
-            llm.prompt_tokens,
-            llm.completion_tokens,
-            llm.millis as f64 / 1000.0,
-            llm.fallbacks,
-            if llm.fallbacks == 1 {
-                "document"
-            } else {
-                "documents"
-            },
+            "language model: {} (a fallback: a document given the layout tree)",
+            llm_cost(&report.llm)
         )?;
     }
     if !skipped.is_empty() {
@@ -197,7 +187,7 @@ pub fn ask(
     let coordinates = |n: usize| {
         let item = &result.evidence[n - 1];
         format!(
-            "[{n}] {} EDUs {}..{} bytes {}..{}",
+            "[{n}] {} EDUs [{}-{}] bytes {}..{}",
             item.doc, item.edus[0], item.edus[1], item.bytes[0], item.bytes[1]
         )
     };

@@ -146,8 +146,8 @@ pub struct OpenOptions {
     /// timeout). Zero, the default, fails at once.
     pub busy_timeout: Duration,
     /// The chat model for the language-model steps (the LLM structurer,
-    /// `IngestOptions::structurer`); not recorded in the store, so each
-    /// open may give another or none.
+    /// `IngestOptions::structurer`; `Db::ask`; `Placement::Llm`); not
+    /// recorded in the store, so each open may give another or none.
     pub chat: Option<Arc<dyn ChatModel>>,
 }
 

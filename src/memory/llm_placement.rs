@@ -10,7 +10,7 @@
 use serde::Deserialize;
 
 use crate::compute::chat::{
-    ChatError, ChatModel, ChatRequest, ask_checked, temperature, with_rejection,
+    ChatError, ChatModel, ChatRequest, ask_one, clip, parse_reply, temperature, with_rejection,
 };
 use crate::memory::placement::Placement;
 use crate::model::cost::LlmCost;
@@ -22,6 +22,9 @@ pub const RETRIES: u32 = 2;
 pub const RECENT_TURNS: usize = 4;
 /// Characters of one turn shown; longer ones are cut with `…`.
 pub const TURN_CHARS: usize = 300;
+/// Most topics shown: the current one, the most similar other, and the
+/// most recently active others.
+pub const TOPICS_SHOWN: usize = 8;
 
 const SYSTEM: &str = "You place a new turn in a dialogue tree: topics hold branches of turns. \
 Reply with JSON only: {\"decision\": D, \"target\": N}. D is \"stay\" (the new turn follows the \
@@ -36,8 +39,8 @@ struct Reply {
 
 /// What the prompt shows of the dialogue.
 pub struct Shown<'a> {
-    /// Each topic's latest turn text, by topic.
-    pub topics: Vec<String>,
+    /// Topics shown, each with its latest turn's text.
+    pub topics: Vec<(u32, String)>,
     /// The recent turns of the current branch, oldest first: (number, text).
     pub recent: Vec<(u32, String)>,
     /// The turn the similarities would fork at, with its text.
@@ -46,14 +49,9 @@ pub struct Shown<'a> {
     pub new_turn: &'a str,
 }
 
-/// `text` on one line, cut to [`TURN_CHARS`].
+/// `text` as the prompt shows a turn.
 fn line(text: &str) -> String {
-    let mut flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > TURN_CHARS {
-        flat = flat.chars().take(TURN_CHARS).collect();
-        flat.push('…');
-    }
-    flat
+    clip(text, TURN_CHARS)
 }
 
 /// Asks where the new turn goes; `None` when the replies stayed invalid.
@@ -64,7 +62,7 @@ pub fn decide(
 ) -> std::result::Result<(Option<Placement>, LlmCost), ChatError> {
     let current = dialogue.current_turn();
     let mut user = String::from("Topics:\n");
-    for (topic, text) in shown.topics.iter().enumerate() {
+    for (topic, text) in &shown.topics {
         user.push_str(&format!("[topic {topic}] latest turn: {}\n", line(text)));
     }
     user.push_str(&format!(
@@ -91,11 +89,10 @@ pub fn decide(
         "required": ["decision", "target"],
         "additionalProperties": false
     });
-    let (mut decisions, cost) = ask_checked(
+    ask_one(
         chat,
-        1,
         RETRIES,
-        |_, rejection, attempt| ChatRequest {
+        |rejection, attempt| ChatRequest {
             system: SYSTEM.into(),
             user: with_rejection(user.clone(), rejection),
             schema_name: "placement",
@@ -103,15 +100,13 @@ pub fn decide(
             max_tokens: 40,
             temperature: temperature(attempt),
         },
-        |_, content| check(content, dialogue),
-    )?;
-    Ok((decisions.pop().flatten(), cost))
+        |content| check(content, dialogue),
+    )
 }
 
 /// Reads a decision that names an existing topic or turn where it needs one.
 fn check(content: &str, dialogue: &Dialogue) -> std::result::Result<Placement, String> {
-    let reply: Reply = serde_json::from_str(content)
-        .map_err(|e| format!("the reply is not the requested JSON ({e})"))?;
+    let reply: Reply = parse_reply(content)?;
     let current = dialogue.current_turn().topic;
     let target = u32::try_from(reply.target).ok();
     match (reply.decision.as_str(), target) {
@@ -125,12 +120,12 @@ fn check(content: &str, dialogue: &Dialogue) -> std::result::Result<Placement, S
         }
         ("switch", _) => Err(format!(
             "switch needs the number of another topic (0 to {})",
-            dialogue.topics.len() - 1
+            dialogue.topics.len().saturating_sub(1)
         )),
         ("fork", Some(turn)) if (turn as usize) < dialogue.turns.len() => Ok(Placement::Fork(turn)),
         ("fork", _) => Err(format!(
             "fork needs the number of an earlier turn (0 to {})",
-            dialogue.turns.len() - 1
+            dialogue.turns.len().saturating_sub(1)
         )),
         (other, _) => Err(format!("{other:?} is not stay, switch, new_topic or fork")),
     }

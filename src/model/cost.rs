@@ -23,11 +23,14 @@ pub struct LlmCost {
 impl LlmCost {
     /// Adds `other` to this cost.
     pub fn add(&mut self, other: &LlmCost) {
-        self.calls += other.calls;
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.millis += other.millis;
-        self.fallbacks += other.fallbacks;
+        // Counts come from servers: saturate rather than overflow.
+        self.calls = self.calls.saturating_add(other.calls);
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.millis = self.millis.saturating_add(other.millis);
+        self.fallbacks = self.fallbacks.saturating_add(other.fallbacks);
     }
 
     /// Whether no model work was done or attempted.

@@ -335,6 +335,14 @@ fn key(kind: u8, id: &str) -> Vec<u8> {
     key
 }
 
+/// Document `id`'s build cost record, decoded; damage when it does not.
+fn decode_cost(id: &str, value: &[u8]) -> Result<LlmCost> {
+    serde_json::from_slice(value).map_err(|e| Error::Corrupt {
+        key: format!("cost of {id}"),
+        message: e.to_string(),
+    })
+}
+
 /// The key of the manifest of record `kind` of document `id`.
 fn manifest_key(kind: u8, id: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(id.len() + 2);
@@ -757,10 +765,7 @@ impl Store {
         for entry in self.sled()?.scan_prefix([COST]) {
             let (key, value) = entry.map_err(|e| self.failure(e))?;
             let id = String::from_utf8_lossy(&key[1..]).into_owned();
-            let cost = serde_json::from_slice(&value).map_err(|e| Error::Corrupt {
-                key: format!("cost of {id}"),
-                message: e.to_string(),
-            })?;
+            let cost = decode_cost(&id, &value)?;
             costs.push((id, cost));
         }
         Ok(costs)
@@ -1267,6 +1272,20 @@ impl Store {
                 if let Some(error) = self.unlisted(&id, || format!("{} record", kind as char))? {
                     damaged.push(Damage { doc: id, error });
                 }
+            }
+        }
+        // Build costs: each must decode and belong to a listed document.
+        let mut scan = self.sled()?.scan_prefix([COST]);
+        while let Some(entry) = scan.next() {
+            let Ok((key, value)) = entry else {
+                // An unreadable page: named by the scans above and below.
+                break;
+            };
+            let id = String::from_utf8_lossy(&key[1..]).into_owned();
+            if let Err(error) = decode_cost(&id, &value) {
+                damaged.push(Damage { doc: id, error });
+            } else if let Some(error) = self.unlisted(&id, || "cost record".into())? {
+                damaged.push(Damage { doc: id, error });
             }
         }
         self.check_pieces(&mut damaged)?;

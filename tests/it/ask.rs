@@ -289,3 +289,70 @@ fn real_server_asks_through_the_cli_with_exact_citations() {
     assert!(shown.contains("step: shown [1"), "{shown}");
     assert!(shown.contains("no answer"), "{shown}");
 }
+
+#[test]
+fn a_refused_judgement_is_asked_again_and_without_the_answer_step_reading_is_all() {
+    // The first try of the first judgement names a passage not shown; the
+    // retry is accepted. Nothing is ever judged useful or enough.
+    let chat = scripted(
+        |_, asked| match asked {
+            0 => json!({"relevant": [42], "enough": false}).to_string(),
+            _ => json!({"relevant": [], "enough": false}).to_string(),
+        },
+        |_, _| unreachable!("no answer step"),
+    );
+    let (_dir, db) = store(Some(Arc::clone(&chat)));
+    let options = AskOptions {
+        answer: false,
+        ..edus_options(2)
+    };
+    let result = ask(&db, "Go goroutines Rust Python", &options).unwrap();
+    assert_eq!(result.stopped, Stopped::Budget);
+    assert!(
+        result
+            .steps
+            .iter()
+            .all(|s| s.judged_by == "model" && s.relevant.is_empty())
+    );
+    assert_eq!(result.steps[0].cost.calls, 2);
+    assert_eq!(result.cost.fallbacks, 0);
+    assert_eq!(result.answer, None);
+    assert_eq!(chat.asked("answer"), 0);
+    // With the answer step, nothing judged useful: the answer reads
+    // everything shown.
+    let chat = scripted(
+        |_, _| json!({"relevant": [], "enough": false}).to_string(),
+        |_, _| json!({"answer": "no idea", "citations": []}).to_string(),
+    );
+    let (_dir, db) = store(Some(Arc::clone(&chat)));
+    let result = ask(&db, "Go goroutines Rust Python", &edus_options(2)).unwrap();
+    let seen = chat.seen.lock().unwrap();
+    let answer_request = seen.iter().find(|r| r.schema_name == "answer").unwrap();
+    for n in 1..=result.evidence.len() {
+        assert!(answer_request.user.contains(&format!("[{n}] (")), "{n}");
+    }
+    assert_eq!(result.answer.as_deref(), Some("no idea"));
+    // A citation number of 0 names nothing, and cited() says so safely.
+    let mut odd = result.clone();
+    odd.citations = vec![0, 1];
+    assert_eq!(odd.cited().count(), 1);
+}
+
+#[test]
+fn the_evidence_cursor_gives_groups_in_order() {
+    let (_dir, db) = store(None);
+    let options = edus_options(1);
+    let all: Vec<edudb::Item> = db
+        .evidence("Go goroutines Rust Python", &options)
+        .unwrap()
+        .collect();
+    let mut cursor = db.evidence("Go goroutines Rust Python", &options).unwrap();
+    let mut groups = Vec::new();
+    while cursor.remaining() > 0 {
+        let group = cursor.next_group(3);
+        assert!(!group.is_empty() && group.len() <= 3);
+        groups.extend(group);
+    }
+    assert_eq!(groups, all);
+    assert!(cursor.next_group(3).is_empty());
+}

@@ -398,24 +398,28 @@ fn server_errors_are_retried_and_client_errors_are_not() {
 }
 
 #[test]
-fn malformed_replies_are_errors_and_cut_replies_are_marked() {
-    for (body, needle) in [
-        ("not json", "not a chat completion"),
-        (r#"{"choices": []}"#, "no choices"),
-        (
-            r#"{"choices": [{"message": {"role": "assistant"}}]}"#,
-            "no content",
-        ),
+fn malformed_replies_are_errors_and_empty_or_cut_replies_are_marked() {
+    let server = ScriptedServer::start(|_, _| answer(200, "not json"));
+    let err = HttpChat::new(&config(&server))
+        .unwrap()
+        .chat(&[outline_request("x")])
+        .unwrap_err();
+    assert!(
+        matches!(&err, ChatError::Malformed { message, .. } if message.contains("not a chat completion")),
+        "{err:?}"
+    );
+    // No choice, or no content (a refusal): an empty reply the caller's
+    // check refuses and asks again.
+    for body in [
+        r#"{"choices": []}"#,
+        r#"{"choices": [{"message": {"role": "assistant", "content": null}}]}"#,
     ] {
         let server = ScriptedServer::start(move |_, _| answer(200, body));
-        let err = HttpChat::new(&config(&server))
+        let (replies, _) = HttpChat::new(&config(&server))
             .unwrap()
             .chat(&[outline_request("x")])
-            .unwrap_err();
-        assert!(
-            matches!(&err, ChatError::Malformed { message, .. } if message.contains(needle)),
-            "{body}: {err:?}"
-        );
+            .unwrap();
+        assert_eq!(replies[0].content, "", "{body}");
     }
     let server = ScriptedServer::start(|_, _| completion("{\"topics\": [\"a", "length"));
     let (replies, _) = HttpChat::new(&config(&server))

@@ -28,7 +28,8 @@ pub struct ChatRequest {
 /// A chat model's answer to one [`ChatRequest`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatReply {
-    /// The reply's content (JSON text when the request had a schema).
+    /// The reply's content (JSON text when the request had a schema;
+    /// empty when the server gave none, e.g. a refusal).
     pub content: String,
     /// Whether the reply was cut at `max_tokens`.
     pub truncated: bool,

@@ -51,6 +51,41 @@ pub fn ask_checked<T>(
     Ok((answers, cost))
 }
 
+/// [`ask_checked`] of one request: its checked answer (`None`: still
+/// refused after every try) and what the calls cost.
+pub fn ask_one<T>(
+    chat: &dyn ChatModel,
+    retries: u32,
+    request: impl Fn(Option<&str>, u32) -> ChatRequest,
+    check: impl Fn(&str) -> Result<T, String>,
+) -> Result<(Option<T>, LlmCost), ChatError> {
+    let (mut answers, cost) = ask_checked(
+        chat,
+        1,
+        retries,
+        |_, rejection, attempt| request(rejection, attempt),
+        |_, content| check(content),
+    )?;
+    Ok((answers.pop().flatten(), cost))
+}
+
+/// A reply's JSON content as `T`, or why not (the reason a refused reply
+/// is asked again with).
+pub fn parse_reply<T: serde::de::DeserializeOwned>(content: &str) -> Result<T, String> {
+    serde_json::from_str(content).map_err(|e| format!("the reply is not the requested JSON ({e})"))
+}
+
+/// `text` on one line (whitespace runs collapsed), cut to `chars`
+/// characters with `…`: how the steps show document text to a model.
+pub fn clip(text: &str, chars: usize) -> String {
+    let mut flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > chars {
+        flat = flat.chars().take(chars).collect();
+        flat.push('…');
+    }
+    flat
+}
+
 /// `user` with the reason its previous reply was refused, when there is one.
 pub fn with_rejection(mut user: String, rejection: Option<&str>) -> String {
     if let Some(why) = rejection {

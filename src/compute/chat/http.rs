@@ -213,8 +213,9 @@ impl ChatModel for HttpChat {
             .post_all(bodies, move |_, bytes| parse(&url, bytes))?;
         let cost = LlmCost {
             calls: replies.len() as u32,
-            prompt_tokens: replies.iter().map(|r| r.prompt_tokens).sum(),
-            completion_tokens: replies.iter().map(|r| r.completion_tokens).sum(),
+            prompt_tokens: (replies.iter().map(|r| r.prompt_tokens)).fold(0, u64::saturating_add),
+            completion_tokens: (replies.iter().map(|r| r.completion_tokens))
+                .fold(0, u64::saturating_add),
             millis: started.elapsed().as_millis() as u64,
             fallbacks: 0,
         };
@@ -247,19 +248,20 @@ fn parse(url: &str, bytes: &[u8]) -> Result<ChatReply, ChatError> {
             snippet(bytes)
         ))
     })?;
-    let Some(choice) = reply.choices.into_iter().next() else {
-        return Err(malformed("the reply has no choices".into()));
-    };
-    let Some(content) = choice.message.content else {
-        return Err(malformed("the reply's message has no content".into()));
-    };
     let usage = reply.usage.unwrap_or(Usage {
         prompt_tokens: 0,
         completion_tokens: 0,
     });
+    // A completion without content (no choice, or a refusal) is an empty
+    // reply: the caller's check refuses it and asks again.
+    let choice = reply.choices.into_iter().next();
+    let truncated = choice
+        .as_ref()
+        .is_some_and(|c| c.finish_reason.as_deref() == Some("length"));
+    let content = choice.and_then(|c| c.message.content).unwrap_or_default();
     Ok(ChatReply {
         content,
-        truncated: choice.finish_reason.as_deref() == Some("length"),
+        truncated,
         prompt_tokens: usage.prompt_tokens,
         completion_tokens: usage.completion_tokens,
     })

@@ -23,11 +23,15 @@
 //!   and after their previous sibling (one left empty is dropped, and its
 //!   children move up a level). The result is parsed by [`parse_outline`]
 //!   once more, so the tree is valid by the same rules as any outline.
-//! - **Titles: extractive or replaced.** A title is kept only when every
-//!   word of it (a run of letters and digits, compared case-folded) occurs
-//!   in its section's own text; otherwise the section gets the model-free
-//!   extractive title (the opening words of its most central EDU). So
-//!   titles never hold words the document does not have.
+//! - **Titles: extractive or replaced.** A title is kept only when it is at
+//!   most [`TITLE_CHARS`] characters, every word of it (a run of letters
+//!   and digits, compared case-folded) occurs in its section's own text,
+//!   English function words ([`FUNCTION_WORDS`]: `and`, `of`, `the`, …)
+//!   excepted, and every other character of it (punctuation, symbols;
+//!   never a control character) occurs there too; otherwise the section
+//!   gets the model-free extractive title (the opening words of its most
+//!   central EDU). So a title holds no word or symbol its section lacks,
+//!   beyond those function words.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -35,7 +39,7 @@ use std::ops::Range;
 use serde::Deserialize;
 
 use crate::compute::chat::{
-    ChatError, ChatModel, ChatRequest, ask_checked, temperature, with_rejection,
+    ChatError, ChatModel, ChatRequest, ask_checked, clip, parse_reply, temperature, with_rejection,
 };
 use crate::ingest::tree::builder::StructureInput;
 use crate::ingest::tree::outline::parse_outline;
@@ -206,12 +210,8 @@ impl<'a> LlmStructurer<'a> {
         let mut user = String::new();
         for e in window.clone() {
             let edu = &input.edus[e as usize];
-            let text = input.text[edu.start as usize..edu.end as usize].trim();
-            let mut shown: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-            if shown.chars().count() > self.options.edu_chars {
-                shown = shown.chars().take(self.options.edu_chars).collect();
-                shown.push('…');
-            }
+            let text = &input.text[edu.start as usize..edu.end as usize];
+            let shown = clip(text, self.options.edu_chars);
             user.push_str(&format!("[{}] {shown}\n", e + 1));
         }
         let user = with_rejection(user, rejection);
@@ -253,8 +253,7 @@ impl<'a> LlmStructurer<'a> {
     /// Reads and checks one window's reply: its sections (document-wide,
     /// 0-based), or why the reply is refused.
     fn check_window(&self, content: &str, window: &Range<u32>) -> Result<Vec<Section>, String> {
-        let reply: Reply = serde_json::from_str(content)
-            .map_err(|e| format!("the reply is not the requested JSON ({e})"))?;
+        let reply: Reply = parse_reply(content)?;
         if reply.sections.is_empty() {
             return Err("the reply has no sections".into());
         }
@@ -433,7 +432,12 @@ fn cover(mut sections: Vec<Section>, count: u32) -> Vec<Section> {
     kept
 }
 
-/// `title` when every word of it occurs in the section's own text, else the
+/// Most characters of a title the model wrote.
+pub const TITLE_CHARS: usize = 80;
+
+/// `title` when it is short and made of the section's own text: every word
+/// of it (function words aside) a word of the section, and every other
+/// character (punctuation, symbols) one the section has; else the
 /// section's extractive title.
 fn checked_title(input: &StructureInput<'_>, span: Span, title: String) -> String {
     let words = |text: &str| -> Vec<String> {
@@ -446,15 +450,22 @@ fn checked_title(input: &StructureInput<'_>, span: Span, title: String) -> Strin
         &input.edus[span.first as usize],
         &input.edus[span.last as usize],
     );
-    let own: HashSet<String> = words(&input.text[first.start as usize..last.end as usize])
-        .into_iter()
-        .collect();
+    let text = &input.text[first.start as usize..last.end as usize];
+    let own: HashSet<String> = words(text).into_iter().collect();
     let title_words = words(&title);
     let content: Vec<&String> = title_words
         .iter()
         .filter(|w| !FUNCTION_WORDS.contains(&w.as_str()))
         .collect();
-    if !content.is_empty() && content.iter().all(|w| own.contains(*w)) {
+    let symbols_are_own = title
+        .chars()
+        .filter(|c| !c.is_alphanumeric() && *c != ' ')
+        .all(|c| !c.is_control() && text.contains(c));
+    if title.chars().count() <= TITLE_CHARS
+        && symbols_are_own
+        && !content.is_empty()
+        && content.iter().all(|w| own.contains(*w))
+    {
         title
     } else {
         extractive_title(input.text, input.edus, span)
@@ -606,7 +617,7 @@ Its compiler is fast.\n";
         let answer = reply(&[
             (1, 1, 4, "Rust systems language"),
             (2, 2, 3, "Ownership and borrowing"),
-            (1, 5, 8, "Amazing snakes and Python"),
+            (1, 5, 8, "Python \u{1b}[2J snakes"),
             (1, 9, 12, "Go goroutines"),
         ]);
         let chat = scripted(move |_, _| (answer.clone(), false));
@@ -718,6 +729,31 @@ Its compiler is fast.\n";
             assert!(tree.is_none());
             assert_eq!((cost.calls, cost.fallbacks), (2, 1));
         }
+    }
+
+    #[test]
+    fn a_one_edu_document_is_one_section() {
+        let doc = segmented("Rust has ownership.".into());
+        assert_eq!(doc.edus.len(), 1);
+        let answer = reply(&[(1, 1, 1, "Rust ownership")]);
+        let chat = scripted(move |_, _| (answer.clone(), false));
+        let (tree, cost) = LlmStructurer::new(&chat, StructurerOptions::default())
+            .structure(&input(&doc))
+            .unwrap();
+        let tree = tree.unwrap();
+        tree.validate(1).unwrap();
+        assert_eq!(
+            spans(&tree),
+            vec![(1, Span::new(0, 0), "Rust ownership".into())]
+        );
+        assert_eq!(cost.calls, 1);
+        // Out of range for a one-EDU window: refused, then a fallback.
+        let chat = scripted(|_, _| (reply(&[(1, 1, 2, "Rust")]), false));
+        let (tree, cost) = LlmStructurer::new(&chat, StructurerOptions::default())
+            .structure(&input(&doc))
+            .unwrap();
+        assert!(tree.is_none());
+        assert_eq!((cost.calls, cost.fallbacks), (3, 1));
     }
 
     /// A document of `n` one-EDU sentences.

@@ -1,7 +1,7 @@
 //! The outline format of LingoEDU's structuring model: one line per node,
 //! `## [12-15] Title`, where the number of `#` is the level and `[a-b]` the
 //! closed EDU span. An LLM-backed structurer emits this text; it is parsed
-//! strictly here, so a model can never put text or spans into the tree that
+//! strictly here, so a model can never put spans into the tree that
 //! the document does not have.
 
 use crate::ingest::tree::builder::{StructureInput, TreeBuilder};
