@@ -1275,8 +1275,7 @@ impl Store {
             }
         }
         // Build costs: each must decode and belong to a listed document.
-        let mut scan = self.sled()?.scan_prefix([COST]);
-        while let Some(entry) = scan.next() {
+        for entry in self.sled()?.scan_prefix([COST]) {
             let Ok((key, value)) = entry else {
                 // An unreadable page: named by the scans above and below.
                 break;
