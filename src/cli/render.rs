@@ -6,7 +6,7 @@
 use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
-use edudb::memory::SummaryText;
+use edudb::memory::{DecidedBy, SummaryText};
 use edudb::model::dag::DagListing;
 use edudb::query::Output;
 use edudb::{
@@ -537,7 +537,7 @@ pub fn receipt(out: &mut dyn Write, receipt: &TurnReceipt, as_json: bool) -> io:
         |p: Option<(u32, f32)>| p.map_or_else(|| "-".to_owned(), |(i, s)| format!("{i} ({s:.3})"));
     writeln!(
         out,
-        "decision: topic {}, branch {} {DETAIL}(asked {}, decided by {}; active topic {}, best other topic {}, most similar turn {}, leaf {}){DETAIL:#}",
+        "decision: topic {}, branch {} {DETAIL}(asked {}{}; active topic {}, best other topic {}, most similar turn {}, leaf {}){DETAIL:#}",
         serde_json::to_value(d.topic)
             .unwrap_or_default()
             .as_str()
@@ -547,10 +547,14 @@ pub fn receipt(out: &mut dyn Write, receipt: &TurnReceipt, as_json: bool) -> io:
             .as_str()
             .unwrap_or("?"),
         d.requested,
-        serde_json::to_value(d.decided_by)
-            .unwrap_or_default()
-            .as_str()
-            .unwrap_or("?"),
+        match d.decided_by {
+            DecidedBy::Rule => String::new(),
+            DecidedBy::Model => format!(", decided by the model ({})", llm_cost(&d.llm)),
+            DecidedBy::Fallback => format!(
+                ", decided by the rules: the model's answers were refused ({})",
+                llm_cost(&d.llm)
+            ),
+        },
         similarity(d.active_topic_similarity),
         pair(d.best_other_topic),
         pair(d.fork_candidate),
