@@ -6,9 +6,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 
 use crate::ask::judge::{RETRIES, shown};
-use crate::compute::chat::{
-    ChatError, ChatModel, ChatRequest, ask_one, parse_reply, temperature, with_rejection,
-};
+use crate::compute::chat::{ChatError, ChatModel, ChatRequest, ask_one, parse_reply};
 use crate::model::cost::LlmCost;
 use crate::query::Item;
 
@@ -60,19 +58,15 @@ pub fn answer(
         "required": ["answer", "citations"],
         "additionalProperties": false
     });
-    ask_one(
-        chat,
-        RETRIES,
-        |rejection, attempt| ChatRequest {
-            system: SYSTEM.into(),
-            user: with_rejection(user.clone(), rejection),
-            schema_name: "answer",
-            schema: schema.clone(),
-            max_tokens: 600,
-            temperature: temperature(attempt),
-        },
-        |content| check(content, &numbers),
-    )
+    let request = ChatRequest {
+        system: SYSTEM.into(),
+        user,
+        schema_name: "answer",
+        schema,
+        max_tokens: 600,
+        temperature: 0.0,
+    };
+    ask_one(chat, request, RETRIES, |content| check(content, &numbers))
 }
 
 /// Reads an answer whose citations are among `numbers`.

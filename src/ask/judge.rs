@@ -6,9 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use crate::compute::chat::{
-    ChatError, ChatModel, ChatRequest, ask_one, clip, parse_reply, temperature, with_rejection,
-};
+use crate::compute::chat::{ChatError, ChatModel, ChatRequest, ask_one, clip, parse_reply};
 use crate::model::cost::LlmCost;
 use crate::query::Item;
 
@@ -88,19 +86,17 @@ pub fn judge(
         "required": ["relevant", "enough"],
         "additionalProperties": false
     });
-    ask_one(
-        chat,
-        RETRIES,
-        |rejection, attempt| ChatRequest {
-            system: SYSTEM.into(),
-            user: with_rejection(user.clone(), rejection),
-            schema_name: "judgement",
-            schema: schema.clone(),
-            max_tokens: 32 + 8 * new.len() as u32,
-            temperature: temperature(attempt),
-        },
-        |content| check(content, first, last),
-    )
+    let request = ChatRequest {
+        system: SYSTEM.into(),
+        user,
+        schema_name: "judgement",
+        schema,
+        max_tokens: 32 + 8 * new.len() as u32,
+        temperature: 0.0,
+    };
+    ask_one(chat, request, RETRIES, |content| {
+        check(content, first, last)
+    })
 }
 
 /// Reads a judgement whose relevant numbers are among `first..=last`.

@@ -197,11 +197,15 @@ pub fn analyze_with(
     format: Format,
     builder: &dyn TreeBuilder,
 ) -> Result<Document> {
-    analyze_built(id, text, format, |input| {
-        builder.build(input).map_err(|message| Error::Invariant {
-            doc: id.to_owned(),
-            message,
-        })
+    analyze_built(id, text, format, |input| built_by(builder, id, input))
+}
+
+/// `builder`'s tree over `input`, its refusal an [`Error::Invariant`] of
+/// document `id`.
+fn built_by(builder: &dyn TreeBuilder, id: &str, input: &StructureInput<'_>) -> Result<Tree> {
+    builder.build(input).map_err(|message| Error::Invariant {
+        doc: id.to_owned(),
+        message,
     })
 }
 
@@ -226,12 +230,7 @@ pub fn analyze_structured(
                 "the chat model's outline stayed invalid; using the layout tree"
             );
         }
-        LayoutTreeBuilder
-            .build(input)
-            .map_err(|message| Error::Invariant {
-                doc: id.to_owned(),
-                message,
-            })
+        built_by(&LayoutTreeBuilder, id, input)
     })?;
     Ok((doc, cost))
 }

@@ -9,9 +9,7 @@
 
 use serde::Deserialize;
 
-use crate::compute::chat::{
-    ChatError, ChatModel, ChatRequest, ask_one, clip, parse_reply, temperature, with_rejection,
-};
+use crate::compute::chat::{ChatError, ChatModel, ChatRequest, ask_one, clip, parse_reply};
 use crate::memory::placement::Placement;
 use crate::model::cost::LlmCost;
 use crate::model::dialogue::Dialogue;
@@ -89,19 +87,15 @@ pub fn decide(
         "required": ["decision", "target"],
         "additionalProperties": false
     });
-    ask_one(
-        chat,
-        RETRIES,
-        |rejection, attempt| ChatRequest {
-            system: SYSTEM.into(),
-            user: with_rejection(user.clone(), rejection),
-            schema_name: "placement",
-            schema: schema.clone(),
-            max_tokens: 40,
-            temperature: temperature(attempt),
-        },
-        |content| check(content, dialogue),
-    )
+    let request = ChatRequest {
+        system: SYSTEM.into(),
+        user,
+        schema_name: "placement",
+        schema,
+        max_tokens: 40,
+        temperature: 0.0,
+    };
+    ask_one(chat, request, RETRIES, |content| check(content, dialogue))
 }
 
 /// Reads a decision that names an existing topic or turn where it needs one.

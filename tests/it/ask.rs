@@ -230,6 +230,7 @@ fn ask_refuses_what_it_cannot_do() {
 #[test]
 fn real_server_asks_through_the_cli_with_exact_citations() {
     let Some(url) = chat_server() else { return };
+    let llm = ["--llm-url", url.as_str(), "--llm-model", "smollm2"];
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("db");
     let file = dir.path().join("languages.md");
@@ -239,16 +240,16 @@ fn real_server_asks_through_the_cli_with_exact_citations() {
     let out = edudb(
         &db_path,
         &[
-            "--json",
-            "ask",
-            "What does Go use for concurrency?",
-            "--budget",
-            "120",
-            "--llm-url",
-            &url,
-            "--llm-model",
-            "smollm2",
-        ],
+            &[
+                "--json",
+                "ask",
+                "What does Go use for concurrency?",
+                "--budget",
+                "120",
+            ][..],
+            &llm[..],
+        ]
+        .concat(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let result: Value = serde_json::from_str(&text(&out)).unwrap();
@@ -274,15 +275,15 @@ fn real_server_asks_through_the_cli_with_exact_citations() {
     let out = edudb(
         &db_path,
         &[
-            "ask",
-            "What does Go use for concurrency?",
-            "--explain",
-            "--no-answer",
-            "--llm-url",
-            &url,
-            "--llm-model",
-            "smollm2",
-        ],
+            &[
+                "ask",
+                "What does Go use for concurrency?",
+                "--explain",
+                "--no-answer",
+            ][..],
+            &llm[..],
+        ]
+        .concat(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let shown = text(&out);

@@ -168,6 +168,7 @@ fn real_server_structures_a_document_exactly_or_falls_back() {
 #[test]
 fn real_server_through_the_cli_reports_the_cost() {
     let Some(url) = chat_server() else { return };
+    let llm = ["--llm-url", url.as_str(), "--llm-model", "smollm2"];
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let file = dir.path().join("langs.txt");
@@ -175,16 +176,16 @@ fn real_server_through_the_cli_reports_the_cost() {
     let out = edudb(
         &db,
         &[
-            "--json",
-            "ingest",
-            file.to_str().unwrap(),
-            "--structurer",
-            "llm",
-            "--llm-url",
-            &url,
-            "--llm-model",
-            "smollm2",
-        ],
+            &[
+                "--json",
+                "ingest",
+                file.to_str().unwrap(),
+                "--structurer",
+                "llm",
+            ][..],
+            &llm[..],
+        ]
+        .concat(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_str(&text(&out)).unwrap();
@@ -203,18 +204,18 @@ fn real_server_through_the_cli_reports_the_cost() {
         let out = edudb(
             &db,
             &[
-                "--json",
-                "session",
-                "add",
-                "chat",
-                turn,
-                "--placement",
-                "llm",
-                "--llm-url",
-                &url,
-                "--llm-model",
-                "smollm2",
-            ],
+                &[
+                    "--json",
+                    "session",
+                    "add",
+                    "chat",
+                    turn,
+                    "--placement",
+                    "llm",
+                ][..],
+                &llm[..],
+            ]
+            .concat(),
         );
         assert!(out.status.success(), "{}", stderr(&out));
         let receipt: Value = serde_json::from_str(&text(&out)).unwrap();

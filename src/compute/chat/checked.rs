@@ -5,20 +5,25 @@ use crate::compute::chat::chat_model::{ChatModel, ChatRequest};
 use crate::error::ChatError;
 use crate::model::cost::LlmCost;
 
-/// Asks `count` requests at once (`request(index, rejection, attempt)`,
-/// where `rejection` says why that request's previous reply was refused)
-/// and checks each reply with `check(index, content)`. Refused replies are
-/// asked again, all together, up to `retries` more times; a reply cut at
-/// its token limit is refused without being checked. Returns each
+/// Sampling temperature of a retry: the first try is the caller's (greedy
+/// in every step), a retry samples a little, so a deterministic model's
+/// next answer can differ.
+pub const RETRY_TEMPERATURE: f32 = 0.4;
+
+/// Asks `requests` (their first tries) at once and checks each reply with
+/// `check(index, content)`. A refused reply is asked again, all refused
+/// ones together, up to `retries` more times: the same request with the
+/// reason appended to its user message, at [`RETRY_TEMPERATURE`]. A reply
+/// cut at its token limit is refused without being checked. Returns each
 /// request's checked answer (`None`: still refused after every try) and
 /// what the calls cost. Fails only when the model could not be asked.
 pub fn ask_checked<T>(
     chat: &dyn ChatModel,
-    count: usize,
+    requests: &[ChatRequest],
     retries: u32,
-    request: impl Fn(usize, Option<&str>, u32) -> ChatRequest,
     check: impl Fn(usize, &str) -> Result<T, String>,
 ) -> Result<(Vec<Option<T>>, LlmCost), ChatError> {
+    let count = requests.len();
     let mut answers: Vec<Option<T>> = (0..count).map(|_| None).collect();
     let mut rejections: Vec<Option<String>> = vec![None; count];
     let mut cost = LlmCost::default();
@@ -27,11 +32,14 @@ pub fn ask_checked<T>(
         if pending.is_empty() {
             break;
         }
-        let requests: Vec<ChatRequest> = pending
+        let asked: Vec<ChatRequest> = pending
             .iter()
-            .map(|&i| request(i, rejections[i].as_deref(), attempt))
+            .map(|&i| match &rejections[i] {
+                None => requests[i].clone(),
+                Some(why) => retry(&requests[i], why),
+            })
             .collect();
-        let (replies, spent) = chat.chat(&requests)?;
+        let (replies, spent) = chat.chat(&asked)?;
         cost.add(&spent);
         for (&i, reply) in pending.iter().zip(replies) {
             let checked = if reply.truncated {
@@ -55,18 +63,30 @@ pub fn ask_checked<T>(
 /// refused after every try) and what the calls cost.
 pub fn ask_one<T>(
     chat: &dyn ChatModel,
+    request: ChatRequest,
     retries: u32,
-    request: impl Fn(Option<&str>, u32) -> ChatRequest,
     check: impl Fn(&str) -> Result<T, String>,
 ) -> Result<(Option<T>, LlmCost), ChatError> {
     let (mut answers, cost) = ask_checked(
         chat,
-        1,
+        std::slice::from_ref(&request),
         retries,
-        |_, rejection, attempt| request(rejection, attempt),
         |_, content| check(content),
     )?;
     Ok((answers.pop().flatten(), cost))
+}
+
+/// `first` asked again: the reason its reply was refused appended to its
+/// user message, at [`RETRY_TEMPERATURE`].
+fn retry(first: &ChatRequest, why: &str) -> ChatRequest {
+    ChatRequest {
+        user: format!(
+            "{}\nYour previous answer was rejected: {why}. Answer again, following the rules exactly.",
+            first.user
+        ),
+        temperature: RETRY_TEMPERATURE,
+        ..first.clone()
+    }
 }
 
 /// A reply's JSON content as `T`, or why not (the reason a refused reply
@@ -84,20 +104,4 @@ pub fn clip(text: &str, chars: usize) -> String {
         flat.push('…');
     }
     flat
-}
-
-/// `user` with the reason its previous reply was refused, when there is one.
-pub fn with_rejection(mut user: String, rejection: Option<&str>) -> String {
-    if let Some(why) = rejection {
-        user.push_str(&format!(
-            "\nYour previous answer was rejected: {why}. Answer again, following the rules exactly."
-        ));
-    }
-    user
-}
-
-/// The temperature of try `attempt`: greedy first, then a little sampling,
-/// so a deterministic model's next answer can differ.
-pub fn temperature(attempt: u32) -> f32 {
-    if attempt == 0 { 0.0 } else { 0.4 }
 }

@@ -9,4 +9,4 @@ pub mod http;
 
 pub use crate::error::ChatError;
 pub use chat_model::{ChatModel, ChatReply, ChatRequest};
-pub use checked::{ask_checked, ask_one, clip, parse_reply, temperature, with_rejection};
+pub use checked::{RETRY_TEMPERATURE, ask_checked, ask_one, clip, parse_reply};

@@ -38,9 +38,7 @@ use std::ops::Range;
 
 use serde::Deserialize;
 
-use crate::compute::chat::{
-    ChatError, ChatModel, ChatRequest, ask_checked, clip, parse_reply, temperature, with_rejection,
-};
+use crate::compute::chat::{ChatError, ChatModel, ChatRequest, ask_checked, clip, parse_reply};
 use crate::ingest::tree::builder::StructureInput;
 use crate::ingest::tree::outline::parse_outline;
 use crate::ingest::tree::title::extractive_title;
@@ -139,11 +137,11 @@ impl<'a> LlmStructurer<'a> {
             return Ok((None, LlmCost::default()));
         }
         let windows = self.windows(input);
+        let requests: Vec<ChatRequest> = windows.iter().map(|w| self.request(input, w)).collect();
         let (outlines, mut cost) = ask_checked(
             self.chat,
-            windows.len(),
+            &requests,
             self.options.invalid_retries,
-            |w, rejection, attempt| self.request(input, &windows[w], rejection, attempt),
             |w, content| self.check_window(content, &windows[w]),
         )?;
         let Some(outlines) = outlines.into_iter().collect::<Option<Vec<_>>>() else {
@@ -197,16 +195,8 @@ impl<'a> LlmStructurer<'a> {
         }
     }
 
-    /// The request for one window; `rejection` says why the previous reply
-    /// was refused, and retries sample a little, so a greedy model's next
-    /// answer can differ.
-    fn request(
-        &self,
-        input: &StructureInput<'_>,
-        window: &Range<u32>,
-        rejection: Option<&str>,
-        attempt: u32,
-    ) -> ChatRequest {
+    /// The (first) request for one window.
+    fn request(&self, input: &StructureInput<'_>, window: &Range<u32>) -> ChatRequest {
         let mut user = String::new();
         for e in window.clone() {
             let edu = &input.edus[e as usize];
@@ -214,7 +204,6 @@ impl<'a> LlmStructurer<'a> {
             let shown = clip(text, self.options.edu_chars);
             user.push_str(&format!("[{}] {shown}\n", e + 1));
         }
-        let user = with_rejection(user, rejection);
         let (first, last) = (window.start + 1, window.end);
         let most = (window.len() as u32).min(32);
         let schema = serde_json::json!({
@@ -246,7 +235,7 @@ impl<'a> LlmStructurer<'a> {
             schema_name: "outline",
             schema,
             max_tokens: (64 + 48 * most).min(4_096),
-            temperature: temperature(attempt),
+            temperature: 0.0,
         }
     }
 
