@@ -103,6 +103,13 @@ impl AskResult {
             .filter_map(|&n| self.evidence.get(n - 1))
     }
 
+    /// The items judged useful so far, each with its number, in the order
+    /// judged.
+    fn useful(&self) -> impl Iterator<Item = (usize, &Item)> {
+        (self.steps.iter().flat_map(|step| &step.relevant))
+            .filter_map(|&n| Some((n, self.evidence.get(n.checked_sub(1)?)?)))
+    }
+
     /// The JSON form (the fields above; `cited` lists the cited items).
     pub fn to_json(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
@@ -141,43 +148,36 @@ pub(crate) fn ask(
         return Ok(result);
     }
     progress.start("ask", evidence.remaining() as u64);
-    let mut useful: Vec<usize> = Vec::new();
     result.stopped = Stopped::Budget;
     while evidence.remaining() > 0 {
         cancel.check()?;
         let new = evidence.next_group(options.group);
         let first = result.evidence.len() + 1;
         let shown: Vec<usize> = (first..first + new.len()).collect();
-        let so_far: Vec<(usize, &Item)> = useful
-            .iter()
-            .map(|&n| (n, &result.evidence[n - 1]))
-            .collect();
+        let so_far = result.useful().collect::<Vec<_>>();
         let (verdict, cost) = judge(chat, question, &so_far, &new, first)?;
-        let step = match verdict {
-            Some(verdict) => AskStep {
-                shown: shown.clone(),
-                relevant: verdict.relevant,
-                enough: verdict.enough,
-                judged_by: "model",
-                cost,
-            },
-            None => AskStep {
-                shown: shown.clone(),
-                relevant: shown.clone(),
-                enough: false,
-                judged_by: "fallback",
-                cost: LlmCost {
+        let (relevant, enough, judged_by, cost) = match verdict {
+            Some(verdict) => (verdict.relevant, verdict.enough, "model", cost),
+            None => (
+                shown.clone(),
+                false,
+                "fallback",
+                LlmCost {
                     fallbacks: 1,
                     ..cost
                 },
-            },
+            ),
         };
         progress.advance(new.len() as u64, "");
         result.evidence.extend(new);
-        useful.extend(&step.relevant);
-        result.cost.add(&step.cost);
-        let enough = step.enough;
-        result.steps.push(step);
+        result.cost.add(&cost);
+        result.steps.push(AskStep {
+            shown,
+            relevant,
+            enough,
+            judged_by,
+            cost,
+        });
         if enough {
             result.stopped = Stopped::Enough;
             break;
@@ -188,15 +188,15 @@ pub(crate) fn ask(
         cancel.check()?;
         // The answer reads the useful items, or everything shown when
         // nothing was judged useful.
-        let numbers: Vec<usize> = if useful.is_empty() {
-            (1..=result.evidence.len()).collect()
-        } else {
-            useful
-        };
-        let given: Vec<(usize, &Item)> = numbers
-            .iter()
-            .map(|&n| (n, &result.evidence[n - 1]))
-            .collect();
+        let mut given: Vec<(usize, &Item)> = result.useful().collect();
+        if given.is_empty() {
+            given = result
+                .evidence
+                .iter()
+                .enumerate()
+                .map(|(i, item)| (i + 1, item))
+                .collect();
+        }
         let (answered, mut cost) = answer(chat, question, &given)?;
         match answered {
             Some(answered) => {
