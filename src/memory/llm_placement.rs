@@ -47,6 +47,26 @@ pub struct Shown<'a> {
     pub new_turn: &'a str,
 }
 
+/// The topics the prompt shows, in topic order: the current one, the most
+/// similar other (`best_other`, from the similarities), then the most
+/// recently active others, at most [`TOPICS_SHOWN`].
+pub fn topics_shown(dialogue: &Dialogue, best_other: Option<(u32, f32)>) -> Vec<u32> {
+    let mut chosen = vec![dialogue.current_turn().topic];
+    chosen.extend(best_other.map(|(topic, _)| topic));
+    let mut by_recency: Vec<_> = dialogue.topics.iter().collect();
+    by_recency.sort_by_key(|t| std::cmp::Reverse(t.last_turn));
+    for topic in by_recency {
+        if chosen.len() >= TOPICS_SHOWN {
+            break;
+        }
+        if !chosen.contains(&topic.id) {
+            chosen.push(topic.id);
+        }
+    }
+    chosen.sort_unstable();
+    chosen
+}
+
 /// `text` as the prompt shows a turn.
 fn line(text: &str) -> String {
     clip(text, TURN_CHARS)

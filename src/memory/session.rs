@@ -412,21 +412,7 @@ fn placed_by_model(
     let chat = vectors.engine.chat().ok_or(Error::NoChatModel {
         step: "the LLM placement",
     })?;
-    // The current topic, the most similar other, then the most recently
-    // active others, at most TOPICS_SHOWN, in topic order.
-    let mut chosen = vec![dialogue.current_turn().topic];
-    chosen.extend(auto.decision.best_other_topic.map(|(topic, _)| topic));
-    let mut by_recency: Vec<&crate::model::dialogue::Topic> = dialogue.topics.iter().collect();
-    by_recency.sort_by_key(|t| std::cmp::Reverse(t.last_turn));
-    for topic in by_recency {
-        if chosen.len() >= llm_placement::TOPICS_SHOWN {
-            break;
-        }
-        if !chosen.contains(&topic.id) {
-            chosen.push(topic.id);
-        }
-    }
-    chosen.sort_unstable();
+    let chosen = llm_placement::topics_shown(dialogue, auto.decision.best_other_topic);
     let topics = chosen
         .into_iter()
         .map(|topic| {
