@@ -186,9 +186,10 @@ impl<'a> Context<'a> {
                 create,
                 embedder: cli.embedder.config()?,
                 busy_timeout: cli.wait,
-                chat: match cli.command.may_ask_a_model() {
-                    true => cli.llm.chat()?,
-                    false => None,
+                chat: if cli.command.may_ask_a_model() {
+                    cli.llm.chat()?
+                } else {
+                    None
                 },
                 ..Default::default()
             },
@@ -210,7 +211,7 @@ enum Command {
         #[arg(long)]
         id: Option<String>,
         /// Input format: text, markdown or html; default: by extension, then sniffed.
-        #[arg(long, value_parser = parse_format)]
+        #[arg(long, value_parser = parse_named::<Format>)]
         format: Option<Format>,
         /// Replace invalid UTF-8 with U+FFFD instead of rejecting the file.
         #[arg(long)]
@@ -219,7 +220,7 @@ enum Command {
         /// cohesion; no model) or `llm` (LingoEDU's outline from the chat
         /// model of --llm-url/--llm-model, checked, falling back to the
         /// layout tree for a document whose outline stays invalid).
-        #[arg(long, default_value = "layout", value_parser = parse_structurer)]
+        #[arg(long, default_value = "layout", value_parser = parse_named::<Structurer>)]
         structurer: Structurer,
         /// Also bring the vector graph up to date now (with progress), so
         /// the first NEAR or HYBRID search does not build it.
@@ -433,11 +434,9 @@ pub fn bind_params(pairs: &[(String, String)]) -> Params {
     })
 }
 
-fn parse_format(name: &str) -> Result<Format, String> {
-    name.parse().map_err(|e: Error| e.to_string())
-}
-
-fn parse_structurer(name: &str) -> Result<Structurer, String> {
+/// A flag value read by its type's `FromStr` (formats, structurers), the
+/// library's message as clap's error.
+fn parse_named<T: std::str::FromStr<Err = Error>>(name: &str) -> Result<T, String> {
     name.parse().map_err(|e: Error| e.to_string())
 }
 
