@@ -74,9 +74,11 @@ fn bench_build(c: &mut Criterion) {
                 },
                 &DagConfig::default(),
                 &ExtractiveIpMaker::default(),
+                None,
                 &attention,
             )
             .unwrap()
+            .0
         })
     });
     group.finish();

@@ -56,7 +56,7 @@ pub use error::{ChatError, EmbedError, Error, Result};
 pub use ingest::dag::attention::AttentionSource;
 pub use ingest::dag::ip::IpMaker;
 pub use ingest::dag::supplied::SuppliedAttention;
-pub use ingest::pipeline::{IngestOptions, Structurer};
+pub use ingest::pipeline::{IngestOptions, IpMakerKind, Structurer};
 pub use ingest::sources::Source;
 pub use ingest::tree::TreeBuilder;
 pub use memory::{

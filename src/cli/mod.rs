@@ -12,7 +12,7 @@ use edudb::compute::embed::http::HttpConfig;
 use edudb::serve::{CommandOutput, CommandRequest, CommandRunner};
 use edudb::{
     AskOptions, CancelToken, ChatConfig, ChatModel, Db, Error, Format, HttpChat, IngestOptions,
-    OpenOptions, Params, Structurer,
+    IpMakerKind, OpenOptions, Params, Structurer,
 };
 use serde_json::json;
 
@@ -222,6 +222,13 @@ enum Command {
         /// layout tree for a document whose outline stays invalid).
         #[arg(long, default_value = "layout", value_parser = parse_named::<Structurer>)]
         structurer: Structurer,
+        /// What makes each document's information points: `bridge` (shared
+        /// terms, then salient EDUs; no model) or `llm` (PECAN's points
+        /// written by the chat model of --llm-url/--llm-model, checked and
+        /// linked by attention, the model-free points for a window whose
+        /// replies stay invalid).
+        #[arg(long, default_value = "bridge", value_parser = parse_named::<IpMakerKind>)]
+        ip_maker: IpMakerKind,
         /// Also bring the vector graph up to date now (with progress), so
         /// the first NEAR or HYBRID search does not build it.
         #[arg(long)]
@@ -563,6 +570,7 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             format,
             lossy,
             structurer,
+            ip_maker,
             vectors,
         } => {
             let (sources, skipped) =
@@ -572,6 +580,7 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
                 format: *format,
                 lossy: *lossy,
                 structurer: *structurer,
+                ip_maker: *ip_maker,
             };
             let progress = bars::Bars::new(cli.quiet || cli.json);
             let report = db.ingest(&sources, options, &progress, &CancelToken::new())?;

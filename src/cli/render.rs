@@ -171,7 +171,11 @@ fn llm_cost(cost: &LlmCost) -> String {
         } else {
             "fallbacks"
         }
-    )
+    ) + &match cost.dropped_points {
+        0 => String::new(),
+        1 => ", 1 written point dropped".into(),
+        n => format!(", {n} written points dropped"),
+    }
 }
 
 /// An answer with its citations; with `explain`, every reading step.

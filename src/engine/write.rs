@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::ingest::dag::llm::{IpWriterOptions, LlmIpWriter};
 use crate::ingest::dag::supplied::SuppliedAttention;
 use crate::ingest::pipeline::{
-    IngestOptions, Prepared, Structurer, build_dag, prepare, prepare_text,
+    IngestOptions, IpMakerKind, LlmSteps, Prepared, Structurer, build_dag, prepare, prepare_text,
 };
 use crate::ingest::sources::{Origin, Source};
 use crate::ingest::tree::llm::{LlmStructurer, StructurerOptions};
@@ -84,14 +85,22 @@ impl Engine {
         cancel: &CancelToken,
     ) -> Result<IngestReport> {
         let started = Instant::now();
-        let structurer = match options.structurer {
-            Structurer::Layout => None,
-            Structurer::Llm => Some(LlmStructurer::new(
-                self.chat().ok_or(Error::NoChatModel {
-                    step: "the LLM structurer",
-                })?,
-                StructurerOptions::default(),
-            )),
+        let chat = |step| self.chat().ok_or(Error::NoChatModel { step });
+        let llm = LlmSteps {
+            structurer: match options.structurer {
+                Structurer::Layout => None,
+                Structurer::Llm => Some(LlmStructurer::new(
+                    chat("the LLM structurer")?,
+                    StructurerOptions::default(),
+                )),
+            },
+            ip_writer: match options.ip_maker {
+                IpMakerKind::Bridge => None,
+                IpMakerKind::Llm => Some(LlmIpWriter::new(
+                    chat("the LLM information-point writer")?,
+                    IpWriterOptions::default(),
+                )),
+            },
         };
         let mut report = IngestReport::default();
         let mut fulltext = self.fulltext_writer();
@@ -115,13 +124,8 @@ impl Engine {
                         let Some(source) = sources.get(index) else {
                             break;
                         };
-                        let prepared = prepare(
-                            source,
-                            options,
-                            self.embedder.as_ref(),
-                            self.device(),
-                            structurer.as_ref(),
-                        );
+                        let prepared =
+                            prepare(source, options, self.embedder.as_ref(), self.device(), &llm);
                         if sender.send((index, prepared)).is_err() {
                             break;
                         }

@@ -12,6 +12,7 @@ use crate::ingest::dag::attention::{AttentionSource, ComputedAttention};
 use crate::ingest::dag::bridge::BridgeIpMaker;
 use crate::ingest::dag::build::DagConfig;
 use crate::ingest::dag::ip::EduVectors;
+use crate::ingest::dag::llm::LlmIpWriter;
 use crate::ingest::dag::model_attention::ModelAttention;
 use crate::ingest::layout::{self, BlockKind, Layout};
 use crate::ingest::segment;
@@ -38,6 +39,35 @@ pub struct IngestOptions {
     pub lossy: bool,
     /// What builds each document's tree.
     pub structurer: Structurer,
+    /// What makes each document's information points.
+    pub ip_maker: IpMakerKind,
+}
+
+/// What makes a document's information points.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IpMakerKind {
+    /// The model-free points: shared terms, then salient EDUs
+    /// ([`BridgeIpMaker`]).
+    #[default]
+    Bridge,
+    /// PECAN's points written by the store's chat model
+    /// ([`LlmIpWriter`]), the model-free points for a window whose
+    /// replies stay invalid.
+    Llm,
+}
+
+impl std::str::FromStr for IpMakerKind {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<IpMakerKind> {
+        match name.to_ascii_lowercase().as_str() {
+            "bridge" => Ok(IpMakerKind::Bridge),
+            "llm" => Ok(IpMakerKind::Llm),
+            _ => Err(Error::Usage(format!(
+                "unknown IP maker {name:?}: expected bridge or llm"
+            ))),
+        }
+    }
 }
 
 /// What builds a document's tree.
@@ -312,14 +342,23 @@ fn analyze_built(
         tree,
     })
 }
-/// Reads, decodes and analyses one source (its tree from `llm` when
-/// given), embeds its nodes and EDUs, and builds its DAG.
+/// The language-model steps an ingest runs (none by default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LlmSteps<'a> {
+    /// Builds each document's tree.
+    pub structurer: Option<LlmStructurer<'a>>,
+    /// Writes each document's information points.
+    pub ip_writer: Option<LlmIpWriter<'a>>,
+}
+
+/// Reads, decodes and analyses one source, embeds its nodes and EDUs, and
+/// builds its DAG, with the language-model steps of `llm`.
 pub fn prepare(
     source: &Source,
     options: IngestOptions,
     embedder: &dyn Embedder,
     device: &Device,
-    llm: Option<&LlmStructurer<'_>>,
+    llm: &LlmSteps<'_>,
 ) -> Result<Prepared> {
     // Sources built by library callers skip `sources::expand`'s check.
     crate::model::ids::validate_id(&source.id)?;
@@ -328,13 +367,14 @@ pub fn prepare(
     let format = options
         .format
         .unwrap_or_else(|| detect_format(source.path(), &text));
-    let (doc, llm) = analyze_structured(&source.id, text, format, llm)?;
-    let (vectors, dag) = embed_and_link(&doc, embedder, device)?;
+    let (doc, mut cost) = analyze_structured(&source.id, text, format, llm.structurer.as_ref())?;
+    let (vectors, dag, written) = embed_and_link(&doc, embedder, device, llm.ip_writer.as_ref())?;
+    cost.add(&written);
     Ok(Prepared {
         doc,
         vectors,
         dag,
-        llm,
+        llm: cost,
     })
 }
 
@@ -348,16 +388,18 @@ pub fn prepare_text(
     device: &Device,
 ) -> Result<(Document, DocVectors, Dag)> {
     let doc = analyze(id, text, format)?;
-    let (vectors, dag) = embed_and_link(&doc, embedder, device)?;
+    let (vectors, dag, _) = embed_and_link(&doc, embedder, device, None)?;
     Ok((doc, vectors, dag))
 }
 
-/// Embeds an analysed document's nodes and EDUs and builds its DAG.
+/// Embeds an analysed document's nodes and EDUs and builds its DAG (its
+/// points written by `writer` when given), with what the writer cost.
 fn embed_and_link(
     doc: &Document,
     embedder: &dyn Embedder,
     device: &Device,
-) -> Result<(DocVectors, Dag)> {
+    writer: Option<&LlmIpWriter<'_>>,
+) -> Result<(DocVectors, Dag, LlmCost)> {
     let vectors = embed_document(doc, embedder)?;
     // A store embedding with a local transformer weights its edges with
     // that model's attention.
@@ -365,13 +407,14 @@ fn embed_and_link(
         Some(model) => Box::new(ModelAttention::new(model, device.clone())),
         None => Box::new(ComputedAttention::new(device.clone())),
     };
-    let dag = build_dag(
+    let (dag, cost) = build_written_dag(
         doc,
         &vectors.edus,
         vectors.dimension as usize,
         attention.as_ref(),
+        writer,
     )?;
-    Ok((vectors, dag))
+    Ok((vectors, dag, cost))
 }
 
 /// `doc`'s DAG with the store's settings (default shape, information
@@ -384,6 +427,19 @@ pub fn build_dag(
     dimension: usize,
     attention: &dyn AttentionSource,
 ) -> Result<Dag> {
+    build_written_dag(doc, edu_vectors, dimension, attention, None).map(|(dag, _)| dag)
+}
+
+/// [`build_dag`] with the information points written by `writer` when
+/// given (windows it cannot write for get the model-free points), and
+/// what the writer cost.
+pub fn build_written_dag(
+    doc: &Document,
+    edu_vectors: &[f32],
+    dimension: usize,
+    attention: &dyn AttentionSource,
+    writer: Option<&LlmIpWriter<'_>>,
+) -> Result<(Dag, LlmCost)> {
     crate::ingest::dag::build::build(
         doc,
         &EduVectors {
@@ -392,6 +448,7 @@ pub fn build_dag(
         },
         &DagConfig::default(),
         &BridgeIpMaker::default(),
+        writer,
         attention,
     )
 }

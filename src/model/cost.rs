@@ -15,9 +15,14 @@ pub struct LlmCost {
     pub completion_tokens: u64,
     /// Wall-clock milliseconds spent waiting for the model.
     pub millis: u64,
-    /// Units (documents, for the structurer) built by the model-free path
-    /// after the model's replies failed validation.
+    /// Units (documents for the structurer, windows for the IP writer)
+    /// built by the model-free path after the model's replies failed
+    /// validation.
     pub fallbacks: u32,
+    /// Written information points dropped because they could not be
+    /// linked to any node of their window.
+    #[serde(default)]
+    pub dropped_points: u32,
 }
 
 impl LlmCost {
@@ -31,6 +36,7 @@ impl LlmCost {
             .saturating_add(other.completion_tokens);
         self.millis = self.millis.saturating_add(other.millis);
         self.fallbacks = self.fallbacks.saturating_add(other.fallbacks);
+        self.dropped_points = self.dropped_points.saturating_add(other.dropped_points);
     }
 
     /// Whether no model work was done or attempted.

@@ -21,12 +21,17 @@ pub struct DagNode {
     pub level: u16,
     /// The EDUs the node stands for: a chunk's run, or an IP's whole batch.
     pub span: Span,
-    /// An IP's salient EDUs in document order (its text); empty for a
-    /// chunk, whose text is its whole span.
+    /// An IP's EDUs in document order: an extractive point's text, or the
+    /// EDUs a written point attends to most (its coordinates); empty for
+    /// a chunk, whose text is its whole span.
     pub points: Vec<u32>,
     /// An IP's window: the ids `[first, last]` of the lower-level nodes it
     /// was made from (its edges point only there); `None` for a chunk.
     pub window: Option<[u32; 2]>,
+    /// A written point's text, in a language model's own words (PECAN's
+    /// abstractive information points); `None` for chunks and extractive
+    /// points, whose text is their EDUs'.
+    pub text: Option<String>,
 }
 
 impl DagNode {
@@ -97,10 +102,13 @@ impl Dag {
         self.nodes.last().map_or(0, |n| n.level)
     }
 
-    /// Node `i`'s text: a chunk's run of the document, or an IP's points
-    /// joined by single spaces.
+    /// Node `i`'s text: a chunk's run of the document, a written point's
+    /// own text, or an extractive point's EDUs joined by single spaces.
     pub fn node_text(&self, doc: &Document, i: usize) -> String {
         let node = &self.nodes[i];
+        if let Some(text) = &node.text {
+            return text.clone();
+        }
         let slice = |first: u32, last: u32| {
             let (a, b) = (&doc.edus[first as usize], &doc.edus[last as usize]);
             &doc.text[a.start as usize..b.end as usize]
@@ -117,7 +125,8 @@ impl Dag {
     /// at 1 and never decrease; chunks tile `0..edus` in order; every IP's
     /// points are sorted, distinct and inside its span; edges run from a
     /// node to the level just below it; weights are positive and finite
-    /// and each node's out-weights sum to 1.
+    /// and each node's out-weights sum to 1; only IPs have written text,
+    /// and it is not blank.
     pub fn validate(&self, edus: u32) -> Result<(), String> {
         let n = self.nodes.len();
         if self.offsets.len() != n + 1
@@ -141,6 +150,16 @@ impl Dag {
                 ));
             }
             previous_level = node.level;
+            if node
+                .text
+                .as_ref()
+                .is_some_and(|t| node.level == 1 || t.trim().is_empty())
+            {
+                return Err(format!(
+                    "DAG node {i} (level {}) has written text but is a chunk, or the text is blank",
+                    node.level
+                ));
+            }
             if node.level == 1 {
                 if node.span.first != next_edu || !node.points.is_empty() {
                     return Err(format!(
@@ -230,13 +249,17 @@ pub struct ListedNode {
     pub level: u16,
     /// The EDUs the node stands for, `[first, last]`.
     pub edus: [u32; 2],
-    /// An IP's salient EDUs (empty for a chunk).
+    /// An IP's EDUs: an extractive point's text, a written point's
+    /// coordinates (empty for a chunk).
     pub points: Vec<u32>,
     /// An IP's window: the lower nodes `[first, last]` it was made from
     /// (`null` for a chunk).
     pub window: Option<[u32; 2]>,
     /// The node's text.
     pub text: String,
+    /// Whether the text is a language model's (a written point) rather
+    /// than the document's.
+    pub written: bool,
 }
 
 /// One edge of a [`DagListing`].
@@ -285,10 +308,64 @@ impl Dag {
                         points: node.points.clone(),
                         window: node.window,
                         text: self.node_text(doc, i),
+                        written: node.text.is_some(),
                     }
                 })
                 .collect(),
             edges,
+        }
+    }
+}
+
+/// The DAG record of store format versions 3 to 5, whose points had no
+/// written text: read only to upgrade such a store's DAGs at open.
+pub mod v5 {
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use crate::model::edu::Span;
+
+    /// A node as versions 3 to 5 stored it: [`super::DagNode`] without `text`.
+    #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+    pub struct DagNode {
+        /// See [`super::DagNode::level`].
+        pub level: u16,
+        /// See [`super::DagNode::span`].
+        pub span: Span,
+        /// See [`super::DagNode::points`].
+        pub points: Vec<u32>,
+        /// See [`super::DagNode::window`].
+        pub window: Option<[u32; 2]>,
+    }
+
+    /// A DAG as versions 3 to 5 stored it.
+    #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Dag {
+        /// Its nodes, without written text.
+        pub nodes: Vec<DagNode>,
+        /// See [`super::Dag::offsets`].
+        pub offsets: Vec<u32>,
+        /// See [`super::Dag::targets`].
+        pub targets: Vec<u32>,
+        /// See [`super::Dag::weights`].
+        pub weights: Vec<f32>,
+    }
+
+    impl From<Dag> for super::Dag {
+        fn from(old: Dag) -> super::Dag {
+            super::Dag {
+                nodes: (old.nodes.into_iter())
+                    .map(|n| super::DagNode {
+                        level: n.level,
+                        span: n.span,
+                        points: n.points,
+                        window: n.window,
+                        text: None,
+                    })
+                    .collect(),
+                offsets: old.offsets,
+                targets: old.targets,
+                weights: old.weights,
+            }
         }
     }
 }

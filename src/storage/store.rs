@@ -50,14 +50,19 @@ use crate::model::edu::{ArchivedEdu, Edu};
 use crate::model::tree::{ArchivedTree, Tree};
 
 /// Version of the on-disk layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// Older layouts this one upgrades at open, in one batch with the new
 /// [`FORMAT_VERSION`] record: version 3 had no pieced records, and its
 /// whole records are read as before (a later write of a document stores it
 /// pieced); versions 3 and 4 stored turns without a time, so their
-/// dialogue records are rewritten ([`crate::model::dialogue::v4`]).
-const UPGRADABLE_VERSIONS: [u32; 2] = [3, 4];
+/// dialogue records are rewritten ([`crate::model::dialogue::v4`]);
+/// versions 3 to 5 stored information points without written text, so
+/// their DAG records are rewritten ([`crate::model::dag::v5`]).
+const UPGRADABLE_VERSIONS: [u32; 3] = [3, 4, 5];
+
+/// The versions whose dialogue records are upgraded at open.
+const TIMELESS_TURN_VERSIONS: [u32; 2] = [3, 4];
 
 /// Records larger than this are stored in pieces of this size. A listing
 /// reads at most a page of 16 pieces (4 MiB) beside the metadata; smaller
@@ -600,15 +605,12 @@ impl Store {
         // text, so they are small), held to the small reserve so an old
         // store on a nearly full disk still opens (and can be cleared).
         let db = store.sled()?;
-        let record = match db.get(VERSION_KEY).map_err(|e| store.failure(e))? {
+        let found = db.get(VERSION_KEY).map_err(|e| store.failure(e))?;
+        let upgradable = (found.as_ref())
+            .and_then(|found| UPGRADABLE_VERSIONS.iter().find(|&&v| found == &version(v)));
+        let record = match found {
             Some(found) if found.as_ref() == version(FORMAT_VERSION) => None,
-            Some(found)
-                if UPGRADABLE_VERSIONS
-                    .iter()
-                    .any(|&v| found.as_ref() == version(v)) =>
-            {
-                Some(Batch::reclaiming())
-            }
+            Some(_) if upgradable.is_some() => Some((Batch::reclaiming(), upgradable.copied())),
             Some(found) => {
                 return Err(Error::FormatVersion {
                     path: dir.to_owned(),
@@ -616,12 +618,15 @@ impl Store {
                     expected: FORMAT_VERSION,
                 });
             }
-            None if db.is_empty() => Some(Batch::default()),
+            None if db.is_empty() => Some((Batch::default(), None)),
             None => return Err(Error::NotAStore(dir.to_owned())),
         };
-        if let Some(mut batch) = record {
-            if !db.is_empty() {
-                store.upgrade_dialogues(&mut batch)?;
+        if let Some((mut batch, old)) = record {
+            if let Some(old) = old {
+                if TIMELESS_TURN_VERSIONS.contains(&old) {
+                    store.upgrade_dialogues(&mut batch)?;
+                }
+                store.upgrade_dags(&mut batch)?;
             }
             batch.insert(VERSION_KEY, &version(FORMAT_VERSION));
             store.apply(batch)?;
@@ -644,6 +649,25 @@ impl Store {
                 .and_then(rkyv::deserialize::<v4::Dialogue, BoxedError>);
             if let Ok(old) = old {
                 batch.insert(&key, &archive(&Dialogue::from(old))?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds to `batch` every DAG record rewritten from the layout of
+    /// versions 3 to 5 ([`crate::model::dag::v5`]) to this one, whole or
+    /// pieced as its size asks. A record that does not decode in the old
+    /// layout is left as it is, for `check` to name.
+    fn upgrade_dags(&self, batch: &mut Batch) -> Result<()> {
+        use crate::model::dag::v5;
+        for id in self.ids()? {
+            let Ok(Some(value)) = self.record(DAG, &id) else {
+                continue;
+            };
+            let old = rkyv::access::<v5::ArchivedDag, BoxedError>(&value)
+                .and_then(rkyv::deserialize::<v5::Dag, BoxedError>);
+            if let Ok(old) = old {
+                self.insert_record(batch, DAG, &id, &archive(&Dag::from(old))?)?;
             }
         }
         Ok(())
@@ -1670,6 +1694,7 @@ mod tests {
                 span: crate::model::edu::Span::new(0, doc.edus.len() as u32 - 1),
                 points: Vec::new(),
                 window: None,
+                text: None,
             }],
             Vec::new(),
         )
@@ -1700,6 +1725,7 @@ mod tests {
             completion_tokens: 90,
             millis: 1200,
             fallbacks: 1,
+            dropped_points: 2,
         };
         store.put(&a, &vectors(&a), &dag(&a), &cost).unwrap();
         put(&store, &b);
@@ -1827,12 +1853,13 @@ mod tests {
         put(&store, &a);
         assert_eq!(store.dag("a").unwrap().unwrap().to_dag().unwrap(), dag(&a));
         assert!(store.dag("missing").unwrap().is_none());
-        // Two chunks and a point over both: a valid two-level DAG.
+        // Two chunks and a written point over both: a valid two-level DAG.
         let chunk = |first, last| crate::model::dag::DagNode {
             level: 1,
             span: crate::model::edu::Span::new(first, last),
             points: Vec::new(),
             window: None,
+            text: None,
         };
         let last = a.edus.len() as u32 - 1;
         let point = crate::model::dag::DagNode {
@@ -1840,6 +1867,7 @@ mod tests {
             span: crate::model::edu::Span::new(0, last),
             points: vec![1],
             window: Some([0, 1]),
+            text: Some("Three sentences are stored.".into()),
         };
         let nodes = vec![chunk(0, 1), chunk(2, last), point];
         let good = Dag::from_edges(
@@ -1861,6 +1889,18 @@ mod tests {
             let bad = Dag::from_edges(nodes.clone(), vec![vec![], vec![], edges]);
             store.put_dag("a", &bad).unwrap();
             assert!(matches!(store.check(), Err(Error::Invariant { doc, .. }) if doc == "a"));
+        }
+        // Written text on a chunk, or a blank written point.
+        let mut chunk_text = nodes.clone();
+        chunk_text[0].text = Some("A chunk's text is the document's.".into());
+        let mut blank = nodes.clone();
+        blank[2].text = Some(" ".into());
+        for bad in [chunk_text, blank] {
+            let bad = Dag::from_edges(bad, vec![vec![], vec![], vec![(0, 0.25), (1, 0.75)]]);
+            store.put_dag("a", &bad).unwrap();
+            assert!(
+                matches!(store.check(), Err(Error::Invariant { message, .. }) if message.contains("written text"))
+            );
         }
         store.db.remove(key(DAG, "a")).unwrap();
         assert!(
@@ -1982,15 +2022,34 @@ mod tests {
     }
 
     #[test]
-    fn version_3_and_4_stores_are_read_and_upgraded_with_their_dialogues() {
+    fn older_stores_are_read_and_upgraded_with_their_dialogues_and_dags() {
+        use crate::model::dag::v5;
         use crate::model::dialogue::v4;
         for old_version in UPGRADABLE_VERSIONS {
             let dir = tempfile::tempdir().unwrap();
             let t0 = turn("s", 0);
             let d = dialogue("s", &t0);
+            // One chunk per EDU: a DAG record stored in pieces.
+            let big = large("big", 600_000);
+            let big_dag = Dag::from_edges(
+                (0..big.edus.len() as u32)
+                    .map(|e| crate::model::dag::DagNode {
+                        level: 1,
+                        span: crate::model::edu::Span::new(e, e),
+                        points: Vec::new(),
+                        window: None,
+                        text: None,
+                    })
+                    .collect(),
+                Vec::new(),
+            );
             {
                 let store = Store::open(dir.path()).unwrap();
                 put(&store, &doc("a", "Text stored by an older version."));
+                store
+                    .put(&big, &vectors(&big), &big_dag, &LlmCost::default())
+                    .unwrap();
+                assert!(store.manifest(DAG, "big").unwrap().is_some());
                 store.put_turns(&[written(&t0)], &d).unwrap();
                 // The dialogue as versions 3 and 4 stored it: turns without times.
                 let old = v4::Dialogue {
@@ -2015,8 +2074,39 @@ mod tests {
                     branches: d.branches.clone(),
                     current: d.current,
                 };
-                let old = archive(&old).unwrap();
-                store.db.insert(key(SESSION, "s"), old.as_slice()).unwrap();
+                if TIMELESS_TURN_VERSIONS.contains(&old_version) {
+                    let old = archive(&old).unwrap();
+                    store.db.insert(key(SESSION, "s"), old.as_slice()).unwrap();
+                }
+                // The DAGs as versions 3 to 5 stored them: points without
+                // text; one large enough to be stored in pieces.
+                for (id, dag) in [
+                    ("a", dag(&doc("a", "Text stored by an older version."))),
+                    ("big", big_dag.clone()),
+                ] {
+                    let old = v5::Dag {
+                        nodes: (dag.nodes.iter())
+                            .map(|n| v5::DagNode {
+                                level: n.level,
+                                span: n.span,
+                                points: n.points.clone(),
+                                window: n.window,
+                            })
+                            .collect(),
+                        offsets: dag.offsets.clone(),
+                        targets: dag.targets.clone(),
+                        weights: dag.weights.clone(),
+                    };
+                    let mut batch = Batch::default();
+                    store
+                        .insert_record(&mut batch, DAG, id, &archive(&old).unwrap())
+                        .unwrap();
+                    store.apply(batch).unwrap();
+                }
+                assert!(
+                    store.dag("a").is_err(),
+                    "the old DAG layout does not read as the new"
+                );
                 // A damaged record is left as it was, for `check` to name.
                 store
                     .db
@@ -2027,8 +2117,9 @@ mod tests {
                     .insert(VERSION_KEY, old_version.to_string().as_bytes())
                     .unwrap();
                 store.flush().unwrap();
-                assert!(
+                assert_eq!(
                     store.dialogue("s").is_err(),
+                    TIMELESS_TURN_VERSIONS.contains(&old_version),
                     "the old layout does not read as the new"
                 );
             }
@@ -2039,12 +2130,20 @@ mod tests {
             );
             assert_eq!(store.dialogue("s").unwrap(), Some(d));
             assert_eq!(
+                store.dag("a").unwrap().unwrap().to_dag().unwrap(),
+                dag(&doc("a", "Text stored by an older version."))
+            );
+            assert_eq!(
+                store.dag("big").unwrap().unwrap().to_dag().unwrap(),
+                big_dag
+            );
+            assert_eq!(
                 store.db.get(key(SESSION, "bad")).unwrap().unwrap().as_ref(),
                 b"not an archive"
             );
             assert!(matches!(store.dialogue("bad"), Err(Error::Corrupt { .. })));
             store.db.remove(key(SESSION, "bad")).unwrap();
-            assert_eq!(store.check().unwrap(), 2);
+            assert_eq!(store.check().unwrap(), 3);
         }
     }
 

@@ -166,6 +166,53 @@ fn real_server_structures_a_document_exactly_or_falls_back() {
 }
 
 #[test]
+fn real_server_writes_information_points_with_exact_coordinates() {
+    let Some(url) = chat_server() else { return };
+    let chat = Arc::new(HttpChat::new(&ChatConfig::new(url, "smollm2")).unwrap());
+    let (_dir, db) = store_with(chat);
+    // Six chunks of facts: one window of information points.
+    let text: String = (0..60)
+        .map(|i| format!("Town {i} lies beside the river Aro{i}. Its mayor Mira{i} opened a library in {}.\n\n", 1900 + i))
+        .collect();
+    let report = db
+        .ingest(
+            &[edudb::Source {
+                id: "towns".into(),
+                origin: edudb::ingest::sources::Origin::Bytes(text.clone().into_bytes()),
+            }],
+            IngestOptions {
+                ip_maker: edudb::IpMakerKind::Llm,
+                ..Default::default()
+            },
+            &edudb::NoProgress,
+            &edudb::CancelToken::new(),
+        )
+        .unwrap();
+    let llm = report.llm;
+    assert!(llm.calls >= 1 && llm.prompt_tokens > 0, "{llm:?}");
+    assert_eq!(db.build_costs().unwrap(), vec![("towns".to_owned(), llm)]);
+    // Whatever the model wrote, the document and its coordinates are the
+    // model-free ingest's, and the DAG keeps its invariants.
+    let doc = db.document("towns").unwrap().to_document().unwrap();
+    assert_eq!(
+        doc,
+        edudb::ingest::analyze("towns", text, edudb::Format::Text).unwrap()
+    );
+    let dag = db.dag("towns").unwrap();
+    dag.validate(doc.edus.len() as u32).unwrap();
+    let written = dag.nodes.iter().filter(|n| n.text.is_some()).count();
+    assert!(written > 0 || llm.fallbacks > 0, "{llm:?}");
+    for node in dag.nodes.iter().filter(|n| n.text.is_some()) {
+        assert!(!node.points.is_empty());
+        assert!(
+            node.points
+                .iter()
+                .all(|&e| node.span.first <= e && e <= node.span.last)
+        );
+    }
+}
+
+#[test]
 fn real_server_through_the_cli_reports_the_cost() {
     let Some(url) = chat_server() else { return };
     let llm = ["--llm-url", url.as_str(), "--llm-model", "smollm2"];
@@ -544,7 +591,7 @@ fn build_costs_show_in_docs_and_stats_and_go_with_the_document() {
     assert_eq!(
         llm_of("langs"),
         json!({"calls": 1, "prompt_tokens": 7, "completion_tokens": 3,
-               "millis": llm_of("langs")["millis"], "fallbacks": 0})
+               "millis": llm_of("langs")["millis"], "fallbacks": 0, "dropped_points": 0})
     );
     assert_eq!(llm_of("plain"), Value::Null);
     let stats = |db: &std::path::Path| -> Value {

@@ -148,8 +148,9 @@ proptest! {
             &EduVectors { values: &vectors, dimension: 64 },
             &config,
             &ExtractiveIpMaker::default(),
+            None,
             &ComputedAttention::new(Device::Cpu),
-        ).unwrap();
+        ).unwrap().0;
         dag.validate(doc.edus.len() as u32).map_err(TestCaseError::fail)?;
         for i in 0..dag.nodes.len() {
             let sum: f32 = dag.edges_of(i).map(|(_, w)| w).sum();

@@ -25,3 +25,4 @@ mod query;
 mod serve;
 mod tokens;
 mod vectors;
+mod written_points;

@@ -222,7 +222,7 @@ impl ChatModel for ScriptedChat {
             prompt_tokens: 20 * replies.len() as u64,
             completion_tokens: 4 * replies.len() as u64,
             millis: 1,
-            fallbacks: 0,
+            ..LlmCost::default()
         };
         Ok((replies, cost))
     }

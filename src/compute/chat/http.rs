@@ -217,7 +217,7 @@ impl ChatModel for HttpChat {
             completion_tokens: (replies.iter().map(|r| r.completion_tokens))
                 .fold(0, u64::saturating_add),
             millis: started.elapsed().as_millis() as u64,
-            fallbacks: 0,
+            ..LlmCost::default()
         };
         Ok((replies, cost))
     }

@@ -26,17 +26,50 @@ pub const TOKEN_DIMENSION: usize = 64;
 
 /// One summarisation window: its information points (queries) and the
 /// lower-level nodes they were made from (keys), each given as its DAG
-/// node id and its EDUs.
+/// node id and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Window {
     /// The IPs' DAG node ids.
     pub query_nodes: Vec<u32>,
-    /// The IPs' EDUs.
-    pub queries: Vec<Vec<u32>>,
+    /// The IPs' text.
+    pub queries: Vec<NodeText>,
     /// The lower nodes' DAG node ids.
     pub key_nodes: Vec<u32>,
-    /// The lower nodes' EDUs.
-    pub keys: Vec<Vec<u32>>,
+    /// The lower nodes' text.
+    pub keys: Vec<NodeText>,
+}
+
+/// The text of a node as attention reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeText {
+    /// The document's EDUs, in order (a chunk, an extractive point).
+    Edus(Vec<u32>),
+    /// A written point's own text.
+    Written(String),
+}
+
+impl NodeText {
+    /// The text itself: EDUs joined by single spaces.
+    pub fn text(&self, doc: &Document) -> String {
+        match self {
+            NodeText::Edus(edus) => (edus.iter())
+                .map(|&e| {
+                    let edu = &doc.edus[e as usize];
+                    &doc.text[edu.start as usize..edu.end as usize]
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            NodeText::Written(text) => text.clone(),
+        }
+    }
+
+    /// Its length in tokens.
+    pub fn tokens(&self, doc: &Document) -> u32 {
+        match self {
+            NodeText::Edus(edus) => edus.iter().map(|&e| doc.edus[e as usize].tokens).sum(),
+            NodeText::Written(text) => crate::model::tokens::count(text),
+        }
+    }
 }
 
 /// Gives node-level attention weights for windows of one document.
@@ -74,8 +107,7 @@ fn launches<'a>(doc: &Document, windows: &'a [Window]) -> Vec<&'a [Window]> {
         .iter()
         .map(|w| {
             (w.queries.iter().chain(&w.keys))
-                .flatten()
-                .map(|&e| doc.edus[e as usize].tokens)
+                .map(|n| n.tokens(doc))
                 .sum()
         })
         .collect();
@@ -87,21 +119,34 @@ fn launches<'a>(doc: &Document, windows: &'a [Window]) -> Vec<&'a [Window]> {
 
 /// Token vectors of some EDUs, concatenated: EDU `e`'s rows are
 /// `values[rows[e].0 × d .. rows[e].1 × d]`.
-struct TokenVectors {
+struct TokenVectors<'a> {
     rows: std::collections::HashMap<u32, (usize, usize)>,
     values: Vec<f32>,
+    embedder: &'a HashedEmbedder,
 }
 
-impl TokenVectors {
-    /// Token vectors of the EDUs the windows use, each scaled from unit
-    /// length to `√d`, the typical norm of a transformer's queries and
-    /// keys, so the attention logits are `√d · cosine` rather than nearly
-    /// uniform.
-    fn of(doc: &Document, windows: &[Window], embedder: &HashedEmbedder) -> TokenVectors {
-        let scale = (TOKEN_DIMENSION as f32).sqrt();
+/// Token vectors scaled from unit length to `√d`, the typical norm of a
+/// transformer's queries and keys, so the attention logits are
+/// `√d · cosine` rather than nearly uniform.
+fn scaled_token_vectors(embedder: &HashedEmbedder, text: &str, into: &mut Vec<f32>) {
+    let scale = (TOKEN_DIMENSION as f32).sqrt();
+    for token in embedder.token_vectors(text) {
+        into.extend(token.iter().map(|v| v * scale));
+    }
+}
+
+impl<'a> TokenVectors<'a> {
+    /// Scaled token vectors ([`scaled_token_vectors`]) of the EDUs the
+    /// windows use.
+    fn of(doc: &Document, windows: &[Window], embedder: &'a HashedEmbedder) -> TokenVectors<'a> {
         let mut edus: Vec<u32> = windows
             .iter()
-            .flat_map(|w| w.queries.iter().chain(&w.keys).flatten().copied())
+            .flat_map(|w| w.queries.iter().chain(&w.keys))
+            .flat_map(|n| match n {
+                NodeText::Edus(edus) => edus.as_slice(),
+                NodeText::Written(_) => &[],
+            })
+            .copied()
             .collect();
         edus.sort_unstable();
         edus.dedup();
@@ -110,25 +155,33 @@ impl TokenVectors {
         for e in edus {
             let edu = &doc.edus[e as usize];
             let start = values.len() / TOKEN_DIMENSION;
-            for token in embedder.token_vectors(&doc.text[edu.start as usize..edu.end as usize]) {
-                values.extend(token.iter().map(|v| v * scale));
-            }
+            let text = &doc.text[edu.start as usize..edu.end as usize];
+            scaled_token_vectors(embedder, text, &mut values);
             rows.insert(e, (start, values.len() / TOKEN_DIMENSION));
         }
-        TokenVectors { rows, values }
+        TokenVectors {
+            rows,
+            values,
+            embedder,
+        }
     }
 
-    /// The rows of `nodes` (each a list of EDUs), end to end, and the
-    /// segment each node's tokens occupy.
-    fn gather(&self, nodes: &[Vec<u32>]) -> (Vec<f32>, Segments) {
+    /// The rows of `nodes`, end to end, and the segment each node's
+    /// tokens occupy.
+    fn gather(&self, nodes: &[NodeText]) -> (Vec<f32>, Segments) {
         let d = TOKEN_DIMENSION;
         let mut rows = Vec::new();
         let mut lengths = Vec::with_capacity(nodes.len());
         for node in nodes {
             let before = rows.len();
-            for e in node {
-                let (a, b) = self.rows[e];
-                rows.extend_from_slice(&self.values[a * d..b * d]);
+            match node {
+                NodeText::Edus(edus) => {
+                    for e in edus {
+                        let (a, b) = self.rows[e];
+                        rows.extend_from_slice(&self.values[a * d..b * d]);
+                    }
+                }
+                NodeText::Written(text) => scaled_token_vectors(self.embedder, text, &mut rows),
             }
             lengths.push(((rows.len() - before) / d) as u32);
         }

@@ -1,10 +1,12 @@
 //! Building a document's DAG: chunks, then levels of information points
 //! over windows of the level below, with attention-weighted edges.
 
-use super::attention::{AttentionSource, Window};
+use super::attention::{AttentionSource, NodeText, Window};
 use super::ip::{EduVectors, IpMaker};
+use super::llm::{LlmIpWriter, PointWindow};
 use crate::compute::aggregate::NodeWeights;
 use crate::error::Result;
+use crate::model::cost::LlmCost;
 use crate::model::dag::{Dag, DagNode};
 use crate::model::document::Document;
 use crate::model::edu::Span;
@@ -43,30 +45,38 @@ impl Default for DagConfig {
     }
 }
 
-/// One level under construction: each node's span, points and tokens.
+/// One level under construction: its nodes, and each node's text and
+/// tokens.
+#[derive(Default)]
 struct Level {
     nodes: Vec<DagNode>,
+    texts: Vec<NodeText>,
     tokens: Vec<u32>,
 }
 
-/// Builds `doc`'s DAG: chunks, then IP levels from `maker`, with edges
-/// weighted by `attention`.
+/// Builds `doc`'s DAG: chunks, then IP levels written by `writer` when
+/// given (windows it cannot write for get `maker`'s points), else made by
+/// `maker`, with edges weighted by `attention`; and what the writer's
+/// calls cost.
 pub fn build(
     doc: &Document,
     vectors: &EduVectors,
     config: &DagConfig,
     maker: &dyn IpMaker,
+    writer: Option<&LlmIpWriter<'_>>,
     attention: &dyn AttentionSource,
-) -> Result<Dag> {
+) -> Result<(Dag, LlmCost)> {
     let mut nodes: Vec<DagNode> = Vec::new();
     let mut edges: Vec<Vec<(u32, f32)>> = Vec::new();
     let mut level = chunks(doc, config.chunk_tokens);
     let mut level_edges = vec![Vec::new(); level.nodes.len()];
     let mut number = 1u16;
+    let mut cost = LlmCost::default();
     let summariser = Summariser {
         doc,
         vectors,
         maker,
+        writer,
     };
     loop {
         let count = level.nodes.len();
@@ -76,22 +86,16 @@ pub fn build(
         if count <= config.top_nodes || number > MAX_LEVELS {
             break;
         }
-        let lower_edus: Vec<Vec<u32>> = level.nodes.iter().map(DagNode::edus).collect();
         // A level that does not shrink (its nodes are large, so windows
         // hold few of them) is summarised again over windows twice as
         // wide, twice as tightly.
         let (mut window, mut compression) = (config.window_tokens, config.compression.max(1));
-        let (batches, upper, windows) = loop {
+        let (batches, mut upper, windows) = loop {
             let batches = crate::model::tokens::token_batches(&level.tokens, window);
             let first_ids = (level_start as u32, nodes.len() as u32);
-            let (upper, windows) = summariser.summarise(
-                &level,
-                &batches,
-                &lower_edus,
-                compression,
-                number + 1,
-                first_ids,
-            );
+            let (upper, windows, spent) =
+                summariser.summarise(&level, &batches, compression, number + 1, first_ids)?;
+            cost.add(&spent);
             if upper.nodes.len() < count || compression >= MAX_COMPRESSION {
                 break (batches, upper, windows);
             }
@@ -102,6 +106,14 @@ pub fn build(
             break; // No progress: this level is the top.
         }
         let weights = attention.weights(doc, &windows)?;
+        support_written_points(
+            doc,
+            attention,
+            (&windows, &batches),
+            &level,
+            &mut upper,
+            nodes.len(),
+        )?;
         // One row per new point, in id order; columns are the batch's nodes.
         level_edges = batches
             .iter()
@@ -117,7 +129,64 @@ pub fn build(
         level = upper;
         number += 1;
     }
-    Ok(Dag::from_edges(nodes, edges))
+    Ok((Dag::from_edges(nodes, edges), cost))
+}
+
+/// Most EDUs that stand for a written point ([`DagNode::points`]).
+pub const SUPPORT_EDUS: usize = 3;
+
+/// Gives each written point of `upper` (the level made from `lower`'s
+/// `batches`; its first node has DAG id `first_id`) its coordinates: the
+/// [`SUPPORT_EDUS`] EDUs of its window's nodes it attends to most, in
+/// document order, by `attention` from the point's text to each EDU.
+fn support_written_points(
+    doc: &Document,
+    attention: &dyn AttentionSource,
+    (windows, batches): (&[Window], &[std::ops::Range<usize>]),
+    lower: &Level,
+    upper: &mut Level,
+    first_id: usize,
+) -> Result<()> {
+    let mut asked = Vec::new();
+    let mut columns = Vec::new();
+    for (window, batch) in windows.iter().zip(batches) {
+        let (query_nodes, queries): (Vec<u32>, Vec<NodeText>) = (window.query_nodes.iter())
+            .copied()
+            .zip(window.queries.iter().cloned())
+            .filter(|(_, q)| matches!(q, NodeText::Written(_)))
+            .unzip();
+        if queries.is_empty() {
+            continue;
+        }
+        let mut edus: Vec<u32> = batch.clone().flat_map(|i| lower.nodes[i].edus()).collect();
+        edus.sort_unstable();
+        edus.dedup();
+        asked.push(Window {
+            query_nodes,
+            queries,
+            // The keys are EDUs, not DAG nodes.
+            key_nodes: Vec::new(),
+            keys: edus.iter().map(|&e| NodeText::Edus(vec![e])).collect(),
+        });
+        columns.push(edus);
+    }
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let weights = attention.weights(doc, &asked)?;
+    for ((window, edus), w) in asked.iter().zip(&columns).zip(&weights) {
+        for (row, &id) in window.query_nodes.iter().enumerate() {
+            let values = &w.weights[row * w.columns..][..w.columns];
+            let mut ranked: Vec<usize> = (0..values.len()).collect();
+            ranked.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
+            let mut support: Vec<u32> = (ranked.into_iter().take(SUPPORT_EDUS))
+                .map(|c| edus[c])
+                .collect();
+            support.sort_unstable();
+            upper.nodes[id as usize - first_id].points = support;
+        }
+    }
+    Ok(())
 }
 
 /// What makes a document's information points.
@@ -125,50 +194,77 @@ struct Summariser<'a> {
     doc: &'a Document,
     vectors: &'a EduVectors<'a>,
     maker: &'a dyn IpMaker,
+    writer: Option<&'a LlmIpWriter<'a>>,
 }
 
 impl Summariser<'_> {
     /// The next level (numbered `number`) over `level`'s `batches`: each
     /// batch's information points (from about `1 / compression` of its
-    /// tokens) and its window. `first_ids` are the DAG ids of the level's
-    /// first node and of the first new point.
+    /// tokens) and its window, and what writing them cost. `first_ids` are
+    /// the DAG ids of the level's first node and of the first new point.
     fn summarise(
         &self,
         level: &Level,
         batches: &[std::ops::Range<usize>],
-        lower_edus: &[Vec<u32>],
         compression: u32,
         number: u16,
         first_ids: (u32, u32),
-    ) -> (Level, Vec<Window>) {
+    ) -> Result<(Level, Vec<Window>, LlmCost)> {
         let doc = self.doc;
-        let mut windows = Vec::with_capacity(batches.len());
-        let mut upper = Level {
-            nodes: Vec::new(),
-            tokens: Vec::new(),
+        let budgets: Vec<u32> = batches
+            .iter()
+            .map(|batch| (batch.clone().map(|i| level.tokens[i]).sum::<u32>() / compression).max(1))
+            .collect();
+        let (mut written, cost) = match self.writer {
+            Some(writer) => {
+                let asked: Vec<PointWindow> = (batches.iter().zip(&budgets))
+                    .map(|(batch, &budget)| PointWindow {
+                        nodes: batch.clone().map(|i| level.texts[i].text(doc)).collect(),
+                        budget,
+                    })
+                    .collect();
+                writer.write(&asked)?
+            }
+            None => (vec![None; batches.len()], LlmCost::default()),
         };
-        for batch in batches {
-            let keys: Vec<Vec<u32>> = batch.clone().map(|i| lower_edus[i].clone()).collect();
-            let tokens: u32 = batch.clone().map(|i| level.tokens[i]).sum();
-            let points = self
-                .maker
-                .make(doc, self.vectors, &keys, (tokens / compression).max(1));
+        let mut windows = Vec::with_capacity(batches.len());
+        let mut upper = Level::default();
+        for ((batch, &budget), written) in batches.iter().zip(&budgets).zip(&mut written) {
+            let keys: Vec<NodeText> = batch.clone().map(|i| level.texts[i].clone()).collect();
+            let points: Vec<NodeText> = match written.take() {
+                Some(texts) => texts.into_iter().map(NodeText::Written).collect(),
+                None => {
+                    let key_edus: Vec<Vec<u32>> =
+                        batch.clone().map(|i| level.nodes[i].edus()).collect();
+                    (self
+                        .maker
+                        .make(doc, self.vectors, &key_edus, budget)
+                        .into_iter())
+                    .map(NodeText::Edus)
+                    .collect()
+                }
+            };
             let span = Span::new(
                 level.nodes[batch.start].span.first,
                 level.nodes[batch.end - 1].span.last,
             );
             for point in &points {
-                upper
-                    .tokens
-                    .push(point.iter().map(|&e| doc.edus[e as usize].tokens).sum());
+                let (edus, text) = match point {
+                    NodeText::Edus(edus) => (edus.clone(), None),
+                    // Its coordinates come with its attention.
+                    NodeText::Written(text) => (Vec::new(), Some(text.clone())),
+                };
+                upper.tokens.push(point.tokens(doc));
+                upper.texts.push(point.clone());
                 upper.nodes.push(DagNode {
                     level: number,
                     span,
-                    points: point.clone(),
+                    points: edus,
                     window: Some([
                         first_ids.0 + batch.start as u32,
                         first_ids.0 + batch.end as u32 - 1,
                     ]),
+                    text,
                 });
             }
             let first_point = first_ids.1 + (upper.nodes.len() - points.len()) as u32;
@@ -179,7 +275,7 @@ impl Summariser<'_> {
                 keys,
             });
         }
-        (upper, windows)
+        Ok((upper, windows, cost))
     }
 }
 
@@ -215,33 +311,34 @@ fn normalise(edges: Vec<(usize, f32)>) -> Vec<(usize, f32)> {
 
 /// The chunks: runs of EDUs of about `target` tokens, cut only between EDUs.
 fn chunks(doc: &Document, target: u32) -> Level {
-    let mut level = Level {
-        nodes: Vec::new(),
-        tokens: Vec::new(),
-    };
+    let mut level = Level::default();
     let mut first = 0u32;
     let mut tokens = 0u32;
     for edu in &doc.edus {
         if tokens > 0 && tokens + edu.tokens > target {
-            level.nodes.push(chunk(first, edu.id - 1));
-            level.tokens.push(tokens);
+            level.push_chunk(first, edu.id - 1, tokens);
             first = edu.id;
             tokens = 0;
         }
         tokens += edu.tokens.max(1);
     }
     if !doc.edus.is_empty() {
-        level.nodes.push(chunk(first, doc.edus.len() as u32 - 1));
-        level.tokens.push(tokens);
+        level.push_chunk(first, doc.edus.len() as u32 - 1, tokens);
     }
     level
 }
 
-fn chunk(first: u32, last: u32) -> DagNode {
-    DagNode {
-        level: 1,
-        span: Span::new(first, last),
-        points: Vec::new(),
-        window: None,
+impl Level {
+    /// Adds the chunk of EDUs `first..=last`, of `tokens` tokens.
+    fn push_chunk(&mut self, first: u32, last: u32, tokens: u32) {
+        self.nodes.push(DagNode {
+            level: 1,
+            span: Span::new(first, last),
+            points: Vec::new(),
+            window: None,
+            text: None,
+        });
+        self.texts.push(NodeText::Edus((first..=last).collect()));
+        self.tokens.push(tokens);
     }
 }

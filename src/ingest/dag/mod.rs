@@ -10,7 +10,9 @@
 //!   source text with coordinates ([`ip::IpMaker`]): by default the EDUs
 //!   of its batch that share a rare term, across the lower nodes that
 //!   mention it ([`bridge`]), and for the budget left a few salient EDUs
-//!   ([`ip::ExtractiveIpMaker`]).
+//!   ([`ip::ExtractiveIpMaker`]); with a chat model, points it writes in
+//!   its own words ([`llm::LlmIpWriter`], PECAN's bullet points), stored
+//!   with their text and given coordinates by attention.
 //! - Edges run from each IP to the lower nodes of its batch, weighted by
 //!   attention aggregated from token to node level ([`attention`],
 //!   [`crate::compute::aggregate`]), each node's out-weights normalised to
@@ -22,5 +24,6 @@ pub mod attention;
 pub mod bridge;
 pub mod build;
 pub mod ip;
+pub mod llm;
 pub mod model_attention;
 pub mod supplied;

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use super::attention::{AttentionSource, Window};
+use super::attention::{AttentionSource, NodeText, Window};
 use crate::compute::aggregate::{AttentionWindow, NodeWeights, Segments};
 use crate::compute::device::Device;
 use crate::compute::transformer::LocalModel;
@@ -43,16 +43,9 @@ impl ModelAttention {
         ModelAttention { model, device }
     }
 
-    /// The model's tokens of the text of some EDUs, at most `limit`.
-    fn tokens(&self, doc: &Document, edus: &[u32], limit: usize) -> Result<Vec<u32>> {
-        let text: Vec<&str> = edus
-            .iter()
-            .map(|&e| {
-                let edu = &doc.edus[e as usize];
-                &doc.text[edu.start as usize..edu.end as usize]
-            })
-            .collect();
-        let mut tokens = self.model.tokens(&text.join(" "))?;
+    /// The model's tokens of a node's text, at most `limit`.
+    fn tokens(&self, doc: &Document, node: &NodeText, limit: usize) -> Result<Vec<u32>> {
+        let mut tokens = self.model.tokens(&node.text(doc))?;
         tokens.truncate(limit);
         Ok(tokens)
     }

@@ -544,7 +544,7 @@ mod tests {
                 prompt_tokens: 10 * replies.len() as u64,
                 completion_tokens: 5 * replies.len() as u64,
                 millis: 1,
-                fallbacks: 0,
+                ..LlmCost::default()
             };
             Ok((replies, cost))
         }
