@@ -607,3 +607,45 @@ fn build_costs_show_in_docs_and_stats_and_go_with_the_document() {
     assert!(edudb(&db, &["rm", "langs"]).status.success());
     assert_eq!(stats(&db)["llm"]["calls"], 0);
 }
+
+#[test]
+fn a_server_that_stops_answering_mid_ingest_leaves_whole_documents_only() {
+    // The first request is answered; then the server hangs, as a killed
+    // or wedged server does, and every later request times out.
+    let server = ScriptedServer::start(|n, _| match n {
+        0 => {
+            let outline =
+                json!({"sections": [{"level": 1, "first": 1, "last": 12, "title": "Go"}]});
+            completion(&outline.to_string(), "stop")
+        }
+        _ => Reply::Silence,
+    });
+    let mut config = config(&server);
+    config.timeout_secs = 1;
+    config.max_retries = 1;
+    let (_dir, db) = store_with(Arc::new(HttpChat::new(&config).unwrap()));
+    let sources: Vec<edudb::Source> = ["a", "b", "c"]
+        .iter()
+        .map(|id| edudb::Source {
+            id: (*id).into(),
+            origin: edudb::ingest::sources::Origin::Bytes(THREE_TOPICS.as_bytes().to_vec()),
+        })
+        .collect();
+    let err = db
+        .ingest(
+            &sources,
+            llm_ingest(),
+            &edudb::NoProgress,
+            &edudb::CancelToken::new(),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Chat(_)), "{err:?}");
+    // At most the one answered document was written, and it is whole.
+    let stored = db.documents().unwrap();
+    assert!(stored.len() <= 1, "{stored:?}");
+    assert_eq!(db.check().unwrap().documents, stored.len());
+    for meta in &stored {
+        assert_eq!(db.document(&meta.id).unwrap().text().unwrap(), THREE_TOPICS);
+        assert_exact_tree(&db, &meta.id);
+    }
+}

@@ -531,7 +531,7 @@ fn dag_lists_nodes_and_edges_as_json_and_dot() {
     for node in nodes {
         assert_eq!(
             sorted_keys(node),
-            ["edus", "id", "level", "points", "text", "window"]
+            ["edus", "id", "level", "points", "text", "window", "written"]
         );
     }
     let edges = dag["edges"].as_array().unwrap();

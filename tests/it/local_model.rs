@@ -276,3 +276,55 @@ fn the_cli_runs_a_local_model_from_model_dir() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("help desk"));
 }
+
+#[test]
+fn written_points_are_linked_by_the_local_models_attention() {
+    let Some(dir) = local_model() else { return };
+    use crate::written_points::{faithful_but_for_one, towns, written};
+    let store = tempfile::tempdir().unwrap();
+    let db = Db::open_with(
+        store.path().join("db"),
+        &OpenOptions {
+            create: true,
+            embedder: Some(EmbedderConfig::Local { model: dir }),
+            chat: Some(Arc::new(faithful_but_for_one())),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    db.ingest_bytes("towns", towns().into_bytes(), written())
+        .unwrap();
+    let doc = db.document("towns").unwrap().to_document().unwrap();
+    let dag = db.dag("towns").unwrap();
+    dag.validate(doc.edus.len() as u32).unwrap();
+    // The model reads each written point beside each lower node (teacher
+    // forcing): every point gets edges and coordinates in its span, and
+    // they are the model's, not what the hashed stand-in gives.
+    let written_nodes: Vec<usize> = (0..dag.nodes.len())
+        .filter(|&i| dag.nodes[i].text.is_some())
+        .collect();
+    assert!(!written_nodes.is_empty());
+    for &i in &written_nodes {
+        let node = &dag.nodes[i];
+        assert!(dag.edges_of(i).next().is_some(), "{node:?}");
+        assert!((1..=3).contains(&node.points.len()));
+        assert!(
+            node.points
+                .iter()
+                .all(|&e| node.span.first <= e && e <= node.span.last)
+        );
+    }
+    let hashed = Db::open_with(
+        store.path().join("hashed"),
+        &OpenOptions {
+            create: true,
+            chat: Some(Arc::new(faithful_but_for_one())),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    hashed
+        .ingest_bytes("towns", towns().into_bytes(), written())
+        .unwrap();
+    assert_ne!(hashed.dag("towns").unwrap().weights, dag.weights);
+}

@@ -23,7 +23,7 @@ use crate::support::{edudb, stderr};
 
 /// Sixty short paragraphs of distinct facts: about 2,000 tokens, so the
 /// DAG has a level of information points over its chunks.
-fn towns() -> String {
+pub fn towns() -> String {
     (0..60)
         .map(|i| {
             format!(
@@ -45,7 +45,7 @@ fn first_sentences(user: &str) -> Vec<String> {
 
 /// A model writing two points per window, each a sentence of the window,
 /// and one invented point sharing no word with it.
-fn faithful_but_for_one() -> ScriptedChat {
+pub fn faithful_but_for_one() -> ScriptedChat {
     ScriptedChat::new().on("information_points", |request, _| {
         let mut points: Vec<String> = first_sentences(&request.user).into_iter().take(2).collect();
         points.push("Quantum zebras orbit Neptune.".into());
@@ -67,7 +67,7 @@ fn store_with(chat: Arc<dyn ChatModel>) -> (tempfile::TempDir, Db) {
     (dir, db)
 }
 
-fn written() -> IngestOptions {
+pub fn written() -> IngestOptions {
     IngestOptions {
         format: Some(Format::Text),
         ip_maker: IpMakerKind::Llm,
@@ -86,6 +86,31 @@ fn assert_valid(dag: &Dag, doc: &Document) {
                 .iter()
                 .all(|&e| node.span.first <= e && e <= node.span.last)
         );
+    }
+}
+
+/// Each written point (a sentence of its window, as
+/// [`faithful_but_for_one`] writes them) has the EDU holding that sentence
+/// among its coordinates, and its strongest edge is to that EDU's chunk.
+pub fn assert_linked_to_their_sources(dag: &Dag, doc: &Document) {
+    let points: Vec<(usize, &str)> = (dag.nodes.iter().enumerate())
+        .filter_map(|(i, n)| n.text.as_deref().map(|t| (i, t)))
+        .collect();
+    assert!(!points.is_empty());
+    for &(i, point) in &points {
+        assert_ne!(point, "Quantum zebras orbit Neptune.");
+        let node = &dag.nodes[i];
+        let source = (node.span.first..=node.span.last)
+            .find(|&e| {
+                let edu = &doc.edus[e as usize];
+                &doc.text[edu.start as usize..edu.end as usize] == point
+            })
+            .unwrap_or_else(|| panic!("{point:?} is no EDU of its span"));
+        assert!(node.points.contains(&source), "{point:?}: {node:?}");
+        let (strongest, _) = dag.edges_of(i).max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        let chunk = &dag.nodes[strongest as usize];
+        assert!(chunk.span.first <= source && source <= chunk.span.last);
+        assert_eq!(dag.node_text(doc, i), point);
     }
 }
 
@@ -110,24 +135,7 @@ fn written_points_are_stored_with_their_text_and_linked_by_attention() {
         .filter_map(|(i, n)| n.text.as_deref().map(|t| (i, t)))
         .collect();
     assert_eq!(points.len(), 2 * windows, "two kept per window");
-    for &(i, point) in &points {
-        assert_ne!(point, "Quantum zebras orbit Neptune.");
-        // The point is a sentence of its window: the EDU holding it is
-        // among its coordinates, and its strongest edge is to that EDU's
-        // chunk.
-        let node = &dag.nodes[i];
-        let source = (node.span.first..=node.span.last)
-            .find(|&e| {
-                let edu = &doc.edus[e as usize];
-                &doc.text[edu.start as usize..edu.end as usize] == point
-            })
-            .unwrap_or_else(|| panic!("{point:?} is no EDU of its span"));
-        assert!(node.points.contains(&source), "{point:?}: {node:?}");
-        let (strongest, _) = dag.edges_of(i).max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
-        let chunk = &dag.nodes[strongest as usize];
-        assert!(chunk.span.first <= source && source <= chunk.span.last);
-        assert_eq!(dag.node_text(&doc, i), point);
-    }
+    assert_linked_to_their_sources(&dag, &doc);
     // The listing says which text is the model's.
     let listing = db.dag_listing("towns", Some(2)).unwrap();
     assert!(listing.nodes.iter().all(|n| n.written));

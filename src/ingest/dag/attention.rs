@@ -76,6 +76,28 @@ impl NodeText {
 pub trait AttentionSource: Send + Sync + std::fmt::Debug {
     /// Weights `queries × keys` for each window, in order.
     fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>>;
+
+    /// Weights `queries × EDUs` for each window, in order: the columns are
+    /// the EDUs of its keys (each [`NodeText::Edus`]), key after key. By
+    /// default each EDU is a key of its own.
+    fn edu_weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
+        let split: Vec<Window> = (windows.iter())
+            .map(|w| Window {
+                query_nodes: w.query_nodes.clone(),
+                queries: w.queries.clone(),
+                key_nodes: Vec::new(),
+                keys: (w.keys.iter())
+                    .flat_map(|k| match k {
+                        NodeText::Edus(edus) => {
+                            edus.iter().map(|&e| NodeText::Edus(vec![e])).collect()
+                        }
+                        NodeText::Written(_) => vec![k.clone()],
+                    })
+                    .collect(),
+            })
+            .collect();
+        self.weights(doc, &split)
+    }
 }
 
 /// Attention computed from the store's token vectors on a [`Device`].

@@ -158,30 +158,35 @@ fn support_written_points(
         if queries.is_empty() {
             continue;
         }
-        let mut edus: Vec<u32> = batch.clone().flat_map(|i| lower.nodes[i].edus()).collect();
-        edus.sort_unstable();
-        edus.dedup();
+        let keys: Vec<Vec<u32>> = batch.clone().map(|i| lower.nodes[i].edus()).collect();
+        columns.push(keys.concat());
         asked.push(Window {
             query_nodes,
             queries,
-            // The keys are EDUs, not DAG nodes.
-            key_nodes: Vec::new(),
-            keys: edus.iter().map(|&e| NodeText::Edus(vec![e])).collect(),
+            key_nodes: window.key_nodes.clone(),
+            keys: keys.into_iter().map(NodeText::Edus).collect(),
         });
-        columns.push(edus);
     }
     if asked.is_empty() {
         return Ok(());
     }
-    let weights = attention.weights(doc, &asked)?;
+    let weights = attention.edu_weights(doc, &asked)?;
     for ((window, edus), w) in asked.iter().zip(&columns).zip(&weights) {
         for (row, &id) in window.query_nodes.iter().enumerate() {
             let values = &w.weights[row * w.columns..][..w.columns];
             let mut ranked: Vec<usize> = (0..values.len()).collect();
             ranked.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
-            let mut support: Vec<u32> = (ranked.into_iter().take(SUPPORT_EDUS))
-                .map(|c| edus[c])
-                .collect();
+            // An EDU can be in two extractive points of one window: each
+            // is taken once.
+            let mut support: Vec<u32> = Vec::with_capacity(SUPPORT_EDUS);
+            for e in ranked.into_iter().map(|c| edus[c]) {
+                if support.len() == SUPPORT_EDUS {
+                    break;
+                }
+                if !support.contains(&e) {
+                    support.push(e);
+                }
+            }
             support.sort_unstable();
             upper.nodes[id as usize - first_id].points = support;
         }

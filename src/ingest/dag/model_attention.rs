@@ -50,7 +50,38 @@ impl ModelAttention {
         Ok(tokens)
     }
 
-    fn window(&self, doc: &Document, window: &Window) -> Result<WindowMatrix> {
+    /// A key node's tokens (at most `limit`) and the lengths of its
+    /// segments: the whole node, or with `by_edu` each of its EDUs (a
+    /// written node is one segment either way).
+    fn key_tokens(
+        &self,
+        doc: &Document,
+        node: &NodeText,
+        limit: usize,
+        by_edu: bool,
+    ) -> Result<(Vec<u32>, Vec<u32>)> {
+        let edus = match node {
+            NodeText::Edus(edus) if by_edu => edus,
+            _ => {
+                let tokens = self.tokens(doc, node, limit)?;
+                let length = tokens.len() as u32;
+                return Ok((tokens, vec![length]));
+            }
+        };
+        let mut tokens = Vec::new();
+        let mut lengths = Vec::with_capacity(edus.len());
+        for &e in edus {
+            let room = limit - tokens.len();
+            let mut edu = self.tokens(doc, &NodeText::Edus(vec![e]), room)?;
+            lengths.push(edu.len() as u32);
+            tokens.append(&mut edu);
+        }
+        Ok((tokens, lengths))
+    }
+
+    /// One window's token-level attention, its key columns segmented by
+    /// node, or with `by_edu` by EDU.
+    fn window(&self, doc: &Document, window: &Window, by_edu: bool) -> Result<WindowMatrix> {
         // A sequence holds a group of points, a node and three special
         // tokens; a node keeps what is left after the longest group.
         let positions = self.model.max_positions().saturating_sub(3);
@@ -59,11 +90,14 @@ impl ModelAttention {
         let points = (window.queries.iter())
             .map(|q| self.tokens(doc, q, POINT_TOKENS.min(group_limit)))
             .collect::<Result<Vec<_>>>()?;
-        let nodes = (window.keys.iter())
-            .map(|k| self.tokens(doc, k, key_limit))
-            .collect::<Result<Vec<_>>>()?;
+        let (nodes, segment_lengths): (Vec<Vec<u32>>, Vec<Vec<u32>>) = (window.keys.iter())
+            .map(|k| self.key_tokens(doc, k, key_limit, by_edu))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
         let query_segments = Segments::from_lengths(points.iter().map(|p| p.len() as u32));
-        let key_segments = Segments::from_lengths(nodes.iter().map(|n| n.len() as u32));
+        let node_ranges = Segments::from_lengths(nodes.iter().map(|n| n.len() as u32));
+        let key_segments = Segments::from_lengths(segment_lengths.concat());
         let rows: usize = points.iter().map(Vec::len).sum();
         let columns: usize = nodes.iter().map(Vec::len).sum();
         let mut attention = vec![0.0f32; rows * columns];
@@ -74,7 +108,7 @@ impl ModelAttention {
             if joined.is_empty() {
                 continue;
             }
-            for (node, range) in nodes.iter().zip(&key_segments.0) {
+            for (node, range) in nodes.iter().zip(&node_ranges.0) {
                 if node.is_empty() {
                     continue;
                 }
@@ -93,10 +127,16 @@ impl ModelAttention {
     }
 }
 
-impl AttentionSource for ModelAttention {
-    fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
+impl ModelAttention {
+    /// The weights of `windows`, with key columns by node or by EDU.
+    fn weights_by(
+        &self,
+        doc: &Document,
+        windows: &[Window],
+        by_edu: bool,
+    ) -> Result<Vec<NodeWeights>> {
         let matrices = (windows.iter())
-            .map(|w| self.window(doc, w))
+            .map(|w| self.window(doc, w, by_edu))
             .collect::<Result<Vec<_>>>()?;
         let views: Vec<AttentionWindow> = matrices
             .iter()
@@ -109,5 +149,19 @@ impl AttentionSource for ModelAttention {
             })
             .collect();
         self.device.segment_mean(&views)
+    }
+}
+
+impl AttentionSource for ModelAttention {
+    fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
+        self.weights_by(doc, windows, false)
+    }
+
+    /// The model reads the points beside each whole lower node, as for
+    /// [`Self::weights`], so a node's EDUs compete for the points'
+    /// attention (one pass per node, not per EDU); the token matrix is
+    /// then averaged by EDU.
+    fn edu_weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
+        self.weights_by(doc, windows, true)
     }
 }
