@@ -43,6 +43,8 @@ from ._edudb import (
     __version__,
 )
 from .results import (
+    AskResult,
+    AskStep,
     CheckReport,
     Context,
     ContextItem,
@@ -55,6 +57,7 @@ from .results import (
     IngestFailure,
     IngestReport,
     Item,
+    LlmCost,
     Node,
     QueryResult,
     SearchHit,
@@ -75,6 +78,8 @@ __all__ = [
     "StoreBusy",
     "Corrupt",
     "InternalError",
+    "AskResult",
+    "AskStep",
     "CheckReport",
     "Context",
     "ContextItem",
@@ -87,6 +92,7 @@ __all__ = [
     "IngestFailure",
     "IngestReport",
     "Item",
+    "LlmCost",
     "Node",
     "QueryResult",
     "SearchHit",
@@ -130,6 +136,9 @@ def open(  # noqa: A001 - the package's entry point, as sqlite3.connect is its
     dimension: Optional[int] = None,
     busy_timeout: float = 0.0,
     create: bool = True,
+    llm_url: Optional[str] = None,
+    llm_model: Optional[str] = None,
+    llm_key_env: Optional[str] = None,
 ) -> "Store":
     """Opens the store at ``path`` in this process, creating it unless
     ``create`` is False.
@@ -141,7 +150,11 @@ def open(  # noqa: A001 - the package's entry point, as sqlite3.connect is its
     environment variable ``embed_key_env``). An existing store must be
     opened with the embedder it was built with (None: the recorded one).
     ``busy_timeout`` is how many seconds to wait while another process
-    holds the store before raising :class:`StoreBusy`.
+    holds the store before raising :class:`StoreBusy`. ``llm_url`` and
+    ``llm_model`` name the chat model (any OpenAI-compatible
+    ``/v1/chat/completions`` server; its key in the environment variable
+    ``llm_key_env``) that :meth:`Store.ask` and the ``"llm"`` structurer
+    and IP maker of :meth:`Store.ingest` ask.
     """
     return Store(
         _edudb.Store.open(
@@ -154,6 +167,9 @@ def open(  # noqa: A001 - the package's entry point, as sqlite3.connect is its
             dimension=dimension,
             busy_timeout=busy_timeout,
             create=create,
+            llm_url=llm_url,
+            llm_model=llm_model,
+            llm_key_env=llm_key_env,
         )
     )
 
@@ -199,6 +215,8 @@ class Store:
         id: Optional[str] = None,
         format: Optional[str] = None,
         progress: Optional[Callable[[int, int], object]] = None,
+        structurer: Optional[str] = None,
+        ip_maker: Optional[str] = None,
     ) -> IngestReport:
         """Ingests ``source``: a file or directory path (directories
         recursively; a file's id is its name without extension, one under
@@ -213,17 +231,23 @@ class Store:
         thread as an ingest of paths advances (about every 50 ms, and at
         the end). An exception it raises is raised from ``ingest``; raised
         before the end, it cancels the ingest after the document being
-        written, as Ctrl-C does (raised at the end, every document is in)."""
+        written, as Ctrl-C does (raised at the end, every document is in).
+
+        ``structurer``: ``"layout"`` (default) or ``"llm"`` (LingoEDU's
+        outline from the chat model); ``ip_maker``: ``"bridge"`` (default)
+        or ``"llm"`` (information points the chat model writes). A served
+        store asks its server's chat model. What the model cost is the
+        report's ``llm``."""
         if isinstance(source, (bytes, bytearray, memoryview)):
             if id is None:
                 raise UserError("ingesting bytes needs an id")
-            document = self._native.ingest_bytes(id, bytes(source), format)
-            return IngestReport([Document.from_json(_json.loads(document))], [])
+            document = self._native.ingest_bytes(id, bytes(source), format, structurer, ip_maker)
+            return IngestReport([Document.from_json(_json.loads(document))], [], None)
         if isinstance(source, (str, _os.PathLike)):
             paths = [_os.fspath(source)]
         else:
             paths = [_os.fspath(p) for p in source]
-        answer = self._native.ingest_paths(paths, id, format, progress)
+        answer = self._native.ingest_paths(paths, id, format, progress, structurer, ip_maker)
         return IngestReport.from_json(_json.loads(answer))
 
     def docs(self) -> List[Document]:
@@ -269,6 +293,27 @@ class Store:
         plan: each stage's operator, rows in and out, and time. Error
         positions are those of ``statement`` as given."""
         return QueryResult.from_json(self._load(self._native.query(statement, params, True))).plan
+
+    def ask(
+        self,
+        question: str,
+        budget: int = 1024,
+        statement: Optional[str] = None,
+        group: int = 2,
+        answer: bool = True,
+    ) -> AskResult:
+        """Answers ``question`` with the store's chat model (see
+        :func:`open`; a served store asks its server's): evidence is
+        retrieved best first by ``statement`` (default: BM25 on the
+        question, ``$question`` and ``$budget`` bound) within ``budget``
+        tokens, shown to the model ``group`` items at a time until it
+        judges the useful evidence enough, then answered (unless ``answer``
+        is False) citing evidence items by their coordinates."""
+        budget = _whole("budget", budget, _U63)
+        group = _whole("group", group, _U32)
+        return AskResult.from_json(
+            self._load(self._native.ask(question, budget, statement, group, answer))
+        )
 
     # Agent memory
 

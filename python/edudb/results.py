@@ -70,17 +70,33 @@ class IngestFailure:
 
 
 @dataclass(frozen=True)
+class LlmCost(_FromJson):
+    """What language-model steps cost: calls, tokens, time, units that
+    fell back to the model-free path, written points dropped."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    millis: int
+    fallbacks: int
+    dropped_points: int
+
+
+@dataclass(frozen=True)
 class IngestReport:
-    """What an ingest wrote, and what it refused."""
+    """What an ingest wrote, what it refused, and what its language-model
+    steps cost (None for the bytes of one document)."""
 
     documents: List[Document]
     failures: List[IngestFailure]
+    llm: Optional[LlmCost]
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> "IngestReport":
         return cls(
             documents=[Document.from_json(d) for d in data["documents"]],
             failures=[IngestFailure.from_json(f) for f in data["failures"]],
+            llm=LlmCost.from_json(data["llm"]),
         )
 
 
@@ -160,6 +176,53 @@ class Stage(_FromJson):
 
 
 @dataclass(frozen=True)
+class AskStep:
+    """One step of :meth:`Store.ask`'s reading: the evidence items shown
+    (numbered from 1), those the model found useful, and its verdict."""
+
+    shown: List[int]
+    relevant: List[int]
+    enough: bool
+    judged_by: str
+    cost: LlmCost
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "AskStep":
+        return _build(cls, data, cost=LlmCost.from_json(data["cost"]))
+
+
+@dataclass(frozen=True)
+class AskResult:
+    """What :meth:`Store.ask` read, judged and answered: ``evidence`` is
+    every item shown, best first (``citations`` number them from 1, and
+    ``cited`` are those items, with their coordinates); ``stopped`` is
+    ``"enough"``, ``"budget"`` or ``"nothing"``; ``answer`` is None without
+    the answer step, with nothing retrieved, or when the model's replies
+    stayed invalid."""
+
+    question: str
+    statement: str
+    evidence: List[Item]
+    steps: List[AskStep]
+    stopped: str
+    answer: Optional[str]
+    citations: List[int]
+    cited: List[Item]
+    cost: LlmCost
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "AskResult":
+        return _build(
+            cls,
+            data,
+            evidence=[Item.from_json(i) for i in data["evidence"]],
+            steps=[AskStep.from_json(s) for s in data["steps"]],
+            cited=[Item.from_json(i) for i in data["cited"]],
+            cost=LlmCost.from_json(data["cost"]),
+        )
+
+
+@dataclass(frozen=True)
 class QueryResult:
     """A statement's answer. A selection fills ``items`` (in document
     order), ``tokens_used`` and ``budget``; a SHOW statement's rows are in
@@ -202,6 +265,7 @@ class DagNode(_FromJson):
     points: List[int]
     window: Optional[Span]
     text: str
+    written: bool
 
 
 @dataclass(frozen=True)

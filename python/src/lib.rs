@@ -10,13 +10,13 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use edudb::serve::{Api, Client};
 use edudb::{
-    CancelToken, Db, EmbedderConfig, Error, Format, HttpConfig, IngestOptions, OpenOptions, Params,
-    Progress, TurnInput,
+    AskOptions, CancelToken, ChatConfig, ChatModel, Db, EmbedderConfig, Error, Format, HttpChat,
+    HttpConfig, IngestOptions, IpMakerKind, OpenOptions, Params, Progress, Structurer, TurnInput,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -172,7 +172,8 @@ impl Store {
     /// to wait for another process to release the store.
     #[staticmethod]
     #[pyo3(signature = (path, *, embedder=None, model=None, embed_url=None, embed_model=None,
-                        embed_key_env=None, dimension=None, busy_timeout=0.0, create=true))]
+                        embed_key_env=None, dimension=None, busy_timeout=0.0, create=true,
+                        llm_url=None, llm_model=None, llm_key_env=None))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -185,6 +186,9 @@ impl Store {
         dimension: Option<usize>,
         busy_timeout: f64,
         create: bool,
+        llm_url: Option<String>,
+        llm_model: Option<String>,
+        llm_key_env: Option<String>,
     ) -> PyResult<Store> {
         let config = (|| -> edudb::Result<Option<EmbedderConfig>> {
             let need = |value: Option<String>, what: &str| {
@@ -224,10 +228,12 @@ impl Store {
                 "busy_timeout must be a number of seconds ≥ 0, not {busy_timeout}"
             ))));
         }
+        let chat = chat_model(llm_url, llm_model, llm_key_env).map_err(to_python)?;
         let options = OpenOptions {
             create,
             embedder: config,
             busy_timeout: Duration::try_from_secs_f64(busy_timeout).unwrap_or(Duration::MAX),
+            chat,
             ..OpenOptions::default()
         };
         let db = py
@@ -278,7 +284,8 @@ impl Store {
     /// thread as the ingest advances. Interrupting Python (Ctrl-C), or an
     /// exception from `progress`, cancels it after the document being
     /// written and raises.
-    #[pyo3(signature = (paths, id=None, format=None, progress=None))]
+    #[pyo3(signature = (paths, id=None, format=None, progress=None, structurer=None, ip_maker=None))]
+    #[allow(clippy::too_many_arguments)]
     fn ingest_paths(
         &self,
         py: Python<'_>,
@@ -286,34 +293,34 @@ impl Store {
         id: Option<&str>,
         format: Option<&str>,
         progress: Option<Bound<'_, PyAny>>,
+        structurer: Option<&str>,
+        ip_maker: Option<&str>,
     ) -> Answer {
-        let format = parse_format(format)?;
+        let options = ingest_options(format, structurer, ip_maker)?;
         if paths.iter().any(|path| path.as_os_str() == "-") {
             return Err(UserError::new_err(
                 "\"-\" (standard input) is not read here: pass the document's bytes",
             ));
         }
         let sources = edudb::ingest::sources::expand(&paths, id).map_err(to_python)?;
-        let options = IngestOptions {
-            format,
-            ..IngestOptions::default()
-        };
         interruptible(py, progress, |tally, cancel| {
             self.with_backend(|backend| backend.api().ingest(&sources, options, tally, cancel))
         })
     }
 
     /// Stores `data` as document `id` (replacing one of that id).
-    #[pyo3(signature = (id, data, format=None))]
+    #[pyo3(signature = (id, data, format=None, structurer=None, ip_maker=None))]
     fn ingest_bytes(
         &self,
         py: Python<'_>,
         id: &str,
         data: Vec<u8>,
         format: Option<&str>,
+        structurer: Option<&str>,
+        ip_maker: Option<&str>,
     ) -> Answer {
-        let format = parse_format(format)?;
-        self.call(py, |api| api.ingest_bytes(id, data, format))
+        let options = ingest_options(format, structurer, ip_maker)?;
+        self.call(py, |api| api.ingest_bytes(id, data, options))
     }
 
     /// Removes document `id` (`rm --json`).
@@ -365,6 +372,26 @@ impl Store {
     ) -> Answer {
         let params = to_params(params)?;
         self.call(py, |api| api.query(statement, &params, explain))
+    }
+
+    /// Answers `question` with the store's chat model (`ask --json`).
+    #[pyo3(signature = (question, budget, statement, group, answer))]
+    fn ask(
+        &self,
+        py: Python<'_>,
+        question: &str,
+        budget: u64,
+        statement: Option<String>,
+        group: usize,
+        answer: bool,
+    ) -> Answer {
+        let options = AskOptions {
+            budget,
+            statement,
+            group,
+            answer,
+        };
+        self.call(py, |api| api.ask(question, &options))
     }
 
     /// The store's counts (`stats --json`).
@@ -529,6 +556,48 @@ impl Progress for Tally {
 }
 
 /// A format name (`text`, `markdown`, `html`) as the library's.
+/// The chat model at `url` serving `model` (the key in the environment
+/// variable `key_env`), for the language-model steps; none without a URL.
+fn chat_model(
+    url: Option<String>,
+    model: Option<String>,
+    key_env: Option<String>,
+) -> edudb::Result<Option<Arc<dyn ChatModel>>> {
+    match (url, model) {
+        (None, None) => Ok(None),
+        (Some(url), Some(model)) => {
+            let mut config = ChatConfig::new(url, model);
+            config.api_key_env = key_env;
+            Ok(Some(Arc::new(HttpChat::new(&config)?)))
+        }
+        _ => Err(Error::Usage(
+            "a chat model needs both llm_url and llm_model".into(),
+        )),
+    }
+}
+
+/// Ingest options from the Python arguments' names.
+fn ingest_options(
+    format: Option<&str>,
+    structurer: Option<&str>,
+    ip_maker: Option<&str>,
+) -> PyResult<IngestOptions> {
+    Ok(IngestOptions {
+        format: parse_format(format)?,
+        structurer: structurer
+            .map(str::parse::<Structurer>)
+            .transpose()
+            .map_err(to_python)?
+            .unwrap_or_default(),
+        ip_maker: ip_maker
+            .map(str::parse::<IpMakerKind>)
+            .transpose()
+            .map_err(to_python)?
+            .unwrap_or_default(),
+        ..IngestOptions::default()
+    })
+}
+
 fn parse_format(format: Option<&str>) -> PyResult<Option<Format>> {
     format
         .map(str::parse::<Format>)

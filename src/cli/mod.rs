@@ -327,6 +327,10 @@ enum Command {
         /// present (required to listen beyond loopback).
         #[arg(long, value_name = "VAR")]
         token_env: Option<String>,
+        /// Seconds a request may run before it is answered busy (a read,
+        /// such as a slow model's `ask`) or unknown (a write); it goes on.
+        #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = parse_seconds)]
+        request_timeout: f64,
     },
     /// Delete documents completely.
     Rm {
@@ -422,6 +426,16 @@ impl Command {
                     command: session::SessionCommand::Add { .. }
                 }
         )
+    }
+}
+
+/// A positive, finite number of seconds.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds > 0.0 && seconds < 1e9 => Ok(seconds),
+        _ => Err(format!(
+            "expected a positive number of seconds, got {text:?}"
+        )),
     }
 }
 
@@ -686,7 +700,11 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             }
         }
         Command::Stats => render::stats(out, &context.open(false)?.stats()?, cli.json)?,
-        Command::Serve { listen, token_env } => {
+        Command::Serve {
+            listen,
+            token_env,
+            request_timeout,
+        } => {
             let token = match token_env {
                 Some(var) => Some(std::env::var(var).map_err(|_| {
                     Error::Usage(format!("--token-env {var}: the variable is not set"))
@@ -696,6 +714,7 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             let options = edudb::serve::ServeOptions {
                 listen: *listen,
                 token,
+                request_timeout: std::time::Duration::from_secs_f64(*request_timeout),
                 stop_on_signals: true,
                 commands: Some(std::sync::Arc::new(Runner)),
                 ..Default::default()

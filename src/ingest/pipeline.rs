@@ -56,6 +56,16 @@ pub enum IpMakerKind {
     Llm,
 }
 
+impl IpMakerKind {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            IpMakerKind::Bridge => "bridge",
+            IpMakerKind::Llm => "llm",
+        }
+    }
+}
+
 impl std::str::FromStr for IpMakerKind {
     type Err = Error;
 
@@ -80,6 +90,16 @@ pub enum Structurer {
     /// ([`LlmStructurer`]), falling back to the layout tree for a document
     /// whose outline replies stay invalid.
     Llm,
+}
+
+impl Structurer {
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Structurer::Layout => "layout",
+            Structurer::Llm => "llm",
+        }
+    }
 }
 
 impl std::str::FromStr for Structurer {

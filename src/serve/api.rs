@@ -7,13 +7,13 @@
 
 use serde_json::{Value, json};
 
+use crate::ask::AskOptions;
 use crate::db::Db;
 use crate::engine::write::IngestReport;
 use crate::error::{Error, Result};
 use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::sources::Source;
 use crate::memory::TurnInput;
-use crate::model::document::Format;
 use crate::progress::{CancelToken, NoProgress, Progress};
 use crate::query::{Params, Query};
 
@@ -22,9 +22,10 @@ pub trait Api {
     /// Every document's metadata (`docs --json`).
     fn documents(&self) -> Result<Value>;
 
-    /// Stores `bytes` as document `id` (replacing one of that id), in
-    /// `format` or the one sniffed; the ingest receipt.
-    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Value>;
+    /// Stores `bytes` as document `id` (replacing one of that id) as
+    /// `options` say (its format, else the one sniffed); the ingest
+    /// receipt.
+    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, options: IngestOptions) -> Result<Value>;
 
     /// Ingests `sources` as [`Db::ingest`] does: `{documents, failures}`,
     /// a source with bad content being a failure while the rest go on.
@@ -88,6 +89,10 @@ pub trait Api {
 
     /// Removes session `id` with all its turns (`session rm --json`).
     fn remove_session(&self, id: &str) -> Result<Value>;
+
+    /// Answers `question` from the store with its chat model, as
+    /// [`Db::ask`] does (`ask --json`).
+    fn ask(&self, question: &str, options: &AskOptions) -> Result<Value>;
 }
 
 impl Api for Db {
@@ -97,11 +102,7 @@ impl Api for Db {
         ))
     }
 
-    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Value> {
-        let options = IngestOptions {
-            format,
-            ..Default::default()
-        };
+    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, options: IngestOptions) -> Result<Value> {
         Ok(self.ingest_bytes(id, bytes, options)?.to_json())
     }
 
@@ -194,10 +195,16 @@ impl Api for Db {
         self.remove_session(id)?;
         Ok(json!({ "removed": id }))
     }
+
+    fn ask(&self, question: &str, options: &AskOptions) -> Result<Value> {
+        Ok(self
+            .ask(question, options, &NoProgress, &CancelToken::new())?
+            .to_json())
+    }
 }
 
-/// An ingest's `{documents, failures}`, each failure `{source, class,
-/// message}`.
+/// An ingest's `{documents, failures, llm}`, each failure `{source,
+/// class, message}`, `llm` what the language-model steps cost.
 pub(super) fn ingest_answer(report: IngestReport) -> Value {
     let failures: Vec<Value> = (report.failures.into_iter())
         .map(|f| {
@@ -207,7 +214,7 @@ pub(super) fn ingest_answer(report: IngestReport) -> Value {
         })
         .collect();
     let documents: Vec<Value> = report.documents.iter().map(|d| d.to_json()).collect();
-    json!({ "documents": documents, "failures": failures })
+    json!({ "documents": documents, "failures": failures, "llm": to_value(&report.llm).unwrap_or_default() })
 }
 
 /// `{class, message, damage?}` of an error, as the error answers carry

@@ -15,12 +15,13 @@ use reqwest::{Method, Url};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::ask::AskOptions;
 use crate::error::{Error, Result};
-use crate::ingest::pipeline::{IngestOptions, decode, detect_format};
+use crate::ingest::pipeline::{IngestOptions, IpMakerKind, Structurer, decode, detect_format};
 use crate::ingest::sources::{Origin, Source};
 use crate::memory::TurnInput;
-use crate::model::document::Format;
-use crate::progress::{CancelToken, Progress};
+use crate::model::cost::LlmCost;
+use crate::progress::{CancelToken, NoProgress, Progress};
 use crate::query::{Param, Params};
 
 use super::api::Api;
@@ -150,14 +151,24 @@ impl Client {
         }
     }
 
-    /// Submits one ingest job and follows it to its end; its final status.
+    /// Submits one ingest job (its trees and points built as `options`
+    /// say) and follows it to its end; its final status.
     fn run_job(
         &self,
         documents: Vec<Value>,
+        options: IngestOptions,
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<Value> {
-        let body = Body::Json(json!({ "documents": documents }));
+        let mut body = json!({ "documents": documents });
+        // Only what differs from the defaults, which any server takes.
+        if options.structurer != Structurer::default() {
+            body["structurer"] = json!(options.structurer.name());
+        }
+        if options.ip_maker != IpMakerKind::default() {
+            body["ip_maker"] = json!(options.ip_maker.name());
+        }
+        let body = Body::Json(body);
         let submitted = self.call(Method::POST, &["ingest"], &[], body)?;
         let job = submitted["job"].to_string();
         let (mut reported, mut cancelling) = (0, false);
@@ -267,9 +278,30 @@ impl Api for Client {
         self.call(Method::GET, &["docs"], &[], Body::None)
     }
 
-    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, format: Option<Format>) -> Result<Value> {
+    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, options: IngestOptions) -> Result<Value> {
+        let model_free = options.structurer == Structurer::default()
+            && options.ip_maker == IpMakerKind::default();
+        if !model_free {
+            // `PUT /v1/docs/{id}` takes only a format: a one-document job.
+            let source = Source {
+                id: id.to_owned(),
+                origin: Origin::Bytes(bytes),
+            };
+            let mut answer = self.ingest(&[source], options, &NoProgress, &CancelToken::new())?;
+            if let Some(document) = answer["documents"].get_mut(0) {
+                return Ok(document.take());
+            }
+            let failure = &answer["failures"][0];
+            return Err(Error::Served {
+                class: failure["class"].as_str().unwrap_or("internal").to_owned(),
+                status: 400,
+                message: failure["message"].as_str().unwrap_or_default().to_owned(),
+                query: None,
+                damage: false,
+            });
+        }
         self.fits(id, bytes.len() as u64)?;
-        let format = format.map(|f| f.name().to_owned());
+        let format = options.format.map(|f| f.name().to_owned());
         let query: Vec<(&str, String)> = format.into_iter().map(|f| ("format", f)).collect();
         self.call(Method::PUT, &["docs", id], &query, Body::Bytes(bytes))
     }
@@ -331,12 +363,13 @@ impl Api for Client {
             jobs.iter().map(|(_, text_bytes, _)| text_bytes).sum(),
         );
         let mut documents = Vec::new();
+        let mut llm = LlmCost::default();
         for (batch, _, _) in jobs.into_iter().filter(|(batch, _, _)| !batch.is_empty()) {
             if cancel.is_cancelled() {
                 progress.finish();
                 return Err(Error::Cancelled);
             }
-            let done = self.run_job(batch, progress, cancel);
+            let done = self.run_job(batch, options, progress, cancel);
             let done = done.inspect_err(|_| progress.finish())?;
             let listed = |field: &str| match &done[field] {
                 Value::Array(items) => Ok(items.clone()),
@@ -347,9 +380,13 @@ impl Api for Client {
             };
             documents.extend(listed("documents")?);
             failures.extend(listed("failures")?);
+            let spent: LlmCost = serde_json::from_value(done["llm"].clone()).map_err(|e| {
+                Error::Serve(format!("{}: a finished job's llm cost: {e}", self.name))
+            })?;
+            llm.add(&spent);
         }
         progress.finish();
-        Ok(json!({ "documents": documents, "failures": failures }))
+        Ok(json!({ "documents": documents, "failures": failures, "llm": llm }))
     }
 
     fn remove(&self, id: &str) -> Result<Value> {
@@ -433,6 +470,17 @@ impl Api for Client {
 
     fn remove_session(&self, id: &str) -> Result<Value> {
         self.call(Method::DELETE, &["sessions", id], &[], Body::None)
+    }
+
+    fn ask(&self, question: &str, options: &AskOptions) -> Result<Value> {
+        let body = json!({
+            "question": question,
+            "budget": options.budget,
+            "statement": options.statement,
+            "group": options.group,
+            "answer": options.answer,
+        });
+        self.call(Method::POST, &["ask"], &[], Body::Json(body))
     }
 }
 

@@ -28,7 +28,7 @@
 //! | `GET /docs` | | `docs --json` |
 //! | `PUT /docs/{id}` | the document's bytes; `format` (else sniffed) | `ingest --json`'s document |
 //! | `DELETE /docs/{id}` | | `rm --json` |
-//! | `POST /ingest` | `{documents: [{id, text, format?}]}` | a job's status (202) |
+//! | `POST /ingest` | `{documents: [{id, text, format?}], structurer?, ip_maker?}` | a job's status (202) |
 //! | `GET /jobs/{job}` | | the job's status; once it ended, its documents and failures, or its error |
 //! | `DELETE /jobs/{job}` | | cancels the job; its status |
 //! | `GET /docs/{id}/tree` | | `tree --json` |
@@ -38,6 +38,7 @@
 //! | `GET /check` | | `check --json` |
 //! | `POST /reindex` | | `reindex --json` |
 //! | `GET /search` | `q`, `limit` (10) | `search --json` |
+//! | `POST /ask` | `{question, budget?, statement?, group?, answer?}` | `ask --json` |
 //! | `POST /query` | `{statement, params: {name: text or number}, explain?}` | `query --json` |
 //! | `GET /sessions` | | `session ls --json` |
 //! | `GET /sessions/{id}` | | `session show --json` |
@@ -70,6 +71,7 @@ mod jobs;
 pub use api::Api;
 pub use client::{Client, CommandOutput, CommandRequest};
 
+use crate::ask::AskOptions;
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::ingest::pipeline::IngestOptions;
@@ -374,6 +376,7 @@ fn router(shared: Arc<Shared>, max_body_bytes: usize, command_lines: bool) -> Ro
         .route("/v1/reindex", post(reindex))
         .route("/v1/search", get(search))
         .route("/v1/query", post(query))
+        .route("/v1/ask", post(ask))
         .route("/v1/sessions", get(sessions))
         .route("/v1/sessions/{id}", get(session).delete(remove_session))
         .route("/v1/sessions/{id}/turns", post(add_turn))
@@ -701,16 +704,24 @@ async fn ingest(
 ) -> Answer {
     let format = args.format.map(|f| f.parse()).transpose()?;
     write(&shared, move |db| {
-        Api::ingest_bytes(db, &id, body.to_vec(), format)
+        let options = IngestOptions {
+            format,
+            ..Default::default()
+        };
+        Api::ingest_bytes(db, &id, body.to_vec(), options)
     })
     .await
 }
 
-/// `POST /v1/ingest`'s body: the documents of one ingest job.
+/// `POST /v1/ingest`'s body: the documents of one ingest job, and what
+/// builds their trees and information points (the model-free ones when
+/// absent).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JobBody {
     documents: Vec<JobDocument>,
+    structurer: Option<String>,
+    ip_maker: Option<String>,
 }
 
 /// One document of an ingest job.
@@ -731,6 +742,8 @@ async fn ingest_job(
     body: std::result::Result<Json<JobBody>, JsonRejection>,
 ) -> std::result::Result<(StatusCode, Json<Value>), Failure> {
     let Json(body) = body?;
+    let structurer = body.structurer.map(|s| s.parse()).transpose()?;
+    let ip_maker = body.ip_maker.map(|s| s.parse()).transpose()?;
     // The documents of each format: one ingest run per format.
     let mut runs: Vec<(Option<Format>, Vec<Source>)> = Vec::new();
     for document in body.documents {
@@ -763,11 +776,14 @@ async fn ingest_job(
             for (format, sources) in runs {
                 let options = IngestOptions {
                     format,
+                    structurer: structurer.unwrap_or_default(),
+                    ip_maker: ip_maker.unwrap_or_default(),
                     ..Default::default()
                 };
                 let run = db.ingest(&sources, options, &*job, &job.cancel)?;
                 report.documents.extend(run.documents);
                 report.failures.extend(run.failures);
+                report.llm.add(&run.llm);
             }
             Ok(report)
         })
@@ -878,6 +894,35 @@ async fn query(
         Api::query(db, &body.statement, &params, body.explain)
     })
     .await
+}
+
+/// `POST /v1/ask`'s body: the question and [`AskOptions`] (their
+/// defaults when absent).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AskBody {
+    question: String,
+    budget: Option<u64>,
+    statement: Option<String>,
+    group: Option<usize>,
+    answer: Option<bool>,
+}
+
+/// Answers the question in the body with the server's chat model, as a
+/// read (past the request timeout, busy while it finishes unseen).
+async fn ask(
+    State(shared): State<Arc<Shared>>,
+    body: std::result::Result<Json<AskBody>, JsonRejection>,
+) -> Answer {
+    let Json(body) = body?;
+    let defaults = AskOptions::default();
+    let options = AskOptions {
+        budget: body.budget.unwrap_or(defaults.budget),
+        statement: body.statement,
+        group: body.group.unwrap_or(defaults.group),
+        answer: body.answer.unwrap_or(defaults.answer),
+    };
+    read(&shared, move |db| Api::ask(db, &body.question, &options)).await
 }
 
 /// Appends the turn in the body (one `session add --jsonl` line, see

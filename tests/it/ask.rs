@@ -23,6 +23,20 @@ fn scripted(
     )
 }
 
+/// A model that finds every passage shown useful and enough, and answers
+/// citing the first passage given.
+pub(crate) fn satisfied_reader() -> Arc<ScriptedChat> {
+    scripted(
+        |request, _| json!({"relevant": new_numbers(request), "enough": true}).to_string(),
+        |request, _| {
+            let first: u64 = request.user.split("Passages:\n[").nth(1).unwrap()[..1]
+                .parse()
+                .unwrap();
+            json!({"answer": "From the passages.", "citations": [first]}).to_string()
+        },
+    )
+}
+
 const LANGUAGES: &str = "# Languages\n\n## Rust\n\nRust is a systems language. Its borrow checker \
 enforces ownership. Rust has no garbage collector.\n\n## Go\n\nGo was designed at Google. Go has \
 goroutines for concurrency. Channels carry messages between goroutines.\n\n## Python\n\nPython is \

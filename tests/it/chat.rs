@@ -329,6 +329,16 @@ fn the_llm_structurer_without_a_chat_model_is_a_user_error() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("layout or llm"), "{}", stderr(&out));
+    // A server's request timeout (for slow models' asks) must be positive.
+    for bad in ["0", "-3", "soon"] {
+        let out = edudb(&store, &["serve", "--request-timeout", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        assert!(
+            stderr(&out).contains("positive number of seconds"),
+            "{}",
+            stderr(&out)
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -107,7 +107,7 @@ fn a_client_writes_and_its_refusals_keep_their_class() {
         .ingest_bytes(
             "notes/a b",
             b"# Notes\n\nTea is grown in Uji.".to_vec(),
-            None,
+            edudb::IngestOptions::default(),
         )
         .unwrap();
     assert_eq!(receipt["id"], "notes/a b", "{receipt}");
@@ -535,7 +535,11 @@ fn a_document_over_the_servers_body_limit_fails_alone_and_the_rest_go_as_several
     // The single-document upload is refused before it is sent, as a user
     // error, and the server keeps serving.
     let refused = client
-        .ingest_bytes("big", vec![b'a'; limit + 1], None)
+        .ingest_bytes(
+            "big",
+            vec![b'a'; limit + 1],
+            edudb::IngestOptions::default(),
+        )
         .unwrap_err();
     assert!(refused.is_user_error(), "{refused}");
     assert_eq!(
@@ -544,4 +548,87 @@ fn a_document_over_the_servers_body_limit_fails_alone_and_the_rest_go_as_several
     );
     running.stop().unwrap();
     drop(dir);
+}
+
+#[test]
+fn a_client_asks_the_servers_chat_model_to_build_and_to_answer() {
+    use crate::written_points::{faithful_but_for_one, towns};
+    let (_dir, path) = fixture();
+    // The server's model outlines every document as one section, writes
+    // information points, and reads and answers questions.
+    let chat = faithful_but_for_one()
+        .on("outline", |request, _| {
+            let numbers: Vec<u64> = (request.user.lines())
+                .filter_map(|l| l.strip_prefix('[')?.split_once(']')?.0.parse().ok())
+                .collect();
+            let (first, last) = (numbers[0], numbers[numbers.len() - 1]);
+            serde_json::json!({"sections": [{"level": 1, "first": first, "last": last, "title": "Town"}]})
+                .to_string()
+        })
+        .on("judgement", |_, _| {
+            serde_json::json!({"relevant": [1], "enough": true}).to_string()
+        })
+        .on("answer", |_, _| {
+            serde_json::json!({"answer": "Mira7 did.", "citations": [1]}).to_string()
+        });
+    let chat = std::sync::Arc::new(chat);
+    let running = super::serve::start_asking(&path, ServeOptions::default(), Some(chat.clone()));
+    let client = Client::connect(path.to_str().unwrap(), None).unwrap();
+    let sources = [edudb::Source {
+        id: "towns".into(),
+        origin: edudb::ingest::sources::Origin::Bytes(towns().into_bytes()),
+    }];
+    let options = edudb::IngestOptions {
+        structurer: edudb::Structurer::Llm,
+        ip_maker: edudb::IpMakerKind::Llm,
+        ..Default::default()
+    };
+    let answer = client
+        .ingest(&sources, options, &edudb::NoProgress, &CancelToken::new())
+        .unwrap();
+    // Both steps ran on the server: the outline's windows, then one window
+    // of points (with its invented point dropped).
+    assert!(chat.asked("outline") >= 1);
+    assert_eq!(chat.asked("information_points"), 1);
+    assert_eq!(
+        answer["llm"]["calls"],
+        chat.seen.lock().unwrap().len(),
+        "{answer}"
+    );
+    assert_eq!(answer["llm"]["dropped_points"], 1, "{answer}");
+    let tree = client.tree("towns").unwrap();
+    assert_eq!(tree["children"][0]["title"], "Town", "{tree}");
+    let dag = client.dag_listing("towns", Some(2)).unwrap();
+    assert!(
+        dag["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["written"] == true),
+        "{dag}"
+    );
+    let options = edudb::AskOptions {
+        budget: 64,
+        ..Default::default()
+    };
+    let asked = client.ask("Who opened a library?", &options).unwrap();
+    assert_eq!(asked["answer"], "Mira7 did.");
+    assert_eq!(asked["stopped"], "enough");
+    assert_eq!(asked["cited"], serde_json::json!([asked["evidence"][0]]));
+    // One document's bytes with the model's tree go as a job of one; its
+    // refusal keeps its class.
+    let outlined = edudb::IngestOptions {
+        structurer: edudb::Structurer::Llm,
+        ..Default::default()
+    };
+    let receipt = client
+        .ingest_bytes("town", b"Town 2 lies beside a river.".to_vec(), outlined)
+        .unwrap();
+    assert_eq!(receipt["id"], "town", "{receipt}");
+    assert_eq!(client.tree("town").unwrap()["children"][0]["title"], "Town");
+    match client.ingest_bytes("empty", Vec::new(), outlined) {
+        Err(Error::Served { class, .. }) => assert_eq!(class, "user"),
+        other => panic!("{other:?}"),
+    }
+    running.stop().unwrap();
 }

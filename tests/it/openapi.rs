@@ -16,7 +16,7 @@ use edudb::Db;
 use edudb::serve::{CommandOutput, CommandRequest, CommandRunner, ServeOptions};
 use serde_json::{Value, json};
 
-use crate::serve::{Running, client, fixture, start};
+use crate::serve::{Running, client, fixture, start, start_asking};
 
 /// The document as the server embeds it.
 const DOCUMENT: &str = include_str!("../../src/serve/openapi.json");
@@ -563,10 +563,12 @@ fn the_document_is_well_formed_and_names_every_route_of_the_router() {
     let meta = json!({"id": "a", "title": "A", "edus": 1, "nodes": 2, "tokens": 3, "bytes": 4});
     let failure = json!({"source": "b", "class": "user", "message": "empty"});
     let error = json!({"class": "user", "message": "cancelled"});
+    let llm = json!({"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "millis": 0,
+                     "fallbacks": 0, "dropped_points": 0});
     for valid in [
         with(json!({"state": "running"})),
-        with(json!({"state": "done", "documents": [meta], "failures": [failure]})),
-        with(json!({"state": "done", "documents": [], "failures": []})),
+        with(json!({"state": "done", "documents": [meta], "failures": [failure], "llm": llm})),
+        with(json!({"state": "done", "documents": [], "failures": [], "llm": llm})),
         with(json!({"state": "failed", "error": {"class": "internal", "message": "disk"}})),
         with(json!({"state": "cancelled", "error": error})),
     ] {
@@ -580,6 +582,7 @@ fn the_document_is_well_formed_and_names_every_route_of_the_router() {
         with(json!({"state": "running", "elapsed": 1})),
         with(json!({"state": "done", "documents": []})),
         with(json!({"state": "done", "documents": [], "failures": [], "error": error})),
+        with(json!({"state": "done", "documents": [], "failures": []})),
         with(json!({"state": "done", "documents": [{"id": "a"}], "failures": []})),
         with(json!({"state": "done", "documents": [], "failures": [{"source": "b"}]})),
         with(json!({"state": "cancelled"})),
@@ -608,13 +611,14 @@ fn the_document_is_well_formed_and_names_every_route_of_the_router() {
 #[test]
 fn every_route_answers_as_the_document_says() {
     let (_dir, path) = fixture();
-    let server = start(
+    let server = start_asking(
         &path,
         ServeOptions {
             max_body_bytes: 1 << 20,
             commands: Some(Arc::new(Counting)),
             ..Default::default()
         },
+        Some(crate::ask::satisfied_reader()),
     );
     let tcp = Via::tcp(&server);
     // The document, as the server serves it, is the one in the source tree.
@@ -834,6 +838,18 @@ fn every_route_answers_as_the_document_says() {
     )
     .error(400, "user");
     post("/v1/query", json!({"statment": "typo"})).error(422, "user");
+    // Asking: read, judged, answered with cited coordinates; a bad group.
+    let asked = post(
+        "/v1/ask",
+        json!({"question": "Ramen Sapporo", "budget": 64}),
+    )
+    .expect(200);
+    assert_eq!(asked["stopped"], "enough");
+    assert_eq!(asked["cited"][0]["doc"], "trips");
+    let unanswered = post("/v1/ask", json!({"question": "Ramen", "answer": false})).expect(200);
+    assert_eq!(unanswered["answer"], Value::Null);
+    post("/v1/ask", json!({"question": "Ramen", "group": 0})).error(400, "user");
+    post("/v1/ask", json!({"question": "Ramen", "budgets": 5})).error(422, "user");
     raw(
         "POST",
         "/v1/query",
@@ -957,6 +973,11 @@ fn every_route_answers_as_the_document_says() {
     post(
         "/v1/ingest",
         json!({"documents": [{"id": "x", "text": "Some text.", "format": "yaml"}]}),
+    )
+    .error(400, "user");
+    post(
+        "/v1/ingest",
+        json!({"documents": [{"id": "x", "text": "Some text."}], "structurer": "oracle"}),
     )
     .error(400, "user");
     post("/v1/ingest", json!({"documents": [], "wait": true})).error(422, "user");

@@ -46,10 +46,20 @@ pub(crate) struct Running {
 }
 
 pub(crate) fn start(path: &Path, options: ServeOptions) -> Running {
+    start_asking(path, options, None)
+}
+
+/// [`start`], the server's store asking `chat` in its language-model steps.
+pub(crate) fn start_asking(
+    path: &Path,
+    options: ServeOptions,
+    chat: Option<std::sync::Arc<dyn edudb::ChatModel>>,
+) -> Running {
     // A child another test spawns can hold the store's lock file for a
     // moment (between its fork and its exec): wait for it.
     let waiting = edudb::OpenOptions {
         busy_timeout: std::time::Duration::from_secs(5),
+        chat,
         ..Default::default()
     };
     let db = Db::open_with(path, &waiting).unwrap();
