@@ -87,8 +87,9 @@ pub enum Structurer {
     #[default]
     Layout,
     /// LingoEDU's structurer through the store's chat model
-    /// ([`LlmStructurer`]), falling back to the layout tree for a document
-    /// whose outline replies stay invalid.
+    /// ([`LlmStructurer`]) for the sections, with the layout's paragraphs
+    /// and lists inside them, falling back to the layout tree for a
+    /// document whose outline replies stay invalid.
     Llm,
 }
 
@@ -259,8 +260,9 @@ fn built_by(builder: &dyn TreeBuilder, id: &str, input: &StructureInput<'_>) -> 
     })
 }
 
-/// Like [`analyze`], with the tree from `llm` when given (the layout tree
-/// when its replies stay invalid), and what the model cost.
+/// Like [`analyze`], with the tree's sections from `llm` when given (and
+/// the layout's paragraphs and lists inside them; the layout tree when its
+/// replies stay invalid), and what the model cost.
 pub fn analyze_structured(
     id: &str,
     text: String,
@@ -270,10 +272,12 @@ pub fn analyze_structured(
     let mut cost = LlmCost::default();
     let doc = analyze_built(id, text, format, |input| {
         if let Some(structurer) = llm {
-            let (tree, spent) = structurer.structure(input)?;
+            let (outline, spent) = structurer.structure(input)?;
             cost = spent;
-            if let Some(tree) = tree {
-                return Ok(tree);
+            if let Some(outline) = outline {
+                // The model's sections; the layout's paragraphs and lists
+                // inside them.
+                return Ok(LayoutTreeBuilder.within(input, &outline));
             }
             tracing::warn!(
                 doc = id,
@@ -524,7 +528,8 @@ pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<DocVect
 mod tests {
     //! The tree invariants ([`Tree::validate`]) on analysed documents.
     use super::*;
-    use crate::model::tree::Tree;
+    use crate::model::edu::Span;
+    use crate::model::tree::{NodeKind, Tree};
 
     fn sample() -> (Tree, u32) {
         let doc = analyze(
@@ -574,6 +579,106 @@ mod tests {
             let mut copy = tree.clone();
             breaker(&mut copy);
             assert!(copy.validate(count).is_err(), "{what} not detected");
+        }
+    }
+
+    const GUIDE: &str = "# Guide\n\nAlpha one is here. Alpha two is there. Alpha three is last.\n\n\
+- item a\n- item b\n\nBeta one runs. Beta two stops.\n\n## Sub\n\nGamma one is new. Gamma two ends.\n";
+
+    /// `GUIDE` with its tree's sections from `outline` (LingoEDU's format,
+    /// 0-based spans), the layout's blocks inside them.
+    fn within(outline: &str) -> Document {
+        analyze_built("g", GUIDE.to_owned(), Format::Markdown, |input| {
+            let count = input.edus.len() as u32;
+            let sections = crate::ingest::tree::outline::parse_outline(outline, count, false)
+                .map_err(|e| Error::Usage(e.to_string()))?;
+            Ok(LayoutTreeBuilder.within(input, &sections))
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_models_sections_hold_the_layouts_paragraphs_and_lists() {
+        let n = analyze("g", GUIDE.to_owned(), Format::Markdown)
+            .unwrap()
+            .edus
+            .len() as u32;
+        // The first section cuts the first paragraph after its first EDU.
+        let doc = within(&format!(
+            "# [0-1] Guide alpha\n# [2-{}] Later\n## [{}-{}] Gamma\n",
+            n - 1,
+            n - 2,
+            n - 1
+        ));
+        let tree = &doc.tree;
+        tree.validate(n).unwrap();
+        let sections: Vec<(&str, Span)> = (tree.nodes.iter())
+            .filter(|node| node.kind == NodeKind::Section && node.level == 1)
+            .map(|node| (node.title.as_str(), node.span))
+            .collect();
+        assert_eq!(
+            sections,
+            vec![
+                ("Guide alpha", Span::new(0, 1)),
+                ("Later", Span::new(2, n - 1))
+            ]
+        );
+        let later = tree
+            .nodes
+            .iter()
+            .find(|node| node.title == "Later")
+            .unwrap();
+        // Inside "Later": the rest of the first paragraph, the list, the
+        // second paragraph and the real heading "Sub", then the model's
+        // "Gamma" (the last two EDUs, one paragraph: EDUs directly).
+        let kinds: Vec<NodeKind> = (later.children.iter())
+            .map(|&c| tree.nodes[c as usize].kind)
+            .collect();
+        assert!(kinds.contains(&NodeKind::List), "{kinds:?}");
+        assert!(kinds.contains(&NodeKind::Paragraph), "{kinds:?}");
+        let gamma = tree
+            .nodes
+            .iter()
+            .find(|node| node.title == "Gamma")
+            .unwrap();
+        assert_eq!(gamma.span, Span::new(n - 2, n - 1));
+        assert!(gamma.children.is_empty());
+        // The root takes an extractive title, as the layout tree's does.
+        assert!(!tree.nodes[0].title.is_empty());
+    }
+
+    proptest::proptest! {
+        /// Any outline over the document: its sections keep their spans and
+        /// titles, and the tree is valid.
+        #[test]
+        fn any_outline_keeps_its_sections_and_a_valid_tree(
+            cuts in proptest::collection::btree_set(1u32..20, 0..6),
+            nested in proptest::bool::ANY,
+        ) {
+            let n = analyze("g", GUIDE.to_owned(), Format::Markdown).unwrap().edus.len() as u32;
+            let mut bounds: Vec<u32> = cuts.into_iter().filter(|&c| c < n).collect();
+            bounds.insert(0, 0);
+            bounds.push(n);
+            let mut outline = String::new();
+            let mut expected = Vec::new();
+            for (i, w) in bounds.windows(2).enumerate() {
+                outline.push_str(&format!("# [{}-{}] Part {i}\n", w[0], w[1] - 1));
+                expected.push((format!("Part {i}"), Span::new(w[0], w[1] - 1)));
+                if nested && w[1] - w[0] >= 2 {
+                    outline.push_str(&format!("## [{}-{}] Tail {i}\n", w[1] - 1, w[1] - 1));
+                    expected.push((format!("Tail {i}"), Span::new(w[1] - 1, w[1] - 1)));
+                }
+            }
+            let tree = within(&outline).tree;
+            tree.validate(n).map_err(proptest::test_runner::TestCaseError::fail)?;
+            for (title, span) in expected {
+                proptest::prop_assert!(
+                    tree.nodes.iter().any(|node| node.kind == NodeKind::Section
+                        && node.title == title
+                        && node.span == span),
+                    "{title} {span:?}"
+                );
+            }
         }
     }
 }

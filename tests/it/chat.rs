@@ -331,7 +331,8 @@ fn the_llm_structurer_without_a_chat_model_is_a_user_error() {
     assert!(stderr(&out).contains("layout or llm"), "{}", stderr(&out));
     // A server's request timeout (for slow models' asks) must be positive.
     for bad in ["0", "-3", "soon"] {
-        let out = edudb(&store, &["serve", "--request-timeout", bad]);
+        let flag = format!("--request-timeout={bad}");
+        let out = edudb(&store, &["serve", &flag]);
         assert_eq!(out.status.code(), Some(1), "{bad}");
         assert!(
             stderr(&out).contains("positive number of seconds"),
@@ -536,7 +537,7 @@ fn an_ingest_through_a_scripted_server_stores_the_model_tree() {
     let titles: Vec<(&str, u16)> = tree
         .nodes
         .iter()
-        .skip(1)
+        .filter(|n| n.kind == edudb::NodeKind::Section)
         .map(|n| (n.title.as_str(), n.level))
         .collect();
     assert_eq!(
@@ -549,6 +550,14 @@ fn an_ingest_through_a_scripted_server_stores_the_model_tree() {
             // "concurrency" is in sentence 10: kept.
             ("Go concurrency", 1),
         ]
+    );
+    // Inside the model's sections, the layout's paragraphs: the part of
+    // the Python paragraph before "Interpreter lock" is one.
+    let python = &tree.nodes[tree.nodes[0].children[1] as usize];
+    let first = &tree.nodes[python.children[0] as usize];
+    assert_eq!(
+        (first.kind, first.span),
+        (edudb::NodeKind::Paragraph, edudb::Span::new(4, 5))
     );
     // The model's tree is what queries walk: a search lands in its sections.
     let hits = db.search("goroutines", 3).unwrap();

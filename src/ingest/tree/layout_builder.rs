@@ -3,7 +3,7 @@
 //! more than [`MAX_FANOUT`] direct children.
 
 use crate::ingest::layout::BlockKind;
-use crate::ingest::tree::builder::{MAX_FANOUT, StructureInput, TreeBuilder};
+use crate::ingest::tree::builder::{BlockEdus, MAX_FANOUT, StructureInput, TreeBuilder};
 use crate::ingest::tree::cohesion::{TermVector, cut_points};
 use crate::ingest::tree::title::extractive_title;
 use crate::model::edu::Span;
@@ -42,22 +42,101 @@ impl TreeBuilder for LayoutTreeBuilder {
             title: None,
             items: Vec::new(),
         }];
-        place_blocks(input, &mut drafts);
-        let unit_vectors: Vec<TermVector> = input
-            .edus
-            .iter()
-            .map(|e| TermVector::from_text(&input.text[e.start as usize..e.end as usize]))
-            .collect();
-        for index in 0..drafts.len() {
-            limit_fanout(index, &mut drafts, &unit_vectors);
-        }
-        Ok(finish(input, &drafts))
+        place_blocks(input, input.blocks, &mut drafts, 0);
+        Ok(segmented(input, drafts))
     }
 }
 
-/// Places every block under the section stack and list stack it belongs to.
-fn place_blocks(input: &StructureInput<'_>, drafts: &mut Vec<Draft>) {
-    let mut sections: Vec<(u8, usize)> = vec![(0, 0)];
+impl LayoutTreeBuilder {
+    /// The tree whose sections are `outline`'s (a valid tree over the same
+    /// EDUs, such as a language model's outline), with the layout's
+    /// paragraphs, lists and headed sections placed inside them (blocks cut
+    /// at section boundaries), and cohesion segments wherever a node would
+    /// have more than [`MAX_FANOUT`] children. A section that is one
+    /// paragraph holds its EDUs directly.
+    pub fn within(&self, input: &StructureInput<'_>, outline: &Tree) -> Tree {
+        let mut drafts = vec![Draft {
+            kind: NodeKind::Document,
+            title: None,
+            items: Vec::new(),
+        }];
+        fill_sections(input, outline, &mut drafts);
+        segmented(input, drafts)
+    }
+}
+
+/// Places under the root draft what `outline` covers: each section as a
+/// section draft, and between a section's children the layout blocks of
+/// the EDUs no child covers (cut at the boundaries). Iterative, so any
+/// depth of outline is safe.
+fn fill_sections(input: &StructureInput<'_>, outline: &Tree, drafts: &mut Vec<Draft>) {
+    let own = |range: std::ops::Range<u32>| -> Vec<BlockEdus> {
+        (input.blocks.iter())
+            .filter_map(|b| {
+                let edus = b.edus.start.max(range.start)..b.edus.end.min(range.end);
+                (!edus.is_empty()).then_some(BlockEdus { kind: b.kind, edus })
+            })
+            .collect()
+    };
+    // (outline node, its draft, next child to place, first EDU not placed)
+    let mut stack = vec![(0usize, 0usize, 0usize, 0u32)];
+    while let Some((node, draft, child, next)) = stack.pop() {
+        let section = &outline.nodes[node];
+        let end = section.span.last + 1;
+        if node != 0 && section.children.is_empty() {
+            let blocks = own(section.span.first..end);
+            if let [only] = blocks.as_slice()
+                && only.kind == BlockKind::Paragraph
+            {
+                drafts[draft]
+                    .items
+                    .extend((section.span.first..end).map(Item::Edu));
+            } else {
+                place_blocks(input, &blocks, drafts, draft);
+            }
+            continue;
+        }
+        let Some(&child_id) = section.children.get(child) else {
+            place_blocks(input, &own(next..end), drafts, draft);
+            continue;
+        };
+        let child_node = &outline.nodes[child_id as usize];
+        place_blocks(input, &own(next..child_node.span.first), drafts, draft);
+        drafts.push(Draft {
+            kind: NodeKind::Section,
+            title: Some(child_node.title.clone()),
+            items: Vec::new(),
+        });
+        let index = drafts.len() - 1;
+        drafts[draft].items.push(Item::Draft(index));
+        stack.push((node, draft, child + 1, child_node.span.last + 1));
+        stack.push((child_id as usize, index, 0, child_node.span.first));
+    }
+}
+
+/// The tree of `drafts` after cohesion segmentation of every draft with
+/// more than [`MAX_FANOUT`] items.
+fn segmented(input: &StructureInput<'_>, mut drafts: Vec<Draft>) -> Tree {
+    let unit_vectors: Vec<TermVector> = input
+        .edus
+        .iter()
+        .map(|e| TermVector::from_text(&input.text[e.start as usize..e.end as usize]))
+        .collect();
+    for index in 0..drafts.len() {
+        limit_fanout(index, &mut drafts, &unit_vectors);
+    }
+    finish(input, &drafts)
+}
+
+/// Places `blocks` under draft `root`, each under the section stack and
+/// list stack it belongs to.
+fn place_blocks(
+    input: &StructureInput<'_>,
+    blocks: &[BlockEdus],
+    drafts: &mut Vec<Draft>,
+    root: usize,
+) {
+    let mut sections: Vec<(u8, usize)> = vec![(0, root)];
     let mut lists: Vec<(u16, usize)> = Vec::new();
     let add = |drafts: &mut Vec<Draft>, parent: usize, draft: Draft| {
         drafts.push(draft);
@@ -65,8 +144,8 @@ fn place_blocks(input: &StructureInput<'_>, drafts: &mut Vec<Draft>) {
         drafts[parent].items.push(Item::Draft(index));
         index
     };
-    for block in input.blocks {
-        let section = sections.last().map_or(0, |s| s.1);
+    for block in blocks {
+        let section = sections.last().map_or(root, |s| s.1);
         let edus = block.edus.clone().map(Item::Edu);
         match block.kind {
             BlockKind::Heading { level } => {
@@ -74,7 +153,7 @@ fn place_blocks(input: &StructureInput<'_>, drafts: &mut Vec<Draft>) {
                 while sections.last().is_some_and(|s| s.0 >= level && s.0 > 0) {
                     sections.pop();
                 }
-                let parent = sections.last().map_or(0, |s| s.1);
+                let parent = sections.last().map_or(root, |s| s.1);
                 let first = &input.edus[block.edus.start as usize];
                 let title = input.text[first.start as usize..first.end as usize].to_owned();
                 let draft = Draft {
