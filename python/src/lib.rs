@@ -555,7 +555,6 @@ impl Progress for Tally {
     }
 }
 
-/// A format name (`text`, `markdown`, `html`) as the library's.
 /// The chat model at `url` serving `model` (the key in the environment
 /// variable `key_env`), for the language-model steps; none without a URL.
 fn chat_model(
@@ -598,6 +597,7 @@ fn ingest_options(
     })
 }
 
+/// A format name (`text`, `markdown`, `html`) as the library's.
 fn parse_format(format: Option<&str>) -> PyResult<Option<Format>> {
     format
         .map(str::parse::<Format>)

@@ -329,6 +329,7 @@ enum Command {
         token_env: Option<String>,
         /// Seconds a request may run before it is answered busy (a read,
         /// such as a slow model's `ask`) or unknown (a write); it goes on.
+        /// Also how long open requests get to finish at shutdown.
         #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = parse_seconds)]
         request_timeout: f64,
     },

@@ -57,7 +57,11 @@ impl CachedDocument {
         let dag_bytes = dag.targets.len() * 8
             + dag.offsets.len() * 4
             + (dag.nodes.iter())
-                .map(|n| size_of::<DagNode>() + n.points.len() * 4)
+                .map(|n| {
+                    size_of::<DagNode>()
+                        + n.points.len() * 4
+                        + n.text.as_ref().map_or(0, String::len)
+                })
                 .sum::<usize>();
         doc.text.len() + doc.edus.len() * (size_of::<Edu>() + size_of::<u64>()) + nodes + dag_bytes
     }

@@ -310,6 +310,14 @@ impl Engine {
     pub(crate) fn reweight_dag(&self, id: &str, supplied: &SuppliedAttention) -> Result<()> {
         let fulltext = self.fulltext_writer();
         let loaded = self.cached_document(id)?;
+        if loaded.dag.nodes.iter().any(|node| node.text.is_some()) {
+            return Err(Error::DagInput {
+                what: format!("supplied attention for '{id}'"),
+                message: "its information points were written by a language model (--ip-maker llm); \
+                          supplied attention re-weights model-free points only: re-ingest without --ip-maker llm first"
+                    .into(),
+            });
+        }
         let (edu_vectors, dimension) = self.edu_vectors(id)?;
         let source = supplied.source(self.device());
         let dag = build_dag(&loaded.document, &edu_vectors, dimension, &source)?;

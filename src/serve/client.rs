@@ -195,13 +195,7 @@ impl Client {
                 let class = status["error"]["class"].as_str().unwrap_or("internal");
                 Err(Error::Served {
                     class: class.to_owned(),
-                    // The status a request failing so would have had (the
-                    // job's own status answer is a 200).
-                    status: match class {
-                        "user" => 400,
-                        "busy" => 503,
-                        _ => 500,
-                    },
+                    status: status_of(class),
                     message: status["error"]["message"]
                         .as_str()
                         .unwrap_or_default()
@@ -292,10 +286,13 @@ impl Api for Client {
                 return Ok(document.take());
             }
             let failure = &answer["failures"][0];
+            let class = failure["class"].as_str().unwrap_or("internal");
             return Err(Error::Served {
-                class: failure["class"].as_str().unwrap_or("internal").to_owned(),
-                status: 400,
-                message: failure["message"].as_str().unwrap_or_default().to_owned(),
+                class: class.to_owned(),
+                status: status_of(class),
+                message: (failure["message"].as_str())
+                    .unwrap_or("the job wrote nothing and reported no failure")
+                    .to_owned(),
                 query: None,
                 damage: false,
             });
@@ -380,10 +377,13 @@ impl Api for Client {
             };
             documents.extend(listed("documents")?);
             failures.extend(listed("failures")?);
-            let spent: LlmCost = serde_json::from_value(done["llm"].clone()).map_err(|e| {
-                Error::Serve(format!("{}: a finished job's llm cost: {e}", self.name))
-            })?;
-            llm.add(&spent);
+            // A server from before the language-model steps reports none.
+            if !done["llm"].is_null() {
+                let spent: LlmCost = serde_json::from_value(done["llm"].clone()).map_err(|e| {
+                    Error::Serve(format!("{}: a finished job's llm cost: {e}", self.name))
+                })?;
+                llm.add(&spent);
+            }
         }
         progress.finish();
         Ok(json!({ "documents": documents, "failures": failures, "llm": llm }))
@@ -489,4 +489,14 @@ enum Body {
     None,
     Bytes(Vec<u8>),
     Json(Value),
+}
+
+/// The HTTP status a request refused with `class` would have had: how a
+/// failure the server reports inside a 200 (a job's) is presented.
+fn status_of(class: &str) -> u16 {
+    match class {
+        "user" => 400,
+        "busy" => 503,
+        _ => 500,
+    }
 }

@@ -113,7 +113,8 @@ impl Job {
     }
 
     /// `{job, state, sources, processed, done, total}` and, once it ended,
-    /// `documents` and `failures` (done) or `error` (failed, cancelled).
+    /// `documents`, `failures` and `llm` (done) or `error` (failed,
+    /// cancelled).
     pub fn status(&self) -> Value {
         let mut status = json!({
             "job": self.id,

@@ -601,9 +601,12 @@ impl Store {
         };
         let version = |v: u32| v.to_string().into_bytes();
         // The version record to write: none for a current store; for an
-        // older one the record and its rewritten dialogues (sessions hold no
-        // text, so they are small), held to the small reserve so an old
-        // store on a nearly full disk still opens (and can be cleared).
+        // older one the record and its rewritten dialogues and DAGs, held
+        // to the small reserve. Dialogues hold no text, so they are small;
+        // DAGs are about a tenth of their documents' text, so an old store
+        // of version 5 or older on a disk without room for them fails to
+        // open with `DiskFull` until some space is freed, and is then
+        // upgraded whole.
         let db = store.sled()?;
         let found = db.get(VERSION_KEY).map_err(|e| store.failure(e))?;
         let upgradable = (found.as_ref())
@@ -657,12 +660,16 @@ impl Store {
     /// Adds to `batch` every DAG record rewritten from the layout of
     /// versions 3 to 5 ([`crate::model::dag::v5`]) to this one, whole or
     /// pieced as its size asks. A record that does not decode in the old
-    /// layout is left as it is, for `check` to name.
+    /// layout (or whose pieces do not make it) is left as it is, for
+    /// `check` to name. A page sled cannot read fails the open instead:
+    /// recording the new version past it would leave that DAG unreadable.
     fn upgrade_dags(&self, batch: &mut Batch) -> Result<()> {
         use crate::model::dag::v5;
         for id in self.ids()? {
-            let Ok(Some(value)) = self.record(DAG, &id) else {
-                continue;
+            let value = match self.record(DAG, &id) {
+                Ok(Some(value)) => value,
+                Ok(None) | Err(Error::Corrupt { .. }) => continue,
+                Err(failure) => return Err(failure),
             };
             let old = rkyv::access::<v5::ArchivedDag, BoxedError>(&value)
                 .and_then(rkyv::deserialize::<v5::Dag, BoxedError>);

@@ -136,6 +136,16 @@ fn written_points_are_stored_with_their_text_and_linked_by_attention() {
         .collect();
     assert_eq!(points.len(), 2 * windows, "two kept per window");
     assert_linked_to_their_sources(&dag, &doc);
+    // Supplied attention re-weights model-free points only.
+    let supplied = edudb::ingest::dag::supplied::SuppliedAttention {
+        windows: Vec::new(),
+    };
+    let refused = db.reweight_dag("towns", &supplied).unwrap_err();
+    assert!(
+        matches!(&refused, Error::DagInput { message, .. } if message.contains("--ip-maker llm")),
+        "{refused:?}"
+    );
+    assert_eq!(db.dag("towns").unwrap(), dag);
     // The listing says which text is the model's.
     let listing = db.dag_listing("towns", Some(2)).unwrap();
     assert!(listing.nodes.iter().all(|n| n.written));
@@ -167,19 +177,24 @@ fn replies_that_stay_invalid_fall_back_to_the_model_free_points() {
         .unwrap();
     db.ingest_bytes("plain", text.into_bytes(), IngestOptions::default())
         .unwrap();
+    // Every window was asked three times (a pass whose model-free points
+    // did not shrink the level was asked again over wider windows).
     let windows = chat.asked("information_points") / 3;
     assert!(windows >= 1);
-    assert_eq!(
-        chat.asked("information_points"),
-        3 * windows,
-        "asked three times"
-    );
+    assert_eq!(chat.asked("information_points"), 3 * windows);
     // Every window fell back: the DAG is the model-free one.
-    assert_eq!(db.dag("llm").unwrap(), db.dag("plain").unwrap());
+    let dag = db.dag("llm").unwrap();
+    assert_eq!(dag, db.dag("plain").unwrap());
+    // Every call is paid for; the fallbacks counted are the DAG's own
+    // windows, not those of a pass asked again.
+    let kept: std::collections::BTreeSet<(u16, Option<[u32; 2]>)> = (dag.nodes.iter())
+        .filter(|n| n.level > 1)
+        .map(|n| (n.level, n.window))
+        .collect();
     let cost = db.build_costs().unwrap()[0].1;
     assert_eq!(
         (cost.calls as usize, cost.fallbacks as usize),
-        (3 * windows, windows)
+        (3 * windows, kept.len())
     );
     // Each re-ask said why.
     let seen = chat.seen.lock().unwrap();
@@ -221,14 +236,17 @@ fn the_llm_ip_maker_without_a_chat_model_is_a_user_error() {
 
 #[test]
 fn each_rule_refuses_a_reply_with_its_reason_and_the_re_ask_says_it() {
+    // Three nodes and 60 tokens: at most 2 points.
     let window = PointWindow {
         nodes: vec![
             "Town 3 lies beside the river Aro3.".into(),
             "Its mayor Mira3 opened a library in 1903.".into(),
+            "Town 4 lies beside the river Aro4.".into(),
         ],
         budget: 60,
     };
-    let good = json!({"points": ["Mira3 opened a library in 1903."]}).to_string();
+    let good_reply = || json!({"points": ["Mira3 opened a library in 1903."]}).to_string();
+    let good = good_reply();
     let long = "word ".repeat(70);
     let many: Vec<String> = (0..40).map(|i| format!("Town {i}.")).collect();
     let wordy: Vec<String> = (0..2).map(|_| "Mira3 ".repeat(50)).collect();
@@ -261,15 +279,33 @@ fn each_rule_refuses_a_reply_with_its_reason_and_the_re_ask_says_it() {
         assert!(seen[1].user.contains(reason), "{bad}: {}", seen[1].user);
         assert_eq!(seen[0].schema["properties"]["points"]["maxItems"], 2);
     }
+    // Never as many points as the window has nodes: the level shrinks.
+    let chat = ScriptedChat::new().on("information_points", move |_, _| good_reply());
+    let writer = LlmIpWriter::new(&chat, IpWriterOptions::default());
+    let two = PointWindow {
+        nodes: window.nodes[..2].to_vec(),
+        budget: 1_000,
+    };
+    writer.write(&[two]).unwrap();
+    assert_eq!(
+        chat.seen.lock().unwrap()[0].schema["properties"]["points"]["maxItems"],
+        1
+    );
     // Repeats are kept once; an invented point is dropped and counted.
     let chat = ScriptedChat::new().on("information_points", |_, _| {
         json!({"points": ["Aro3 is a river.", "aro3 IS a river.", "Zebras fly."]}).to_string()
     });
     let writer = LlmIpWriter::new(&chat, IpWriterOptions::default());
-    let window = PointWindow {
+    let mut window = PointWindow {
         budget: 100,
         ..window
     };
+    window
+        .nodes
+        .push("Its mayor Mira4 opened a library in 1904.".into());
+    window
+        .nodes
+        .push("Town 5 lies beside the river Aro5.".into());
     let (points, cost) = writer.write(&[window]).unwrap();
     assert_eq!(points, vec![Some(vec!["Aro3 is a river.".to_owned()])]);
     assert_eq!((cost.dropped_points, cost.fallbacks), (1, 0));

@@ -95,8 +95,18 @@ pub fn build(
             let first_ids = (level_start as u32, nodes.len() as u32);
             let (upper, windows, spent) =
                 summariser.summarise(&level, &batches, compression, number + 1, first_ids)?;
-            cost.add(&spent);
-            if upper.nodes.len() < count || compression >= MAX_COMPRESSION {
+            let kept = upper.nodes.len() < count || compression >= MAX_COMPRESSION;
+            // A pass summarised again, wider, was paid for, but its
+            // fallbacks and dropped points are not the DAG's.
+            cost.add(&match kept {
+                true => spent,
+                false => LlmCost {
+                    fallbacks: 0,
+                    dropped_points: 0,
+                    ..spent
+                },
+            });
+            if kept {
                 break (batches, upper, windows);
             }
             window = window.saturating_mul(2);

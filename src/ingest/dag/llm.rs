@@ -8,7 +8,7 @@
 //! - **Batching.** Every window of a level is asked at once.
 //! - **Validation.** A reply must be JSON of the requested schema: at least
 //!   one point and at most [`IpWriterOptions::max_points`] (fewer for a
-//!   small budget), each non-blank, at most [`IpWriterOptions::point_chars`]
+//!   small budget, and fewer than the window's nodes), each non-blank, at most [`IpWriterOptions::point_chars`]
 //!   characters, without control characters, all together at most twice
 //!   the window's token budget. A refused reply is asked again, telling the
 //!   model why, up to [`IpWriterOptions::invalid_retries`] times.
@@ -127,9 +127,15 @@ impl<'a> LlmIpWriter<'a> {
         Ok((points, cost))
     }
 
-    /// Most points a window of `budget` tokens is asked for.
-    fn most_points(&self, budget: u32) -> u32 {
-        (budget / TOKENS_PER_POINT).clamp(1, self.options.max_points.max(1))
+    /// Most points a window is asked for: one per [`TOKENS_PER_POINT`]
+    /// of its budget, at most [`IpWriterOptions::max_points`], and fewer
+    /// than its nodes (so the level shrinks), but at least one.
+    fn most_points(&self, window: &PointWindow) -> u32 {
+        let fewer = (window.nodes.len() as u32).saturating_sub(1);
+        (window.budget / TOKENS_PER_POINT)
+            .min(self.options.max_points)
+            .min(fewer)
+            .max(1)
     }
 
     /// The (first) request for one window.
@@ -139,7 +145,7 @@ impl<'a> LlmIpWriter<'a> {
             let shown = clip(node, self.options.node_chars);
             user.push_str(&format!("Part {}: {shown}\n", n + 1));
         }
-        let most = self.most_points(window.budget);
+        let most = self.most_points(window);
         user.push_str(&format!("\nWrite at most {most} points."));
         let schema = serde_json::json!({
             "type": "object",
@@ -172,7 +178,7 @@ impl<'a> LlmIpWriter<'a> {
     /// the reply is refused.
     fn check(&self, content: &str, window: &PointWindow) -> Result<Vec<String>, String> {
         let reply: Reply = parse_reply(content)?;
-        let most = self.most_points(window.budget);
+        let most = self.most_points(window);
         if reply.points.is_empty() {
             return Err("the reply has no points".into());
         }
