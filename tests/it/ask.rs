@@ -371,3 +371,29 @@ fn the_evidence_cursor_gives_groups_in_order() {
     assert_eq!(groups, all);
     assert!(cursor.next_group(3).is_empty());
 }
+
+#[test]
+fn cancelling_an_ask_stops_it_between_steps() {
+    let cancel = CancelToken::new();
+    let on_judge = cancel.clone();
+    let chat = scripted(
+        move |request, _| {
+            on_judge.cancel();
+            json!({"relevant": new_numbers(request), "enough": false}).to_string()
+        },
+        |_, _| unreachable!("no answer after a cancellation"),
+    );
+    let (_dir, db) = store(Some(Arc::clone(&chat)));
+    let err = db
+        .ask(
+            "Go goroutines Rust Python",
+            &edus_options(1),
+            &NoProgress,
+            &cancel,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled), "{err:?}");
+    // One judgement was asked; the cancellation stopped the next.
+    assert_eq!(chat.asked("judgement"), 1);
+    assert_eq!(chat.asked("answer"), 0);
+}

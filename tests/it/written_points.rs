@@ -356,3 +356,41 @@ proptest! {
         prop_assert!(u64::from(cost.calls) >= u64::from(cost.fallbacks));
     }
 }
+
+#[test]
+fn cancelling_while_the_model_writes_stops_the_ingest_with_whole_documents_only() {
+    let cancel = edudb::CancelToken::new();
+    let on_call = cancel.clone();
+    // The model is asked for the first document's points; the caller
+    // cancels while it answers.
+    let chat = Arc::new(
+        ScriptedChat::new().on("information_points", move |request, _| {
+            on_call.cancel();
+            let points: Vec<String> = first_sentences(&request.user).into_iter().take(1).collect();
+            json!({ "points": points }).to_string()
+        }),
+    );
+    let (_dir, db) = store_with(chat.clone());
+    let sources: Vec<edudb::Source> = (0..4)
+        .map(|i| edudb::Source {
+            id: format!("towns-{i}"),
+            origin: edudb::ingest::sources::Origin::Bytes(towns().into_bytes()),
+        })
+        .collect();
+    let err = db
+        .ingest(&sources, written(), &edudb::NoProgress, &cancel)
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled), "{err:?}");
+    // Whatever was written before the cancellation is whole; the rest is
+    // absent, and the store checks clean.
+    let stored = db.documents().unwrap();
+    assert!(stored.len() < sources.len(), "{stored:?}");
+    assert_eq!(db.check().unwrap().documents, stored.len());
+    for meta in &stored {
+        let doc = db.document(&meta.id).unwrap().to_document().unwrap();
+        db.dag(&meta.id)
+            .unwrap()
+            .validate(doc.edus.len() as u32)
+            .unwrap();
+    }
+}
