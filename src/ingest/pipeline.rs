@@ -70,14 +70,32 @@ impl std::str::FromStr for IpMakerKind {
     type Err = Error;
 
     fn from_str(name: &str) -> Result<IpMakerKind> {
-        match name.to_ascii_lowercase().as_str() {
-            "bridge" => Ok(IpMakerKind::Bridge),
-            "llm" => Ok(IpMakerKind::Llm),
-            _ => Err(Error::Usage(format!(
-                "unknown IP maker {name:?}: expected bridge or llm"
-            ))),
-        }
+        one_named(
+            name,
+            &[IpMakerKind::Bridge, IpMakerKind::Llm],
+            IpMakerKind::name,
+            "IP maker",
+        )
     }
+}
+
+/// The one of `choices` whose `name_of` is `name` (in any case), or a usage
+/// error naming the `what` and the choices.
+fn one_named<T: Copy>(
+    name: &str,
+    choices: &[T],
+    name_of: fn(T) -> &'static str,
+    what: &str,
+) -> Result<T> {
+    (choices.iter().copied())
+        .find(|&choice| name_of(choice).eq_ignore_ascii_case(name))
+        .ok_or_else(|| {
+            let names: Vec<&str> = choices.iter().map(|&c| name_of(c)).collect();
+            Error::Usage(format!(
+                "unknown {what} {name:?}: expected {}",
+                names.join(" or ")
+            ))
+        })
 }
 
 /// What builds a document's tree.
@@ -107,13 +125,12 @@ impl std::str::FromStr for Structurer {
     type Err = Error;
 
     fn from_str(name: &str) -> Result<Structurer> {
-        match name.to_ascii_lowercase().as_str() {
-            "layout" => Ok(Structurer::Layout),
-            "llm" => Ok(Structurer::Llm),
-            _ => Err(Error::Usage(format!(
-                "unknown structurer {name:?}: expected layout or llm"
-            ))),
-        }
+        one_named(
+            name,
+            &[Structurer::Layout, Structurer::Llm],
+            Structurer::name,
+            "structurer",
+        )
     }
 }
 

@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 
-use edudb::{
-    AskOptions, CancelToken, ChatModel, ChatRequest, Db, Error, NoProgress, OpenOptions, Stopped,
-};
+use edudb::{AskOptions, CancelToken, ChatRequest, Db, Error, NoProgress, Stopped};
 use serde_json::{Value, json};
 
 use crate::scripted::ScriptedChat;
@@ -44,16 +42,10 @@ dynamic. Python has a global interpreter lock. Python threads share the lock.\n"
 
 /// A store with the languages document, asking `chat`.
 fn store(chat: Option<Arc<ScriptedChat>>) -> (tempfile::TempDir, Db) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open_with(
-        dir.path().join("db"),
-        &OpenOptions {
-            create: true,
-            chat: chat.map(|c| c as Arc<dyn ChatModel>),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (dir, db) = match chat {
+        Some(chat) => crate::support::store_asking(chat),
+        None => crate::support::store(),
+    };
     ingest_markdown(&db, "languages", LANGUAGES);
     (dir, db)
 }

@@ -12,13 +12,12 @@
 use std::sync::Arc;
 
 use edudb::{
-    ChatConfig, ChatError, ChatModel, ChatRequest, Db, Error, HttpChat, IngestOptions, OpenOptions,
-    Structurer,
+    ChatConfig, ChatError, ChatModel, ChatRequest, Db, Error, HttpChat, IngestOptions, Structurer,
 };
 use serde_json::{Value, json};
 
 use crate::scripted::{Received, Reply, ScriptedServer, answer};
-use crate::support::{chat_server, edudb, stderr, text};
+use crate::support::{chat_server, edudb, stderr, store_asking, text};
 
 /// Three topics, four sentences each.
 const THREE_TOPICS: &str = "Rust is a systems programming language. It guarantees memory \
@@ -43,21 +42,6 @@ fn outline_request(user: &str) -> ChatRequest {
         max_tokens: 120,
         temperature: 0.0,
     }
-}
-
-/// A store whose chat model is `chat`.
-fn store_with(chat: Arc<dyn ChatModel>) -> (tempfile::TempDir, Db) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open_with(
-        dir.path().join("db"),
-        &OpenOptions {
-            create: true,
-            chat: Some(chat),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    (dir, db)
 }
 
 fn llm_ingest() -> IngestOptions {
@@ -131,7 +115,7 @@ fn real_server_answers_in_the_requested_schema_and_counts_tokens() {
 fn real_server_structures_a_document_exactly_or_falls_back() {
     let Some(url) = chat_server() else { return };
     let chat = Arc::new(HttpChat::new(&ChatConfig::new(url, "smollm2")).unwrap());
-    let (_dir, db) = store_with(chat);
+    let (_dir, db) = store_asking(chat);
     let report = db
         .ingest(
             &[edudb::Source {
@@ -169,7 +153,7 @@ fn real_server_structures_a_document_exactly_or_falls_back() {
 fn real_server_writes_information_points_with_exact_coordinates() {
     let Some(url) = chat_server() else { return };
     let chat = Arc::new(HttpChat::new(&ChatConfig::new(url, "smollm2")).unwrap());
-    let (_dir, db) = store_with(chat);
+    let (_dir, db) = store_asking(chat);
     // Six chunks of facts: one window of information points.
     let text: String = (0..60)
         .map(|i| format!("Town {i} lies beside the river Aro{i}. Its mayor Mira{i} opened a library in {}.\n\n", 1900 + i))
@@ -279,15 +263,7 @@ fn real_server_through_the_cli_reports_the_cost() {
 
 #[test]
 fn the_llm_structurer_without_a_chat_model_is_a_user_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open_with(
-        dir.path().join("db"),
-        &OpenOptions {
-            create: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (dir, db) = crate::support::store();
     let err = db
         .ingest_bytes("d", THREE_TOPICS.as_bytes().to_vec(), llm_ingest())
         .unwrap_err();
@@ -527,7 +503,7 @@ fn an_ingest_through_a_scripted_server_stores_the_model_tree() {
         completion(&outline.to_string(), "stop")
     });
     let chat = Arc::new(HttpChat::new(&config(&server)).unwrap());
-    let (_dir, db) = store_with(chat);
+    let (_dir, db) = store_asking(chat);
     let meta = db
         .ingest_bytes("langs", THREE_TOPICS.as_bytes().to_vec(), llm_ingest())
         .unwrap();
@@ -642,7 +618,7 @@ fn a_server_that_stops_answering_mid_ingest_leaves_whole_documents_only() {
     let mut config = config(&server);
     config.timeout_secs = 1;
     config.max_retries = 1;
-    let (_dir, db) = store_with(Arc::new(HttpChat::new(&config).unwrap()));
+    let (_dir, db) = store_asking(Arc::new(HttpChat::new(&config).unwrap()));
     let sources: Vec<edudb::Source> = ["a", "b", "c"]
         .iter()
         .map(|id| edudb::Source {

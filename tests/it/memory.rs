@@ -1368,21 +1368,6 @@ const WANDERING: [&str; 10] = [
     "How many days should the family spend in Niseko skiing?",
 ];
 
-/// A store whose chat model is `chat`.
-fn store_with_chat(chat: std::sync::Arc<crate::scripted::ScriptedChat>) -> (TempDir, Db) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open_with(
-        dir.path().join("db"),
-        &edudb::OpenOptions {
-            create: true,
-            chat: Some(chat),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    (dir, db)
-}
-
 #[test]
 fn llm_placement_asks_the_model_only_when_the_similarities_are_in_doubt() {
     let chat = std::sync::Arc::new(
@@ -1390,7 +1375,7 @@ fn llm_placement_asks_the_model_only_when_the_similarities_are_in_doubt() {
             r#"{"decision": "new_topic", "target": -1}"#.into()
         }),
     );
-    let (_dir, db) = store_with_chat(std::sync::Arc::clone(&chat));
+    let (_dir, db) = crate::support::store_asking(chat.clone());
     // The same turns placed by the rules, to know which decisions are in doubt.
     let mut first_doubt = None;
     for (n, text) in WANDERING.iter().enumerate() {
@@ -1434,7 +1419,7 @@ fn llm_placement_falls_back_to_the_rules_on_invalid_answers() {
             r#"{"decision": "fork", "target": 999}"#.into()
         }),
     );
-    let (_dir, db) = store_with_chat(std::sync::Arc::clone(&chat));
+    let (_dir, db) = crate::support::store_asking(chat.clone());
     let mut fell_back = false;
     for text in WANDERING {
         let auto_like = db

@@ -60,6 +60,21 @@ pub fn store() -> (TempDir, Db) {
     (dir, db)
 }
 
+/// A new store whose language-model steps ask `chat`.
+pub fn store_asking(chat: std::sync::Arc<dyn edudb::ChatModel>) -> (TempDir, Db) {
+    let dir = TempDir::new().unwrap();
+    let db = Db::open_with(
+        dir.path().join("db"),
+        &edudb::OpenOptions {
+            create: true,
+            chat: Some(chat),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (dir, db)
+}
+
 /// Ingest options that read the input as Markdown.
 pub fn markdown() -> IngestOptions {
     IngestOptions {

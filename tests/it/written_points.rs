@@ -14,12 +14,12 @@ use edudb::ingest::dag::build::{DagConfig, SUPPORT_EDUS};
 use edudb::ingest::dag::ip::EduVectors;
 use edudb::ingest::dag::llm::{IpWriterOptions, LlmIpWriter, PointWindow};
 use edudb::model::dag::{Dag, WEIGHT_SUM_TOLERANCE};
-use edudb::{ChatModel, Db, Document, Error, Format, IngestOptions, IpMakerKind, OpenOptions};
+use edudb::{Document, Error, Format, IngestOptions, IpMakerKind};
 use proptest::prelude::*;
 use serde_json::json;
 
 use crate::scripted::ScriptedChat;
-use crate::support::{edudb, stderr};
+use crate::support::{edudb, stderr, store_asking};
 
 /// Sixty short paragraphs of distinct facts: about 2,000 tokens, so the
 /// DAG has a level of information points over its chunks.
@@ -51,20 +51,6 @@ pub fn faithful_but_for_one() -> ScriptedChat {
         points.push("Quantum zebras orbit Neptune.".into());
         json!({ "points": points }).to_string()
     })
-}
-
-fn store_with(chat: Arc<dyn ChatModel>) -> (tempfile::TempDir, Db) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open_with(
-        dir.path().join("db"),
-        &OpenOptions {
-            create: true,
-            chat: Some(chat),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    (dir, db)
 }
 
 pub fn written() -> IngestOptions {
@@ -117,7 +103,7 @@ pub fn assert_linked_to_their_sources(dag: &Dag, doc: &Document) {
 #[test]
 fn written_points_are_stored_with_their_text_and_linked_by_attention() {
     let chat = Arc::new(faithful_but_for_one());
-    let (_dir, db) = store_with(chat.clone());
+    let (_dir, db) = store_asking(chat.clone());
     let text = towns();
     db.ingest_bytes("towns", text.clone().into_bytes(), written())
         .unwrap();
@@ -171,7 +157,7 @@ fn replies_that_stay_invalid_fall_back_to_the_model_free_points() {
     let chat = Arc::new(ScriptedChat::new().on("information_points", |_, _| {
         json!({ "points": ["   "] }).to_string()
     }));
-    let (_dir, db) = store_with(chat.clone());
+    let (_dir, db) = store_asking(chat.clone());
     let text = towns();
     db.ingest_bytes("llm", text.clone().into_bytes(), written())
         .unwrap();
@@ -207,15 +193,7 @@ fn replies_that_stay_invalid_fall_back_to_the_model_free_points() {
 
 #[test]
 fn the_llm_ip_maker_without_a_chat_model_is_a_user_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open_with(
-        dir.path().join("db"),
-        &OpenOptions {
-            create: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (dir, db) = crate::support::store();
     let err = db
         .ingest_bytes("d", towns().into_bytes(), written())
         .unwrap_err();
@@ -370,7 +348,7 @@ fn cancelling_while_the_model_writes_stops_the_ingest_with_whole_documents_only(
             json!({ "points": points }).to_string()
         }),
     );
-    let (_dir, db) = store_with(chat.clone());
+    let (_dir, db) = store_asking(chat.clone());
     let sources: Vec<edudb::Source> = (0..4)
         .map(|i| edudb::Source {
             id: format!("towns-{i}"),

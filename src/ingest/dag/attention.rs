@@ -19,6 +19,7 @@ use crate::compute::aggregate::{NodeWeights, Segments, VectorWindow};
 use crate::compute::device::Device;
 use crate::compute::embed::hashed::HashedEmbedder;
 use crate::error::Result;
+use crate::model::dag::DagNode;
 use crate::model::document::Document;
 
 /// Length of the token vectors computed attention uses.
@@ -49,6 +50,14 @@ pub enum NodeText {
 }
 
 impl NodeText {
+    /// The text of DAG node `node`: a written point's own, else its EDUs.
+    pub fn of(node: &DagNode) -> NodeText {
+        match &node.text {
+            Some(text) => NodeText::Written(text.clone()),
+            None => NodeText::Edus(node.edus()),
+        }
+    }
+
     /// The text itself: EDUs joined by single spaces.
     pub fn text(&self, doc: &Document) -> String {
         match self {

@@ -45,12 +45,10 @@ impl Default for DagConfig {
     }
 }
 
-/// One level under construction: its nodes, and each node's text and
-/// tokens.
+/// One level under construction: its nodes and each node's tokens.
 #[derive(Default)]
 struct Level {
     nodes: Vec<DagNode>,
-    texts: Vec<NodeText>,
     tokens: Vec<u32>,
 }
 
@@ -234,7 +232,10 @@ impl Summariser<'_> {
             Some(writer) => {
                 let asked: Vec<PointWindow> = (batches.iter().zip(&budgets))
                     .map(|(batch, &budget)| PointWindow {
-                        nodes: batch.clone().map(|i| level.texts[i].text(doc)).collect(),
+                        nodes: batch
+                            .clone()
+                            .map(|i| NodeText::of(&level.nodes[i]).text(doc))
+                            .collect(),
                         budget,
                     })
                     .collect();
@@ -245,7 +246,10 @@ impl Summariser<'_> {
         let mut windows = Vec::with_capacity(batches.len());
         let mut upper = Level::default();
         for ((batch, &budget), written) in batches.iter().zip(&budgets).zip(&mut written) {
-            let keys: Vec<NodeText> = batch.clone().map(|i| level.texts[i].clone()).collect();
+            let keys: Vec<NodeText> = batch
+                .clone()
+                .map(|i| NodeText::of(&level.nodes[i]))
+                .collect();
             let points: Vec<NodeText> = match written.take() {
                 Some(texts) => texts.into_iter().map(NodeText::Written).collect(),
                 None => {
@@ -270,7 +274,6 @@ impl Summariser<'_> {
                     NodeText::Written(text) => (Vec::new(), Some(text.clone())),
                 };
                 upper.tokens.push(point.tokens(doc));
-                upper.texts.push(point.clone());
                 upper.nodes.push(DagNode {
                     level: number,
                     span,
@@ -353,7 +356,6 @@ impl Level {
             window: None,
             text: None,
         });
-        self.texts.push(NodeText::Edus((first..=last).collect()));
         self.tokens.push(tokens);
     }
 }
