@@ -1,7 +1,8 @@
 //! GPU benchmark of the CUDA kernels (needs `--features cuda` and a GPU;
 //! without one it says so in one line and exits 0).
 //!
-//! Propagation over random DAG-like graphs (up to 10M edges, batches
+//! Propagation over random DAG-like graphs, parents anywhere before a node
+//! or (as in real DAGs) close before it (up to 10M edges, batches
 //! 1..256): time per call (3 steps), achieved GB/s on the fewest bytes a
 //! step must move (graph once, current/seed/next scores once each) against
 //! the device-to-device copy bandwidth measured in the same run, GFLOP/s
@@ -12,6 +13,12 @@
 //! against materialise-then-aggregate on the GPU and against the CPU.
 //! Attention times include the same uploads and downloads on both GPU paths.
 //!
+//! The CPU/GPU crossover: whole calls as `compute::device::Device` makes
+//! them (uploads, launches and downloads included) against the CPU
+//! reference on all cores, over growing inputs, and the smallest work at
+//! which the GPU wins: what `GPU_MIN_PROPAGATION_WORK`,
+//! `GPU_MIN_ATTENTION_WORK` and `GPU_MIN_SEGMENT_MEAN_WORK` are set from.
+//!
 //! `cargo bench --features cuda --bench gpu`
 
 use std::ffi::c_void;
@@ -19,7 +26,10 @@ use std::time::Instant;
 
 use cudarc::cusparse::sys as cs;
 use cudarc::driver::{CudaSlice, DevicePtr, sys};
-use edudb::compute::aggregate::{self, Segments, VectorWindow};
+use edudb::compute::aggregate::{self, AttentionWindow, Segments, VectorWindow};
+use edudb::compute::device::{
+    GPU_MIN_ATTENTION_WORK, GPU_MIN_PROPAGATION_WORK, GPU_MIN_SEGMENT_MEAN_WORK,
+};
 use edudb::compute::gpu::{Gpu, KernelDevice};
 use edudb::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use rand::rngs::StdRng;
@@ -38,6 +48,7 @@ fn main() {
     println!("device-to-device copy: {copy:.0} GB/s (bytes read + written)\n");
     propagation(&gpu, copy);
     attention(&gpu);
+    crossover(&gpu);
 }
 
 /// Median time in ms of `f`'s device work over `reps` runs after a warm-up,
@@ -90,14 +101,17 @@ fn copy_bandwidth(gpu: &Gpu) -> f64 {
     2.0 * bytes as f64 / (ms * 1e-3) / 1e9
 }
 
-/// A random DAG-like graph: each node but the first few takes a random
-/// number of parents (mean `degree`) among the nodes before it.
-fn dag(rng: &mut StdRng, nodes: usize, degree: usize) -> PropagationGraph {
+/// A random DAG-like graph: each node but the first takes a random number
+/// of parents (mean `degree`) among the `reach` nodes before it (all of
+/// them when `reach` is `None`: the worst case for cache reuse; a real
+/// DAG's parents are its window's nodes, a few hundred ids away).
+fn dag(rng: &mut StdRng, nodes: usize, degree: usize, reach: Option<usize>) -> PropagationGraph {
     let mut edges = Vec::with_capacity(nodes * degree);
     for to in 1..nodes {
+        let first = reach.map_or(0, |reach| to.saturating_sub(reach));
         for _ in 0..rng.random_range(0..=2 * degree) {
             edges.push((
-                rng.random_range(0..to) as u32,
+                rng.random_range(first..to) as u32,
                 to as u32,
                 rng.random::<f32>() / degree as f32,
             ));
@@ -112,8 +126,16 @@ fn propagation(gpu: &Gpu, copy: f64) {
     println!(
         "propagation, {steps} steps: ms per call | GB/s (of copy) | GFLOP/s | × CPU | one step vs cuSPARSE SpMM"
     );
-    for (nodes, degree) in [(100_000, 10), (1_000_000, 10), (250_000, 40)] {
-        let graph = dag(&mut rng, nodes, degree);
+    for (nodes, degree, reach) in [
+        (100_000, 10, None),
+        (1_000_000, 10, None),
+        (250_000, 40, None),
+        (1_000_000, 10, Some(512)),
+    ] {
+        let graph = dag(&mut rng, nodes, degree, reach);
+        if let Some(reach) = reach {
+            println!("  parents among the {reach} nodes before each node:");
+        }
         let device = gpu.upload(&graph).expect("upload");
         let spmm = Spmm::new(gpu, &graph);
         for batch in [1usize, 8, 32, 128, 256] {
@@ -345,4 +367,141 @@ fn attention(gpu: &Gpu) {
             cpu / fused
         );
     }
+}
+
+/// One row of a crossover sweep: the work, the CPU's and the GPU's median
+/// whole-call times.
+struct Crossing {
+    work: usize,
+    cpu_ms: f64,
+    gpu_ms: f64,
+}
+
+/// Prints a sweep and the smallest work from which the GPU wins at every
+/// larger size measured.
+fn report(what: &str, threshold: usize, rows: &[Crossing]) {
+    for row in rows {
+        println!(
+            "  {what} work {:>10} (2^{:<2}): CPU {:>9.3} ms | GPU {:>9.3} ms ({:.2}×)",
+            row.work,
+            row.work.ilog2(),
+            row.cpu_ms,
+            row.gpu_ms,
+            row.cpu_ms / row.gpu_ms
+        );
+    }
+    let from = rows
+        .iter()
+        .rposition(|row| row.gpu_ms >= row.cpu_ms)
+        .map_or(Some(0), |last_loss| {
+            (last_loss + 1 < rows.len()).then_some(last_loss + 1)
+        });
+    match from {
+        Some(at) => println!(
+            "  {what}: the GPU wins from work 2^{} (threshold now 2^{})",
+            rows[at].work.ilog2(),
+            threshold.ilog2()
+        ),
+        None => println!(
+            "  {what}: the GPU never wins up to 2^{} (threshold now 2^{})",
+            rows.last().map_or(0, |row| row.work.ilog2()),
+            threshold.ilog2()
+        ),
+    }
+}
+
+fn crossover(gpu: &Gpu) {
+    let mut rng = StdRng::seed_from_u64(13);
+    println!("\nCPU/GPU crossover, whole calls (uploads and downloads included), CPU on all cores");
+    let options = PropagateOptions {
+        steps: 3,
+        alpha: 0.5,
+    };
+    for batch in [1usize, 16] {
+        let rows: Vec<Crossing> = (14..=26)
+            .step_by(2)
+            .map(|shift| {
+                let work = 1usize << shift;
+                let nodes = (work / batch / 10).max(16);
+                let graph = dag(&mut rng, nodes, 10, None);
+                let seeds: Vec<f32> = (0..nodes * batch).map(|_| rng.random()).collect();
+                let cpu_ms = wall_ms(5, || {
+                    let scores = propagate::propagate(&graph, &seeds, batch, options);
+                    propagate::top_k(&scores, batch, 10);
+                });
+                let gpu_ms = wall_ms(5, || {
+                    gpu.propagate_top_k(&graph, &seeds, batch, options, 10)
+                        .expect("propagate");
+                });
+                Crossing {
+                    work: graph.edges() * batch,
+                    cpu_ms,
+                    gpu_ms,
+                }
+            })
+            .collect();
+        report(
+            &format!("propagation, B {batch:>2},"),
+            GPU_MIN_PROPAGATION_WORK,
+            &rows,
+        );
+    }
+    let dimension = 64;
+    let rows: Vec<Crossing> = [32u32, 64, 128, 256, 512, 1024, 2048]
+        .into_iter()
+        .map(|tokens| {
+            let segments = Segments::from_lengths(std::iter::repeat_n(32, tokens as usize / 32));
+            let mut random = || -> Vec<f32> {
+                (0..tokens as usize * dimension)
+                    .map(|_| rng.random_range(-1.0..1.0))
+                    .collect()
+            };
+            let (queries, keys) = (random(), random());
+            let window = VectorWindow {
+                queries: &queries,
+                keys: &keys,
+                dimension,
+                query_segments: &segments,
+                key_segments: &segments,
+            };
+            let windows = std::slice::from_ref(&window);
+            Crossing {
+                work: queries.len() * tokens as usize,
+                cpu_ms: wall_ms(5, || {
+                    aggregate::vector_attention_batch(windows);
+                }),
+                gpu_ms: wall_ms(5, || {
+                    gpu.vector_attention(windows).expect("fused");
+                }),
+            }
+        })
+        .collect();
+    report("attention, d 64,", GPU_MIN_ATTENTION_WORK, &rows);
+    let rows: Vec<Crossing> = [128u32, 256, 512, 1024, 2048, 4096]
+        .into_iter()
+        .map(|tokens| {
+            let segments = Segments::from_lengths(std::iter::repeat_n(32, tokens as usize / 32));
+            let attention: Vec<f32> = (0..(tokens as usize).pow(2))
+                .map(|_| rng.random::<f32>() / tokens as f32)
+                .collect();
+            let window = AttentionWindow {
+                attention: &attention,
+                query_tokens: tokens as usize,
+                key_tokens: tokens as usize,
+                query_segments: &segments,
+                key_segments: &segments,
+            };
+            let windows = std::slice::from_ref(&window);
+            Crossing {
+                work: attention.len(),
+                cpu_ms: wall_ms(5, || {
+                    aggregate::segment_mean_batch(windows);
+                }),
+                gpu_ms: wall_ms(5, || {
+                    gpu.segment_mean(windows).expect("segment mean");
+                }),
+            }
+        })
+        .collect();
+    report("segment mean,", GPU_MIN_SEGMENT_MEAN_WORK, &rows);
 }

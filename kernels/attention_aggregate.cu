@@ -261,6 +261,8 @@ fused_attention(const Window* __restrict__ windows, const QueryTile* __restrict_
                 open = still_open ? last_node : -1;
                 open_value = still_open ? last_value : 0.0f;
             }
+            // Every lane read row r's state above; lane 0 overwrites it.
+            __syncwarp();
             if (lane == 0) {
                 row_max[r] = new_max;
                 row_sum[r] = row_sum[r] * rescale + total;

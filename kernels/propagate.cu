@@ -18,25 +18,37 @@ __device__ float blend(float seed, float sum, float alpha, bool has_parents) {
     return has_parents ? (1.0f - alpha) * seed + alpha * sum : seed;
 }
 
-// For B ≥ 32: lanes over the batch. One warp per (node j, group of 32 batch
-// columns); lane l owns column 32·g + l, so each edge reads 128 contiguous
-// bytes of the parent's scores. The warp loads 32 in-edges at a time (one
-// per lane) and broadcasts them with shuffles. Launch: any block size that
-// is a multiple of 32, nodes · ⌈B/32⌉ warps in all.
-extern "C" __global__ void propagate_batch(const unsigned* __restrict__ offsets,
-                                           const unsigned* __restrict__ parents,
-                                           const float* __restrict__ weights,
-                                           const float* __restrict__ seeds,
-                                           const float* __restrict__ cur, float* __restrict__ next,
-                                           unsigned nodes, unsigned batch, float alpha) {
-    const unsigned long long warp_id = ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const unsigned lane = threadIdx.x & 31, groups = (batch + 31) / 32;
-    const unsigned long long j = warp_id / groups;
-    if (j >= nodes) return;  // whole warps leave together
-    const unsigned b = (unsigned)(warp_id % groups) * 32 + lane;
-    const bool live = b < batch;
+// Columns a lane owns in propagate_batch: four (16-byte loads) when B ≥ 128
+// is a multiple of 4, so every row of B floats stays 16-byte aligned and
+// the warp's lanes stay busy; else one. Measured on an H200 (benches/gpu.rs):
+// four columns cut a step by 25–35% at B = 128 and 256 and cost 35–45% at
+// B = 32. The host computes the same (gpu/propagate.rs).
+__device__ unsigned lane_columns(unsigned batch) {
+    return batch >= 128 && (batch & 3u) == 0 ? 4u : 1u;
+}
+
+template <unsigned W> __device__ void load_columns(const float* at, float (&out)[W]);
+template <> __device__ void load_columns<1>(const float* at, float (&out)[1]) { out[0] = __ldg(at); }
+template <> __device__ void load_columns<4>(const float* at, float (&out)[4]) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(at));
+    out[0] = v.x;
+    out[1] = v.y;
+    out[2] = v.z;
+    out[3] = v.w;
+}
+
+// One warp's share of propagate_batch: node j, lane columns b..b+W.
+template <unsigned W>
+__device__ void propagate_columns(const unsigned* __restrict__ offsets,
+                                  const unsigned* __restrict__ parents,
+                                  const float* __restrict__ weights,
+                                  const float* __restrict__ seeds, const float* __restrict__ cur,
+                                  float* __restrict__ next, unsigned long long j, unsigned b,
+                                  unsigned batch, float alpha) {
+    const unsigned lane = threadIdx.x & 31;
+    const bool live = b < batch;  // W divides B, so b + W ≤ B
     const unsigned e0 = offsets[j], e1 = offsets[j + 1];
-    float sum = 0.0f;
+    float sum[W] = {};
     for (unsigned base = e0; base < e1; base += 32) {
         const unsigned e = base + lane;
         const unsigned parent = e < e1 ? parents[e] : 0;
@@ -46,13 +58,43 @@ extern "C" __global__ void propagate_batch(const unsigned* __restrict__ offsets,
         for (unsigned k = 0; k < n; ++k) {
             const unsigned p = __shfl_sync(FULL, parent, k);
             const float wk = __shfl_sync(FULL, weight, k);
-            if (live) sum = fmaf(wk, __ldg(cur + (size_t)p * batch + b), sum);
+            if (live) {
+                float v[W];
+                load_columns<W>(cur + (size_t)p * batch + b, v);
+#pragma unroll
+                for (unsigned c = 0; c < W; ++c) sum[c] = fmaf(wk, v[c], sum[c]);
+            }
         }
     }
     if (live) {
         const size_t at = j * batch + b;
-        next[at] = blend(seeds[at], sum, alpha, e1 > e0);
+#pragma unroll
+        for (unsigned c = 0; c < W; ++c) next[at + c] = blend(seeds[at + c], sum[c], alpha, e1 > e0);
     }
+}
+
+// For B ≥ 32: lanes over the batch. One warp per (node j, group of 32·W
+// batch columns, W = lane_columns(B)); lane l owns columns 32·W·g + W·l
+// onwards, so each edge reads 32·W·4 contiguous bytes of the parent's
+// scores. The warp loads 32 in-edges at a time (one per lane) and
+// broadcasts them with shuffles. Launch: any block size that is a multiple
+// of 32, nodes · ⌈B/(32·W)⌉ warps in all.
+extern "C" __global__ void propagate_batch(const unsigned* __restrict__ offsets,
+                                           const unsigned* __restrict__ parents,
+                                           const float* __restrict__ weights,
+                                           const float* __restrict__ seeds,
+                                           const float* __restrict__ cur, float* __restrict__ next,
+                                           unsigned nodes, unsigned batch, float alpha) {
+    const unsigned long long warp_id = ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const unsigned lane = threadIdx.x & 31, width = lane_columns(batch);
+    const unsigned span = 32 * width, groups = (batch + span - 1) / span;
+    const unsigned long long j = warp_id / groups;
+    if (j >= nodes) return;  // whole warps leave together
+    const unsigned b = (unsigned)(warp_id % groups) * span + lane * width;
+    if (width == 4)
+        propagate_columns<4>(offsets, parents, weights, seeds, cur, next, j, b, batch, alpha);
+    else
+        propagate_columns<1>(offsets, parents, weights, seeds, cur, next, j, b, batch, alpha);
 }
 
 // For B < 32: lanes over edges. A group of `group` lanes (a power of two up

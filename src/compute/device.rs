@@ -8,8 +8,9 @@
 //! [`Device::detect`] decides once and logs one line saying which device
 //! serves and why. `EDUDB_DEVICE=cpu` forces the CPU. Inputs smaller than
 //! a threshold stay on the CPU even with a GPU, where the launch and copy
-//! overhead would cost more than the arithmetic (the thresholds are
-//! provisional: no GPU has been available to measure the crossover). The
+//! overhead would cost more than the arithmetic (the thresholds are the
+//! crossovers `benches/gpu.rs` measured on an H200 against 16 CPU cores;
+//! docs/benchmarks.md). The
 //! GPU is never required: failing to find or start it, or a failure while
 //! it runs (out of memory, a kernel fault; logged), falls back to the CPU.
 
@@ -23,10 +24,14 @@ use crate::compute::aggregate::{self, AttentionWindow, NodeWeights, VectorWindow
 use crate::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use crate::error::Result;
 
-/// Below this many multiply-adds a batch of attention windows runs on the CPU.
-pub const GPU_MIN_ATTENTION_WORK: usize = 1 << 24;
+/// Below this many multiply-adds (query tokens × key tokens × dimension)
+/// a batch of attention windows from token vectors runs on the CPU.
+pub const GPU_MIN_ATTENTION_WORK: usize = 1 << 20;
+/// Below this many attention entries a batch of given attention matrices
+/// is aggregated on the CPU.
+pub const GPU_MIN_SEGMENT_MEAN_WORK: usize = 1 << 18;
 /// Below this many edge × query products a propagation runs on the CPU.
-pub const GPU_MIN_PROPAGATION_WORK: usize = 1 << 22;
+pub const GPU_MIN_PROPAGATION_WORK: usize = 1 << 16;
 
 /// A GPU result, or `None` (logged) when the GPU failed at run time (out
 /// of memory, a kernel fault), so the caller computes it on the CPU.
@@ -99,7 +104,7 @@ impl Device {
         #[cfg(feature = "cuda")]
         if let Device::Cuda(gpu) = self {
             let work: usize = windows.iter().map(|w| w.attention.len()).sum();
-            if work >= GPU_MIN_ATTENTION_WORK
+            if work >= GPU_MIN_SEGMENT_MEAN_WORK
                 && let Some(weights) = served(gpu.segment_mean(windows))
             {
                 return weights;

@@ -39,6 +39,11 @@ fn gpu(test: &str) -> Option<&'static Gpu> {
     match GPU.get_or_init(Gpu::open) {
         Ok(gpu) => Some(gpu),
         Err(why) => {
+            // Set on a lent GPU machine, so a broken driver load cannot pass by skipping.
+            assert!(
+                std::env::var_os("EDUDB_REQUIRE_GPU").is_none(),
+                "EDUDB_REQUIRE_GPU is set but no GPU opened: {why}"
+            );
             println!("{test}: skipped on CUDA, no usable GPU ({why})");
             None
         }
@@ -289,7 +294,7 @@ fn propagate_case(gpu: &impl KernelDevice, rng: &mut StdRng) {
     for (nodes, max_parents) in [(0, 1), (1, 1), (5, 2), (300, 3), (2000, 40), (5000, 6)] {
         let graph = graph(rng, nodes, max_parents);
         let device = gpu.upload(&graph).expect("upload");
-        for batch in [1usize, 7, 32, 33, 256] {
+        for batch in [1usize, 7, 32, 33, 132, 256] {
             let seeds: Vec<f32> = (0..nodes * batch).map(|_| rng.random::<f32>()).collect();
             for steps in [0, 1, 2, 5] {
                 let options = PropagateOptions {
@@ -409,4 +414,73 @@ fn bad_input_case(gpu: &impl KernelDevice, _rng: &mut StdRng) {
         key_segments: &k,
     };
     assert!(gpu.segment_mean(&[window]).is_err());
+}
+
+/// `Device::detect` (what ingest and queries use) serves inputs on either
+/// side of its CPU/GPU thresholds with the CPU reference's results: the
+/// small ones on the CPU, the large ones on the GPU when there is one.
+#[cfg(feature = "cuda")]
+#[test]
+fn the_detected_device_matches_the_cpu_on_both_sides_of_its_thresholds() {
+    use edudb::compute::device::{Device, GPU_MIN_ATTENTION_WORK, GPU_MIN_PROPAGATION_WORK};
+
+    let device = Device::detect();
+    let on_gpu = gpu("the_detected_device_matches_the_cpu").is_some();
+    let mut rng = rng("the_detected_device_matches_the_cpu");
+    let options = PropagateOptions {
+        steps: 2,
+        alpha: 0.5,
+    };
+    for (nodes, batch) in [(200, 1), (20_000, 4), (60_000, 32)] {
+        let graph = graph(&mut rng, nodes, 6);
+        let large = graph.edges() * batch >= GPU_MIN_PROPAGATION_WORK;
+        let expected_device = if on_gpu && large { "cuda" } else { "cpu" };
+        assert_eq!(device.propagation_device(&graph, batch), expected_device);
+        let seeds: Vec<f32> = (0..nodes * batch).map(|_| rng.random::<f32>()).collect();
+        let got = device
+            .propagate_top_k(&graph, &seeds, batch, options, 10)
+            .expect("propagate_top_k");
+        let scores = propagate::propagate(&graph, &seeds, batch, options);
+        let reference = propagate::top_k(&scores, batch, 10);
+        for (b, (list, want)) in got.iter().zip(&reference).enumerate() {
+            assert_eq!(list.len(), want.len(), "{nodes} nodes, query {b}");
+            for ((_, a), (_, r)) in list.iter().zip(want) {
+                assert!(
+                    (a - r).abs() <= 1e-5,
+                    "{nodes} nodes, query {b}: {a} vs {r}"
+                );
+            }
+        }
+    }
+    let dimension = 64;
+    for tokens in [64u32, 1024] {
+        let work = (tokens as usize).pow(2) * dimension;
+        println!(
+            "attention over {tokens}² tokens: {} the GPU threshold",
+            if work >= GPU_MIN_ATTENTION_WORK {
+                "above"
+            } else {
+                "below"
+            }
+        );
+        let mut vectors = || -> Vec<f32> {
+            (0..tokens as usize * dimension)
+                .map(|_| rng.random_range(-1.0..1.0))
+                .collect()
+        };
+        let (queries, keys) = (vectors(), vectors());
+        let segments = self::segments(&mut rng, tokens, 40);
+        let window = VectorWindow {
+            queries: &queries,
+            keys: &keys,
+            dimension,
+            query_segments: &segments,
+            key_segments: &segments,
+        };
+        let cpu = [aggregate::vector_attention(&window)];
+        let got = device
+            .vector_attention(std::slice::from_ref(&window))
+            .expect("vector_attention");
+        assert_close("detected device", &got, &cpu, 1e-3, 1e-6, 1e-4);
+    }
 }

@@ -108,7 +108,17 @@ impl<B: Backend> DeviceGraph<'_, B> {
         let batch32 = u32::try_from(batch).map_err(|_| Error::Gpu("batch too large".into()))?;
         let nodes = self.nodes as u32;
         let (kernel, threads) = if batch >= 32 {
-            (Kernel::PropagateBatch, self.nodes * batch.div_ceil(32) * 32)
+            // A lane owns four columns when B ≥ 128 is a multiple of 4 (the
+            // kernel's `lane_columns`), else one.
+            let span = if batch >= 128 && batch.is_multiple_of(4) {
+                128
+            } else {
+                32
+            };
+            (
+                Kernel::PropagateBatch,
+                self.nodes * batch.div_ceil(span) * 32,
+            )
         } else {
             (Kernel::PropagateEdges, self.nodes * self.group as usize)
         };
