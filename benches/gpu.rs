@@ -47,6 +47,7 @@ fn main() {
     let copy = copy_bandwidth(&gpu);
     println!("device-to-device copy: {copy:.0} GB/s (bytes read + written)\n");
     propagation(&gpu, copy);
+    lanes_per_node(&gpu);
     attention(&gpu);
     crossover(&gpu);
 }
@@ -172,6 +173,53 @@ fn propagation(gpu: &Gpu, copy: f64) {
                 100.0 * gbs / copy,
                 cpu_ms / ms,
                 spmm_ms / step_ms
+            );
+        }
+    }
+    println!();
+}
+
+/// The small-batch kernel (B < 32) with each lane count per node, one step,
+/// on graphs of mean in-degree 10 and 40, parents anywhere or local.
+fn lanes_per_node(gpu: &Gpu) {
+    let mut rng = StdRng::seed_from_u64(17);
+    println!(
+        "small batches, one step, ms by lanes per node (default: mean in-degree over 4 for B = 1, over 2 above, rounded up to a power of two)"
+    );
+    let one_step = PropagateOptions {
+        steps: 1,
+        alpha: 0.5,
+    };
+    for (nodes, degree, reach) in [
+        (1_000_000, 10, None),
+        (1_000_000, 10, Some(512)),
+        (250_000, 40, None),
+    ] {
+        let graph = dag(&mut rng, nodes, degree, reach);
+        for batch in [1usize, 8] {
+            let seeds: Vec<f32> = (0..nodes * batch).map(|_| rng.random()).collect();
+            let times: Vec<String> = [1u32, 2, 4, 8, 16, 32]
+                .into_iter()
+                .map(|lanes| {
+                    let device = gpu
+                        .upload(&graph)
+                        .and_then(|device| device.with_lanes_per_node(lanes))
+                        .expect("upload");
+                    let on_device = device.upload_seeds(&seeds, batch).expect("seeds");
+                    let ms = device_ms(gpu, 10, || {
+                        device
+                            .propagate_device(&on_device, batch, one_step)
+                            .expect("propagate");
+                    });
+                    format!("{lanes}: {ms:.3}")
+                })
+                .collect();
+            println!(
+                "  N {nodes:>8}, degree {degree}, {}, B {batch}: {}",
+                reach.map_or("parents anywhere".to_owned(), |r| format!(
+                    "parents within {r}"
+                )),
+                times.join(" | ")
             );
         }
     }

@@ -98,7 +98,7 @@ extern "C" __global__ void propagate_batch(const unsigned* __restrict__ offsets,
 }
 
 // For B < 32: lanes over edges. A group of `group` lanes (a power of two up
-// to 32, chosen by the host from the mean in-degree) serves one node: for
+// to 32, chosen by the host from the mean in-degree and the batch) serves one node: for
 // each batch column the lanes stride over the node's in-edges and the
 // partial sums are reduced with shuffles inside the group. Launch: blocks
 // of a multiple of 32 threads, nodes · group threads in all (rounded up).

@@ -320,6 +320,42 @@ fn propagate_case(gpu: &impl KernelDevice, rng: &mut StdRng) {
 }
 
 #[test]
+fn every_lane_count_per_node_matches_cpu() {
+    on_every_device!("every_lane_count_per_node_matches_cpu", lanes_case);
+}
+
+fn lanes_case(gpu: &impl KernelDevice, rng: &mut StdRng) {
+    let graph = graph(rng, 3000, 40);
+    let options = PropagateOptions {
+        steps: 2,
+        alpha: 0.7,
+    };
+    for batch in [1usize, 5] {
+        let seeds: Vec<f32> = (0..3000 * batch).map(|_| rng.random::<f32>()).collect();
+        let cpu = propagate::propagate(&graph, &seeds, batch, options);
+        for lanes in [1, 2, 4, 8, 16, 32] {
+            let device = gpu
+                .upload(&graph)
+                .and_then(|device| device.with_lanes_per_node(lanes))
+                .expect("upload");
+            let got = device.propagate(&seeds, batch, options).expect("propagate");
+            for (at, (a, b)) in got.iter().zip(&cpu).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-5,
+                    "{lanes} lanes, batch {batch}: score {at}: gpu {a}, cpu {b}"
+                );
+            }
+        }
+    }
+    for bad in [0, 3, 64] {
+        let refused = gpu
+            .upload(&graph)
+            .and_then(|device| device.with_lanes_per_node(bad));
+        assert!(refused.is_err(), "{bad} lanes per node must be refused");
+    }
+}
+
+#[test]
 fn top_k_matches_cpu() {
     on_every_device!("top_k_matches_cpu", top_k_case);
 }

@@ -18,9 +18,12 @@ pub struct DeviceGraph<'g, B: Backend> {
     offsets: B::Buffer<u32>,
     parents: B::Buffer<u32>,
     weights: B::Buffer<f32>,
-    /// Lanes per node for small batches: the mean in-degree rounded up to a
-    /// power of two, 1..=32.
-    group: u32,
+    /// Mean in-degree, rounded up, at least 1: what the lanes per node of
+    /// small batches are chosen from.
+    mean_degree: usize,
+    /// Lanes per node for small batches set by
+    /// [`DeviceGraph::with_lanes_per_node`], in place of the default.
+    lanes: Option<u32>,
 }
 
 /// Checks `graph` and copies it to `device` for [`DeviceGraph`]'s batches.
@@ -38,14 +41,15 @@ pub(super) fn upload<'g, B: Backend>(
             "{nodes} nodes do not fit the kernels' u32 ids"
         )));
     }
-    let mean_degree = graph.edges().div_ceil(nodes.max(1)).clamp(1, 32);
+    let mean_degree = graph.edges().div_ceil(nodes.max(1)).max(1);
     Ok(DeviceGraph {
         device,
         nodes,
         offsets: device.to_device(&graph.offsets)?,
         parents: device.to_device(&graph.parents)?,
         weights: device.to_device(&graph.weights)?,
-        group: mean_degree.next_power_of_two() as u32,
+        mean_degree,
+        lanes: None,
     })
 }
 
@@ -53,6 +57,30 @@ impl<B: Backend> DeviceGraph<'_, B> {
     /// Number of nodes.
     pub fn nodes(&self) -> usize {
         self.nodes
+    }
+
+    /// Lanes serving one node in the small-batch kernel: the mean in-degree
+    /// over 4 for one query, over 2 for more, rounded up to a power of two,
+    /// at most 32 (the fastest or within 10% of it for every graph and batch that
+    /// `benches/gpu.rs` sweeps on an H200; docs/benchmarks.md), unless set.
+    fn lanes_per_node(&self, batch: usize) -> u32 {
+        let share = if batch == 1 { 4 } else { 2 };
+        self.lanes
+            .unwrap_or_else(|| self.mean_degree.div_ceil(share).next_power_of_two().min(32) as u32)
+    }
+
+    /// Sets the lanes that serve one node when `batch < 32` (a power of
+    /// two, 1..=32) in place of the default chosen from the mean in-degree:
+    /// the knob `benches/gpu.rs` sweeps to choose that default.
+    pub fn with_lanes_per_node(mut self, lanes: u32) -> Result<Self> {
+        if !(lanes.is_power_of_two() && lanes <= 32) {
+            return Err(Error::DagInput {
+                what: "lanes per node".into(),
+                message: format!("{lanes} is not a power of two from 1 to 32"),
+            });
+        }
+        self.lanes = Some(lanes);
+        Ok(self)
     }
 
     /// Copies node-major seeds (`N × batch`) to the device after checking
@@ -107,6 +135,7 @@ impl<B: Backend> DeviceGraph<'_, B> {
         }
         let batch32 = u32::try_from(batch).map_err(|_| Error::Gpu("batch too large".into()))?;
         let nodes = self.nodes as u32;
+        let group = self.lanes_per_node(batch);
         let (kernel, threads) = if batch >= 32 {
             // A lane owns four columns when B ≥ 128 is a multiple of 4 (the
             // kernel's `lane_columns`), else one.
@@ -120,7 +149,7 @@ impl<B: Backend> DeviceGraph<'_, B> {
                 self.nodes * batch.div_ceil(span) * 32,
             )
         } else {
-            (Kernel::PropagateEdges, self.nodes * self.group as usize)
+            (Kernel::PropagateEdges, self.nodes * group as usize)
         };
         let blocks = threads.div_ceil(THREADS as usize);
         let step = |current: &B::Buffer<f32>, next: &mut B::Buffer<f32>| {
@@ -136,7 +165,7 @@ impl<B: Backend> DeviceGraph<'_, B> {
                 .value(&batch32)
                 .value(&options.alpha);
             if batch < 32 {
-                launch.value(&self.group);
+                launch.value(&group);
             }
             // SAFETY: arguments match the kernel's; the graph was validated
             // and every buffer holds `nodes × batch` scores.
