@@ -8,22 +8,24 @@ pub fn normalise(v: &mut [f32]) {
     }
 }
 
-/// Dot product: the cosine similarity of two unit vectors.
+/// Dot product: the cosine similarity of two unit vectors. `a` may hold
+/// any values that read as `f32` (such as the little-endian floats of an
+/// rkyv archive).
 ///
 /// Sums into 16 independent lanes so the compiler can keep them in SIMD
 /// registers; a single running sum is one long dependency chain, which made
 /// this the bottleneck of every graph insert and search.
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot<A: Copy + Into<f32>>(a: &[A], b: &[f32]) -> f32 {
     const LANES: usize = 16;
     let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let tail: f32 = (a_chunks.remainder().iter())
         .zip(b_chunks.remainder())
-        .map(|(x, y)| x * y)
+        .map(|(&x, y)| x.into() * y)
         .sum();
     let mut lanes = [0f32; LANES];
     for (x, y) in a_chunks.zip(b_chunks) {
         for lane in 0..LANES {
-            lanes[lane] += x[lane] * y[lane];
+            lanes[lane] += x[lane].into() * y[lane];
         }
     }
     lanes.iter().sum::<f32>() + tail

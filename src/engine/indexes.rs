@@ -193,9 +193,14 @@ impl Engine {
             // Saving the caught-up graph is upkeep for the read that
             // needed it: on a full disk the read still gets its answer, and
             // the kept change log brings the saved graph along next time.
-            if let Some(last) = replayed
-                && let Err(err) = self.persist_vectors(&mut index, last)
-            {
+            let saved = match replayed {
+                Some(last) => self.persist_vectors(&mut index, last),
+                // A graph saved before the flat tables existed gets them,
+                // so later processes need not load it.
+                None if index.lacks_flat_tables() => index.persist(),
+                None => Ok(()),
+            };
+            if let Err(err) = saved {
                 tracing::warn!("saving the caught-up vector graph failed: {err}");
             }
             *guard = Some(index);

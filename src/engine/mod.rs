@@ -56,6 +56,9 @@ pub(crate) struct Engine {
     chat: Option<Arc<dyn ChatModel>>,
     /// The vector index, loaded on first use (see [`Engine::vector_index`]).
     vectors: RwLock<Option<VectorIndex>>,
+    /// Graph searches answered from the flat tables so far (see
+    /// [`Engine::vector_search`]).
+    flat_searches: std::sync::atomic::AtomicUsize,
     /// Where attention aggregation and propagation run, detected on first
     /// use (opening a GPU compiles its kernels, which plain commands skip).
     device: std::sync::OnceLock<Device>,
@@ -237,6 +240,7 @@ impl Engine {
             embedder_config,
             chat: options.chat.clone(),
             vectors: RwLock::new(None),
+            flat_searches: Default::default(),
             device: std::sync::OnceLock::new(),
             dag_index: Mutex::new(None),
             fulltext_behind: Default::default(),

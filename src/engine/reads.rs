@@ -1,11 +1,12 @@
 //! Reads: documents (through the cache), trees, EDUs, DAGs, BM25 and
 //! vector search, totals and the consistency check.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::compute::vector::normalise;
 use crate::engine::Engine;
+use crate::engine::VECTORS_DIR;
 use crate::engine::cache::CachedDocument;
 use crate::error::{Error, Result};
 use crate::model::cost::LlmCost;
@@ -16,7 +17,12 @@ use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
 use crate::storage::store::{Damage, FORMAT_VERSION, StoredDoc};
-use crate::storage::vectors::{EXACT_SCOPE_LIMIT, VectorCounts, search_stored};
+use crate::storage::vectors::{EXACT_SCOPE_LIMIT, MappedTable, VectorCounts, search_stored};
+
+/// Graph searches a process answers from the flat tables before it loads
+/// the graph: two queries' worth (a NEAR or HYBRID seed searches nodes and
+/// EDUs).
+pub(crate) const FLAT_SEARCHES: usize = 4;
 
 /// One EDU with its text.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -234,8 +240,12 @@ impl Engine {
     /// The `k` nodes or EDUs nearest to the unit vector `query`, among the
     /// documents in `scope` when given. A scope of at most
     /// [`EXACT_SCOPE_LIMIT`] vectors is scored exactly from the store,
-    /// without loading or building the graph; anything larger searches the
-    /// graph.
+    /// without loading or building the graph. Anything larger searches the
+    /// graph, except a process's first [`FLAT_SEARCHES`] such searches
+    /// while the graph is not loaded: those are scored exactly from the
+    /// flat tables persisted with the graph ([`Engine::search_flat`]), so a
+    /// process that runs a query or two (a CLI command) never loads the
+    /// graph, and one that searches on loads it for the rest of its life.
     pub(crate) fn vector_search(
         &self,
         target: Target,
@@ -249,11 +259,72 @@ impl Engine {
         {
             return Ok(hits);
         }
+        let loaded = self
+            .vectors
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some();
+        if !loaded
+            && self
+                .flat_searches
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                < FLAT_SEARCHES
+            && let Some(hits) = self.search_flat(target, query, k, scope)?
+        {
+            return Ok(hits);
+        }
         let guard = self.vector_index()?;
         match guard.as_ref() {
             Some(index) => index.search(target, query, k, scope),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// An exact search of the flat table persisted with the graph of
+    /// `target` (see [`crate::storage::vectors::MappedTable`]), with the
+    /// documents changed since it was written scored from their stored
+    /// vectors. `None` when there is no usable table, or when the change
+    /// log no longer reaches back to it or the changed documents hold more
+    /// than [`EXACT_SCOPE_LIMIT`] vectors: the graph (caught up and saved
+    /// on loading, with fresh tables) serves those.
+    fn search_flat(
+        &self,
+        target: Target,
+        query: &[f32],
+        k: usize,
+        scope: Option<&[&str]>,
+    ) -> Result<Option<Vec<RankedHit>>> {
+        let Some(table) = MappedTable::open(
+            &self.dir.join(VECTORS_DIR),
+            target,
+            &self.embedder.identity(),
+            self.embedder.dimension(),
+        ) else {
+            return Ok(None);
+        };
+        let applied = table.applied_seq();
+        if applied > self.store.last_seq()? || applied < self.store.trimmed_seq()? {
+            return Ok(None);
+        }
+        let changed: HashSet<String> = (self.store.changes_after(applied)?.into_iter())
+            .map(|(_, id)| id)
+            .collect();
+        let scope: Option<HashSet<&str>> = scope.map(|docs| docs.iter().copied().collect());
+        let rescored: Vec<&str> = (changed.iter().map(String::as_str))
+            .filter(|doc| match &scope {
+                Some(scope) => scope.contains(doc),
+                None => !is_turn_id(doc),
+            })
+            .collect();
+        let Some(mut hits) =
+            search_stored(&self.store, target, query, k, &rescored, EXACT_SCOPE_LIMIT)?
+        else {
+            return Ok(None);
+        };
+        hits.extend(table.search(target, query, k, scope.as_ref(), &changed)?);
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits.truncate(k);
+        Ok(Some(hits))
     }
 
     /// The work of [`crate::Db::dag`].

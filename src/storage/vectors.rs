@@ -26,12 +26,16 @@ use hnsw_rs::anndists::dist::Distance;
 use hnsw_rs::prelude::{AnnT, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
+mod flat;
+
 use crate::error::{Error, Result};
 use crate::model::document::{ArchivedDocVectors, Document};
 use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::storage::store::Store;
+
+pub(crate) use flat::MappedTable;
 
 /// Neighbours kept per point and layer.
 const MAX_CONNECTIONS: usize = 16;
@@ -276,6 +280,46 @@ impl Graph {
             self.turns += ids.len();
         }
         self.by_doc.entry(doc.to_owned()).or_default().extend(ids);
+    }
+
+    /// The graph's live vectors as a flat table reflecting store change
+    /// `seq`, in entry order.
+    fn flat_table(&self, identity: &str, dimension: usize, seq: u64) -> flat::FlatTable {
+        let mut points: Vec<(usize, Vec<f32>)> = (self.hnsw.get_point_indexation().into_iter())
+            .filter(|point| {
+                self.entries
+                    .get(point.get_origin_id())
+                    .is_some_and(|e| e.live)
+            })
+            .map(|point| (point.get_origin_id(), point.get_v().to_vec()))
+            .collect();
+        points.sort_unstable_by_key(|(id, _)| *id);
+        let mut docs: Vec<String> = Vec::new();
+        let mut doc_index: HashMap<&str, u32> = HashMap::new();
+        let mut rows = Vec::with_capacity(points.len());
+        let mut vectors = Vec::with_capacity(points.len() * dimension);
+        for (id, vector) in points {
+            let entry = &self.entries[id];
+            let doc = *doc_index.entry(entry.doc.as_str()).or_insert_with(|| {
+                docs.push(entry.doc.clone());
+                (docs.len() - 1) as u32
+            });
+            rows.push(flat::FlatRow {
+                doc,
+                item: entry.item,
+                span: entry.span,
+            });
+            vectors.extend(vector);
+        }
+        flat::FlatTable {
+            version: flat::FLAT_VERSION,
+            identity: identity.to_owned(),
+            dimension: dimension as u32,
+            applied_seq: seq,
+            docs,
+            rows,
+            vectors,
+        }
     }
 
     /// The `k` live entries most similar to `query`, among documents in
@@ -553,6 +597,17 @@ impl VectorIndex {
         self.search_effort = candidates.max(1);
     }
 
+    /// Whether a graph with entries lacks a usable flat table on disk of
+    /// the change the dump reflects (the dump was saved before the tables
+    /// existed, or a table is damaged).
+    pub fn lacks_flat_tables(&self) -> bool {
+        [Target::Nodes, Target::Edus].into_iter().any(|target| {
+            !self.graph(target).entries.is_empty()
+                && MappedTable::open(&self.dir, target, &self.identity, self.dimension)
+                    .is_none_or(|table| table.applied_seq() != self.persisted_seq)
+        })
+    }
+
     /// Whether enough entries are dead that [`VectorIndex::clear`] and a
     /// rebuild from the store pay off.
     pub fn needs_rebuild(&self) -> bool {
@@ -763,6 +818,12 @@ impl VectorIndex {
                     .map_err(io(&path))?;
                 checksums.insert(file, crc_of(&path)?);
             }
+            let table = staging.join(flat::file_name(target));
+            flat::write(
+                &table,
+                &graph.flat_table(&self.identity, self.dimension, seq),
+            )?;
+            checksums.insert(flat::file_name(target).to_owned(), crc_of(&table)?);
         }
         let manifest = Manifest {
             version: MANIFEST_VERSION,

@@ -605,3 +605,105 @@ fn the_graph_can_be_built_when_the_caller_chooses_with_progress() {
     let report = Db::open(&cli_store).unwrap().check().unwrap();
     assert_eq!(report.vector_graph_change, report.last_change);
 }
+
+/// A query's answer as (document, EDUs, score to 4 places).
+fn answer(db: &Db, text: &str) -> Vec<(String, [u32; 2], i64)> {
+    let query = format!("SELECT FROM * SEED NEAR('{text}') ORDER BY SCORE LIMIT 6");
+    selection(db, &query)
+        .items
+        .into_iter()
+        .map(|i| (i.doc, i.edus, (i.score * 1e4).round() as i64))
+        .collect()
+}
+
+/// The graph's dump files in the store's vector directory.
+fn graph_dumps(path: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(path.join("vectors"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".hnsw."))
+        .collect()
+}
+
+#[test]
+fn a_process_answers_its_first_vector_searches_exactly_from_the_flat_tables() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = Db::create(&path).unwrap();
+        for (id, text) in TOPICS {
+            ingest_markdown(&db, id, text);
+        }
+        // A session turn, which only a search scoped to its session finds.
+        db.append_turn(
+            "chat",
+            edudb::Role::User,
+            "Feed the sourdough starter tonight.",
+            edudb::Placement::Continue,
+        )
+        .unwrap();
+        db.build_vectors(&edudb::NoProgress, &edudb::CancelToken::new())
+            .unwrap();
+    }
+    // Changed after the graph and its tables were saved, by a process that
+    // never loads the graph: one document replaced, one removed, one added.
+    {
+        let db = Db::open(&path).unwrap();
+        ingest_markdown(
+            &db,
+            "kitchen",
+            "# Kitchen\n\n## Sourdough\n\nFeed the sourdough starter, then bake the bread at dawn.\n",
+        );
+        db.remove("astronomy").unwrap();
+        ingest_markdown(
+            &db,
+            "ocean",
+            "# Ocean\n\n## Tides\n\nThe moon pulls the tides twice a day over the harbour.\n",
+        );
+    }
+    let texts = ["feed the sourdough starter", "the moon pulls the tides"];
+    let got: Vec<_> = {
+        let db = Db::open(&path).unwrap();
+        // Were the graph loaded, its missing dumps would be rebuilt and saved.
+        for dump in graph_dumps(&path) {
+            std::fs::remove_file(dump).unwrap();
+        }
+        let got: Vec<_> = texts.iter().map(|t| answer(&db, t)).collect();
+        assert!(graph_dumps(&path).is_empty(), "the graph was loaded");
+        // Past its first searches a process loads the graph (rebuilding
+        // the dumps here) and keeps it.
+        answer(&db, "retry with backoff");
+        assert!(!graph_dumps(&path).is_empty(), "the graph was not loaded");
+        got
+    };
+    assert_eq!(got[0][0].0, "kitchen", "{:?}", got[0]);
+    assert!(
+        got[0].iter().all(|(doc, _, _)| !doc.starts_with('@')),
+        "{:?}",
+        got[0]
+    );
+    assert!(
+        got[1].iter().all(|(doc, _, _)| doc != "astronomy"),
+        "{:?}",
+        got[1]
+    );
+    assert_eq!(got[1][0].0, "ocean", "{:?}", got[1]);
+    // The same answers as the graph caught up with the store and searched
+    // exhaustively.
+    let graph_answers = |path: &std::path::Path| -> Vec<_> {
+        let db = Db::open(path).unwrap();
+        db.set_vector_search_effort(5_000).unwrap();
+        db.vector_counts().unwrap();
+        texts.iter().map(|t| answer(&db, t)).collect()
+    };
+    assert_eq!(got, graph_answers(&path));
+    // A damaged table is not used: the graph answers, the same.
+    let table = path.join("vectors/edus.flat");
+    let mut bytes = std::fs::read(&table).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    std::fs::write(&table, bytes).unwrap();
+    let db = Db::open(&path).unwrap();
+    let after: Vec<_> = texts.iter().map(|t| answer(&db, t)).collect();
+    assert_eq!(after, got);
+}
