@@ -204,7 +204,10 @@ impl Db {
     /// The `k` nodes or EDUs whose vectors are nearest to `text`'s (cosine
     /// similarity, best first), over the whole store. `exact` scores every
     /// stored vector instead of searching the graph: slow, but the truth
-    /// the graph's recall is measured against.
+    /// the graph's recall is measured against. (Without `exact`, a
+    /// process's first few searches scan the flat tables saved with the
+    /// graph, also exactly, rather than loading it; see
+    /// docs/architecture.md.)
     pub fn nearest(
         &self,
         text: &str,

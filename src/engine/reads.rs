@@ -218,7 +218,9 @@ impl Engine {
     }
 
     /// The whole store's `k` nodes or EDUs nearest to the unit vector
-    /// `query`: by the graph, or scoring every stored vector when `exact`.
+    /// `query`: as [`Engine::vector_search`] searches without a scope, or
+    /// scoring every stored vector through the graph's entries when
+    /// `exact`.
     fn nearest_unit(
         &self,
         query: &[f32],
@@ -226,15 +228,14 @@ impl Engine {
         k: usize,
         exact: bool,
     ) -> Result<Vec<RankedHit>> {
+        if !exact {
+            return self.vector_search(target, query, k, None);
+        }
         let guard = self.vector_index()?;
         let Some(index) = guard.as_ref() else {
             return Ok(Vec::new());
         };
-        if exact {
-            index.search_exact(&self.store, target, query, k)
-        } else {
-            index.search(target, query, k, None)
-        }
+        index.search_exact(&self.store, target, query, k)
     }
 
     /// The `k` nodes or EDUs nearest to the unit vector `query`, among the
