@@ -218,3 +218,112 @@ impl MappedTable {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IDENTITY: &str = "test-embedder";
+
+    /// A table over three documents (one a session turn) of 2-d unit
+    /// vectors at the given angles.
+    fn table(seq: u64) -> FlatTable {
+        let docs = ["a", "b", "@session/s/000000"];
+        let rows = [(0, 0.0f32), (0, 0.5), (1, 0.2), (1, 1.2), (2, 0.0)];
+        FlatTable {
+            version: FLAT_VERSION,
+            identity: IDENTITY.to_owned(),
+            dimension: 2,
+            applied_seq: seq,
+            docs: docs.iter().map(|d| (*d).to_owned()).collect(),
+            rows: (rows.iter().enumerate())
+                .map(|(i, &(doc, _))| FlatRow {
+                    doc,
+                    item: i as u32,
+                    span: Span::new(i as u32, i as u32 + 1),
+                })
+                .collect(),
+            vectors: rows.iter().flat_map(|&(_, a)| [a.cos(), a.sin()]).collect(),
+        }
+    }
+
+    fn written(seq: u64) -> tempfile::TempDir {
+        let dir = tempfile::TempDir::new().unwrap();
+        write(&dir.path().join(file_name(Target::Nodes)), &table(seq)).unwrap();
+        dir
+    }
+
+    fn ranked(hits: &[RankedHit]) -> Vec<(&str, Option<u32>)> {
+        hits.iter().map(|h| (h.doc.as_str(), h.node)).collect()
+    }
+
+    #[test]
+    fn a_written_table_is_searched_exactly_best_first() {
+        let dir = written(7);
+        let table = MappedTable::open(dir.path(), Target::Nodes, IDENTITY, 2).unwrap();
+        assert_eq!(table.applied_seq(), 7);
+        let none = HashSet::new();
+        let hits = table
+            .search(Target::Nodes, &[1.0, 0.0], 3, None, &none)
+            .unwrap();
+        // The session turn is left out of an unscoped search.
+        assert_eq!(
+            ranked(&hits),
+            [("a", Some(0)), ("b", Some(2)), ("a", Some(1))]
+        );
+        assert_eq!(hits[0].span, Span::new(0, 1));
+        assert!((hits[1].score - 0.2f32.cos()).abs() < 1e-6);
+        // A scope keeps its documents only, turns included.
+        let scope: HashSet<&str> = ["b", "@session/s/000000"].into_iter().collect();
+        let hits = table
+            .search(Target::Nodes, &[1.0, 0.0], 2, Some(&scope), &none)
+            .unwrap();
+        assert_eq!(
+            ranked(&hits),
+            [("@session/s/000000", Some(4)), ("b", Some(2))]
+        );
+        // Skipped documents (changed since the table) are left out.
+        let skip: HashSet<String> = ["a".to_owned()].into_iter().collect();
+        let hits = table
+            .search(Target::Edus, &[1.0, 0.0], 5, None, &skip)
+            .unwrap();
+        assert_eq!(ranked(&hits), [("b", None), ("b", None)]);
+        assert!(
+            table
+                .search(Target::Nodes, &[1.0, 0.0], 0, None, &none)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(table.search(Target::Nodes, &[1.0], 1, None, &none).is_err());
+    }
+
+    #[test]
+    fn a_table_that_does_not_fit_is_not_used() {
+        let dir = written(1);
+        // Another embedder, another dimension, another target's file.
+        assert!(MappedTable::open(dir.path(), Target::Nodes, "other", 2).is_none());
+        assert!(MappedTable::open(dir.path(), Target::Nodes, IDENTITY, 3).is_none());
+        assert!(MappedTable::open(dir.path(), Target::Edus, IDENTITY, 2).is_none());
+        // Any damaged byte fails the checksum; a cut file fails too.
+        let path = dir.path().join(file_name(Target::Nodes));
+        let good = std::fs::read(&path).unwrap();
+        for at in [0, good.len() / 2, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x10;
+            std::fs::write(&path, &bad).unwrap();
+            assert!(
+                MappedTable::open(dir.path(), Target::Nodes, IDENTITY, 2).is_none(),
+                "{at}"
+            );
+        }
+        for len in [0, 3, good.len() - 4] {
+            std::fs::write(&path, &good[..len]).unwrap();
+            assert!(
+                MappedTable::open(dir.path(), Target::Nodes, IDENTITY, 2).is_none(),
+                "{len}"
+            );
+        }
+        std::fs::write(&path, &good).unwrap();
+        assert!(MappedTable::open(dir.path(), Target::Nodes, IDENTITY, 2).is_some());
+    }
+}
