@@ -6,7 +6,11 @@
 //! present at run time.
 //!
 //! [`Device::detect`] decides once and logs one line saying which device
-//! serves and why. `EDUDB_DEVICE=cpu` forces the CPU. Inputs smaller than
+//! serves and why: a GPU when the CUDA driver and NVRTC load. The GPU is
+//! opened (its context made, the kernels compiled with NVRTC: about a
+//! quarter of a second) only when an input first crosses a threshold, so
+//! a command whose work stays small never pays for it.
+//! `EDUDB_DEVICE=cpu` forces the CPU. Inputs smaller than
 //! a threshold stay on the CPU even with a GPU, where the launch and copy
 //! overhead would cost more than the arithmetic (the thresholds are the
 //! crossovers `benches/gpu.rs` measured on an H200 against 16 CPU cores;
@@ -52,9 +56,41 @@ fn served<T>(result: Result<T>) -> Option<Result<T>> {
 pub enum Device {
     /// The CPU reference implementations, on all cores.
     Cpu,
-    /// A CUDA GPU through cudarc; small inputs still run on the CPU.
+    /// A CUDA GPU through cudarc, opened on first use; small inputs still
+    /// run on the CPU.
     #[cfg(feature = "cuda")]
-    Cuda(Arc<crate::compute::gpu::Gpu>),
+    Cuda(Arc<LazyGpu>),
+}
+
+/// A GPU whose libraries load, opened the first time an input is large
+/// enough for it; one that fails to open is logged once and the CPU serves
+/// instead.
+#[cfg(feature = "cuda")]
+#[derive(Debug, Default)]
+pub struct LazyGpu(std::sync::OnceLock<Option<crate::compute::gpu::Gpu>>);
+
+#[cfg(feature = "cuda")]
+impl LazyGpu {
+    /// The GPU, opened now if it was not yet; `None` when it cannot open.
+    pub fn get(&self) -> Option<&crate::compute::gpu::Gpu> {
+        self.0
+            .get_or_init(|| match crate::compute::gpu::Gpu::open() {
+                Ok(gpu) => {
+                    tracing::info!("opened the GPU: {}", gpu.name());
+                    Some(gpu)
+                }
+                Err(why) => {
+                    tracing::warn!("the GPU did not open ({why}); computing on the CPU");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// The GPU if it is open already.
+    fn opened(&self) -> Option<&crate::compute::gpu::Gpu> {
+        self.0.get().and_then(Option::as_ref)
+    }
 }
 
 impl Device {
@@ -71,10 +107,12 @@ impl Device {
 
     #[cfg(feature = "cuda")]
     fn detect_gpu() -> Device {
-        match crate::compute::gpu::Gpu::open() {
-            Ok(gpu) => {
-                tracing::info!("batched arithmetic runs on the GPU: {}", gpu.name());
-                Device::Cuda(Arc::new(gpu))
+        match crate::compute::gpu::Gpu::libraries() {
+            Ok(()) => {
+                tracing::info!(
+                    "batched arithmetic runs on the GPU when large enough (opened on first use)"
+                );
+                Device::Cuda(Arc::default())
             }
             Err(why) => {
                 tracing::info!("batched arithmetic runs on the CPU: no usable GPU ({why})");
@@ -89,12 +127,16 @@ impl Device {
         Device::Cpu
     }
 
-    /// A short name for EXPLAIN and logs: `cpu` or `cuda:<GPU name>`.
+    /// A short name for logs: `cpu`, `cuda:<GPU name>` once the GPU is
+    /// open, or `cuda` before.
     pub fn name(&self) -> String {
         match self {
             Device::Cpu => "cpu".to_owned(),
             #[cfg(feature = "cuda")]
-            Device::Cuda(gpu) => format!("cuda:{}", gpu.name()),
+            Device::Cuda(lazy) => match lazy.opened() {
+                Some(gpu) => format!("cuda:{}", gpu.name()),
+                None => "cuda".to_owned(),
+            },
         }
     }
 
@@ -102,9 +144,10 @@ impl Device {
     /// [`aggregate::segment_mean`]).
     pub fn segment_mean(&self, windows: &[AttentionWindow]) -> Result<Vec<NodeWeights>> {
         #[cfg(feature = "cuda")]
-        if let Device::Cuda(gpu) = self {
+        if let Device::Cuda(lazy) = self {
             let work: usize = windows.iter().map(|w| w.attention.len()).sum();
             if work >= GPU_MIN_SEGMENT_MEAN_WORK
+                && let Some(gpu) = lazy.get()
                 && let Some(weights) = served(gpu.segment_mean(windows))
             {
                 return weights;
@@ -117,12 +160,13 @@ impl Device {
     /// [`aggregate::vector_attention`]).
     pub fn vector_attention(&self, windows: &[VectorWindow]) -> Result<Vec<NodeWeights>> {
         #[cfg(feature = "cuda")]
-        if let Device::Cuda(gpu) = self {
+        if let Device::Cuda(lazy) = self {
             let work: usize = windows
                 .iter()
                 .map(|w| w.queries.len() * w.key_tokens())
                 .sum();
             if work >= GPU_MIN_ATTENTION_WORK
+                && let Some(gpu) = lazy.get()
                 && let Some(weights) = served(gpu.vector_attention(windows))
             {
                 return weights;
@@ -140,7 +184,7 @@ impl Device {
         batch: usize,
     ) -> Option<&crate::compute::gpu::Gpu> {
         match self {
-            Device::Cuda(gpu) if graph.edges() * batch >= GPU_MIN_PROPAGATION_WORK => Some(gpu),
+            Device::Cuda(lazy) if graph.edges() * batch >= GPU_MIN_PROPAGATION_WORK => lazy.get(),
             _ => None,
         }
     }

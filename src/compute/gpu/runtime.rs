@@ -84,13 +84,7 @@ impl Gpu {
     /// panicking, when the driver, NVRTC or a device is missing or the
     /// kernels do not build; the message says which.
     pub fn open() -> std::result::Result<Gpu, String> {
-        // SAFETY: only tries to dlopen the library's candidate names.
-        if !unsafe { sys::is_culib_present() } {
-            return Err("no CUDA driver library (libcuda) found".into());
-        }
-        if !nvrtc_present() {
-            return Err("no NVRTC library (libnvrtc) found".into());
-        }
+        Gpu::libraries()?;
         // cudarc panics when a symbol is missing from an old library; turn
         // that into an error too.
         std::panic::catch_unwind(Gpu::open_present)
@@ -138,6 +132,19 @@ impl Gpu {
     /// The device's name and compute capability.
     pub fn name(&self) -> String {
         self.name.clone()
+    }
+
+    /// Whether the CUDA driver library and NVRTC load (cheap: nothing is
+    /// initialised); `Err` says which is missing.
+    pub fn libraries() -> std::result::Result<(), String> {
+        // SAFETY: only tries to dlopen the library's candidate names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err("no CUDA driver library (libcuda) found".into());
+        }
+        if !nvrtc_present() {
+            return Err("no NVRTC library (libnvrtc) found".into());
+        }
+        Ok(())
     }
 
     /// The stream every call runs on, for callers that time or stage their
