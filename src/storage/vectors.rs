@@ -10,9 +10,10 @@
 //! entries dead (tombstones), searches skip them, and once a quarter of the
 //! entries are dead the owner rebuilds ([`VectorIndex::needs_rebuild`]).
 //!
-//! On disk (`<store>/vectors/`): each graph's hnsw_rs dump plus
-//! `manifest.json` (embedder identity, dimension, applied sequence number,
-//! entries, and a CRC-32 of every dump file). A new dump is written to a
+//! On disk (`<store>/vectors/`): each graph's hnsw_rs dump and flat table
+//! (`flat`, with its own CRC-32) plus `manifest.json` (embedder identity,
+//! dimension, applied sequence number, entries, and a CRC-32 of every dump
+//! file). A new dump is written to a
 //! sibling directory and renamed into place, so a crash leaves either the
 //! old or the new dump; a dump whose checksums or identity do not match is
 //! never handed to hnsw_rs (which exits the process on corrupt input) and
@@ -285,21 +286,20 @@ impl Graph {
     /// The graph's live vectors as a flat table reflecting store change
     /// `seq`, in entry order.
     fn flat_table(&self, identity: &str, dimension: usize, seq: u64) -> flat::FlatTable {
-        let mut points: Vec<(usize, Vec<f32>)> = (self.hnsw.get_point_indexation().into_iter())
+        let mut points: Vec<_> = (self.hnsw.get_point_indexation().into_iter())
             .filter(|point| {
                 self.entries
                     .get(point.get_origin_id())
                     .is_some_and(|e| e.live)
             })
-            .map(|point| (point.get_origin_id(), point.get_v().to_vec()))
             .collect();
-        points.sort_unstable_by_key(|(id, _)| *id);
+        points.sort_unstable_by_key(|point| point.get_origin_id());
         let mut docs: Vec<String> = Vec::new();
         let mut doc_index: HashMap<&str, u32> = HashMap::new();
         let mut rows = Vec::with_capacity(points.len());
         let mut vectors = Vec::with_capacity(points.len() * dimension);
-        for (id, vector) in points {
-            let entry = &self.entries[id];
+        for point in points {
+            let entry = &self.entries[point.get_origin_id()];
             let doc = *doc_index.entry(entry.doc.as_str()).or_insert_with(|| {
                 docs.push(entry.doc.clone());
                 (docs.len() - 1) as u32
@@ -309,7 +309,7 @@ impl Graph {
                 item: entry.item,
                 span: entry.span,
             });
-            vectors.extend(vector);
+            vectors.extend_from_slice(point.get_v());
         }
         flat::FlatTable {
             version: flat::FLAT_VERSION,

@@ -30,10 +30,15 @@ const TOPICS: [(&str, &str); 4] = [
 /// A store holding the `TOPICS`.
 fn store() -> (TempDir, Db) {
     let (dir, db) = support::store();
-    for (id, text) in TOPICS {
-        ingest_markdown(&db, id, text);
-    }
+    ingest_topics(&db);
     (dir, db)
+}
+
+/// Ingests the `TOPICS` into `db`.
+fn ingest_topics(db: &Db) {
+    for (id, text) in TOPICS {
+        ingest_markdown(db, id, text);
+    }
 }
 
 fn docs_of(items: &[Item]) -> Vec<&str> {
@@ -134,9 +139,7 @@ fn the_index_persists_and_rebuilds_when_damaged() {
     let query = "SELECT FROM * SEED NEAR('bake the loaf in the oven') ORDER BY SCORE LIMIT 5";
     let first = {
         let db = Db::create(&path).unwrap();
-        for (id, text) in TOPICS {
-            ingest_markdown(&db, id, text);
-        }
+        ingest_topics(&db);
         selection(&db, query).items
     };
     assert_eq!(first[0].doc, "kitchen");
@@ -165,9 +168,7 @@ fn ingest_defers_the_graph_until_a_vector_search_needs_it() {
     let path = dir.path().join("db");
     {
         let db = Db::create(&path).unwrap();
-        for (id, text) in TOPICS {
-            ingest_markdown(&db, id, text);
-        }
+        ingest_topics(&db);
         let report = db.check().unwrap();
         assert_eq!(report.vector_graph_change, 0, "ingest built the graph");
         assert_eq!(report.last_change, TOPICS.len() as u64);
@@ -378,9 +379,7 @@ fn a_store_on_the_applications_own_embedder_records_it_and_needs_it_for_new_vect
     let path = dir.path().join("db");
     {
         let db = Db::open_with(&path, &with_custom(true, AppEmbedder::shared("app:v1"))).unwrap();
-        for (id, text) in TOPICS {
-            ingest_markdown(&db, id, text);
-        }
+        ingest_topics(&db);
         assert_eq!(
             db.embedder_config(),
             &EmbedderConfig::Custom {
@@ -524,9 +523,7 @@ fn a_small_scope_is_searched_from_the_store_without_building_the_graph() {
     let dir = TempDir::new().unwrap();
     let path = dir.path().join("db");
     let db = Db::create(&path).unwrap();
-    for (id, text) in TOPICS {
-        ingest_markdown(&db, id, text);
-    }
+    ingest_topics(&db);
     let text = "clients retry with exponential backoff";
     let scoped = selection(
         &db,
@@ -572,9 +569,7 @@ fn the_graph_can_be_built_when_the_caller_chooses_with_progress() {
     let path = dir.path().join("db");
     {
         let db = Db::create(&path).unwrap();
-        for (id, text) in TOPICS {
-            ingest_markdown(&db, id, text);
-        }
+        ingest_topics(&db);
         let progress = Recorded::default();
         db.build_vectors(&progress, &edudb::CancelToken::new())
             .unwrap();
@@ -631,9 +626,7 @@ fn a_process_answers_its_first_vector_searches_exactly_from_the_flat_tables() {
     let path = dir.path().join("db");
     {
         let db = Db::create(&path).unwrap();
-        for (id, text) in TOPICS {
-            ingest_markdown(&db, id, text);
-        }
+        ingest_topics(&db);
         // A session turn, which only a search scoped to its session finds.
         db.append_turn(
             "chat",
