@@ -16,6 +16,7 @@ pub mod embed;
 #[cfg(any(feature = "cuda", feature = "kernel-emulation"))]
 pub mod gpu;
 pub mod propagate;
+pub mod quantize;
 pub mod transformer;
 pub mod transport;
 pub mod vector;

@@ -358,14 +358,7 @@ impl Engine {
             .vectors(id)?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
         let vectors = stored.get()?;
-        let rows = match target {
-            Target::Edus => &vectors.edus,
-            Target::Nodes => &vectors.nodes,
-        };
-        Ok((
-            rows.iter().map(|v| v.to_native()).collect(),
-            vectors.dimension.to_native() as usize,
-        ))
+        Ok((vectors.rows(target).values(), vectors.dimension()))
     }
 
     /// The work of [`crate::Db::documents`].

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::compute::device::Device;
 use crate::compute::embed::{EmbedError, Embedder, normalise};
+use crate::compute::quantize::snap;
 use crate::error::{Error, Result};
 use crate::ingest::dag::attention::{AttentionSource, ComputedAttention};
 use crate::ingest::dag::bridge::BridgeIpMaker;
@@ -527,10 +528,13 @@ pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<DocVect
                 }
                 .into());
             }
-            // Unit length, as the index's cosine needs, whoever embedded it.
+            // Unit length, as the index's cosine needs, whoever embedded it,
+            // then rounded to the 8 bits the store keeps: the DAG and the
+            // summaries are built from the numbers later reads give back.
             let start = flat.len();
             flat.extend(row);
             normalise(&mut flat[start..]);
+            snap(&mut flat[start..], dimension);
         }
         Ok(flat)
     };

@@ -80,7 +80,9 @@ pub struct Document {
 /// The embedding vectors of one document, row-major: one row of
 /// `dimension` values per tree node (in node id order) and per EDU (in EDU
 /// id order). Stored beside the document in the same atomic batch, so the
-/// vector index can be rebuilt without embedding anything again.
+/// vector index can be rebuilt without embedding anything again: as
+/// [`PackedVectors`] since store format 7 (older stores hold this form
+/// until the document is written again).
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 #[rkyv(derive(Debug))]
 pub struct DocVectors {
@@ -90,6 +92,35 @@ pub struct DocVectors {
     pub nodes: Vec<f32>,
     /// `edus × dimension` values.
     pub edus: Vec<f32>,
+}
+
+/// A document's vectors as the store keeps them: [`DocVectors`] with every
+/// row in 8 bits, a quarter of the size
+/// (`compute::quantize::pack`). Ingest rounds vectors to these values
+/// as it embeds them, so what a document was built from and what the store
+/// gives back are the same numbers.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[rkyv(derive(Debug))]
+pub struct PackedVectors {
+    /// Length of every row.
+    pub dimension: u32,
+    /// One row per tree node, in node id order.
+    pub nodes: QuantizedRows,
+    /// One row per EDU, in EDU id order.
+    pub edus: QuantizedRows,
+}
+
+/// Rows of 8-bit codes: value `j` of row `i` is
+/// `codes[i × dimension + j] × scales[i]`. Every scale is zero (a zero row)
+/// or a power of two, so these values are exact in `f32` and quantising
+/// them again gives the same codes.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[rkyv(derive(Debug))]
+pub struct QuantizedRows {
+    /// `rows × dimension` codes, row-major.
+    pub codes: Vec<i8>,
+    /// One scale per row.
+    pub scales: Vec<f32>,
 }
 
 /// Tokens of leading text in a node's representation.

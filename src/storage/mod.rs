@@ -6,4 +6,5 @@
 
 pub mod fulltext;
 pub mod store;
+pub mod vector_record;
 pub mod vectors;

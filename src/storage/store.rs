@@ -41,16 +41,21 @@ use std::path::{Path, PathBuf};
 use rkyv::rancor::BoxedError;
 use rkyv::vec::ArchivedVec;
 
+use crate::compute::quantize::pack;
 use crate::error::{Error, Result, panic_message};
 use crate::model::cost::LlmCost;
 use crate::model::dag::{ArchivedDag, Dag};
 use crate::model::dialogue::{ArchivedDialogue, Dialogue};
-use crate::model::document::{ArchivedDocMeta, ArchivedDocVectors, DocMeta, DocVectors, Document};
+use crate::model::document::{
+    ArchivedDocMeta, ArchivedDocVectors, ArchivedPackedVectors, DocMeta, DocVectors, Document,
+};
 use crate::model::edu::{ArchivedEdu, Edu};
+use crate::model::rank::Target;
 use crate::model::tree::{ArchivedTree, Tree};
+use crate::storage::vector_record::VectorRecord;
 
 /// Version of the on-disk layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// Older layouts this one upgrades at open, in one batch with the new
 /// [`FORMAT_VERSION`] record: version 3 had no pieced records, and its
@@ -58,8 +63,11 @@ pub const FORMAT_VERSION: u32 = 6;
 /// pieced); versions 3 and 4 stored turns without a time, so their
 /// dialogue records are rewritten ([`crate::model::dialogue::v4`]);
 /// versions 3 to 5 stored information points without written text, so
-/// their DAG records are rewritten ([`crate::model::dag::v5`]).
-const UPGRADABLE_VERSIONS: [u32; 3] = [3, 4, 5];
+/// their DAG records are rewritten ([`crate::model::dag::v5`]); versions 3
+/// to 6 stored vectors as `f32` rows, which are read as they are (a lazy
+/// upgrade: a document's next write stores them in 8 bits), so opening
+/// such a store rewrites none of them.
+const UPGRADABLE_VERSIONS: [u32; 4] = [3, 4, 5, 6];
 
 /// The versions whose dialogue records are upgraded at open.
 const TIMELESS_TURN_VERSIONS: [u32; 2] = [3, 4];
@@ -141,7 +149,11 @@ const META: u8 = b'M';
 const TEXT: u8 = b'T';
 const EDUS: u8 = b'E';
 const TREE: u8 = b'N';
+/// `f32` vectors ([`DocVectors`]), as stores of format 6 and older wrote
+/// them: read, never written.
 const VECTORS: u8 = b'V';
+/// 8-bit vectors ([`PackedVectors`]), written since format 7.
+const PACKED_VECTORS: u8 = b'Q';
 const DAG: u8 = b'G';
 const LOG: u8 = b'L';
 /// A session's dialogue record (added without a format bump: a new record
@@ -157,9 +169,9 @@ const MANIFEST: u8 = b'H';
 /// A piece of a record: `P`, the record's kind, the id, a 0 byte, the
 /// piece's index (u32, big-endian, so pieces sort in order).
 const PIECE: u8 = b'P';
-const RECORDS: [u8; 6] = [META, TEXT, EDUS, TREE, VECTORS, DAG];
+const RECORDS: [u8; 7] = [META, TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG];
 /// The records that may be pieced (metadata is always small).
-const PIECEABLE: [u8; 5] = [TEXT, EDUS, TREE, VECTORS, DAG];
+const PIECEABLE: [u8; 6] = [TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG];
 
 /// The persistent document store.
 #[derive(Debug)]
@@ -247,9 +259,13 @@ fn size(bytes: u64) -> String {
 #[derive(Debug, Clone)]
 pub struct StoredDag(sled::IVec);
 
-/// One document's vectors, read in place from the store's buffer.
+/// One document's vectors, read in place from the store's buffer, in
+/// whichever layout it was written ([`VectorRecord`]).
 #[derive(Debug, Clone)]
-pub struct StoredVectors(sled::IVec);
+pub struct StoredVectors {
+    bytes: sled::IVec,
+    packed: bool,
+}
 
 /// One stored document, read in place from the store's buffers.
 #[derive(Debug, Clone)]
@@ -1005,7 +1021,11 @@ impl Store {
         self.insert_record(batch, TEXT, id, doc.text.as_bytes())?;
         self.insert_record(batch, EDUS, id, &archive(&doc.edus)?)?;
         self.insert_record(batch, TREE, id, &archive(&doc.tree)?)?;
-        self.insert_record(batch, VECTORS, id, &archive(vectors)?)?;
+        self.insert_record(batch, PACKED_VECTORS, id, &archive(&pack(vectors))?)?;
+        // The document's `f32` vectors from before format 7, if any.
+        batch.remove(&key(VECTORS, id));
+        batch.remove(&manifest_key(VECTORS, id));
+        self.remove_pieces(batch, VECTORS, id, 0)?;
         self.insert_record(batch, DAG, id, &archive(dag)?)
     }
 
@@ -1170,10 +1190,19 @@ impl Store {
 
     /// The vectors of the document with this id, if it exists.
     pub fn vectors(&self, id: &str) -> Result<Option<StoredVectors>> {
-        let Some(value) = self.record(VECTORS, id)? else {
-            return Ok(None);
+        let vectors = match self.record(PACKED_VECTORS, id)? {
+            Some(bytes) => StoredVectors {
+                bytes,
+                packed: true,
+            },
+            None => match self.record(VECTORS, id)? {
+                Some(bytes) => StoredVectors {
+                    bytes,
+                    packed: false,
+                },
+                None => return Ok(None),
+            },
         };
-        let vectors = StoredVectors(value);
         vectors.get()?;
         Ok(Some(vectors))
     }
@@ -1296,7 +1325,7 @@ impl Store {
     /// all.
     pub fn check_all(&self, known: &std::collections::BTreeSet<String>) -> Result<StoreCheck> {
         let mut damaged = Vec::new();
-        for kind in [TEXT, EDUS, TREE, VECTORS, DAG] {
+        for kind in PIECEABLE {
             let mut scan = self.sled()?.scan_prefix([kind]).keys();
             while let Some(record) = self.next_or_damage(&mut scan, kind, &mut damaged)? {
                 let id = String::from_utf8_lossy(&record[1..]).into_owned();
@@ -1456,16 +1485,15 @@ impl Store {
             message: "vectors record missing".into(),
         })?;
         let v = vectors.get()?;
-        let dimension = v.dimension.to_native() as usize;
-        if v.nodes.len() != meta.nodes as usize * dimension
-            || v.edus.len() != meta.edus as usize * dimension
-        {
+        let dimension = v.dimension();
+        let (nodes, edus) = (v.rows(Target::Nodes), v.rows(Target::Edus));
+        if !nodes.holds(meta.nodes as usize) || !edus.holds(meta.edus as usize) {
             return Err(Error::Invariant {
                 doc: id.to_owned(),
                 message: format!(
                     "{} node and {} EDU vector values of dimension {dimension} for {} nodes and {} EDUs",
-                    v.nodes.len(),
-                    v.edus.len(),
+                    nodes.values_len(),
+                    edus.values_len(),
                     meta.nodes,
                     meta.edus
                 ),
@@ -1580,17 +1608,18 @@ impl StoredDag {
 }
 
 impl StoredVectors {
-    /// An owned copy.
+    /// An owned copy, as `f32` rows.
     pub fn to_vectors(&self) -> Result<DocVectors> {
-        rkyv::deserialize::<DocVectors, BoxedError>(self.get()?).map_err(|e| Error::Corrupt {
-            key: "vectors".into(),
-            message: e.to_string(),
-        })
+        Ok(self.get()?.to_vectors())
     }
 
     /// The vectors, in place.
-    pub fn get(&self) -> Result<&ArchivedDocVectors> {
-        access::<ArchivedDocVectors>(&self.0, "vectors")
+    pub fn get(&self) -> Result<VectorRecord<'_>> {
+        Ok(if self.packed {
+            VectorRecord::Packed(access::<ArchivedPackedVectors>(&self.bytes, "vectors")?)
+        } else {
+            VectorRecord::Full(access::<ArchivedDocVectors>(&self.bytes, "vectors")?)
+        })
     }
 }
 
@@ -1771,9 +1800,10 @@ mod tests {
         assert!(store.get("missing").unwrap().is_none());
         let stored_vectors = store.vectors("a").unwrap().unwrap();
         let v = stored_vectors.get().unwrap();
-        assert_eq!(v.dimension.to_native(), 2);
-        assert_eq!(v.edus.len(), original.edus.len() * 2);
-        assert_eq!(v.nodes[0].to_native(), 0.5);
+        assert!(matches!(v, VectorRecord::Packed(_)));
+        assert_eq!(v.dimension(), 2);
+        assert!(v.rows(Target::Edus).holds(original.edus.len()));
+        assert_eq!(stored_vectors.to_vectors().unwrap(), vectors(&original));
         assert!(store.vectors("missing").unwrap().is_none());
     }
 
@@ -1845,7 +1875,7 @@ mod tests {
         );
         put(&store, &a);
         assert_eq!(store.check().unwrap(), 1);
-        store.db.remove(key(VECTORS, "a")).unwrap();
+        store.db.remove(key(PACKED_VECTORS, "a")).unwrap();
         assert!(matches!(store.check(), Err(Error::Invariant { .. })));
     }
 
@@ -2152,6 +2182,72 @@ mod tests {
             store.db.remove(key(SESSION, "bad")).unwrap();
             assert_eq!(store.check().unwrap(), 3);
         }
+    }
+
+    #[test]
+    fn vectors_of_format_6_are_read_in_place_and_rewritten_in_8_bits() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = doc("a", "# A\n\nOne sentence. And another one.\n");
+        let big = large("big", 600_000);
+        // Rows that 8 bits cannot hold exactly, as format 6 kept them;
+        // `big`'s record is large enough to be stored in pieces.
+        let full = |doc: &Document, dimension: usize| DocVectors {
+            dimension: dimension as u32,
+            nodes: (0..doc.tree.nodes.len() * dimension)
+                .map(|i| (i as f32 * 0.37).sin())
+                .collect(),
+            edus: (0..doc.edus.len() * dimension)
+                .map(|i| (i as f32 * 0.11).cos())
+                .collect(),
+        };
+        let (old_a, old_big) = (full(&a, 3), full(&big, 64));
+        {
+            let store = Store::open(dir.path()).unwrap();
+            for (doc, old) in [(&a, &old_a), (&big, &old_big)] {
+                store.put(doc, old, &dag(doc), &LlmCost::default()).unwrap();
+                let id = doc.meta.id.as_str();
+                let mut batch = Batch::default();
+                batch.remove(&key(PACKED_VECTORS, id));
+                batch.remove(&manifest_key(PACKED_VECTORS, id));
+                store
+                    .remove_pieces(&mut batch, PACKED_VECTORS, id, 0)
+                    .unwrap();
+                store
+                    .insert_record(&mut batch, VECTORS, id, &archive(old).unwrap())
+                    .unwrap();
+                store.apply(batch).unwrap();
+            }
+            assert!(store.manifest(VECTORS, "big").unwrap().is_some());
+            store.db.insert(VERSION_KEY, b"6".as_slice()).unwrap();
+            store.flush().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            store.db.get(VERSION_KEY).unwrap().unwrap().as_ref(),
+            FORMAT_VERSION.to_string().as_bytes()
+        );
+        // Read as they are: no rewrite at open.
+        for (id, old) in [("a", &old_a), ("big", &old_big)] {
+            let stored = store.vectors(id).unwrap().unwrap();
+            assert!(matches!(stored.get().unwrap(), VectorRecord::Full(_)));
+            assert_eq!(&stored.to_vectors().unwrap(), old);
+        }
+        assert_eq!(store.check().unwrap(), 2);
+        // The next write stores them in 8 bits and leaves no f32 record.
+        store
+            .put(&a, &old_a, &dag(&a), &LlmCost::default())
+            .unwrap();
+        let stored = store.vectors("a").unwrap().unwrap();
+        assert!(matches!(stored.get().unwrap(), VectorRecord::Packed(_)));
+        assert!(!store.db.contains_key(key(VECTORS, "a")).unwrap());
+        let mut snapped = old_a.clone();
+        crate::compute::quantize::snap(&mut snapped.nodes, 3);
+        crate::compute::quantize::snap(&mut snapped.edus, 3);
+        assert_eq!(stored.to_vectors().unwrap(), snapped);
+        assert_eq!(store.check().unwrap(), 2);
+        // Removal takes the old layout's pieces too.
+        store.remove("big").unwrap();
+        assert_eq!(stored_keys(&store, "big"), 0);
     }
 
     /// How many keys name document `id`: whole records, manifests, pieces.

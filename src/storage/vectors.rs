@@ -30,11 +30,12 @@ use serde::{Deserialize, Serialize};
 mod flat;
 
 use crate::error::{Error, Result};
-use crate::model::document::{ArchivedDocVectors, Document};
+use crate::model::document::Document;
 use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::storage::store::Store;
+use crate::storage::vector_record::{Row, Rows, VectorRecord};
 
 pub(crate) use flat::MappedTable;
 
@@ -87,7 +88,7 @@ pub fn search_stored(
             continue;
         };
         let vectors = vectors.get()?;
-        let d = vectors.dimension.to_native() as usize;
+        let d = vectors.dimension();
         if d != query.len() {
             return Err(Error::Vectors(format!(
                 "query vector has dimension {}, the stored vectors of {doc} {d}",
@@ -109,26 +110,22 @@ pub fn search_stored(
                 })
                 .collect(),
         };
-        let values = match target {
-            Target::Nodes => &vectors.nodes,
-            Target::Edus => &vectors.edus,
-        };
+        let values = vectors.rows(target);
         for (node, span, row) in rows {
-            let Some(row) = values.get(row * d..(row + 1) * d) else {
+            let Some(row) = values.row(row) else {
                 return Err(Error::Invariant {
                     doc: doc.to_owned(),
                     message: "stored vectors shorter than the document".into(),
                 });
             };
-            if row.iter().all(|x| x.to_native() == 0.0) {
+            if row.is_zero() {
                 continue;
             }
-            let score: f32 = row.iter().zip(query).map(|(x, q)| x.to_native() * q).sum();
             scored.push(RankedHit {
                 doc: doc.to_owned(),
                 node,
                 span,
-                score,
+                score: score(row.dot(query)),
             });
         }
     }
@@ -147,8 +144,21 @@ pub struct UnitCosine;
 
 impl Distance<f32> for UnitCosine {
     fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        (1.0 - crate::compute::embed::dot(a, b)).max(0.0)
+        distance(crate::compute::embed::dot(a, b))
     }
+}
+
+/// The graph's distance for a dot product of unit vectors.
+fn distance(dot: f32) -> f32 {
+    (1.0 - dot).max(0.0)
+}
+
+/// The score every search reports for a dot product with a unit query:
+/// the graph's `1 − distance`, to the same bits, so exact and graph
+/// searches agree, and a cosine above 1 (the rounding of stored 8-bit
+/// rows) reads as 1.
+fn score(dot: f32) -> f32 {
+    1.0 - distance(dot)
 }
 
 /// Where one indexed vector came from.
@@ -625,51 +635,40 @@ impl VectorIndex {
     /// Indexes `doc`'s vectors in place of any earlier version: one per
     /// tree node and one per non-heading EDU (a heading's text is its
     /// section's title, which the section's vector carries).
-    pub fn replace(&mut self, doc: &Document, vectors: &ArchivedDocVectors) -> Result<()> {
+    pub fn replace(&mut self, doc: &Document, vectors: VectorRecord<'_>) -> Result<()> {
         let id = doc.meta.id.as_str();
-        let dimension = vectors.dimension.to_native() as usize;
+        let dimension = vectors.dimension();
+        let (nodes, edus) = (vectors.rows(Target::Nodes), vectors.rows(Target::Edus));
         if dimension != self.dimension
-            || vectors.nodes.len() != doc.tree.nodes.len() * dimension
-            || vectors.edus.len() != doc.edus.len() * dimension
+            || !nodes.holds(doc.tree.nodes.len())
+            || !edus.holds(doc.edus.len())
         {
             return Err(Error::Invariant {
                 doc: id.to_owned(),
                 message: format!(
                     "stored vectors have dimension {dimension} and {}+{} values; the index expects dimension {} for {} nodes and {} EDUs",
-                    vectors.nodes.len(),
-                    vectors.edus.len(),
+                    nodes.values_len(),
+                    edus.values_len(),
                     self.dimension,
                     doc.tree.nodes.len(),
                     doc.edus.len()
                 ),
             });
         }
-        let row = |values: &rkyv::vec::ArchivedVec<rkyv::rend::unaligned::f32_ule>,
-                   i: usize|
-         -> Vec<f32> {
-            values[i * dimension..(i + 1) * dimension]
-                .iter()
-                .map(|x| x.to_native())
-                .collect()
-        };
+        // Every row is there: `holds` checked the lengths.
+        let row = |rows: Rows<'_>, i: usize| rows.row(i).map(Row::to_vec).unwrap_or_default();
         self.remove(id);
         let node_rows = (0..doc.tree.nodes.len())
             .map(|i| {
                 let n = &doc.tree.nodes[i];
-                (i as u32, n.span, row(&vectors.nodes, i))
+                (i as u32, n.span, row(nodes, i))
             })
             .collect();
         let edu_rows = doc
             .edus
             .iter()
             .filter(|e| e.kind != EduKind::Heading)
-            .map(|e| {
-                (
-                    e.id,
-                    Span::new(e.id, e.id),
-                    row(&vectors.edus, e.id as usize),
-                )
-            })
+            .map(|e| (e.id, Span::new(e.id, e.id), row(edus, e.id as usize)))
             .collect();
         self.nodes.add(id, node_rows);
         self.edus.add(id, edu_rows);
@@ -762,7 +761,6 @@ impl VectorIndex {
         docs: &[&str],
     ) -> Result<Vec<(usize, f32)>> {
         let graph = self.graph(target);
-        let d = self.dimension;
         let mut scored = Vec::new();
         for doc in docs {
             let Some(ids) = graph.by_doc.get(*doc) else {
@@ -772,19 +770,15 @@ impl VectorIndex {
                 doc: (*doc).to_owned(),
                 message: "indexed but has no stored vectors".into(),
             })?;
-            let vectors = stored.get()?;
-            let values = match target {
-                Target::Nodes => &vectors.nodes,
-                Target::Edus => &vectors.edus,
-            };
+            let values = stored.get()?.rows(target);
             for &id in ids {
-                let at = graph.entries[id].item as usize * d;
-                let row = values.get(at..at + d).ok_or_else(|| Error::Invariant {
-                    doc: (*doc).to_owned(),
-                    message: "stored vectors shorter than the index expects".into(),
+                let row = (values.row(graph.entries[id].item as usize)).ok_or_else(|| {
+                    Error::Invariant {
+                        doc: (*doc).to_owned(),
+                        message: "stored vectors shorter than the index expects".into(),
+                    }
                 })?;
-                let score: f32 = row.iter().zip(query).map(|(x, q)| x.to_native() * q).sum();
-                scored.push((id, score));
+                scored.push((id, score(row.dot(query))));
             }
         }
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

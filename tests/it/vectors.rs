@@ -461,10 +461,11 @@ fn an_application_embedders_vectors_are_stored_unit_length_and_must_be_finite() 
     )
     .unwrap();
     ingest_markdown(&db, "garden", TOPICS[0].1);
-    // An EDU's own text finds it at cosine 1, not at the vectors' length².
+    // An EDU's own text finds it at cosine 1 (within the rounding of the
+    // store's 8-bit rows), not at the vectors' length² (49).
     let text = "Prune roses in late winter while they are dormant.";
     let hits = db.nearest(text, edudb::Target::Edus, 1, true).unwrap();
-    assert!((hits[0].score - 1.0).abs() < 1e-4, "{}", hits[0].score);
+    assert!((hits[0].score - 1.0).abs() < 0.01, "{}", hits[0].score);
     drop(db);
     let dir = TempDir::new().unwrap();
     let db = Db::open_with(

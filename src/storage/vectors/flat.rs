@@ -189,8 +189,7 @@ impl MappedTable {
                     continue;
                 }
                 let vector = &table.vectors[at * dimension..(at + 1) * dimension];
-                // As the graph scores (1 − its distance), to the same bits.
-                let score = 1.0 - (1.0 - dot(vector, query)).max(0.0);
+                let score = super::score(dot(vector, query));
                 if best.len() == k && score <= best[k - 1].0 {
                     continue;
                 }
