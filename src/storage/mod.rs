@@ -1,10 +1,13 @@
 //! Persistence: the document store ([`store`], the only module that calls
-//! sled; the source of truth), the full-text index ([`fulltext`],
+//! sled; the source of truth; its large records in files of their own,
+//! [`record_files`]; its vectors read in either layout,
+//! [`vector_record`]), the full-text index ([`fulltext`],
 //! tantivy) and the vector index ([`vectors`], hnsw_rs), both derived from
 //! the store. This layer imports `model`, `compute` (the vector index's
 //! distance) and `error`; it neither analyses nor embeds.
 
 pub mod fulltext;
+pub mod record_files;
 pub mod store;
 pub mod vector_record;
 pub mod vectors;

@@ -9,12 +9,16 @@
 //!   replay to catch up;
 //! - records are rkyv archives, validated on access and read in place
 //!   (rkyv's `unaligned` layout, so sled's unaligned buffers need no copy);
-//! - a record over [`PIECE_BYTES`] is stored as numbered pieces under their
-//!   own key prefix, with a small manifest in its place. sled reads a leaf
-//!   page (4–16 neighbouring keys) whole, so a large value beside a
-//!   document's metadata would make listing cost that document's size;
-//!   with pieces no page holds more than 16 pieces, and listings read
-//!   metadata pages only.
+//! - a record over [`PIECE_BYTES`] is kept in a file of its own
+//!   ([`RecordFiles`], value separation), with a small manifest in its
+//!   place. sled reads a leaf page (4–16 neighbouring keys) whole, so a
+//!   large value beside a document's metadata would make listing cost that
+//!   document's size, and sled writes a large value twice and keeps both.
+//!   The file is synced before the batch naming it is applied and deleted
+//!   only after the batch replacing it is flushed ([`Store::flush`]);
+//!   files no manifest names (a crash in between) are deleted at open.
+//!   Stores of format 6 and older kept such records as numbered pieces in
+//!   sled, which are read and removed as before;
 //!
 //! - a session's turn is written with its dialogue record (the session's
 //!   tree, key prefix `S`) in the same batch as the turn's document, and a
@@ -52,13 +56,14 @@ use crate::model::document::{
 use crate::model::edu::{ArchivedEdu, Edu};
 use crate::model::rank::Target;
 use crate::model::tree::{ArchivedTree, Tree};
+use crate::storage::record_files::{RecordFile, RecordFiles};
 use crate::storage::vector_record::VectorRecord;
 
 /// Version of the on-disk layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 7;
 
 /// Older layouts this one upgrades at open, in one batch with the new
-/// [`FORMAT_VERSION`] record: version 3 had no pieced records, and its
+/// [`FORMAT_VERSION`] record: version 3 had no large records apart, and its
 /// whole records are read as before (a later write of a document stores it
 /// pieced); versions 3 and 4 stored turns without a time, so their
 /// dialogue records are rewritten ([`crate::model::dialogue::v4`]);
@@ -66,16 +71,15 @@ pub const FORMAT_VERSION: u32 = 7;
 /// their DAG records are rewritten ([`crate::model::dag::v5`]); versions 3
 /// to 6 stored vectors as `f32` rows, which are read as they are (a lazy
 /// upgrade: a document's next write stores them in 8 bits), so opening
-/// such a store rewrites none of them.
+/// such a store rewrites none of them; versions 4 to 6 kept large records
+/// as pieces in sled, which are read and removed as they are.
 const UPGRADABLE_VERSIONS: [u32; 4] = [3, 4, 5, 6];
 
 /// The versions whose dialogue records are upgraded at open.
 const TIMELESS_TURN_VERSIONS: [u32; 2] = [3, 4];
 
-/// Records larger than this are stored in pieces of this size. A listing
-/// reads at most a page of 16 pieces (4 MiB) beside the metadata; smaller
-/// pieces cost sled more space (64 KiB pieces: +32% on the RFC corpus;
-/// 256 KiB: +1–4%).
+/// Records larger than this are kept in files of their own (stores of
+/// format 6 and older kept them as pieces of this size in sled).
 pub const PIECE_BYTES: usize = 256 << 10;
 
 /// How long [`Store::open`] waits for a previous in-process `Store` on the
@@ -163,12 +167,17 @@ const SESSION: u8 = b'S';
 /// [`LlmCost`]), kept only for documents built with a model; added without
 /// a format bump, like sessions: a new kind under a new prefix.
 const COST: u8 = b'C';
-/// The manifest of a pieced record: `H`, the record's kind, the id; the
-/// value is the piece count (u32) and the record's length (u64), big-endian.
+/// The manifest of a record kept apart: `H`, the record's kind, the id;
+/// the value is a [`RecordFile`], or, in stores of format 6 and older, a
+/// [`Manifest`] of pieces.
 const MANIFEST: u8 = b'H';
-/// A piece of a record: `P`, the record's kind, the id, a 0 byte, the
-/// piece's index (u32, big-endian, so pieces sort in order).
+/// A piece of a record (format 6 and older): `P`, the record's kind, the
+/// id, a 0 byte, the piece's index (u32, big-endian, so pieces sort in
+/// order).
 const PIECE: u8 = b'P';
+/// The directory of the record files, inside the store's directory (sled
+/// leaves other names there alone).
+const RECORD_FILES_DIR: &str = "records";
 const RECORDS: [u8; 7] = [META, TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG];
 /// The records that may be pieced (metadata is always small).
 const PIECEABLE: [u8; 6] = [TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG];
@@ -179,6 +188,11 @@ pub struct Store {
     /// Dropped with the store unless it was abandoned (see [`Store::failure`]).
     db: std::mem::ManuallyDrop<sled::Db>,
     dir: PathBuf,
+    /// The files of records kept apart.
+    files: RecordFiles,
+    /// Files of replaced or removed records, deleted at the next flush
+    /// (once the batches that dropped them are durable).
+    stale_files: std::sync::Mutex<Vec<String>>,
     /// Why the handle was abandoned: the first file-system failure sled
     /// reported through it.
     abandoned: std::sync::OnceLock<String>,
@@ -225,6 +239,10 @@ struct Batch {
     writes: sled::Batch,
     bytes: u64,
     reclaims: bool,
+    /// Record files to write before the batch is applied.
+    files: Vec<(String, Vec<u8>)>,
+    /// Record files the batch drops, deleted once it is durable.
+    stale: Vec<String>,
 }
 
 impl Batch {
@@ -243,6 +261,11 @@ impl Batch {
 
     fn remove(&mut self, key: &[u8]) {
         self.writes.remove(key);
+    }
+
+    fn add_file(&mut self, name: String, bytes: &[u8]) {
+        self.bytes += bytes.len() as u64;
+        self.files.push((name, bytes.to_vec()));
     }
 }
 
@@ -382,9 +405,19 @@ fn piece_key(kind: u8, id: &str, index: u32) -> Vec<u8> {
     key
 }
 
-/// A pieced record's manifest: how many pieces, the record's length, and
-/// the CRC-32 of the whole record (so a read that raced a replacement of
-/// the record, or a damaged piece, is caught rather than returned).
+/// Where a record kept apart lives.
+#[derive(Debug, Clone, PartialEq)]
+enum Kept {
+    /// In a file of its own.
+    File(RecordFile),
+    /// In pieces in sled (format 6 and older).
+    Pieces(Manifest),
+}
+
+/// A pieced record's manifest (format 6 and older): how many pieces, the
+/// record's length, and the CRC-32 of the whole record (so a read that
+/// raced a replacement of the record, or a damaged piece, is caught rather
+/// than returned).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Manifest {
     pieces: u32,
@@ -393,6 +426,10 @@ struct Manifest {
 }
 
 impl Manifest {
+    /// Length of an encoded manifest.
+    const LEN: usize = 16;
+
+    #[cfg(test)]
     fn of(bytes: &[u8]) -> Option<Manifest> {
         Some(Manifest {
             pieces: u32::try_from(bytes.len().div_ceil(PIECE_BYTES)).ok()?,
@@ -401,6 +438,7 @@ impl Manifest {
         })
     }
 
+    #[cfg(test)]
     fn encode(self) -> [u8; 16] {
         let mut bytes = [0; 16];
         bytes[..4].copy_from_slice(&self.pieces.to_be_bytes());
@@ -613,6 +651,8 @@ impl Store {
         let store = Store {
             db: std::mem::ManuallyDrop::new(db),
             dir: dir.to_owned(),
+            files: RecordFiles::new(dir.join(RECORD_FILES_DIR)),
+            stale_files: std::sync::Mutex::default(),
             abandoned: std::sync::OnceLock::new(),
         };
         let version = |v: u32| v.to_string().into_bytes();
@@ -651,7 +691,40 @@ impl Store {
             store.apply(batch)?;
             store.flush()?;
         }
+        store.sweep_record_files()?;
         Ok(store)
+    }
+
+    /// Deletes the record files no manifest names: those of a write a crash
+    /// cut short, or of a replacement whose flush never came. Nothing is
+    /// deleted while any manifest cannot be read, nor on a read-only file
+    /// system.
+    fn sweep_record_files(&self) -> Result<()> {
+        let present = self
+            .files
+            .names()
+            .map_err(|e| io_failed(self.files.dir(), e))?;
+        if present.is_empty() {
+            return Ok(());
+        }
+        let mut named = std::collections::HashSet::new();
+        for entry in self.sled()?.scan_prefix([MANIFEST]) {
+            let Ok((_, value)) = entry else {
+                return Ok(());
+            };
+            if let Some(file) = RecordFile::decode(&value) {
+                named.insert(file.name);
+            } else if value.len() != Manifest::LEN {
+                return Ok(());
+            }
+        }
+        self.files.remove(
+            present
+                .iter()
+                .map(String::as_str)
+                .filter(|n| !named.contains(*n)),
+        );
+        Ok(())
     }
 
     /// Adds to `batch` every dialogue record rewritten from the layout of
@@ -852,9 +925,17 @@ impl Store {
             SPACE_RESERVE
         };
         self.ensure_space(reserve + 2 * batch.bytes, batch.bytes)?;
-        self.sled()?
-            .apply_batch(batch.writes)
-            .map_err(|e| self.failure(e))
+        let db = self.sled()?;
+        (self.files.write(&batch.files)).map_err(|e| io_failed(self.files.dir(), e))?;
+        if let Err(e) = db.apply_batch(batch.writes) {
+            self.files
+                .remove(batch.files.iter().map(|(name, _)| name.as_str()));
+            return Err(self.failure(e));
+        }
+        (self.stale_files.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(batch.stale);
+        Ok(())
     }
 
     /// Refuses a write of `bytes` with [`Error::DiskFull`] unless the
@@ -1024,31 +1105,49 @@ impl Store {
         self.insert_record(batch, PACKED_VECTORS, id, &archive(&pack(vectors))?)?;
         // The document's `f32` vectors from before format 7, if any.
         batch.remove(&key(VECTORS, id));
-        batch.remove(&manifest_key(VECTORS, id));
-        self.remove_pieces(batch, VECTORS, id, 0)?;
+        self.remove_kept_apart(batch, VECTORS, id)?;
         self.insert_record(batch, DAG, id, &archive(dag)?)
     }
 
     /// Adds record `kind` of document `id` to `batch`: whole when it is at
-    /// most [`PIECE_BYTES`], else as pieces with a manifest; whatever was
-    /// stored for it before (whole or pieced) is replaced entirely.
+    /// most [`PIECE_BYTES`], else in a file of its own with a manifest;
+    /// whatever was stored for it before (whole, in a file or pieced) is
+    /// replaced entirely.
     fn insert_record(&self, batch: &mut Batch, kind: u8, id: &str, bytes: &[u8]) -> Result<()> {
-        let stale_from = if bytes.len() > PIECE_BYTES {
-            let manifest = Manifest::of(bytes).ok_or_else(|| {
-                Error::Storage(format!("record {}{id} is too large", kind as char))
-            })?;
+        self.remove_kept_apart(batch, kind, id)?;
+        if bytes.len() > PIECE_BYTES {
+            let file = RecordFile::of(bytes);
             batch.remove(&key(kind, id));
-            batch.insert(&manifest_key(kind, id), &manifest.encode());
-            for (index, piece) in (0..).zip(bytes.chunks(PIECE_BYTES)) {
-                batch.insert(&piece_key(kind, id, index), piece);
-            }
-            manifest.pieces
+            batch.insert(&manifest_key(kind, id), &file.encode());
+            batch.add_file(file.name, bytes);
         } else {
             batch.insert(&key(kind, id), bytes);
-            batch.remove(&manifest_key(kind, id));
-            0
-        };
-        self.remove_pieces(batch, kind, id, stale_from)?;
+        }
+        Ok(())
+    }
+
+    /// Adds to `batch` the removal of record `kind` of document `id` where
+    /// it is kept apart: its manifest, and its file (deleted once the batch
+    /// is durable) or its pieces. A damaged manifest does not stop it: the
+    /// pieces are found by a scan, and a file is left to the sweep at open.
+    fn remove_kept_apart(&self, batch: &mut Batch, kind: u8, id: &str) -> Result<()> {
+        match self.manifest(kind, id) {
+            Ok(Some(Kept::File(file))) => batch.stale.push(file.name),
+            Ok(Some(Kept::Pieces(manifest))) => {
+                for index in 0..manifest.pieces {
+                    batch.remove(&piece_key(kind, id, index));
+                }
+            }
+            Ok(None) => {}
+            Err(_) => {
+                let start = piece_key(kind, id, 0);
+                let end = piece_key(kind, id, u32::MAX);
+                for key in self.sled()?.range(start..=end).keys().map_while(|k| k.ok()) {
+                    batch.remove(&key);
+                }
+            }
+        }
+        batch.remove(&manifest_key(kind, id));
         Ok(())
     }
 
@@ -1061,41 +1160,24 @@ impl Store {
         }
         batch.remove(&key(COST, id));
         for kind in PIECEABLE {
-            batch.remove(&manifest_key(kind, id));
-            self.remove_pieces(batch, kind, id, 0)?;
+            self.remove_kept_apart(batch, kind, id)?;
         }
         Ok(())
     }
 
-    /// Adds the removal of the pieces of record `kind` of document `id`
-    /// from index `from` on: those its manifest counts, or, when the
-    /// manifest cannot be read, every piece a scan finds.
-    fn remove_pieces(&self, batch: &mut Batch, kind: u8, id: &str, from: u32) -> Result<()> {
-        match self.manifest(kind, id) {
-            Ok(Some(manifest)) => {
-                for index in from..manifest.pieces {
-                    batch.remove(&piece_key(kind, id, index));
-                }
-            }
-            Ok(None) => {}
-            Err(_) => {
-                let start = piece_key(kind, id, from);
-                let end = piece_key(kind, id, u32::MAX);
-                for key in self.sled()?.range(start..=end).keys().map_while(|k| k.ok()) {
-                    batch.remove(&key);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The manifest of record `kind` of document `id`, when it is pieced.
-    fn manifest(&self, kind: u8, id: &str) -> Result<Option<Manifest>> {
-        self.sled()?
+    /// Where record `kind` of document `id` is kept, when it is kept apart.
+    fn manifest(&self, kind: u8, id: &str) -> Result<Option<Kept>> {
+        let Some(bytes) = self
+            .sled()?
             .get(manifest_key(kind, id))
             .map_err(|e| self.failure(e))?
-            .map(|bytes| Manifest::decode(&bytes, kind, id))
-            .transpose()
+        else {
+            return Ok(None);
+        };
+        if let Some(file) = RecordFile::decode(&bytes) {
+            return Ok(Some(Kept::File(file)));
+        }
+        Manifest::decode(&bytes, kind, id).map(|m| Some(Kept::Pieces(m)))
     }
 
     /// Record `kind` of document `id`, whole or joined from its pieces.
@@ -1114,15 +1196,33 @@ impl Store {
             {
                 return Ok(Some(whole));
             }
-            let Some(manifest) = self.manifest(kind, id)? else {
-                return Ok(None);
+            let joined = match self.manifest(kind, id)? {
+                None => return Ok(None),
+                Some(Kept::Pieces(manifest)) => self.join_pieces(kind, id, manifest)?,
+                Some(Kept::File(file)) => self.read_file(kind, id, &file)?,
             };
-            match self.join_pieces(kind, id, manifest)? {
+            match joined {
                 Ok(joined) => return Ok(Some(joined.into())),
                 Err(damage) if attempt + 1 == READS => return Err(damage),
                 Err(_) => attempt += 1,
             }
         }
+    }
+
+    /// The record `file` holds; the inner error when it is missing or does
+    /// not match its manifest (a replacement deleted it after this read its
+    /// manifest, or damage).
+    fn read_file(&self, kind: u8, id: &str, file: &RecordFile) -> Result<Result<Vec<u8>>> {
+        let damage = |message: String| Error::Corrupt {
+            key: format!("{}{id}", kind as char),
+            message,
+        };
+        Ok(match self.files.read(file) {
+            Ok(Some(bytes)) => Ok(bytes),
+            Ok(None) => Err(damage(format!("record file {} is missing", file.name))),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(damage(e.to_string())),
+            Err(e) => return Err(io_failed(self.files.dir(), e)),
+        })
     }
 
     /// The pieces `manifest` lists, joined; the inner error when they do
@@ -1296,12 +1396,20 @@ impl Store {
         self.sled()?
             .flush()
             .map(|_| ())
-            .map_err(|e| self.failure(e))
+            .map_err(|e| self.failure(e))?;
+        // The batches that dropped these files are durable now.
+        let stale = std::mem::take(
+            &mut *(self.stale_files.lock()).unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        self.files.remove(stale.iter().map(String::as_str));
+        Ok(())
     }
 
-    /// Bytes the engine occupies on disk.
+    /// Bytes the store occupies on disk: sled's files and the record files.
     pub fn size_on_disk(&self) -> Result<u64> {
-        self.sled()?.size_on_disk().map_err(|e| self.failure(e))
+        let sled = self.sled()?.size_on_disk().map_err(|e| self.failure(e))?;
+        let files = (self.files.bytes()).map_err(|e| io_failed(self.files.dir(), e))?;
+        Ok(sled + files)
     }
 
     /// Validates every record: no orphan records, every listed document
@@ -1419,7 +1527,7 @@ impl Store {
                 .and_then(|b| <[u8; 4]>::try_from(b).ok())
                 .map(u32::from_be_bytes);
             let counted = match (index, self.manifest(kind, &id)) {
-                (Some(index), Ok(Some(manifest))) => index < manifest.pieces,
+                (Some(index), Ok(Some(Kept::Pieces(manifest)))) => index < manifest.pieces,
                 _ => false,
             };
             if !counted {
@@ -2208,16 +2316,21 @@ mod tests {
                 let id = doc.meta.id.as_str();
                 let mut batch = Batch::default();
                 batch.remove(&key(PACKED_VECTORS, id));
-                batch.remove(&manifest_key(PACKED_VECTORS, id));
                 store
-                    .remove_pieces(&mut batch, PACKED_VECTORS, id, 0)
-                    .unwrap();
-                store
-                    .insert_record(&mut batch, VECTORS, id, &archive(old).unwrap())
+                    .remove_kept_apart(&mut batch, PACKED_VECTORS, id)
                     .unwrap();
                 store.apply(batch).unwrap();
+                let old = archive(old).unwrap();
+                if old.len() > PIECE_BYTES {
+                    store_pieced(&store, VECTORS, id, &old);
+                } else {
+                    store.db.insert(key(VECTORS, id), old.as_slice()).unwrap();
+                }
             }
-            assert!(store.manifest(VECTORS, "big").unwrap().is_some());
+            assert!(matches!(
+                store.manifest(VECTORS, "big").unwrap(),
+                Some(Kept::Pieces(_))
+            ));
             store.db.insert(VERSION_KEY, b"6".as_slice()).unwrap();
             store.flush().unwrap();
         }
@@ -2247,7 +2360,9 @@ mod tests {
         assert_eq!(store.check().unwrap(), 2);
         // Removal takes the old layout's pieces too.
         store.remove("big").unwrap();
+        store.flush().unwrap();
         assert_eq!(stored_keys(&store, "big"), 0);
+        assert_eq!(files_present(&store), Vec::<String>::new());
     }
 
     /// How many keys name document `id`: whole records, manifests, pieces.
@@ -2270,30 +2385,71 @@ mod tests {
         doc(id, &paragraph.repeat(bytes / paragraph.len() + 1))
     }
 
+    /// Stores record `kind` of `id` as stores of format 6 and older did:
+    /// in pieces in sled, with a [`Manifest`].
+    fn store_pieced(store: &Store, kind: u8, id: &str, bytes: &[u8]) {
+        let mut batch = Batch::default();
+        store.remove_kept_apart(&mut batch, kind, id).unwrap();
+        batch.remove(&key(kind, id));
+        let manifest = Manifest::of(bytes).unwrap();
+        batch.insert(&manifest_key(kind, id), &manifest.encode());
+        for (index, piece) in (0..).zip(bytes.chunks(PIECE_BYTES)) {
+            batch.insert(&piece_key(kind, id, index), piece);
+        }
+        store.apply(batch).unwrap();
+        store.flush().unwrap();
+    }
+
+    /// The record files present, sorted.
+    fn files_present(store: &Store) -> Vec<String> {
+        let mut names = store.files.names().unwrap();
+        names.sort();
+        names
+    }
+
+    /// The record files the manifests name, sorted.
+    fn files_named(store: &Store) -> Vec<String> {
+        let mut names: Vec<String> = (store.db.scan_prefix([MANIFEST]).values())
+            .filter_map(|v| RecordFile::decode(&v.unwrap()))
+            .map(|f| f.name)
+            .collect();
+        names.sort();
+        names
+    }
+
     #[test]
-    fn large_records_are_stored_in_pieces_that_are_replaced_and_removed_whole() {
+    fn large_records_are_kept_in_files_that_are_replaced_and_removed_whole() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        for (bytes, pieced) in [
+        for (bytes, apart) in [
             (3 * PIECE_BYTES, true),
             (PIECE_BYTES + PIECE_BYTES / 2, true),
             (2_000, false),
             (2 * PIECE_BYTES, true),
         ] {
+            let before = files_named(&store);
             let big = large("big", bytes);
             put(&store, &big);
             let stored = store.get("big").unwrap().unwrap();
             assert_eq!(stored.to_document().unwrap(), big);
             let manifest = store.manifest(TEXT, "big").unwrap();
-            assert_eq!(manifest.is_some(), pieced, "{bytes} bytes");
-            assert_eq!(store.db.contains_key(key(TEXT, "big")).unwrap(), !pieced);
+            assert_eq!(manifest.is_some(), apart, "{bytes} bytes");
+            assert_eq!(store.db.contains_key(key(TEXT, "big")).unwrap(), !apart);
             if let Some(manifest) = manifest {
-                assert_eq!(manifest.len, big.text.len() as u64);
-                assert_eq!(
-                    manifest.pieces as usize,
-                    big.text.len().div_ceil(PIECE_BYTES)
-                );
+                let Kept::File(file) = manifest else {
+                    panic!("a new record is kept in a file, not in pieces");
+                };
+                assert_eq!(file.len, big.text.len() as u64);
             }
+            // The replaced record's files stay until the flush that makes
+            // their replacement durable, then go.
+            assert!(
+                before
+                    .iter()
+                    .all(|name| files_present(&store).contains(name))
+            );
+            store.flush().unwrap();
+            assert_eq!(files_present(&store), files_named(&store), "{bytes} bytes");
             // Nothing stale is left behind: check would name it.
             assert_eq!(store.check().unwrap(), 1, "{bytes} bytes");
             for entry in store.db.iter() {
@@ -2302,15 +2458,112 @@ mod tests {
             }
         }
         store.remove("big").unwrap();
+        store.flush().unwrap();
         assert_eq!(stored_keys(&store, "big"), 0);
+        assert_eq!(files_present(&store), Vec::<String>::new());
         assert_eq!(store.check().unwrap(), 0);
+    }
+
+    #[test]
+    fn record_files_no_manifest_names_are_deleted_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = large("big", 2 * PIECE_BYTES);
+        let kept;
+        {
+            let store = Store::open(dir.path()).unwrap();
+            put(&store, &big);
+            store.flush().unwrap();
+            kept = files_named(&store);
+            // A write cut short before its batch: its file, no manifest.
+            let cut = RecordFile::of(b"never committed");
+            store
+                .files
+                .write(&[(cut.name, b"never committed".to_vec())])
+                .unwrap();
+            // A replacement whose flush never came: the old files stay.
+            put(&store, &big);
+            assert_eq!(files_present(&store).len(), 2 * kept.len() + 1);
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(files_present(&store), files_named(&store));
+        assert_eq!(
+            store.get("big").unwrap().unwrap().to_document().unwrap(),
+            big
+        );
+        assert_eq!(store.check().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_missing_or_altered_record_file_is_damage_and_still_removable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        put(&store, &large("big", 3 * PIECE_BYTES));
+        put(&store, &doc("small", "A small document beside it."));
+        let Some(Kept::File(text)) = store.manifest(TEXT, "big").unwrap() else {
+            panic!("the text is kept in a file");
+        };
+        let path = dir.path().join(RECORD_FILES_DIR).join(&text.name);
+        // Same length, other bytes: only the checksum can tell.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[10] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = store.get("big").err().unwrap();
+        assert!(err.to_string().contains("do not match"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        let err = store.get("big").err().unwrap();
+        assert!(err.to_string().contains("is missing"), "{err}");
+        let damaged: Vec<String> = (store.check_all(&Default::default()).unwrap().damaged)
+            .into_iter()
+            .map(|d| d.doc)
+            .collect();
+        assert_eq!(damaged, ["big"]);
+        store.remove("big").unwrap();
+        store.flush().unwrap();
+        assert_eq!(stored_keys(&store, "big"), 0);
+        assert_eq!(files_present(&store), Vec::<String>::new());
+        assert_eq!(store.check().unwrap(), 1);
+    }
+
+    #[test]
+    fn pieced_records_of_format_6_are_read_then_rewritten_to_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let big = large("big", 3 * PIECE_BYTES);
+        put(&store, &big);
+        store_pieced(&store, TEXT, "big", big.text.as_bytes());
+        assert!(matches!(
+            store.manifest(TEXT, "big").unwrap(),
+            Some(Kept::Pieces(_))
+        ));
+        assert_eq!(
+            store.get("big").unwrap().unwrap().to_document().unwrap(),
+            big
+        );
+        assert_eq!(store.check().unwrap(), 1);
+        put(&store, &big);
+        assert!(matches!(
+            store.manifest(TEXT, "big").unwrap(),
+            Some(Kept::File(_))
+        ));
+        assert_eq!(store.db.scan_prefix([PIECE]).count(), 0);
+        assert_eq!(
+            store.get("big").unwrap().unwrap().to_document().unwrap(),
+            big
+        );
+        store_pieced(&store, TEXT, "big", big.text.as_bytes());
+        store.remove("big").unwrap();
+        store.flush().unwrap();
+        assert_eq!(stored_keys(&store, "big"), 0);
+        assert_eq!(files_present(&store), Vec::<String>::new());
     }
 
     #[test]
     fn a_missing_or_stray_piece_is_named_as_damage() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        put(&store, &large("big", 3 * PIECE_BYTES));
+        let big = large("big", 3 * PIECE_BYTES);
+        put(&store, &big);
+        store_pieced(&store, TEXT, "big", big.text.as_bytes());
         put(&store, &doc("small", "A small document beside it."));
         store.db.remove(piece_key(TEXT, "big", 1)).unwrap();
         let err = store.get("big").err().unwrap();
@@ -2335,7 +2588,9 @@ mod tests {
     fn an_altered_piece_or_a_damaged_manifest_is_caught_and_still_removable() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        put(&store, &large("big", 3 * PIECE_BYTES));
+        let big = large("big", 3 * PIECE_BYTES);
+        put(&store, &big);
+        store_pieced(&store, TEXT, "big", big.text.as_bytes());
         // Same length, other bytes: only the checksum can tell.
         let piece = piece_key(TEXT, "big", 1);
         let mut bytes = store.db.get(&piece).unwrap().unwrap().to_vec();
