@@ -205,7 +205,7 @@ mod tests {
         let file = RecordFile::of(&record);
         files.write(&[(file.name.clone(), record.clone())]).unwrap();
         assert_eq!(files.read(&file).unwrap(), Some(record));
-        assert_eq!(files.names().unwrap(), [file.name.clone()]);
+        assert_eq!(files.names().unwrap(), std::slice::from_ref(&file.name));
         assert_eq!(files.bytes().unwrap(), 1000);
         // A name already taken is refused, never overwritten.
         assert!(files.write(&[(file.name.clone(), vec![1])]).is_err());
