@@ -68,7 +68,7 @@ fn bench_build(c: &mut Criterion) {
         b.iter(|| {
             build(
                 &doc,
-                &EduVectors {
+                &EduVectors::Full {
                     values: &vectors,
                     dimension: 256,
                 },

@@ -25,6 +25,7 @@ use edudb::compute::embed::Embedder;
 use edudb::compute::embed::http::{HttpConfig, HttpEmbedder};
 use edudb::compute::embed::local::LocalEmbedder;
 use edudb::ingest::dag::attention::{AttentionSource, ComputedAttention};
+use edudb::ingest::dag::ip::EduVectors;
 use edudb::ingest::dag::model_attention::ModelAttention;
 use edudb::ingest::pipeline::{analyze, build_dag, embed_document};
 use edudb::{Document, Format};
@@ -144,7 +145,14 @@ fn main() {
     group.sample_size(10);
     for (name, source) in sources {
         group.bench_function(name, |b| {
-            b.iter(|| build_dag(&doc, &vectors.edus, vectors.dimension as usize, source).unwrap())
+            b.iter(|| {
+                build_dag(
+                    &doc,
+                    EduVectors::packed(&vectors.edus, vectors.dimension as usize),
+                    source,
+                )
+                .unwrap()
+            })
         });
     }
     group.finish();
@@ -177,9 +185,13 @@ fn main() {
         "dag_build: {} EDUs, {} tokens (o200k), {} DAG nodes",
         doc.edus.len(),
         doc.meta.tokens,
-        build_dag(&doc, &vectors.edus, vectors.dimension as usize, &by_model)
-            .unwrap()
-            .nodes
-            .len()
+        build_dag(
+            &doc,
+            EduVectors::packed(&vectors.edus, vectors.dimension as usize),
+            &by_model
+        )
+        .unwrap()
+        .nodes
+        .len()
     );
 }

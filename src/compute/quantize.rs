@@ -1,12 +1,11 @@
-//! Vectors in 8 bits, the form the store keeps them in: each row becomes
-//! signed codes and one scale (a power of two), a quarter of the size of
-//! `f32` rows. The error of one value is at most half a scale step, under
-//! 0.4% of the row's largest magnitude; on unit rows a dot product moves by
-//! about 0.001.
+//! Vectors in 8 bits, the form the store keeps them in and ingest holds
+//! them in: each row becomes signed codes and one scale (a power of two), a
+//! quarter of the size of `f32` rows. The error of one value is at most
+//! half a scale step, under 0.4% of the row's largest magnitude; on unit
+//! rows a dot product moves by about 0.001.
 //!
-//! A power-of-two scale makes the round trip exact: [`snap`]ped values are
-//! exactly the values [`quantize`] keeps, so ingest can build a document's
-//! DAG from the very numbers the store will give back.
+//! A power-of-two scale makes every code times its scale exact in `f32`,
+//! and quantising those values again gives the same codes.
 
 use crate::model::document::{DocVectors, PackedVectors, QuantizedRows};
 
@@ -14,9 +13,9 @@ use crate::model::document::{DocVectors, PackedVectors, QuantizedRows};
 const CODE_MAX: f32 = 127.0;
 
 /// The scale of a row whose largest magnitude is `max`: the smallest power
-/// of two `s` with `max ≤ 127 × s` (0 for a zero row). Products of a power
-/// of two and a code are exact, and the row's largest code is then at
-/// least 64, so quantising the rounded row again picks the same scale.
+/// of two `s` with `max ≤ 127 × s` (0 for a zero row). The row's largest
+/// code is then at least 64, so quantising the rounded row again picks the
+/// same scale.
 fn scale_for(max: f32) -> f32 {
     if max <= 0.0 || !max.is_finite() {
         return 0.0;
@@ -31,41 +30,32 @@ fn scale_for(max: f32) -> f32 {
     scale
 }
 
+/// Appends `row`, in 8 bits, to `rows`.
+pub fn push_row(rows: &mut QuantizedRows, row: &[f32]) {
+    let scale = scale_for(row.iter().fold(0f32, |m, x| m.max(x.abs())));
+    rows.scales.push(scale);
+    rows.codes.extend(row.iter().map(|&x| {
+        if scale == 0.0 {
+            0
+        } else {
+            (x / scale).round().clamp(-CODE_MAX, CODE_MAX) as i8
+        }
+    }));
+}
+
 /// The rows of a row-major matrix of `dimension` columns, in 8 bits. A
 /// trailing partial row (none in a well-formed matrix) is dropped.
 pub fn quantize(values: &[f32], dimension: usize) -> QuantizedRows {
-    let rows = values.len().checked_div(dimension).unwrap_or(0);
-    let mut codes = Vec::with_capacity(rows * dimension);
-    let mut scales = Vec::with_capacity(rows);
-    for row in values.chunks_exact(dimension.max(1)).take(rows) {
-        let scale = scale_for(row.iter().fold(0f32, |m, x| m.max(x.abs())));
-        scales.push(scale);
-        codes.extend(row.iter().map(|&x| {
-            if scale == 0.0 {
-                0
-            } else {
-                (x / scale).round().clamp(-CODE_MAX, CODE_MAX) as i8
-            }
-        }));
-    }
-    QuantizedRows { codes, scales }
-}
-
-/// Rounds the rows of a row-major matrix of `dimension` columns, in place,
-/// to exactly the values their [`quantize`]d form holds.
-pub fn snap(values: &mut [f32], dimension: usize) {
-    let quantized = quantize(values, dimension);
-    for ((row, codes), scale) in (values.chunks_exact_mut(dimension.max(1)))
-        .zip(quantized.codes.chunks_exact(dimension.max(1)))
-        .zip(quantized.scales)
-    {
-        for (x, &code) in row.iter_mut().zip(codes) {
-            *x = f32::from(code) * scale;
+    let mut rows = QuantizedRows::default();
+    if dimension > 0 {
+        for row in values.chunks_exact(dimension) {
+            push_row(&mut rows, row);
         }
     }
+    rows
 }
 
-/// `vectors` in the stored 8-bit form.
+/// `f32` vectors (a record of store format 6 or older) in 8 bits.
 pub fn pack(vectors: &DocVectors) -> PackedVectors {
     let dimension = vectors.dimension as usize;
     PackedVectors {
@@ -75,19 +65,21 @@ pub fn pack(vectors: &DocVectors) -> PackedVectors {
     }
 }
 
+/// The dot product of two rows of codes (scales not applied): exact in
+/// integers, whatever the order of the sum.
+pub fn dot_codes(a: &[i8], b: &[i8]) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| i32::from(x) * i32::from(y))
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
     use crate::compute::vector::{dot, normalise};
-
-    fn dequantized(rows: &QuantizedRows, dimension: usize) -> Vec<f32> {
-        (rows.codes.chunks_exact(dimension))
-            .zip(&rows.scales)
-            .flat_map(|(codes, &scale)| codes.iter().map(move |&c| f32::from(c) * scale))
-            .collect()
-    }
 
     #[test]
     fn a_zero_row_stays_zero_and_scales_are_powers_of_two() {
@@ -101,23 +93,21 @@ mod tests {
             "127 × 2^-8 < 0.5 ≤ 127 × 2^-7"
         );
         assert_eq!(&rows.codes[3..], &[64, -32, 16]);
-        assert_eq!(dequantized(&rows, 3), values);
+        assert_eq!(rows.to_f32(3), values);
     }
 
     proptest! {
         #[test]
-        fn snapped_values_are_exactly_what_is_kept_and_close_to_the_input(
+        fn kept_values_quantise_to_themselves_and_are_close_to_the_input(
             (mut values, dimension) in (1usize..8).prop_flat_map(|d| {
                 (prop::collection::vec(-1.0f32..1.0, 0..=d * 4), Just(d))
             }),
         ) {
             values.truncate(values.len() / dimension * dimension);
-            let original = values.clone();
-            snap(&mut values, dimension);
             let rows = quantize(&values, dimension);
-            prop_assert_eq!(&rows, &quantize(&original, dimension));
-            prop_assert_eq!(dequantized(&rows, dimension), values.clone());
-            for (row, before) in values.chunks(dimension).zip(original.chunks(dimension)) {
+            let kept = rows.to_f32(dimension);
+            prop_assert_eq!(&quantize(&kept, dimension), &rows);
+            for (row, before) in kept.chunks(dimension).zip(values.chunks(dimension)) {
                 let max = before.iter().fold(0f32, |m, x| m.max(x.abs()));
                 for (x, y) in row.iter().zip(before) {
                     prop_assert!((x - y).abs() <= max / 127.0 + f32::EPSILON, "{x} vs {y}");
@@ -134,8 +124,11 @@ mod tests {
             normalise(&mut a);
             normalise(&mut b);
             let exact = dot(&a, &b);
-            snap(&mut a, 256);
-            prop_assert!((dot(&a, &b) - exact).abs() < 0.01, "{} vs {exact}", dot(&a, &b));
+            let (qa, qb) = (quantize(&a, 256), quantize(&b, 256));
+            prop_assert!((dot(&qa.to_f32(256), &b) - exact).abs() < 0.01);
+            let both = dot_codes(&qa.codes, &qb.codes) as f32 * qa.scales[0] * qb.scales[0];
+            prop_assert!((both - exact).abs() < 0.01, "{both} vs {exact}");
+            prop_assert!((both - dot(&qa.to_f32(256), &qb.to_f32(256))).abs() < 1e-5);
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::engine::Engine;
 use crate::engine::VECTORS_DIR;
 use crate::engine::cache::CachedDocument;
 use crate::error::{Error, Result};
+use crate::ingest::dag::ip::EduVectors;
 use crate::model::cost::LlmCost;
 use crate::model::dag::{Dag, DagListing};
 use crate::model::document::DocMeta;
@@ -17,6 +18,7 @@ use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
 use crate::storage::store::{Damage, FORMAT_VERSION, StoredDoc};
+use crate::storage::vector_record::Rows;
 use crate::storage::vectors::{EXACT_SCOPE_LIMIT, MappedTable, VectorCounts, search_stored};
 
 /// Graph searches a process answers from the flat tables before it loads
@@ -348,6 +350,30 @@ impl Engine {
     /// their dimension.
     pub(crate) fn node_vectors(&self, id: &str) -> Result<(Vec<f32>, usize)> {
         self.stored_vectors(id, Target::Nodes)
+    }
+
+    /// `f` applied to document `id`'s stored EDU vectors, in the layout
+    /// they were stored in (reading its vector record alone).
+    pub(crate) fn with_edu_vectors<T>(
+        &self,
+        id: &str,
+        f: impl FnOnce(EduVectors<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let stored = self
+            .store
+            .vectors(id)?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
+        match stored.get()?.rows(Target::Edus) {
+            rows @ Rows::Full(_, dimension) => f(EduVectors::Full {
+                values: &rows.values(),
+                dimension,
+            }),
+            Rows::Packed(codes, scales, dimension) => f(EduVectors::Packed {
+                codes,
+                scales: &scales.iter().map(|s| s.to_native()).collect::<Vec<f32>>(),
+                dimension,
+            }),
+        }
     }
 
     /// Document `id`'s stored vectors of `target` and their dimension,

@@ -13,12 +13,12 @@ use crate::error::{Error, Result};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
 use crate::model::dialogue::Dialogue;
-use crate::model::document::{DocVectors, Document};
+use crate::model::document::{Document, PackedVectors};
 use crate::model::ids::parse_turn_id;
 use crate::progress::{CancelToken, Progress};
 
 /// A document with its vectors and DAG: what one document's write holds.
-type Record = (Document, DocVectors, Dag);
+type Record = (Document, PackedVectors, Dag);
 
 /// What [`crate::Db::salvage`] copied and what it left behind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -153,7 +153,7 @@ impl Engine {
         let Some((doc, vectors, dag)) = self.store().checked_records(id)? else {
             return Ok(None);
         };
-        Ok(Some((doc, vectors.to_vectors()?, dag)))
+        Ok(Some((doc, vectors.to_packed()?, dag)))
     }
 
     /// Session `id`'s dialogue and every turn's records, each readable and

@@ -17,7 +17,7 @@ use crate::ingest::sources::{Origin, Source};
 use crate::ingest::tree::llm::{LlmStructurer, StructurerOptions};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
-use crate::model::document::{DocMeta, DocVectors, Document};
+use crate::model::document::{DocMeta, Document, PackedVectors};
 use crate::progress::{CancelToken, Progress};
 use crate::storage::fulltext::FullText;
 
@@ -144,6 +144,9 @@ impl Engine {
                         llm,
                     }) => {
                         self.store.put(&doc, &vectors, &dag, &llm)?;
+                        // Most of a large document's memory: not held
+                        // while its full-text entries are made.
+                        drop((vectors, dag));
                         self.index_put(&mut fulltext, &doc).inspect_err(|_| {
                             self.fulltext_behind.store(true, Ordering::SeqCst);
                         })?;
@@ -302,7 +305,7 @@ impl Engine {
         id: &str,
         text: String,
         format: crate::model::document::Format,
-    ) -> Result<(Document, DocVectors, Dag)> {
+    ) -> Result<(Document, PackedVectors, Dag)> {
         prepare_text(id, text, format, self.embedder.as_ref(), self.device())
     }
 
@@ -318,9 +321,9 @@ impl Engine {
                     .into(),
             });
         }
-        let (edu_vectors, dimension) = self.edu_vectors(id)?;
         let source = supplied.source(self.device());
-        let dag = build_dag(&loaded.document, &edu_vectors, dimension, &source)?;
+        let dag =
+            self.with_edu_vectors(id, |vectors| build_dag(&loaded.document, vectors, &source))?;
         source.check_all_used(id)?;
         if dag.nodes != loaded.dag.nodes {
             return Err(Error::DagInput {

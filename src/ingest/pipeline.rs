@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::compute::device::Device;
 use crate::compute::embed::{EmbedError, Embedder, normalise};
-use crate::compute::quantize::snap;
+use crate::compute::quantize::push_row;
 use crate::error::{Error, Result};
 use crate::ingest::dag::attention::{AttentionSource, ComputedAttention};
 use crate::ingest::dag::bridge::BridgeIpMaker;
@@ -22,7 +22,7 @@ use crate::ingest::tree::llm::LlmStructurer;
 use crate::ingest::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, Tree, TreeBuilder};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
-use crate::model::document::{DocMeta, DocVectors, Document, Format};
+use crate::model::document::{DocMeta, Document, Format, PackedVectors, QuantizedRows};
 use crate::model::edu::{Edu, EduKind};
 use crate::model::tokens;
 
@@ -142,7 +142,7 @@ pub struct Prepared {
     /// The analysed document.
     pub doc: Document,
     /// Its node and EDU vectors.
-    pub vectors: DocVectors,
+    pub vectors: PackedVectors,
     /// Its DAG.
     pub dag: Dag,
     /// The language-model work spent on it.
@@ -428,7 +428,7 @@ pub fn prepare_text(
     format: Format,
     embedder: &dyn Embedder,
     device: &Device,
-) -> Result<(Document, DocVectors, Dag)> {
+) -> Result<(Document, PackedVectors, Dag)> {
     let doc = analyze(id, text, format)?;
     let (vectors, dag, _) = embed_and_link(&doc, embedder, device, None)?;
     Ok((doc, vectors, dag))
@@ -441,7 +441,7 @@ fn embed_and_link(
     embedder: &dyn Embedder,
     device: &Device,
     writer: Option<&LlmIpWriter<'_>>,
-) -> Result<(DocVectors, Dag, LlmCost)> {
+) -> Result<(PackedVectors, Dag, LlmCost)> {
     let vectors = embed_document(doc, embedder)?;
     // A store embedding with a local transformer weights its edges with
     // that model's attention.
@@ -451,8 +451,7 @@ fn embed_and_link(
     };
     let (dag, cost) = build_written_dag(
         doc,
-        &vectors.edus,
-        vectors.dimension as usize,
+        EduVectors::packed(&vectors.edus, vectors.dimension as usize),
         attention.as_ref(),
         writer,
     )?;
@@ -465,11 +464,10 @@ fn embed_and_link(
 /// a rebuild has the stored DAG's nodes.
 pub fn build_dag(
     doc: &Document,
-    edu_vectors: &[f32],
-    dimension: usize,
+    edu_vectors: EduVectors<'_>,
     attention: &dyn AttentionSource,
 ) -> Result<Dag> {
-    build_written_dag(doc, edu_vectors, dimension, attention, None).map(|(dag, _)| dag)
+    build_written_dag(doc, edu_vectors, attention, None).map(|(dag, _)| dag)
 }
 
 /// [`build_dag`] with the information points written by `writer` when
@@ -477,17 +475,13 @@ pub fn build_dag(
 /// what the writer cost.
 pub fn build_written_dag(
     doc: &Document,
-    edu_vectors: &[f32],
-    dimension: usize,
+    edu_vectors: EduVectors<'_>,
     attention: &dyn AttentionSource,
     writer: Option<&LlmIpWriter<'_>>,
 ) -> Result<(Dag, LlmCost)> {
     crate::ingest::dag::build::build(
         doc,
-        &EduVectors {
-            values: edu_vectors,
-            dimension,
-        },
+        &edu_vectors,
         &DagConfig::default(),
         &BridgeIpMaker::default(),
         writer,
@@ -495,25 +489,20 @@ pub fn build_written_dag(
     )
 }
 
+/// Texts embedded per call: bounds the rows and representations held
+/// beside the packed vectors they fill.
+const EMBED_BATCH: usize = 1024;
+
 /// One vector per tree node (its full-text representation: title, child
 /// titles, leading text) and per EDU (its text).
-pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<DocVectors> {
-    let representations: Vec<String> = doc
-        .tree
-        .nodes
-        .iter()
-        .map(|node| crate::model::document::representation(doc, node))
-        .collect();
-    let node_texts: Vec<&str> = representations.iter().map(String::as_str).collect();
-    let edu_texts: Vec<&str> = doc
-        .edus
-        .iter()
-        .map(|e| &doc.text[e.start as usize..e.end as usize])
-        .collect();
-    let flatten = |rows: Vec<Vec<f32>>| -> Result<Vec<f32>> {
-        let dimension = embedder.dimension();
-        let mut flat = Vec::with_capacity(rows.len() * dimension);
-        for row in rows {
+pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<PackedVectors> {
+    let dimension = embedder.dimension();
+    // Each row is made unit length, as the index's cosine needs, whoever
+    // embedded it, and kept in the store's 8 bits at once: a large document
+    // never holds its vectors as `f32`, and the DAG is built from the very
+    // numbers the store gives back.
+    let embed = |texts: &[&str], rows: &mut QuantizedRows| -> Result<()> {
+        for mut row in embedder.embed(texts)? {
             if row.len() != dimension {
                 return Err(EmbedError::Dimension {
                     identity: embedder.identity(),
@@ -528,20 +517,34 @@ pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<DocVect
                 }
                 .into());
             }
-            // Unit length, as the index's cosine needs, whoever embedded it,
-            // then rounded to the 8 bits the store keeps: the DAG and the
-            // summaries are built from the numbers later reads give back.
-            let start = flat.len();
-            flat.extend(row);
-            normalise(&mut flat[start..]);
-            snap(&mut flat[start..], dimension);
+            normalise(&mut row);
+            push_row(rows, &row);
         }
-        Ok(flat)
+        Ok(())
     };
-    Ok(DocVectors {
-        dimension: embedder.dimension() as u32,
-        nodes: flatten(embedder.embed(&node_texts)?)?,
-        edus: flatten(embedder.embed(&edu_texts)?)?,
+    let with_room = |rows: usize| QuantizedRows {
+        codes: Vec::with_capacity(rows * dimension),
+        scales: Vec::with_capacity(rows),
+    };
+    let mut nodes = with_room(doc.tree.nodes.len());
+    for batch in doc.tree.nodes.chunks(EMBED_BATCH) {
+        let representations: Vec<String> = (batch.iter())
+            .map(|node| crate::model::document::representation(doc, node))
+            .collect();
+        let texts: Vec<&str> = representations.iter().map(String::as_str).collect();
+        embed(&texts, &mut nodes)?;
+    }
+    let mut edus = with_room(doc.edus.len());
+    for batch in doc.edus.chunks(EMBED_BATCH) {
+        let texts: Vec<&str> = (batch.iter())
+            .map(|e| &doc.text[e.start as usize..e.end as usize])
+            .collect();
+        embed(&texts, &mut edus)?;
+    }
+    Ok(PackedVectors {
+        dimension: dimension as u32,
+        nodes,
+        edus,
     })
 }
 

@@ -18,7 +18,7 @@ use crate::model::dialogue::{
     BranchView, Dialogue, MAX_TURNS, Role, SessionMeta, SessionView, SummaryPick, SummaryText,
     TimedTurns, TopicView, TurnView, span_text,
 };
-use crate::model::document::{DocVectors, Document, Format};
+use crate::model::document::{Document, Format, PackedVectors};
 use crate::model::ids::{turn_doc_id, turn_number, validate_session_id};
 use crate::model::rank::Target;
 use crate::progress::{CancelToken, Progress};
@@ -151,7 +151,7 @@ pub(crate) fn append_turn(engine: &Engine, session: &str, input: TurnInput) -> R
 }
 
 /// A turn analysed before it joins the dialogue: its document, vectors and DAG.
-type Prepared = (Document, DocVectors, Dag);
+type Prepared = (Document, PackedVectors, Dag);
 
 /// The work of [`crate::Db::append_turns`]: every turn is checked and
 /// analysed (in parallel) before anything is written, then placed in
@@ -275,7 +275,10 @@ impl TurnVectors<'_> {
             .checked_sub(self.first)
             .and_then(|i| self.prepared.get(i as usize));
         Ok(match fresh {
-            Some((_, vectors, _)) => (vectors.edus.as_slice().into(), vectors.dimension as usize),
+            Some((_, vectors, _)) => {
+                let dimension = vectors.dimension as usize;
+                (vectors.edus.to_f32(dimension).into(), dimension)
+            }
             None => {
                 let (edus, dimension) =
                     self.engine.edu_vectors(&turn_doc_id(self.session, turn))?;
@@ -330,7 +333,7 @@ fn place_turn(
     session: &str,
     input: &TurnInput,
     doc: &Document,
-    doc_vectors: &DocVectors,
+    doc_vectors: &PackedVectors,
     vectors: &mut TurnVectors<'_>,
 ) -> Result<TurnReceipt> {
     let existing = (!dialogue.turns.is_empty()).then_some(&*dialogue);
@@ -344,12 +347,8 @@ fn place_turn(
     let bytes = [first.start, last.end];
     let tokens = crate::model::tokens::count(span_text(&id, &doc.text, bytes)?);
     let dimension = doc_vectors.dimension as usize;
-    let vector = mean_unit(
-        &doc_vectors.edus,
-        dimension,
-        first.id as usize,
-        last.id as usize,
-    );
+    let edu_vectors = doc_vectors.edus.to_f32(dimension);
+    let vector = mean_unit(&edu_vectors, dimension, first.id as usize, last.id as usize);
     let mut resolved =
         placement::resolve(existing, placement, &vector, &mut |turn| vectors.turn(turn))?;
     if let Some(dialogue) = existing
@@ -359,7 +358,7 @@ fn place_turn(
         resolved = placed_by_model(dialogue, session, resolved, &doc.text, &vector, vectors)?;
     }
     let number = dialogue.turns.len() as u32;
-    let (pick, pick_vector) = summary::turn_summary(number, doc, &doc_vectors.edus, dimension);
+    let (pick, pick_vector) = summary::turn_summary(number, doc, &edu_vectors, dimension);
     let mut stored_pick_vector = |p: &SummaryPick| vectors.pick(p);
     add_turn(
         dialogue,

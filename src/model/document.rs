@@ -123,6 +123,25 @@ pub struct QuantizedRows {
     pub scales: Vec<f32>,
 }
 
+impl QuantizedRows {
+    /// Row `i`'s codes (of `dimension` columns) and scale, if it is there.
+    pub fn row(&self, i: usize, dimension: usize) -> Option<(&[i8], f32)> {
+        let codes = self.codes.get(i * dimension..(i + 1) * dimension)?;
+        Some((codes, *self.scales.get(i)?))
+    }
+
+    /// Every whole row's values, row-major.
+    pub fn to_f32(&self, dimension: usize) -> Vec<f32> {
+        let mut values = Vec::with_capacity(self.codes.len());
+        for (i, &scale) in self.scales.iter().enumerate() {
+            if let Some((codes, _)) = self.row(i, dimension) {
+                values.extend(codes.iter().map(|&c| f32::from(c) * scale));
+            }
+        }
+        values
+    }
+}
+
 /// Tokens of leading text in a node's representation.
 pub const REPRESENTATIVE_TOKENS: u32 = 128;
 

@@ -33,13 +33,15 @@ pub struct RecordFile {
 }
 
 impl RecordFile {
-    /// The manifest of `bytes`, to be written to a new file.
-    pub fn of(bytes: &[u8]) -> RecordFile {
-        RecordFile {
-            len: bytes.len() as u64,
-            crc: crc32fast::hash(bytes),
-            name: new_name(),
-        }
+    /// A name for a new file: the time and a counter of this process (a
+    /// clash is refused by the create, never overwritten).
+    pub fn new_name() -> String {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let count = COUNTER.fetch_add(1, Ordering::Relaxed) ^ u64::from(std::process::id()) << 40;
+        format!("{nanos:016x}{count:016x}")
     }
 
     /// The manifest as sled keeps it: a tag, the length, the CRC, the name.
@@ -67,19 +69,28 @@ impl RecordFile {
     }
 }
 
-/// A name no other file of this store has had: the time and a counter of
-/// this process (a clash is refused by the create, never overwritten).
-fn new_name() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let count = COUNTER.fetch_add(1, Ordering::Relaxed) ^ u64::from(std::process::id()) << 40;
-    format!("{nanos:016x}{count:016x}")
-}
-
 fn is_name(name: &str) -> bool {
     name.len() == NAME_LEN && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A writer that counts and checksums what passes through it.
+struct Checksummed<W> {
+    inner: W,
+    len: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(bytes)?;
+        self.len += n as u64;
+        self.crc.update(&bytes[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// The directory of a store's record files.
@@ -99,27 +110,33 @@ impl RecordFiles {
         &self.dir
     }
 
-    /// Writes each `(name, bytes)` to a new file and syncs the files and
-    /// the directory, so they are durable before a batch names them. On
-    /// failure the files written so far are removed again.
-    pub fn write(&self, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
-        if files.is_empty() {
-            return Ok(());
-        }
+    /// Writes a new file `name` with what `fill` writes (streamed, never
+    /// held whole), syncs it and the directory, and returns its length and
+    /// CRC-32. On failure the file is removed again.
+    pub fn create(
+        &self,
+        name: &str,
+        fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> std::io::Result<(u64, u32)> {
         std::fs::create_dir_all(&self.dir)?;
-        let mut written = Vec::with_capacity(files.len());
-        let result = files.iter().try_for_each(|(name, bytes)| {
-            let path = self.dir.join(name);
-            let mut file = std::fs::File::create_new(&path)?;
-            written.push(name.as_str());
-            file.write_all(bytes)?;
-            file.sync_all()
-        });
-        let result = result.and_then(|()| std::fs::File::open(&self.dir)?.sync_all());
-        if result.is_err() {
-            self.remove(written);
+        let path = self.dir.join(name);
+        let file = std::fs::File::create_new(&path)?;
+        let written = (|| {
+            let mut out = Checksummed {
+                inner: std::io::BufWriter::with_capacity(1 << 20, file),
+                len: 0,
+                crc: crc32fast::Hasher::new(),
+            };
+            fill(&mut out)?;
+            let file = out.inner.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            std::fs::File::open(&self.dir)?.sync_all()?;
+            Ok((out.len, out.crc.finalize()))
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&path);
         }
-        result
+        written
     }
 
     /// The record `file` describes; `Ok(None)` when its file is missing
@@ -186,35 +203,54 @@ mod tests {
 
     #[test]
     fn a_manifest_round_trips_and_a_damaged_one_names_no_path() {
-        let file = RecordFile::of(b"some record");
+        let file = RecordFile {
+            len: 11,
+            crc: crc32fast::hash(b"some record"),
+            name: RecordFile::new_name(),
+        };
         assert_eq!(RecordFile::decode(&file.encode()), Some(file.clone()));
         let mut bad = file.encode();
         let at = bad.len() - 1;
         bad[at] = b'/';
         assert_eq!(RecordFile::decode(&bad), None);
         assert_eq!(RecordFile::decode(&file.encode()[..20]), None);
-        assert_ne!(RecordFile::of(b"x").name, RecordFile::of(b"x").name);
+        assert_ne!(RecordFile::new_name(), RecordFile::new_name());
     }
 
     #[test]
-    fn files_are_written_read_checked_and_removed() {
+    fn files_are_streamed_read_checked_and_removed() {
         let dir = tempfile::tempdir().unwrap();
         let files = RecordFiles::new(dir.path().join("records"));
         assert_eq!(files.names().unwrap(), Vec::<String>::new());
-        let record = vec![7u8; 1000];
-        let file = RecordFile::of(&record);
-        files.write(&[(file.name.clone(), record.clone())]).unwrap();
-        assert_eq!(files.read(&file).unwrap(), Some(record));
+        let record = vec![7u8; 3 << 20];
+        let name = RecordFile::new_name();
+        let (len, crc) = files
+            .create(&name, |out| {
+                out.write_all(&record[..1000])?;
+                out.write_all(&record[1000..])
+            })
+            .unwrap();
+        assert_eq!((len, crc), (record.len() as u64, crc32fast::hash(&record)));
+        let file = RecordFile { len, crc, name };
+        assert_eq!(files.read(&file).unwrap(), Some(record.clone()));
         assert_eq!(files.names().unwrap(), std::slice::from_ref(&file.name));
-        assert_eq!(files.bytes().unwrap(), 1000);
+        assert_eq!(files.bytes().unwrap(), record.len() as u64);
         // A name already taken is refused, never overwritten.
-        assert!(files.write(&[(file.name.clone(), vec![1])]).is_err());
+        assert!(files.create(&file.name, |out| out.write_all(&[1])).is_err());
+        assert_eq!(files.read(&file).unwrap(), Some(record));
         let other = RecordFile {
             crc: 0,
             ..file.clone()
         };
         let err = files.read(&other).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        // A write that fails leaves no file.
+        let failed = files.create(&RecordFile::new_name(), |out| {
+            out.write_all(b"half")?;
+            Err(std::io::Error::other("cut short"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(files.names().unwrap(), std::slice::from_ref(&file.name));
         files.remove([file.name.as_str()]);
         assert_eq!(files.read(&file).unwrap(), None);
     }

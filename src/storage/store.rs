@@ -52,6 +52,7 @@ use crate::model::dag::{ArchivedDag, Dag};
 use crate::model::dialogue::{ArchivedDialogue, Dialogue};
 use crate::model::document::{
     ArchivedDocMeta, ArchivedDocVectors, ArchivedPackedVectors, DocMeta, DocVectors, Document,
+    PackedVectors,
 };
 use crate::model::edu::{ArchivedEdu, Edu};
 use crate::model::rank::Target;
@@ -122,7 +123,7 @@ fn forget_in(losses: &mut Vec<Loss>, ids: &[&str], sessions: &[&str]) -> bool {
 }
 
 /// Writes `losses` (none: the record removed) to `batch`.
-fn put_losses(batch: &mut Batch, losses: &[Loss]) -> Result<()> {
+fn put_losses(batch: &mut Batch<'_>, losses: &[Loss]) -> Result<()> {
     if losses.is_empty() {
         batch.remove(LOST_KEY);
         return Ok(());
@@ -235,23 +236,33 @@ impl Drop for Store {
 /// A sled batch that counts the bytes it adds and knows whether it is a
 /// removal (which reclaims space), for the free-space check.
 #[derive(Default)]
-struct Batch {
+struct Batch<'a> {
     writes: sled::Batch,
     bytes: u64,
     reclaims: bool,
-    /// Record files to write before the batch is applied.
-    files: Vec<(String, Vec<u8>)>,
+    /// Record files written for the batch (each as its record was added,
+    /// so no large archive waits in memory for the others), removed again
+    /// unless the batch is applied.
+    written: Option<(&'a RecordFiles, Vec<String>)>,
     /// Record files the batch drops, deleted once it is durable.
     stale: Vec<String>,
 }
 
-impl Batch {
-    /// A batch that removes documents or log entries.
-    fn reclaiming() -> Batch {
-        Batch {
-            reclaims: true,
-            ..Batch::default()
+impl Drop for Batch<'_> {
+    /// Removes the files of a batch that was never applied.
+    fn drop(&mut self) {
+        if let Some((files, names)) = &self.written {
+            files.remove(names.iter().map(String::as_str));
         }
+    }
+}
+
+impl<'a> Batch<'a> {
+    /// A batch that removes documents or log entries.
+    fn reclaiming() -> Batch<'a> {
+        let mut batch = Batch::default();
+        batch.reclaims = true;
+        batch
     }
 
     fn insert(&mut self, key: &[u8], value: &[u8]) {
@@ -263,9 +274,12 @@ impl Batch {
         self.writes.remove(key);
     }
 
-    fn add_file(&mut self, name: String, bytes: &[u8]) {
-        self.bytes += bytes.len() as u64;
-        self.files.push((name, bytes.to_vec()));
+    /// Notes a record file written for this batch.
+    fn add_file(&mut self, files: &'a RecordFiles, name: String) {
+        self.written
+            .get_or_insert_with(|| (files, Vec::new()))
+            .1
+            .push(name);
     }
 }
 
@@ -729,7 +743,7 @@ impl Store {
 
     /// Adds to `batch` every dialogue record rewritten from the layout of
     /// versions 3 and 4 ([`crate::model::dialogue::v4`]) to this one.
-    fn upgrade_dialogues(&self, batch: &mut Batch) -> Result<()> {
+    fn upgrade_dialogues(&self, batch: &mut Batch<'_>) -> Result<()> {
         use crate::model::dialogue::v4;
         // A record that does not decode in the old layout is left as it is:
         // read in the new one it is damage, which `check` names. A page
@@ -752,7 +766,7 @@ impl Store {
     /// layout (or whose pieces do not make it) is left as it is, for
     /// `check` to name. A page sled cannot read fails the open instead:
     /// recording the new version past it would leave that DAG unreadable.
-    fn upgrade_dags(&self, batch: &mut Batch) -> Result<()> {
+    fn upgrade_dags<'a>(&'a self, batch: &mut Batch<'a>) -> Result<()> {
         use crate::model::dag::v5;
         for id in self.ids()? {
             let value = match self.record(DAG, &id) {
@@ -861,7 +875,7 @@ impl Store {
     pub fn put(
         &self,
         doc: &Document,
-        vectors: &DocVectors,
+        vectors: &PackedVectors,
         dag: &Dag,
         cost: &LlmCost,
     ) -> Result<u64> {
@@ -894,7 +908,7 @@ impl Store {
     /// Appends a change-log entry for each of `ids`, numbered after the last
     /// change, to `batch` and applies it atomically; returns the last
     /// sequence number. The caller holds the only writer.
-    fn apply_logged(&self, mut batch: Batch, ids: &[&str]) -> Result<u64> {
+    fn apply_logged(&self, mut batch: Batch<'_>, ids: &[&str]) -> Result<u64> {
         let mut seq = self.last_seq()?;
         for id in ids {
             seq += 1;
@@ -918,23 +932,22 @@ impl Store {
 
     /// Applies `batch` atomically once the file system has room for it
     /// (see [`Store::ensure_space`]).
-    fn apply(&self, batch: Batch) -> Result<()> {
+    fn apply(&self, mut batch: Batch<'_>) -> Result<()> {
         let reserve = if batch.reclaims {
             REMOVAL_RESERVE
         } else {
             SPACE_RESERVE
         };
         self.ensure_space(reserve + 2 * batch.bytes, batch.bytes)?;
-        let db = self.sled()?;
-        (self.files.write(&batch.files)).map_err(|e| io_failed(self.files.dir(), e))?;
-        if let Err(e) = db.apply_batch(batch.writes) {
-            self.files
-                .remove(batch.files.iter().map(|(name, _)| name.as_str()));
-            return Err(self.failure(e));
-        }
+        let writes = std::mem::take(&mut batch.writes);
+        self.sled()?
+            .apply_batch(writes)
+            .map_err(|e| self.failure(e))?;
+        // Applied: the batch's files are named by it now.
+        batch.written = None;
         (self.stale_files.lock())
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend(batch.stale);
+            .append(&mut batch.stale);
         Ok(())
     }
 
@@ -1003,7 +1016,7 @@ impl Store {
     /// that does not end with them is refused and nothing is written.
     pub fn put_turns(
         &self,
-        turns: &[(Document, DocVectors, Dag)],
+        turns: &[(Document, PackedVectors, Dag)],
         dialogue: &Dialogue,
     ) -> Result<u64> {
         let ids: Vec<&str> = turns.iter().map(|(doc, ..)| doc.meta.id.as_str()).collect();
@@ -1090,11 +1103,11 @@ impl Store {
 
     /// Adds the records of `doc`, its vectors and its DAG to `batch`,
     /// replacing any stored under its id.
-    fn insert_document(
-        &self,
-        batch: &mut Batch,
+    fn insert_document<'a>(
+        &'a self,
+        batch: &mut Batch<'a>,
         doc: &Document,
-        vectors: &DocVectors,
+        vectors: &PackedVectors,
         dag: &Dag,
     ) -> Result<()> {
         let id = &doc.meta.id;
@@ -1102,7 +1115,22 @@ impl Store {
         self.insert_record(batch, TEXT, id, doc.text.as_bytes())?;
         self.insert_record(batch, EDUS, id, &archive(&doc.edus)?)?;
         self.insert_record(batch, TREE, id, &archive(&doc.tree)?)?;
-        self.insert_record(batch, PACKED_VECTORS, id, &archive(&pack(vectors))?)?;
+        // Vectors are most of a document's bytes: a large set is archived
+        // straight into its file, never held whole a second time.
+        let size = (vectors.nodes.codes.len() + vectors.edus.codes.len())
+            + 4 * (vectors.nodes.scales.len() + vectors.edus.scales.len());
+        if size > PIECE_BYTES {
+            self.insert_streamed(batch, PACKED_VECTORS, id, size as u64, |out| {
+                rkyv::api::high::to_bytes_in::<_, BoxedError>(
+                    vectors,
+                    rkyv::ser::writer::IoWriter::new(out),
+                )
+                .map(drop)
+                .map_err(std::io::Error::other)
+            })?;
+        } else {
+            self.insert_record(batch, PACKED_VECTORS, id, &archive(vectors)?)?;
+        }
         // The document's `f32` vectors from before format 7, if any.
         batch.remove(&key(VECTORS, id));
         self.remove_kept_apart(batch, VECTORS, id)?;
@@ -1113,16 +1141,45 @@ impl Store {
     /// most [`PIECE_BYTES`], else in a file of its own with a manifest;
     /// whatever was stored for it before (whole, in a file or pieced) is
     /// replaced entirely.
-    fn insert_record(&self, batch: &mut Batch, kind: u8, id: &str, bytes: &[u8]) -> Result<()> {
-        self.remove_kept_apart(batch, kind, id)?;
+    fn insert_record<'a>(
+        &'a self,
+        batch: &mut Batch<'a>,
+        kind: u8,
+        id: &str,
+        bytes: &[u8],
+    ) -> Result<()> {
         if bytes.len() > PIECE_BYTES {
-            let file = RecordFile::of(bytes);
-            batch.remove(&key(kind, id));
-            batch.insert(&manifest_key(kind, id), &file.encode());
-            batch.add_file(file.name, bytes);
-        } else {
-            batch.insert(&key(kind, id), bytes);
+            return self.insert_streamed(batch, kind, id, bytes.len() as u64, |out| {
+                out.write_all(bytes)
+            });
         }
+        self.remove_kept_apart(batch, kind, id)?;
+        batch.insert(&key(kind, id), bytes);
+        Ok(())
+    }
+
+    /// Adds record `kind` of document `id` to `batch` as a file of its own
+    /// that `fill` writes (about `size` bytes, for the free-space check),
+    /// replacing whatever was stored for it before.
+    fn insert_streamed<'a>(
+        &'a self,
+        batch: &mut Batch<'a>,
+        kind: u8,
+        id: &str,
+        size: u64,
+        fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<()> {
+        self.remove_kept_apart(batch, kind, id)?;
+        self.ensure_space(SPACE_RESERVE + 2 * size, size)?;
+        let name = RecordFile::new_name();
+        let (len, crc) =
+            (self.files.create(&name, fill)).map_err(|e| io_failed(self.files.dir(), e))?;
+        batch.add_file(&self.files, name.clone());
+        batch.remove(&key(kind, id));
+        batch.insert(
+            &manifest_key(kind, id),
+            &RecordFile { len, crc, name }.encode(),
+        );
         Ok(())
     }
 
@@ -1130,7 +1187,7 @@ impl Store {
     /// it is kept apart: its manifest, and its file (deleted once the batch
     /// is durable) or its pieces. A damaged manifest does not stop it: the
     /// pieces are found by a scan, and a file is left to the sweep at open.
-    fn remove_kept_apart(&self, batch: &mut Batch, kind: u8, id: &str) -> Result<()> {
+    fn remove_kept_apart(&self, batch: &mut Batch<'_>, kind: u8, id: &str) -> Result<()> {
         match self.manifest(kind, id) {
             Ok(Some(Kept::File(file))) => batch.stale.push(file.name),
             Ok(Some(Kept::Pieces(manifest))) => {
@@ -1154,7 +1211,7 @@ impl Store {
     /// Adds the removal of every record of document `id`, whole or pieced,
     /// to `batch`. A damaged manifest does not stop it: removal is how
     /// damage is cleared.
-    fn remove_document(&self, batch: &mut Batch, id: &str) -> Result<()> {
+    fn remove_document(&self, batch: &mut Batch<'_>, id: &str) -> Result<()> {
         for kind in RECORDS {
             batch.remove(&key(kind, id));
         }
@@ -1347,7 +1404,9 @@ impl Store {
     pub(crate) fn lose(&self, id: &str) {
         let mut batch = Batch::reclaiming();
         self.remove_document(&mut batch, id).unwrap();
-        self.db.apply_batch(batch.writes).unwrap();
+        self.db
+            .apply_batch(std::mem::take(&mut batch.writes))
+            .unwrap();
     }
 
     /// Metadata of every document, in id order. A damaged metadata record
@@ -1716,9 +1775,23 @@ impl StoredDag {
 }
 
 impl StoredVectors {
-    /// An owned copy, as `f32` rows.
-    pub fn to_vectors(&self) -> Result<DocVectors> {
-        Ok(self.get()?.to_vectors())
+    /// An owned copy, in 8 bits (`f32` rows of format 6 or older are
+    /// quantised).
+    pub fn to_packed(&self) -> Result<PackedVectors> {
+        Ok(match self.get()? {
+            VectorRecord::Full(v) => pack(
+                &rkyv::deserialize::<DocVectors, BoxedError>(v).map_err(|e| Error::Corrupt {
+                    key: "vectors".into(),
+                    message: e.to_string(),
+                })?,
+            ),
+            VectorRecord::Packed(v) => {
+                rkyv::deserialize::<PackedVectors, BoxedError>(v).map_err(|e| Error::Corrupt {
+                    key: "vectors".into(),
+                    message: e.to_string(),
+                })?
+            }
+        })
     }
 
     /// The vectors, in place.
@@ -1822,12 +1895,12 @@ mod tests {
     }
 
     /// Vectors of the right shape for `doc` (dimension 2).
-    fn vectors(doc: &Document) -> DocVectors {
-        DocVectors {
+    fn vectors(doc: &Document) -> PackedVectors {
+        pack(&DocVectors {
             dimension: 2,
             nodes: vec![0.5; doc.tree.nodes.len() * 2],
             edus: vec![0.25; doc.edus.len() * 2],
-        }
+        })
     }
 
     /// A one-chunk DAG for `doc`.
@@ -1911,7 +1984,8 @@ mod tests {
         assert!(matches!(v, VectorRecord::Packed(_)));
         assert_eq!(v.dimension(), 2);
         assert!(v.rows(Target::Edus).holds(original.edus.len()));
-        assert_eq!(stored_vectors.to_vectors().unwrap(), vectors(&original));
+        assert_eq!(stored_vectors.to_packed().unwrap(), vectors(&original));
+        assert_eq!(v.rows(Target::Nodes).values()[..2], [0.5, 0.5]);
         assert!(store.vectors("missing").unwrap().is_none());
     }
 
@@ -1974,7 +2048,8 @@ mod tests {
         );
         let a = doc("a", "Some text. More text.");
         let mut short = vectors(&a);
-        short.edus.pop();
+        short.edus.scales.pop();
+        short.edus.codes.truncate(short.edus.scales.len() * 2);
         store
             .put(&a, &short, &dag(&a), &LlmCost::default())
             .unwrap();
@@ -2312,7 +2387,9 @@ mod tests {
         {
             let store = Store::open(dir.path()).unwrap();
             for (doc, old) in [(&a, &old_a), (&big, &old_big)] {
-                store.put(doc, old, &dag(doc), &LlmCost::default()).unwrap();
+                store
+                    .put(doc, &pack(old), &dag(doc), &LlmCost::default())
+                    .unwrap();
                 let id = doc.meta.id.as_str();
                 let mut batch = Batch::default();
                 batch.remove(&key(PACKED_VECTORS, id));
@@ -2342,21 +2419,21 @@ mod tests {
         // Read as they are: no rewrite at open.
         for (id, old) in [("a", &old_a), ("big", &old_big)] {
             let stored = store.vectors(id).unwrap().unwrap();
-            assert!(matches!(stored.get().unwrap(), VectorRecord::Full(_)));
-            assert_eq!(&stored.to_vectors().unwrap(), old);
+            let record = stored.get().unwrap();
+            assert!(matches!(record, VectorRecord::Full(_)));
+            assert_eq!(record.rows(Target::Nodes).values(), old.nodes);
+            assert_eq!(record.rows(Target::Edus).values(), old.edus);
+            assert_eq!(stored.to_packed().unwrap(), pack(old));
         }
         assert_eq!(store.check().unwrap(), 2);
         // The next write stores them in 8 bits and leaves no f32 record.
         store
-            .put(&a, &old_a, &dag(&a), &LlmCost::default())
+            .put(&a, &pack(&old_a), &dag(&a), &LlmCost::default())
             .unwrap();
         let stored = store.vectors("a").unwrap().unwrap();
         assert!(matches!(stored.get().unwrap(), VectorRecord::Packed(_)));
         assert!(!store.db.contains_key(key(VECTORS, "a")).unwrap());
-        let mut snapped = old_a.clone();
-        crate::compute::quantize::snap(&mut snapped.nodes, 3);
-        crate::compute::quantize::snap(&mut snapped.edus, 3);
-        assert_eq!(stored.to_vectors().unwrap(), snapped);
+        assert_eq!(stored.to_packed().unwrap(), pack(&old_a));
         assert_eq!(store.check().unwrap(), 2);
         // Removal takes the old layout's pieces too.
         store.remove("big").unwrap();
@@ -2475,10 +2552,11 @@ mod tests {
             store.flush().unwrap();
             kept = files_named(&store);
             // A write cut short before its batch: its file, no manifest.
-            let cut = RecordFile::of(b"never committed");
             store
                 .files
-                .write(&[(cut.name, b"never committed".to_vec())])
+                .create(&RecordFile::new_name(), |out| {
+                    out.write_all(b"never committed")
+                })
                 .unwrap();
             // A replacement whose flush never came: the old files stay.
             put(&store, &big);
@@ -2675,7 +2753,7 @@ mod tests {
     }
 
     /// What [`Store::put_turns`] writes for one turn document.
-    fn written(doc: &Document) -> (Document, DocVectors, Dag) {
+    fn written(doc: &Document) -> (Document, PackedVectors, Dag) {
         (doc.clone(), vectors(doc), dag(doc))
     }
 

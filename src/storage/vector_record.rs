@@ -7,7 +7,7 @@
 use rkyv::rend::unaligned::f32_ule;
 
 use crate::compute::vector::dot;
-use crate::model::document::{ArchivedDocVectors, ArchivedPackedVectors, DocVectors};
+use crate::model::document::{ArchivedDocVectors, ArchivedPackedVectors};
 use crate::model::rank::Target;
 
 /// One document's vectors record, read in place.
@@ -41,15 +41,6 @@ impl<'a> VectorRecord<'a> {
                 };
                 Rows::Packed(&rows.codes, &rows.scales, dimension)
             }
-        }
-    }
-
-    /// An owned copy, as `f32` rows.
-    pub fn to_vectors(self) -> DocVectors {
-        DocVectors {
-            dimension: self.dimension() as u32,
-            nodes: self.rows(Target::Nodes).values(),
-            edus: self.rows(Target::Edus).values(),
         }
     }
 }
@@ -154,20 +145,22 @@ impl Row<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compute::quantize::{pack, snap};
+    use crate::compute::quantize::{pack, quantize};
     use crate::model::document::{DocVectors, PackedVectors};
 
     /// Two node rows (the second all zeros) and three EDU rows of
     /// dimension 4, rounded to what 8 bits hold.
     fn snapped() -> DocVectors {
-        let mut v = DocVectors {
+        let round = |values: &[f32]| quantize(values, 4).to_f32(4);
+        DocVectors {
             dimension: 4,
-            nodes: vec![0.5, -0.5, 0.5, -0.5, 0.0, 0.0, 0.0, 0.0],
-            edus: (0..12).map(|i| (i as f32 * 0.7).sin()).collect(),
-        };
-        snap(&mut v.nodes, 4);
-        snap(&mut v.edus, 4);
-        v
+            nodes: round(&[0.5, -0.5, 0.5, -0.5, 0.0, 0.0, 0.0, 0.0]),
+            edus: round(
+                &(0..12)
+                    .map(|i| (i as f32 * 0.7).sin())
+                    .collect::<Vec<f32>>(),
+            ),
+        }
     }
 
     #[test]
@@ -184,7 +177,8 @@ mod tests {
         let query = [0.5, 0.5, -0.5, 0.5];
         for record in [full, packed] {
             assert_eq!(record.dimension(), 4);
-            assert_eq!(record.to_vectors(), vectors);
+            assert_eq!(record.rows(Target::Nodes).values(), vectors.nodes);
+            assert_eq!(record.rows(Target::Edus).values(), vectors.edus);
             let (nodes, edus) = (record.rows(Target::Nodes), record.rows(Target::Edus));
             assert!(nodes.holds(2) && !nodes.holds(3) && edus.holds(3));
             assert_eq!(edus.values_len(), 12);

@@ -145,7 +145,7 @@ proptest! {
         let config = DagConfig { chunk_tokens, window_tokens, ..DagConfig::default() };
         let dag = edudb::ingest::dag::build::build(
             &doc,
-            &EduVectors { values: &vectors, dimension: 64 },
+            &EduVectors::Full { values: &vectors, dimension: 64 },
             &config,
             &ExtractiveIpMaker::default(),
             None,
@@ -578,7 +578,7 @@ fn edu_text(doc: &Document, e: u32) -> &str {
 fn a_shared_name_becomes_a_point_spanning_the_nodes_that_mention_it() {
     let doc = bridge_document();
     let values = hashed_edu_vectors(&doc);
-    let vectors = EduVectors {
+    let vectors = EduVectors::Full {
         values: &values,
         dimension: 64,
     };
@@ -629,7 +629,7 @@ fn without_shared_terms_the_points_are_the_extractive_ones() {
     let text = "Apples grow slowly. Rivers bend eastward. Copper conducts heat.\n";
     let doc = edudb::ingest::analyze("d", text.into(), Format::Text).unwrap();
     let values = hashed_edu_vectors(&doc);
-    let vectors = EduVectors {
+    let vectors = EduVectors::Full {
         values: &values,
         dimension: 64,
     };

@@ -14,6 +14,7 @@ use edudb::compute::embed::local::LocalEmbedder;
 use edudb::compute::embed::{EmbedError, Embedder, EmbedderConfig, dot};
 use edudb::compute::transformer::LocalModel;
 use edudb::ingest::dag::attention::ComputedAttention;
+use edudb::ingest::dag::ip::EduVectors;
 use edudb::ingest::dag::model_attention::ModelAttention;
 use edudb::ingest::pipeline::{analyze, build_dag, embed_document};
 use edudb::{Db, Error, Format, OpenOptions};
@@ -176,15 +177,13 @@ fn a_store_on_a_local_model_embeds_with_it_and_weights_its_dag_with_its_attentio
         let model = embedder.transformer().unwrap();
         let by_model = build_dag(
             &analysed,
-            &vectors.edus,
-            dimension,
+            EduVectors::packed(&vectors.edus, dimension),
             &ModelAttention::new(Arc::clone(&model), Device::Cpu),
         )
         .unwrap();
         let by_hash = build_dag(
             &analysed,
-            &vectors.edus,
-            dimension,
+            EduVectors::packed(&vectors.edus, dimension),
             &ComputedAttention::new(Device::Cpu),
         )
         .unwrap();

@@ -316,7 +316,7 @@ proptest! {
         let config = DagConfig { chunk_tokens, window_tokens: 600, ..DagConfig::default() };
         let (dag, cost) = edudb::ingest::dag::build::build(
             &doc,
-            &EduVectors { values: &vectors, dimension: 64 },
+            &EduVectors::Full { values: &vectors, dimension: 64 },
             &config,
             &BridgeIpMaker::default(),
             Some(&writer),

@@ -8,7 +8,8 @@
 
 use crate::compute::embed::dot;
 use crate::compute::embed::hashed::words;
-use crate::model::document::Document;
+use crate::compute::quantize::dot_codes;
+use crate::model::document::{Document, QuantizedRows};
 use crate::model::edu::EduKind;
 
 /// Makes the information points of one batch.
@@ -26,19 +27,98 @@ pub trait IpMaker: Send + Sync + std::fmt::Debug {
     ) -> Vec<Vec<u32>>;
 }
 
-/// A document's EDU vectors (unit length, row-major), as stored with it.
+/// A document's EDU vectors (unit length, row-major), as stored with it:
+/// `f32` rows (a store of format 6 or older) or 8-bit rows. Rows are read
+/// through the products the makers need, so neither layout is widened
+/// whole.
 #[derive(Debug, Clone, Copy)]
-pub struct EduVectors<'a> {
+pub enum EduVectors<'a> {
     /// `edus × dimension` values.
-    pub values: &'a [f32],
-    /// Row length.
-    pub dimension: usize,
+    Full {
+        /// The values, row-major.
+        values: &'a [f32],
+        /// Row length.
+        dimension: usize,
+    },
+    /// `edus × dimension` codes and one scale per EDU.
+    Packed {
+        /// The codes, row-major.
+        codes: &'a [i8],
+        /// One scale per row.
+        scales: &'a [f32],
+        /// Row length.
+        dimension: usize,
+    },
 }
 
-impl EduVectors<'_> {
-    /// EDU `e`'s vector.
-    pub fn row(&self, e: u32) -> &[f32] {
-        &self.values[e as usize * self.dimension..][..self.dimension]
+impl<'a> EduVectors<'a> {
+    /// The EDU rows of packed vectors.
+    pub fn packed(rows: &'a QuantizedRows, dimension: usize) -> EduVectors<'a> {
+        EduVectors::Packed {
+            codes: &rows.codes,
+            scales: &rows.scales,
+            dimension,
+        }
+    }
+
+    /// Row length.
+    pub fn dimension(&self) -> usize {
+        match *self {
+            EduVectors::Full { dimension, .. } | EduVectors::Packed { dimension, .. } => dimension,
+        }
+    }
+
+    /// Adds EDU `e`'s vector into `sum`.
+    pub fn add_into(&self, e: u32, sum: &mut [f32]) {
+        match *self {
+            EduVectors::Full { values, dimension } => {
+                let row = &values[e as usize * dimension..][..dimension];
+                sum.iter_mut().zip(row).for_each(|(s, v)| *s += v);
+            }
+            EduVectors::Packed {
+                codes,
+                scales,
+                dimension,
+            } => {
+                let (row, scale) = (
+                    &codes[e as usize * dimension..][..dimension],
+                    scales[e as usize],
+                );
+                (sum.iter_mut().zip(row)).for_each(|(s, &c)| *s += f32::from(c) * scale);
+            }
+        }
+    }
+
+    /// The dot product of EDU `e`'s vector with `v`.
+    pub fn dot(&self, e: u32, v: &[f32]) -> f32 {
+        match *self {
+            EduVectors::Full { values, dimension } => {
+                dot(&values[e as usize * dimension..][..dimension], v)
+            }
+            EduVectors::Packed {
+                codes,
+                scales,
+                dimension,
+            } => dot(&codes[e as usize * dimension..][..dimension], v) * scales[e as usize],
+        }
+    }
+
+    /// The cosine similarity of EDUs `a` and `b` (their dot product).
+    pub fn similarity(&self, a: u32, b: u32) -> f32 {
+        match *self {
+            EduVectors::Full { values, dimension } => dot(
+                &values[a as usize * dimension..][..dimension],
+                &values[b as usize * dimension..][..dimension],
+            ),
+            EduVectors::Packed {
+                codes,
+                scales,
+                dimension,
+            } => {
+                let row = |e: u32| &codes[e as usize * dimension..][..dimension];
+                dot_codes(row(a), row(b)) as f32 * scales[a as usize] * scales[b as usize]
+            }
+        }
     }
 }
 
@@ -104,18 +184,14 @@ impl ExtractiveIpMaker {
         candidates: &[u32],
         budget: u32,
     ) -> Vec<u32> {
-        let d = vectors.dimension;
-        let mut centroid = vec![0.0f32; d];
+        let mut centroid = vec![0.0f32; vectors.dimension()];
         for &e in candidates {
-            centroid
-                .iter_mut()
-                .zip(vectors.row(e))
-                .for_each(|(c, v)| *c += v);
+            vectors.add_into(e, &mut centroid);
         }
         crate::compute::embed::normalise(&mut centroid);
         let centrality: Vec<f32> = candidates
             .iter()
-            .map(|&e| dot(vectors.row(e), &centroid))
+            .map(|&e| vectors.dot(e, &centroid))
             .collect();
         let mut redundancy = vec![f32::NEG_INFINITY; candidates.len()];
         let mut taken = vec![false; candidates.len()];
@@ -146,7 +222,7 @@ impl ExtractiveIpMaker {
             picks.push(e);
             for (j, &other) in candidates.iter().enumerate() {
                 if !taken[j] {
-                    redundancy[j] = redundancy[j].max(dot(vectors.row(e), vectors.row(other)));
+                    redundancy[j] = redundancy[j].max(vectors.similarity(e, other));
                 }
             }
         }
@@ -164,7 +240,7 @@ impl ExtractiveIpMaker {
             let mut point = vec![head];
             left.retain(|&e| {
                 let joins = point.len() < self.edus_per_point
-                    && dot(vectors.row(head), vectors.row(e)) >= self.join_similarity;
+                    && vectors.similarity(head, e) >= self.join_similarity;
                 if joins {
                     point.push(e);
                 }
