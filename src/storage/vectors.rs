@@ -29,8 +29,9 @@ use serde::{Deserialize, Serialize};
 
 mod flat;
 
+use crate::compute::quantize::push_row;
 use crate::error::{Error, Result};
-use crate::model::document::Document;
+use crate::model::document::{Document, QuantizedRows};
 use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
@@ -307,7 +308,10 @@ impl Graph {
         let mut docs: Vec<String> = Vec::new();
         let mut doc_index: HashMap<&str, u32> = HashMap::new();
         let mut rows = Vec::with_capacity(points.len());
-        let mut vectors = Vec::with_capacity(points.len() * dimension);
+        let mut vectors = QuantizedRows {
+            codes: Vec::with_capacity(points.len() * dimension),
+            scales: Vec::with_capacity(points.len()),
+        };
         for point in points {
             let entry = &self.entries[point.get_origin_id()];
             let doc = *doc_index.entry(entry.doc.as_str()).or_insert_with(|| {
@@ -319,7 +323,9 @@ impl Graph {
                 item: entry.item,
                 span: entry.span,
             });
-            vectors.extend_from_slice(point.get_v());
+            // A point from a store of format 7 or later is a stored 8-bit
+            // row widened: this gives its codes back.
+            push_row(&mut vectors, point.get_v());
         }
         flat::FlatTable {
             version: flat::FLAT_VERSION,

@@ -18,12 +18,15 @@ use rkyv::{Archive, Serialize};
 
 use crate::compute::vector::dot;
 use crate::error::{Error, Result};
+use crate::model::document::QuantizedRows;
 use crate::model::edu::Span;
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 
-/// Version of the table's layout; a table of another version is not used.
-pub(super) const FLAT_VERSION: u32 = 1;
+/// Version of the table's layout; a table of another version is not used
+/// (version 1 held `f32` rows; version 2 holds the store's 8-bit rows,
+/// which the graph's points are exactly, so nothing is lost).
+pub(super) const FLAT_VERSION: u32 = 2;
 
 /// One graph's live vectors and where they came from.
 #[derive(Archive, Serialize)]
@@ -40,8 +43,8 @@ pub(super) struct FlatTable {
     pub docs: Vec<String>,
     /// One per vector, in the graph's entry order.
     pub rows: Vec<FlatRow>,
-    /// Row-major, `rows.len() × dimension`.
-    pub vectors: Vec<f32>,
+    /// The vectors in 8 bits, one row per [`FlatTable::rows`] entry.
+    pub vectors: QuantizedRows,
 }
 
 /// Where one vector of the table came from.
@@ -123,7 +126,10 @@ impl MappedTable {
                     t.dimension.to_native()
                 )
             }
-            Ok(t) if t.vectors.len() != t.rows.len() * dimension => {
+            Ok(t)
+                if t.vectors.codes.len() != t.rows.len() * dimension
+                    || t.vectors.scales.len() != t.rows.len() =>
+            {
                 "its vectors do not match its rows".to_owned()
             }
             Ok(_) => return Some(table),
@@ -188,8 +194,9 @@ impl MappedTable {
                 {
                     continue;
                 }
-                let vector = &table.vectors[at * dimension..(at + 1) * dimension];
-                let score = super::score(dot(vector, query));
+                let codes = &table.vectors.codes[at * dimension..(at + 1) * dimension];
+                let scale = table.vectors.scales[at].to_native();
+                let score = super::score(dot(codes, query) * scale);
                 if best.len() == k && score <= best[k - 1].0 {
                     continue;
                 }
@@ -242,7 +249,13 @@ mod tests {
                     span: Span::new(i as u32, i as u32 + 1),
                 })
                 .collect(),
-            vectors: rows.iter().flat_map(|&(_, a)| [a.cos(), a.sin()]).collect(),
+            vectors: crate::compute::quantize::quantize(
+                &rows
+                    .iter()
+                    .flat_map(|&(_, a)| [a.cos(), a.sin()])
+                    .collect::<Vec<f32>>(),
+                2,
+            ),
         }
     }
 
@@ -271,7 +284,7 @@ mod tests {
             [("a", Some(0)), ("b", Some(2)), ("a", Some(1))]
         );
         assert_eq!(hits[0].span, Span::new(0, 1));
-        assert!((hits[1].score - 0.2f32.cos()).abs() < 1e-6);
+        assert!((hits[1].score - 0.2f32.cos()).abs() < 0.01);
         // A scope keeps its documents only, turns included.
         let scope: HashSet<&str> = ["b", "@session/s/000000"].into_iter().collect();
         let hits = table
