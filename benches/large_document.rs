@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 /// Runs the CLI with `args` on the store at `db`; returns its wall time and
 /// peak resident memory in bytes. Panics unless it succeeds.
+#[allow(clippy::zombie_processes, reason = "the child is reaped by wait4")]
 fn edudb(db: &Path, args: &[&str]) -> (Duration, u64) {
     let binary =
         std::env::var_os("EDUDB_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_edudb").into());
