@@ -2436,10 +2436,7 @@ mod tests {
         assert_eq!(stored.to_packed().unwrap(), pack(&old_a));
         assert_eq!(store.check().unwrap(), 2);
         // Removal takes the old layout's pieces too.
-        store.remove("big").unwrap();
-        store.flush().unwrap();
-        assert_eq!(stored_keys(&store, "big"), 0);
-        assert_eq!(files_present(&store), Vec::<String>::new());
+        remove_whole(&store, "big");
     }
 
     /// How many keys name document `id`: whole records, manifests, pieces.
@@ -2477,6 +2474,17 @@ mod tests {
         store.flush().unwrap();
     }
 
+    /// A store holding document `big` whose text is pieced as format 6
+    /// kept it.
+    fn store_with_pieced_text() -> (tempfile::TempDir, Store, Document) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let big = large("big", 3 * PIECE_BYTES);
+        put(&store, &big);
+        store_pieced(&store, TEXT, "big", big.text.as_bytes());
+        (dir, store, big)
+    }
+
     /// The record files present, sorted.
     fn files_present(store: &Store) -> Vec<String> {
         let mut names = store.files.names().unwrap();
@@ -2492,6 +2500,15 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    /// Removes document `id` and checks nothing of it is left: no key, and
+    /// (once the removal is flushed) no record file.
+    fn remove_whole(store: &Store, id: &str) {
+        store.remove(id).unwrap();
+        store.flush().unwrap();
+        assert_eq!(stored_keys(store, id), 0);
+        assert_eq!(files_present(store), Vec::<String>::new());
     }
 
     #[test]
@@ -2534,10 +2551,7 @@ mod tests {
                 assert!(v.len() <= PIECE_BYTES, "{:?} holds {} bytes", k, v.len());
             }
         }
-        store.remove("big").unwrap();
-        store.flush().unwrap();
-        assert_eq!(stored_keys(&store, "big"), 0);
-        assert_eq!(files_present(&store), Vec::<String>::new());
+        remove_whole(&store, "big");
         assert_eq!(store.check().unwrap(), 0);
     }
 
@@ -2595,20 +2609,13 @@ mod tests {
             .map(|d| d.doc)
             .collect();
         assert_eq!(damaged, ["big"]);
-        store.remove("big").unwrap();
-        store.flush().unwrap();
-        assert_eq!(stored_keys(&store, "big"), 0);
-        assert_eq!(files_present(&store), Vec::<String>::new());
+        remove_whole(&store, "big");
         assert_eq!(store.check().unwrap(), 1);
     }
 
     #[test]
     fn pieced_records_of_format_6_are_read_then_rewritten_to_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let big = large("big", 3 * PIECE_BYTES);
-        put(&store, &big);
-        store_pieced(&store, TEXT, "big", big.text.as_bytes());
+        let (_dir, store, big) = store_with_pieced_text();
         assert!(matches!(
             store.manifest(TEXT, "big").unwrap(),
             Some(Kept::Pieces(_))
@@ -2629,19 +2636,12 @@ mod tests {
             big
         );
         store_pieced(&store, TEXT, "big", big.text.as_bytes());
-        store.remove("big").unwrap();
-        store.flush().unwrap();
-        assert_eq!(stored_keys(&store, "big"), 0);
-        assert_eq!(files_present(&store), Vec::<String>::new());
+        remove_whole(&store, "big");
     }
 
     #[test]
     fn a_missing_or_stray_piece_is_named_as_damage() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let big = large("big", 3 * PIECE_BYTES);
-        put(&store, &big);
-        store_pieced(&store, TEXT, "big", big.text.as_bytes());
+        let (_dir, store, _) = store_with_pieced_text();
         put(&store, &doc("small", "A small document beside it."));
         store.db.remove(piece_key(TEXT, "big", 1)).unwrap();
         let err = store.get("big").err().unwrap();
@@ -2664,11 +2664,7 @@ mod tests {
 
     #[test]
     fn an_altered_piece_or_a_damaged_manifest_is_caught_and_still_removable() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let big = large("big", 3 * PIECE_BYTES);
-        put(&store, &big);
-        store_pieced(&store, TEXT, "big", big.text.as_bytes());
+        let (_dir, store, _) = store_with_pieced_text();
         // Same length, other bytes: only the checksum can tell.
         let piece = piece_key(TEXT, "big", 1);
         let mut bytes = store.db.get(&piece).unwrap().unwrap().to_vec();

@@ -23,10 +23,10 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use hnsw_rs::anndists::dist::Distance;
 use hnsw_rs::prelude::{AnnT, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
+mod cosine;
 mod flat;
 
 use crate::compute::quantize::push_row;
@@ -38,6 +38,8 @@ use crate::model::rank::{RankedHit, Target};
 use crate::storage::store::Store;
 use crate::storage::vector_record::{Row, Rows, VectorRecord};
 
+pub use cosine::UnitCosine;
+use cosine::score;
 pub(crate) use flat::MappedTable;
 
 /// Neighbours kept per point and layer.
@@ -136,30 +138,6 @@ pub fn search_stored(
     scored.sort_by(|a, b| b.score.total_cmp(&a.score));
     scored.truncate(k);
     Ok(Some(scored))
-}
-
-/// Cosine distance of unit vectors, `1 − a·b`, clamped at 0 (hnsw_rs's own
-/// `DistDot` asserts on the rounding error of a vector against itself).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct UnitCosine;
-
-impl Distance<f32> for UnitCosine {
-    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        distance(crate::compute::embed::dot(a, b))
-    }
-}
-
-/// The graph's distance for a dot product of unit vectors.
-fn distance(dot: f32) -> f32 {
-    (1.0 - dot).max(0.0)
-}
-
-/// The score every search reports for a dot product with a unit query:
-/// the graph's `1 − distance`, to the same bits, so exact and graph
-/// searches agree, and a cosine above 1 (the rounding of stored 8-bit
-/// rows) reads as 1.
-fn score(dot: f32) -> f32 {
-    1.0 - distance(dot)
 }
 
 /// Where one indexed vector came from.

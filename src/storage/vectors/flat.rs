@@ -16,6 +16,7 @@ use std::path::Path;
 use rkyv::rancor::BoxedError;
 use rkyv::{Archive, Serialize};
 
+use super::cosine::score;
 use crate::compute::vector::dot;
 use crate::error::{Error, Result};
 use crate::model::document::QuantizedRows;
@@ -196,7 +197,7 @@ impl MappedTable {
                 }
                 let codes = &table.vectors.codes[at * dimension..(at + 1) * dimension];
                 let scale = table.vectors.scales[at].to_native();
-                let score = super::score(dot(codes, query) * scale);
+                let score = score(dot(codes, query) * scale);
                 if best.len() == k && score <= best[k - 1].0 {
                     continue;
                 }
