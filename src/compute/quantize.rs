@@ -1,8 +1,9 @@
 //! Vectors in 8 bits, the form the store keeps them in and ingest holds
 //! them in: each row becomes signed codes and one scale (a power of two), a
 //! quarter of the size of `f32` rows. The error of one value is at most
-//! half a scale step, under 0.4% of the row's largest magnitude; on unit
-//! rows a dot product moves by about 0.001.
+//! half a scale step, under 0.8% of the row's largest magnitude (the scale
+//! is rounded up to a power of two); on unit rows a dot product moves by
+//! about 0.001.
 //!
 //! A power-of-two scale makes every code times its scale exact in `f32`,
 //! and quantising those values again gives the same codes.
@@ -15,12 +16,15 @@ const CODE_MAX: f32 = 127.0;
 /// The scale of a row whose largest magnitude is `max`: the smallest power
 /// of two `s` with `max ≤ 127 × s` (0 for a zero row). The row's largest
 /// code is then at least 64, so quantising the rounded row again picks the
-/// same scale.
+/// same scale. Rows of subnormal values get the smallest scales `f32`
+/// has; the first guess is kept within normal powers of two, so both
+/// loops end.
 fn scale_for(max: f32) -> f32 {
     if max <= 0.0 || !max.is_finite() {
         return 0.0;
     }
-    let mut scale = 2f32.powi((max / CODE_MAX).log2().ceil() as i32);
+    let exponent = ((max / CODE_MAX).log2().ceil() as i32).clamp(-126, 127);
+    let mut scale = 2f32.powi(exponent);
     while max > CODE_MAX * scale {
         scale *= 2.0;
     }
@@ -94,6 +98,21 @@ mod tests {
         );
         assert_eq!(&rows.codes[3..], &[64, -32, 16]);
         assert_eq!(rows.to_f32(3), values);
+    }
+
+    #[test]
+    fn rows_of_tiny_or_huge_values_quantise_and_end() {
+        for max in [1e-45f32, 1e-40, 3.7e-37, 1e-30, 1e30, 1e38] {
+            let row = [max, -max / 2.0, 0.0];
+            let rows = quantize(&row, 3);
+            assert!(rows.scales[0] > 0.0, "{max}");
+            assert_eq!(quantize(&rows.to_f32(3), 3), rows, "{max}");
+            let kept = rows.to_f32(3);
+            assert!(
+                (kept[0] - max).abs() <= max / 64.0 + 1e-45,
+                "{max}: {kept:?}"
+            );
+        }
     }
 
     proptest! {

@@ -353,17 +353,26 @@ impl Engine {
     }
 
     /// `f` applied to document `id`'s stored EDU vectors, in the layout
-    /// they were stored in (reading its vector record alone).
+    /// they were stored in (reading its vector record alone), once the
+    /// record holds a row for each of its `edus` EDUs.
     pub(crate) fn with_edu_vectors<T>(
         &self,
         id: &str,
+        edus: usize,
         f: impl FnOnce(EduVectors<'_>) -> Result<T>,
     ) -> Result<T> {
         let stored = self
             .store
             .vectors(id)?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
-        match stored.get()?.rows(Target::Edus) {
+        let rows = stored.get()?.rows(Target::Edus);
+        if !rows.holds(edus) {
+            return Err(Error::Invariant {
+                doc: id.to_owned(),
+                message: format!("{} EDU vector values for {edus} EDUs", rows.values_len()),
+            });
+        }
+        match rows {
             rows @ Rows::Full(_, dimension) => f(EduVectors::Full {
                 values: &rows.values(),
                 dimension,

@@ -322,8 +322,9 @@ impl Engine {
             });
         }
         let source = supplied.source(self.device());
-        let dag =
-            self.with_edu_vectors(id, |vectors| build_dag(&loaded.document, vectors, &source))?;
+        let dag = self.with_edu_vectors(id, loaded.document.edus.len(), |vectors| {
+            build_dag(&loaded.document, vectors, &source)
+        })?;
         source.check_all_used(id)?;
         if dag.nodes != loaded.dag.nodes {
             return Err(Error::DagInput {

@@ -39,6 +39,17 @@ pub enum EmbedError {
         /// The returned vector's length.
         found: usize,
     },
+    /// The embedder returned another number of vectors than it was given
+    /// texts.
+    #[error("embedder {identity} returned {found} vectors for {expected} texts")]
+    Count {
+        /// The embedder.
+        identity: String,
+        /// Texts given.
+        expected: usize,
+        /// Vectors returned.
+        found: usize,
+    },
     /// A vector has a component that is not a finite number.
     #[error("embedder {identity} returned a vector with a component that is not a finite number")]
     NotFinite {

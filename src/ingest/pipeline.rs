@@ -502,7 +502,16 @@ pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<PackedV
     // never holds its vectors as `f32`, and the DAG is built from the very
     // numbers the store gives back.
     let embed = |texts: &[&str], rows: &mut QuantizedRows| -> Result<()> {
-        for mut row in embedder.embed(texts)? {
+        let vectors = embedder.embed(texts)?;
+        if vectors.len() != texts.len() {
+            return Err(EmbedError::Count {
+                identity: embedder.identity(),
+                expected: texts.len(),
+                found: vectors.len(),
+            }
+            .into());
+        }
+        for mut row in vectors {
             if row.len() != dimension {
                 return Err(EmbedError::Dimension {
                     identity: embedder.identity(),
@@ -704,5 +713,55 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// An embedder that drops the last vector of every call past its first
+    /// `good` calls, and returns a row of subnormal values for the rest.
+    #[derive(Debug)]
+    struct Faulty {
+        good: usize,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Embedder for Faulty {
+        fn embed(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, EmbedError> {
+            let call = self
+                .calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut rows = vec![vec![1e-40f32, -1e-41, 0.0, 0.0]; texts.len()];
+            if call >= self.good {
+                rows.pop();
+            }
+            Ok(rows)
+        }
+        fn dimension(&self) -> usize {
+            4
+        }
+        fn identity(&self) -> String {
+            "faulty".into()
+        }
+    }
+
+    #[test]
+    fn an_embedder_that_loses_a_vector_is_refused_and_tiny_rows_are_kept() {
+        let doc = analyze("t", "One sentence. Another one.\n".to_owned(), Format::Text).unwrap();
+        let faulty = |good| Faulty {
+            good,
+            calls: Default::default(),
+        };
+        // Tiny rows (no length to normalise by) are packed, not hung on.
+        let vectors = embed_document(&doc, &faulty(usize::MAX)).unwrap();
+        assert_eq!(vectors.edus.scales.len(), doc.edus.len());
+        assert!(vectors.edus.scales.iter().all(|&s| s > 0.0));
+        // A short answer is an error naming the counts, not shifted rows.
+        let err = embed_document(&doc, &faulty(1)).unwrap_err();
+        assert!(
+            err.to_string().contains(&format!(
+                "returned {} vectors for {} texts",
+                doc.edus.len() - 1,
+                doc.edus.len()
+            )),
+            "{err}"
+        );
     }
 }

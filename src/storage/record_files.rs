@@ -118,7 +118,13 @@ impl RecordFiles {
         name: &str,
         fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> std::io::Result<(u64, u32)> {
-        std::fs::create_dir_all(&self.dir)?;
+        if !self.dir.exists() {
+            std::fs::create_dir_all(&self.dir)?;
+            // The new directory's entry in its parent is made durable too.
+            if let Some(parent) = self.dir.parent() {
+                std::fs::File::open(parent)?.sync_all()?;
+            }
+        }
         let path = self.dir.join(name);
         let file = std::fs::File::create_new(&path)?;
         let written = (|| {

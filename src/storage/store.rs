@@ -76,6 +76,9 @@ pub const FORMAT_VERSION: u32 = 7;
 /// as pieces in sled, which are read and removed as they are.
 const UPGRADABLE_VERSIONS: [u32; 4] = [3, 4, 5, 6];
 
+/// The versions whose DAG records are upgraded at open.
+const TEXTLESS_POINT_VERSIONS: [u32; 3] = [3, 4, 5];
+
 /// The versions whose dialogue records are upgraded at open.
 const TIMELESS_TURN_VERSIONS: [u32; 2] = [3, 4];
 
@@ -699,7 +702,9 @@ impl Store {
                 if TIMELESS_TURN_VERSIONS.contains(&old) {
                     store.upgrade_dialogues(&mut batch)?;
                 }
-                store.upgrade_dags(&mut batch)?;
+                if TEXTLESS_POINT_VERSIONS.contains(&old) {
+                    store.upgrade_dags(&mut batch)?;
+                }
             }
             batch.insert(VERSION_KEY, &version(FORMAT_VERSION));
             store.apply(batch)?;
@@ -712,7 +717,7 @@ impl Store {
     /// Deletes the record files no manifest names: those of a write a crash
     /// cut short, or of a replacement whose flush never came. Nothing is
     /// deleted while any manifest cannot be read, nor on a read-only file
-    /// system.
+    /// system, nor unless sled's file can be synced first.
     fn sweep_record_files(&self) -> Result<()> {
         let present = self
             .files
@@ -732,12 +737,20 @@ impl Store {
                 return Ok(());
             }
         }
-        self.files.remove(
-            present
-                .iter()
-                .map(String::as_str)
-                .filter(|n| !named.contains(*n)),
-        );
+        let unnamed: Vec<&str> = (present.iter().map(String::as_str))
+            .filter(|n| !named.contains(*n))
+            .collect();
+        if unnamed.is_empty() {
+            return Ok(());
+        }
+        // The manifests just read may have been recovered from a log a
+        // crashed process wrote but never synced: sync sled's file first,
+        // so no file goes while the manifests naming its replacement could
+        // still be lost to a crash of the machine.
+        let synced = std::fs::File::open(self.dir.join("db")).and_then(|db| db.sync_all());
+        if synced.is_ok() {
+            self.files.remove(unnamed);
+        }
         Ok(())
     }
 
@@ -940,11 +953,12 @@ impl Store {
         };
         self.ensure_space(reserve + 2 * batch.bytes, batch.bytes)?;
         let writes = std::mem::take(&mut batch.writes);
-        self.sled()?
-            .apply_batch(writes)
-            .map_err(|e| self.failure(e))?;
-        // Applied: the batch's files are named by it now.
+        let applied = self.sled()?.apply_batch(writes);
+        // Applied, the batch's files are named by it. A failed apply may
+        // still reach sled's log, so its files are left for the sweep at
+        // the next open to judge, not removed here.
         batch.written = None;
+        applied.map_err(|e| self.failure(e))?;
         (self.stale_files.lock())
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .append(&mut batch.stale);
@@ -1452,14 +1466,20 @@ impl Store {
 
     /// Makes every applied change durable.
     pub fn flush(&self) -> Result<()> {
-        self.sled()?
-            .flush()
-            .map(|_| ())
-            .map_err(|e| self.failure(e))?;
-        // The batches that dropped these files are durable now.
+        // Taken before the flush: a batch applied meanwhile, whose stale
+        // files join the list, may not be durable after it.
         let stale = std::mem::take(
             &mut *(self.stale_files.lock()).unwrap_or_else(std::sync::PoisonError::into_inner),
         );
+        let flushed = self.sled()?.flush().map_err(|e| self.failure(e));
+        if flushed.is_err() {
+            // Not durable: back on the list (or left to the sweep at open).
+            (self.stale_files.lock())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend(stale);
+            return flushed.map(drop);
+        }
+        // The batches that dropped these files are durable now.
         self.files.remove(stale.iter().map(String::as_str));
         Ok(())
     }
@@ -2299,34 +2319,37 @@ mod tests {
                     store.db.insert(key(SESSION, "s"), old.as_slice()).unwrap();
                 }
                 // The DAGs as versions 3 to 5 stored them: points without
-                // text; one large enough to be stored in pieces.
-                for (id, dag) in [
-                    ("a", dag(&doc("a", "Text stored by an older version."))),
-                    ("big", big_dag.clone()),
-                ] {
-                    let old = v5::Dag {
-                        nodes: (dag.nodes.iter())
-                            .map(|n| v5::DagNode {
-                                level: n.level,
-                                span: n.span,
-                                points: n.points.clone(),
-                                window: n.window,
-                            })
-                            .collect(),
-                        offsets: dag.offsets.clone(),
-                        targets: dag.targets.clone(),
-                        weights: dag.weights.clone(),
-                    };
-                    let mut batch = Batch::default();
-                    store
-                        .insert_record(&mut batch, DAG, id, &archive(&old).unwrap())
-                        .unwrap();
-                    store.apply(batch).unwrap();
+                // text; one large enough to be stored in pieces. (Version
+                // 6 stored them as now.)
+                if TEXTLESS_POINT_VERSIONS.contains(&old_version) {
+                    for (id, dag) in [
+                        ("a", dag(&doc("a", "Text stored by an older version."))),
+                        ("big", big_dag.clone()),
+                    ] {
+                        let old = v5::Dag {
+                            nodes: (dag.nodes.iter())
+                                .map(|n| v5::DagNode {
+                                    level: n.level,
+                                    span: n.span,
+                                    points: n.points.clone(),
+                                    window: n.window,
+                                })
+                                .collect(),
+                            offsets: dag.offsets.clone(),
+                            targets: dag.targets.clone(),
+                            weights: dag.weights.clone(),
+                        };
+                        let mut batch = Batch::default();
+                        store
+                            .insert_record(&mut batch, DAG, id, &archive(&old).unwrap())
+                            .unwrap();
+                        store.apply(batch).unwrap();
+                    }
+                    assert!(
+                        store.dag("a").is_err(),
+                        "the old DAG layout does not read as the new"
+                    );
                 }
-                assert!(
-                    store.dag("a").is_err(),
-                    "the old DAG layout does not read as the new"
-                );
                 // A damaged record is left as it was, for `check` to name.
                 store
                     .db

@@ -25,8 +25,10 @@ use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 
 /// Version of the table's layout; a table of another version is not used
-/// (version 1 held `f32` rows; version 2 holds the store's 8-bit rows,
-/// which the graph's points are exactly, so nothing is lost).
+/// (version 1 held `f32` rows; version 2 holds 8-bit rows: for documents
+/// written since store format 7 the graph's points are such rows widened,
+/// so nothing is lost; points of older `f32` documents are rounded, their
+/// scores within about 0.001 of the graph's).
 pub(super) const FLAT_VERSION: u32 = 2;
 
 /// One graph's live vectors and where they came from.
