@@ -94,11 +94,11 @@ pub struct DocVectors {
     pub edus: Vec<f32>,
 }
 
-/// A document's vectors as the store keeps them: [`DocVectors`] with every
-/// row in 8 bits, a quarter of the size
-/// (`compute::quantize::pack`). Ingest rounds vectors to these values
-/// as it embeds them, so what a document was built from and what the store
-/// gives back are the same numbers.
+/// A document's vectors as ingest holds them and the store keeps them:
+/// [`DocVectors`] with every row in 8 bits, a quarter of the size. Ingest
+/// quantises each row as it is embedded (`compute::quantize::push_row`),
+/// so what a document was built from and what the store gives back are the
+/// same numbers.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 #[rkyv(derive(Debug))]
 pub struct PackedVectors {

@@ -1798,18 +1798,16 @@ impl StoredVectors {
     /// An owned copy, in 8 bits (`f32` rows of format 6 or older are
     /// quantised).
     pub fn to_packed(&self) -> Result<PackedVectors> {
+        let corrupt = |e: BoxedError| Error::Corrupt {
+            key: "vectors".into(),
+            message: e.to_string(),
+        };
         Ok(match self.get()? {
-            VectorRecord::Full(v) => pack(
-                &rkyv::deserialize::<DocVectors, BoxedError>(v).map_err(|e| Error::Corrupt {
-                    key: "vectors".into(),
-                    message: e.to_string(),
-                })?,
-            ),
+            VectorRecord::Full(v) => {
+                pack(&rkyv::deserialize::<DocVectors, BoxedError>(v).map_err(corrupt)?)
+            }
             VectorRecord::Packed(v) => {
-                rkyv::deserialize::<PackedVectors, BoxedError>(v).map_err(|e| Error::Corrupt {
-                    key: "vectors".into(),
-                    message: e.to_string(),
-                })?
+                rkyv::deserialize::<PackedVectors, BoxedError>(v).map_err(corrupt)?
             }
         })
     }

@@ -17,12 +17,12 @@ use rkyv::rancor::BoxedError;
 use rkyv::{Archive, Serialize};
 
 use super::cosine::score;
-use crate::compute::vector::dot;
 use crate::error::{Error, Result};
 use crate::model::document::QuantizedRows;
 use crate::model::edu::Span;
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
+use crate::storage::vector_record::Rows;
 
 /// Version of the table's layout; a table of another version is not used
 /// (version 1 held `f32` rows; version 2 holds 8-bit rows: for documents
@@ -59,6 +59,12 @@ pub(super) struct FlatRow {
     pub item: u32,
     /// EDUs the node or EDU covers.
     pub span: Span,
+}
+
+/// A table's vectors, read as the store's rows are.
+fn vector_rows(table: &ArchivedFlatTable) -> Rows<'_> {
+    let dimension = table.dimension.to_native() as usize;
+    Rows::Packed(&table.vectors.codes, &table.vectors.scales, dimension)
 }
 
 /// The table's file name for `target`.
@@ -129,10 +135,7 @@ impl MappedTable {
                     t.dimension.to_native()
                 )
             }
-            Ok(t)
-                if t.vectors.codes.len() != t.rows.len() * dimension
-                    || t.vectors.scales.len() != t.rows.len() =>
-            {
+            Ok(t) if !vector_rows(t).holds(t.rows.len()) => {
                 "its vectors do not match its rows".to_owned()
             }
             Ok(_) => return Some(table),
@@ -187,6 +190,7 @@ impl MappedTable {
                 !skip.contains(doc) && scope.map_or(!is_turn_id(doc), |scope| scope.contains(doc))
             })
             .collect();
+        let vectors = vector_rows(table);
         let mut best: Vec<(f32, usize)> = Vec::with_capacity(k + 1);
         if k > 0 {
             for (at, row) in table.rows.iter().enumerate() {
@@ -197,9 +201,10 @@ impl MappedTable {
                 {
                     continue;
                 }
-                let codes = &table.vectors.codes[at * dimension..(at + 1) * dimension];
-                let scale = table.vectors.scales[at].to_native();
-                let score = score(dot(codes, query) * scale);
+                let vector = vectors
+                    .row(at)
+                    .ok_or_else(|| Error::Vectors(format!("flat table row {at} has no vector")))?;
+                let score = score(vector.dot(query));
                 if best.len() == k && score <= best[k - 1].0 {
                     continue;
                 }
