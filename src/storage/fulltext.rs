@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use tantivy::collector::TopDocs;
 use tantivy::index::SegmentId;
+use tantivy::merge_policy::{LogMergePolicy, MergeCandidate, MergePolicy, NoMergePolicy};
 use tantivy::query::{
     Bm25StatisticsProvider, Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser,
     TermQuery,
@@ -140,9 +141,13 @@ impl FullText {
         })?;
         let directory = tantivy::directory::MmapDirectory::open(dir).map_err(fulltext)?;
         let index = Index::open_or_create(directory, schema()).map_err(fulltext)?;
-        let writer = index
+        let writer: IndexWriter = index
             .writer_with_num_threads(1, WRITER_MEMORY)
             .map_err(fulltext)?;
+        // Merges run in `commit`, to their end: a background merge dies
+        // with the writer, and a one-command process drops it right after
+        // its commit, so segments would pile up (one per `session add`).
+        writer.set_merge_policy(Box::new(NoMergePolicy));
         // A writer killed mid-commit leaves files no commit refers to, and
         // the next commit may want one of their names (a segment's delete
         // file is named by the opstamp, which restarts from the last
@@ -256,12 +261,33 @@ impl FullText {
         self.writer.rollback().map(|_| ()).map_err(fulltext)
     }
 
-    /// Durably commits pending changes as having applied store change `seq`.
+    /// Durably commits pending changes as having applied store change `seq`,
+    /// then merges segments as tantivy's log merge policy picks them (eight
+    /// of a size; a merge keeps the commit's payload).
     pub fn commit(&mut self, seq: u64) -> Result<()> {
         let mut prepared = self.writer.prepare_commit().map_err(fulltext)?;
         prepared.set_payload(&seq.to_string());
         prepared.commit().map_err(fulltext)?;
+        let segments = self
+            .reader
+            .index
+            .searchable_segment_metas()
+            .map_err(fulltext)?;
+        for MergeCandidate(ids) in LogMergePolicy::default().compute_merge_candidates(&segments) {
+            self.writer.merge(&ids).wait().map_err(fulltext)?;
+        }
         self.reader.reader.reload().map_err(fulltext)
+    }
+
+    /// Number of segments the index searches (each a set of files opened
+    /// per process and visited per query).
+    pub fn segments(&self) -> Result<usize> {
+        Ok(self
+            .reader
+            .index
+            .searchable_segment_ids()
+            .map_err(fulltext)?
+            .len())
     }
 }
 
@@ -609,6 +635,36 @@ impl Columns {
 mod tests {
     use super::*;
     use crate::model::document::Format;
+
+    #[test]
+    fn one_commit_per_process_keeps_few_segments() {
+        // As `session add` does it: open, write one document, commit, drop.
+        let dir = tempfile::tempdir().unwrap();
+        let writes = 30u64;
+        for seq in 1..=writes {
+            let mut index = FullText::open(dir.path()).unwrap();
+            let text = format!("Turn number {seq} mentions the lighthouse.\n");
+            let doc =
+                crate::ingest::pipeline::analyze(&format!("d{seq}"), text, Format::Text).unwrap();
+            index.replace(&doc).unwrap();
+            index.commit(seq).unwrap();
+        }
+        let index = FullText::open(dir.path()).unwrap();
+        let segments = index.segments().unwrap();
+        assert!(segments < 8, "{segments} segments after {writes} commits");
+        assert_eq!(
+            index.applied_seq().unwrap(),
+            writes,
+            "merges keep the payload"
+        );
+        let reader = index.reader();
+        let hits = reader.rank("lighthouse", Target::Edus, None, 100).unwrap();
+        assert_eq!(
+            hits.len() as u64,
+            writes,
+            "every document survives the merges"
+        );
+    }
 
     #[test]
     fn the_rank_ceiling_keeps_a_common_word_match_small() {
