@@ -1,7 +1,10 @@
-//! Build script. With the `kernel-emulation` feature it compiles
+//! Build script. It writes bpe-openai's o200k_base tables in postcard's
+//! encoding to `$OUT_DIR/o200k_base.postcard` (`src/model/tokens.rs`
+//! includes them: every process that counts tokens loads them, and
+//! postcard decodes them in about two thirds of the time). With the
+//! `kernel-emulation` feature it also compiles
 //! `kernels/emulation/emulate.cpp` (the CUDA kernel sources through the
-//! HIP CPU Runtime) into a static library the crate links; otherwise it
-//! does nothing.
+//! HIP CPU Runtime) into a static library the crate links.
 //!
 //! Environment: `HIP_CPU_ROOT` (default `../shared/vendor/hip-cpu` beside
 //! the repository), `EDUDB_EMULATION_SANITIZE=address` to instrument the
@@ -10,8 +13,19 @@
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    write_tokenizer_tables();
     #[cfg(feature = "kernel-emulation")]
     emulation::build();
+}
+
+/// The o200k_base byte-pair encoding as bpe-openai builds it, re-encoded
+/// with postcard (the same version of bpe decodes it: Cargo.lock resolves
+/// one for both).
+fn write_tokenizer_tables() {
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
+    let tables = postcard::to_allocvec(&bpe_openai::o200k_base().bpe)
+        .expect("postcard encodes the o200k_base tables");
+    std::fs::write(out.join("o200k_base.postcard"), tables).expect("OUT_DIR is writable");
 }
 
 #[cfg(feature = "kernel-emulation")]
