@@ -1,6 +1,7 @@
 //! Ingest throughput on the Rust RFC corpus: edudb's whole pipeline (decode,
-//! layout, EDUs, tokens, tree, sled batch, tantivy) and its analysis alone,
-//! against indexing the same files into tantivy alone. After criterion, the
+//! layout, EDUs, tokens, tree, vectors, DAG, sled batch, tantivy), its
+//! full-text entries alone and its analysis alone, against indexing the
+//! same files into tantivy alone. After criterion, the
 //! medians are printed as ratios to the tantivy baseline of the same run.
 //!
 //! `cargo bench --bench ingest` (add `-- --quick` for a short run).
@@ -57,6 +58,20 @@ fn edudb_analysis(texts: &[(String, String, PathBuf)]) -> usize {
         .sum()
 }
 
+/// edudb's full-text work alone: the entries `Db::ingest` makes for the
+/// analysed documents (one per EDU, one per tree node), one commit. The
+/// analysis is done before timing; this bounds what a whole ingest can
+/// reach against the baseline.
+fn edudb_fulltext_entries(docs: &[edudb::model::document::Document]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = edudb::storage::fulltext::FullText::open(dir.path()).unwrap();
+    for doc in docs {
+        index.replace(doc).unwrap();
+    }
+    index.commit(1).unwrap();
+    dir
+}
+
 /// The baseline: one tantivy document per file, the same English stemming
 /// tokenizer edudb uses, one commit.
 fn tantivy_alone(texts: &[(String, String, PathBuf)]) -> tempfile::TempDir {
@@ -92,6 +107,13 @@ fn bench_ingest(c: &mut Criterion) {
         })
         .collect();
     let bytes: usize = texts.iter().map(|(_, text, _)| text.len()).sum();
+    let analysed: Vec<_> = texts
+        .iter()
+        .map(|(id, text, path)| {
+            let format = edudb::ingest::detect_format(Some(path), text);
+            edudb::ingest::analyze(id, text.clone(), format).unwrap()
+        })
+        .collect();
 
     let mut group = c.benchmark_group(GROUP);
     group.throughput(Throughput::Bytes(bytes as u64));
@@ -101,6 +123,13 @@ fn bench_ingest(c: &mut Criterion) {
     });
     group.bench_function("edudb_full", |b| {
         b.iter_batched(|| (), |()| edudb_full(&sources), BatchSize::PerIteration)
+    });
+    group.bench_function("edudb_fulltext_entries", |b| {
+        b.iter_batched(
+            || (),
+            |()| edudb_fulltext_entries(&analysed),
+            BatchSize::PerIteration,
+        )
     });
     group.bench_function("edudb_analysis_1_thread", |b| {
         b.iter(|| edudb_analysis(&texts))
@@ -116,7 +145,11 @@ fn main() {
     common::print_ratios(
         GROUP,
         "tantivy_alone",
-        &["edudb_full", "edudb_analysis_1_thread"],
+        &[
+            "edudb_full",
+            "edudb_fulltext_entries",
+            "edudb_analysis_1_thread",
+        ],
         run_started,
     );
 }
