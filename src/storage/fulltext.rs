@@ -38,6 +38,10 @@ use crate::model::tree::NodeKind;
 
 /// Memory budget of the single indexing thread.
 const WRITER_MEMORY: usize = 64 * 1024 * 1024;
+/// Segments of at most this many entries (what small writes leave) are
+/// merged in [`FullText::commit`]; larger ones, from bulk ingests, stay as
+/// written, so that no commit pays for merging most of the index.
+const MERGED_SEGMENT_ENTRIES: usize = 10_000;
 /// Stored in the `node` field of EDU entries.
 const NO_NODE: u64 = u64::MAX;
 /// Weight of a section-title match against an EDU-text match in `search`:
@@ -144,10 +148,7 @@ impl FullText {
         let writer: IndexWriter = index
             .writer_with_num_threads(1, WRITER_MEMORY)
             .map_err(fulltext)?;
-        // Merges run in `commit`, to their end: a background merge dies
-        // with the writer, and a one-command process drops it right after
-        // its commit, so segments would pile up (one per `session add`).
-        writer.set_merge_policy(Box::new(NoMergePolicy));
+        without_background_merges(&writer);
         // A writer killed mid-commit leaves files no commit refers to, and
         // the next commit may want one of their names (a segment's delete
         // file is named by the opstamp, which restarts from the last
@@ -258,37 +259,57 @@ impl FullText {
     /// Drops every uncommitted change with a fresh writer (after a failure
     /// the old one may have lost some of them).
     pub fn rollback(&mut self) -> Result<()> {
-        self.writer.rollback().map(|_| ()).map_err(fulltext)
+        self.writer.rollback().map_err(fulltext)?;
+        // The fresh writer comes with tantivy's default merge policy.
+        without_background_merges(&self.writer);
+        Ok(())
     }
 
     /// Durably commits pending changes as having applied store change `seq`,
-    /// then merges segments as tantivy's log merge policy picks them (eight
-    /// of a size; a merge keeps the commit's payload).
+    /// then merges small segments ([`FullText::merge_small_segments`]).
     pub fn commit(&mut self, seq: u64) -> Result<()> {
         let mut prepared = self.writer.prepare_commit().map_err(fulltext)?;
         prepared.set_payload(&seq.to_string());
         prepared.commit().map_err(fulltext)?;
-        let segments = self
-            .reader
-            .index
-            .searchable_segment_metas()
-            .map_err(fulltext)?;
-        for MergeCandidate(ids) in LogMergePolicy::default().compute_merge_candidates(&segments) {
-            self.writer.merge(&ids).wait().map_err(fulltext)?;
-        }
+        self.merge_small_segments();
         self.reader.reader.reload().map_err(fulltext)
     }
 
-    /// Number of segments the index searches (each a set of files opened
-    /// per process and visited per query).
-    pub fn segments(&self) -> Result<usize> {
-        Ok(self
+    /// Merges the segments of at most [`MERGED_SEGMENT_ENTRIES`] entries
+    /// that tantivy's log merge policy groups (eight of a size), each to its
+    /// end; a merge keeps the commit's payload. Best effort: the commit is
+    /// durable already, so a failed merge (a full disk, say) is logged and
+    /// the segments stay as they are.
+    fn merge_small_segments(&mut self) {
+        let mut policy = LogMergePolicy::default();
+        policy.set_max_docs_before_merge(MERGED_SEGMENT_ENTRIES);
+        let merged = self
             .reader
             .index
-            .searchable_segment_ids()
-            .map_err(fulltext)?
-            .len())
+            .searchable_segment_metas()
+            .and_then(|segments| {
+                for MergeCandidate(ids) in policy.compute_merge_candidates(&segments) {
+                    self.writer.merge(&ids).wait()?;
+                }
+                Ok(())
+            });
+        if let Err(e) = merged {
+            tracing::warn!("merging the full-text index's small segments failed: {e}");
+        }
     }
+
+    /// Number of segments the index searches.
+    #[cfg(test)]
+    fn segment_count(&self) -> usize {
+        self.reader.index.searchable_segment_ids().unwrap().len()
+    }
+}
+
+/// Turns off the writer's background merges: they die with the writer, and
+/// a one-command process drops it right after its commit, so segments piled
+/// up (one per `session add`). [`FullText::commit`] merges instead.
+fn without_background_merges(writer: &IndexWriter) {
+    writer.set_merge_policy(Box::new(NoMergePolicy));
 }
 
 impl FullTextReader {
@@ -650,7 +671,7 @@ mod tests {
             index.commit(seq).unwrap();
         }
         let index = FullText::open(dir.path()).unwrap();
-        let segments = index.segments().unwrap();
+        let segments = index.segment_count();
         assert!(segments < 8, "{segments} segments after {writes} commits");
         assert_eq!(
             index.applied_seq().unwrap(),
@@ -664,6 +685,50 @@ mod tests {
             writes,
             "every document survives the merges"
         );
+    }
+
+    #[test]
+    fn commits_after_a_rollback_still_merge_in_the_foreground() {
+        // A rollback makes a fresh writer; background merges racing the
+        // commit's own merges failed every few commits.
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = FullText::open(dir.path()).unwrap();
+        index.rollback().unwrap();
+        let policy = format!("{:?}", index.writer.get_merge_policy());
+        assert!(policy.contains("NoMergePolicy"), "{policy}");
+        let writes = 20u64;
+        for seq in 1..=writes {
+            let text = format!("Entry {seq} names the harbour.\n");
+            let doc =
+                crate::ingest::pipeline::analyze(&format!("d{seq}"), text, Format::Text).unwrap();
+            index.replace(&doc).unwrap();
+            index.commit(seq).unwrap();
+        }
+        assert!(index.segment_count() < 8, "{}", index.segment_count());
+        let hits = index
+            .reader()
+            .rank("harbour", Target::Edus, None, 100)
+            .unwrap();
+        assert_eq!(hits.len() as u64, writes);
+    }
+
+    #[test]
+    fn bulk_segments_are_not_merged_by_commit() {
+        // Eight segments of a size would make tantivy's policy merge them;
+        // above MERGED_SEGMENT_ENTRIES each, commit leaves them as written.
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = FullText::open(dir.path()).unwrap();
+        let text: String = (0..=MERGED_SEGMENT_ENTRIES)
+            .map(|i| format!("Line {i}.\n\n"))
+            .collect();
+        for seq in 1..=8u64 {
+            let doc =
+                crate::ingest::pipeline::analyze(&format!("bulk{seq}"), text.clone(), Format::Text)
+                    .unwrap();
+            index.replace(&doc).unwrap();
+            index.commit(seq).unwrap();
+        }
+        assert_eq!(index.segment_count(), 8, "every bulk segment kept");
     }
 
     #[test]
