@@ -271,6 +271,9 @@ async fn serve(
         None
     };
     let app = router(Arc::clone(&shared), options.max_body_bytes, false);
+    // Listening before saying so: a signal sent as soon as the server is
+    // ready must stop it, not kill it.
+    let signals = options.stop_on_signals.then(StopSignals::listen).flatten();
     ready(&Bound {
         address,
         socket: unix.as_ref().map(|_| socket_path.clone()),
@@ -279,7 +282,7 @@ async fn serve(
     let watcher = tokio::spawn(wait_for_stop(
         shutdown.clone(),
         Arc::clone(&shared),
-        options.stop_on_signals,
+        signals,
         stop,
     ));
     let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
@@ -325,12 +328,30 @@ async fn serve(
     served.map_err(|e| Error::Serve(format!("serving: {e}")))
 }
 
+/// SIGTERM and SIGINT, caught from the moment they are listened for.
+struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Catches both signals from now on (within the runtime); `None` when
+    /// they cannot be caught, as the server then stops only when told.
+    fn listen() -> Option<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Some(StopSignals {
+            terminate: signal(SignalKind::terminate()).ok()?,
+            interrupt: signal(SignalKind::interrupt()).ok()?,
+        })
+    }
+}
+
 /// Resolves `stop` once `shutdown` is cancelled, the store was abandoned
 /// or, with `signals`, on SIGINT or SIGTERM.
 async fn wait_for_stop(
     shutdown: CancelToken,
     shared: Arc<Shared>,
-    signals: bool,
+    signals: Option<StopSignals>,
     stop: tokio::sync::watch::Sender<bool>,
 ) {
     let cancelled = async {
@@ -339,17 +360,12 @@ async fn wait_for_stop(
         }
     };
     let signalled = async {
-        if !signals {
-            return std::future::pending().await;
-        }
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
+        let Some(mut signals) = signals else {
             return std::future::pending().await;
         };
         tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+            _ = signals.terminate.recv() => {}
+            _ = signals.interrupt.recv() => {}
         }
     };
     tokio::select! {
