@@ -124,7 +124,7 @@ impl Engine {
         for id in latest.keys() {
             match self.store.get(id)? {
                 Some(stored) => fulltext.replace(&stored.to_document()?)?,
-                None => fulltext.remove(id),
+                None => fulltext.remove(id)?,
             }
         }
         Ok(())

@@ -104,6 +104,7 @@ impl Engine {
         };
         let mut report = IngestReport::default();
         let mut fulltext = self.fulltext_writer();
+        fulltext.start_writing()?;
         self.recover_index(&mut fulltext)?;
         progress.start("ingest", sources.iter().map(Source::len_hint).sum());
         let workers = std::thread::available_parallelism()
@@ -242,6 +243,7 @@ impl Engine {
     /// it.
     pub(crate) fn write<R>(&self, write: impl FnOnce() -> Result<(R, Written)>) -> Result<R> {
         let mut fulltext = self.fulltext_writer();
+        fulltext.start_writing()?;
         self.recover_index(&mut fulltext)?;
         let (result, written) = write()?;
         // From here the change is in the store: any failure leaves the
@@ -264,7 +266,7 @@ impl Engine {
                 fulltext.replace(doc)?;
             }
             for id in &written.removed {
-                fulltext.remove(id);
+                fulltext.remove(id)?;
             }
             Ok(())
         };

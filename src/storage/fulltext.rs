@@ -73,7 +73,9 @@ struct Fields {
 
 /// The tantivy index and its single writer.
 pub struct FullText {
-    writer: IndexWriter,
+    /// Made at the first change: a process that only reads never pays for
+    /// the writer's threads, its lock file and its garbage collection.
+    writer: Option<IndexWriter>,
     reader: FullTextReader,
 }
 
@@ -145,15 +147,6 @@ impl FullText {
         })?;
         let directory = tantivy::directory::MmapDirectory::open(dir).map_err(fulltext)?;
         let index = Index::open_or_create(directory, schema()).map_err(fulltext)?;
-        let writer: IndexWriter = index
-            .writer_with_num_threads(1, WRITER_MEMORY)
-            .map_err(fulltext)?;
-        without_background_merges(&writer);
-        // A writer killed mid-commit leaves files no commit refers to, and
-        // the next commit may want one of their names (a segment's delete
-        // file is named by the opstamp, which restarts from the last
-        // commit): remove them before writing anything.
-        writer.garbage_collect_files().wait().map_err(fulltext)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -173,7 +166,7 @@ impl FullText {
             kind: field("kind")?,
         };
         Ok(FullText {
-            writer,
+            writer: None,
             reader: FullTextReader {
                 index,
                 reader,
@@ -181,6 +174,35 @@ impl FullText {
                 columns: Arc::default(),
             },
         })
+    }
+
+    /// The writer, made at the first call: one indexing thread, no
+    /// background merges, and the files a writer killed mid-commit left
+    /// removed first (no commit refers to them, and the next commit may
+    /// want one of their names: a segment's delete file is named by the
+    /// opstamp, which restarts from the last commit).
+    fn writer(&mut self) -> Result<&mut IndexWriter> {
+        let writer = match self.writer.take() {
+            Some(writer) => writer,
+            None => {
+                let writer: IndexWriter = self
+                    .reader
+                    .index
+                    .writer_with_num_threads(1, WRITER_MEMORY)
+                    .map_err(fulltext)?;
+                without_background_merges(&writer);
+                writer.garbage_collect_files().wait().map_err(fulltext)?;
+                writer
+            }
+        };
+        Ok(self.writer.insert(writer))
+    }
+
+    /// Makes the writer now rather than at the first change, so that a
+    /// write can overlap it with work done before its changes (analysing
+    /// text, loading the tokenizer).
+    pub fn start_writing(&mut self) -> Result<()> {
+        self.writer().map(|_| ())
     }
 
     /// A read handle that stays current across commits.
@@ -195,9 +217,10 @@ impl FullText {
     }
 
     /// Removes every entry of document `id` (uncommitted until [`FullText::commit`]).
-    pub fn remove(&mut self, id: &str) {
-        self.writer
-            .delete_term(Term::from_field_text(self.reader.fields.doc, id));
+    pub fn remove(&mut self, id: &str) -> Result<()> {
+        let term = Term::from_field_text(self.reader.fields.doc, id);
+        self.writer()?.delete_term(term);
+        Ok(())
     }
 
     /// Replaces the entries of `doc`: one per EDU (headings excepted, their
@@ -217,10 +240,11 @@ impl FullText {
             schema.get_field_name(text_field).to_owned(),
             schema.get_field_name(node_field).to_owned(),
         );
-        self.remove(id);
+        self.remove(id)?;
+        let writer = self.writer()?;
         for edu in doc.edus.iter().filter(|e| e.kind != EduKind::Heading) {
             let text = &doc.text[edu.start as usize..edu.end as usize];
-            self.writer
+            writer
                 .add_document(doc!(
                     fields.doc => id,
                     fields.node => NO_NODE,
@@ -243,32 +267,35 @@ impl FullText {
             if node.kind == NodeKind::Section && !turn {
                 entry.add_text(fields.title, &node.title);
             }
-            self.writer.add_document(entry).map_err(fulltext)?;
+            writer.add_document(entry).map_err(fulltext)?;
         }
         Ok(())
     }
 
     /// Drops every entry (uncommitted until [`FullText::commit`]).
     pub fn clear(&mut self) -> Result<()> {
-        self.writer
+        self.writer()?
             .delete_all_documents()
             .map(|_| ())
             .map_err(fulltext)
     }
 
     /// Drops every uncommitted change with a fresh writer (after a failure
-    /// the old one may have lost some of them).
+    /// the old one may have lost some of them); without a writer there is
+    /// nothing to drop.
     pub fn rollback(&mut self) -> Result<()> {
-        self.writer.rollback().map_err(fulltext)?;
-        // The fresh writer comes with tantivy's default merge policy.
-        without_background_merges(&self.writer);
+        if let Some(writer) = &mut self.writer {
+            writer.rollback().map_err(fulltext)?;
+            // The fresh writer comes with tantivy's default merge policy.
+            without_background_merges(writer);
+        }
         Ok(())
     }
 
     /// Durably commits pending changes as having applied store change `seq`,
     /// then merges small segments ([`FullText::merge_small_segments`]).
     pub fn commit(&mut self, seq: u64) -> Result<()> {
-        let mut prepared = self.writer.prepare_commit().map_err(fulltext)?;
+        let mut prepared = self.writer()?.prepare_commit().map_err(fulltext)?;
         prepared.set_payload(&seq.to_string());
         prepared.commit().map_err(fulltext)?;
         self.merge_small_segments();
@@ -281,6 +308,9 @@ impl FullText {
     /// durable already, so a failed merge (a full disk, say) is logged and
     /// the segments stay as they are.
     fn merge_small_segments(&mut self) {
+        let Some(writer) = &mut self.writer else {
+            return;
+        };
         let mut policy = LogMergePolicy::default();
         policy.set_max_docs_before_merge(MERGED_SEGMENT_ENTRIES);
         let merged = self
@@ -289,7 +319,7 @@ impl FullText {
             .searchable_segment_metas()
             .and_then(|segments| {
                 for MergeCandidate(ids) in policy.compute_merge_candidates(&segments) {
-                    self.writer.merge(&ids).wait()?;
+                    writer.merge(&ids).wait()?;
                 }
                 Ok(())
             });
@@ -688,13 +718,32 @@ mod tests {
     }
 
     #[test]
+    fn reading_never_makes_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = crate::ingest::pipeline::analyze("a", "The lamp is lit.\n".into(), Format::Text)
+            .unwrap();
+        let mut index = FullText::open(dir.path()).unwrap();
+        index.replace(&doc).unwrap();
+        index.commit(1).unwrap();
+        drop(index);
+        let mut index = FullText::open(dir.path()).unwrap();
+        let hits = index.reader().rank("lamp", Target::Edus, None, 10).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(index.applied_seq().unwrap(), 1);
+        index.rollback().unwrap();
+        assert!(index.writer.is_none(), "a read made the writer");
+        index.start_writing().unwrap();
+        assert!(index.writer.is_some());
+    }
+
+    #[test]
     fn commits_after_a_rollback_still_merge_in_the_foreground() {
         // A rollback makes a fresh writer; background merges racing the
         // commit's own merges failed every few commits.
         let dir = tempfile::tempdir().unwrap();
         let mut index = FullText::open(dir.path()).unwrap();
         index.rollback().unwrap();
-        let policy = format!("{:?}", index.writer.get_merge_policy());
+        let policy = format!("{:?}", index.writer().unwrap().get_merge_policy());
         assert!(policy.contains("NoMergePolicy"), "{policy}");
         let writes = 20u64;
         for seq in 1..=writes {
@@ -880,7 +929,7 @@ mod tests {
             // What a writer killed mid-commit leaves behind: delete files,
             // registered but in no commit, under the names the next
             // commits will want.
-            let tantivy_index = index.writer.index();
+            let tantivy_index = &index.reader.index;
             let segment = tantivy_index.searchable_segment_ids().unwrap()[0];
             for opstamp in 0..1_000 {
                 let name = format!("{}.{opstamp}.del", segment.uuid_string());
@@ -891,7 +940,7 @@ mod tests {
             }
         }
         let mut index = FullText::open(dir.path()).unwrap();
-        index.remove("a");
+        index.remove("a").unwrap();
         index.commit(2).unwrap();
         assert_eq!(index.reader().entries(), 0);
         assert_eq!(index.applied_seq().unwrap(), 2);
