@@ -99,6 +99,17 @@ impl Engine {
         }
     }
 
+    /// The full-text writer for a write about to start: its tantivy writer
+    /// made now, so the write overlaps making it with its own first work
+    /// (analysing text, loading the tokenizer), and the index caught up
+    /// after an earlier failure ([`Engine::recover_index`]).
+    pub(super) fn start_fulltext_write(&self) -> Result<std::sync::MutexGuard<'_, FullText>> {
+        let mut fulltext = self.fulltext_writer();
+        fulltext.start_writing()?;
+        self.recover_index(&mut fulltext)?;
+        Ok(fulltext)
+    }
+
     /// After a change missed the full-text writer ([`Engine::fulltext_behind`]):
     /// drops the writer's uncommitted changes (a failed writer may have
     /// lost some) and replays the change log from the index's last commit.
@@ -376,8 +387,7 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<Vec<Damaged>> {
-        let mut fulltext = self.fulltext_writer();
-        self.recover_index(&mut fulltext)?;
+        let mut fulltext = self.start_fulltext_write()?;
         let ids = self.store.ids()?;
         let last = self.store.last_seq()?;
         progress.start("reindex", ids.len() as u64);

@@ -103,9 +103,7 @@ impl Engine {
             },
         };
         let mut report = IngestReport::default();
-        let mut fulltext = self.fulltext_writer();
-        fulltext.start_writing()?;
-        self.recover_index(&mut fulltext)?;
+        let mut fulltext = self.start_fulltext_write()?;
         progress.start("ingest", sources.iter().map(Source::len_hint).sum());
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
@@ -242,9 +240,7 @@ impl Engine {
     /// durable is [`Error::IndexBehind`], so the caller knows not to repeat
     /// it.
     pub(crate) fn write<R>(&self, write: impl FnOnce() -> Result<(R, Written)>) -> Result<R> {
-        let mut fulltext = self.fulltext_writer();
-        fulltext.start_writing()?;
-        self.recover_index(&mut fulltext)?;
+        let mut fulltext = self.start_fulltext_write()?;
         let (result, written) = write()?;
         // From here the change is in the store: any failure leaves the
         // full-text index behind until the next commit replays the log.

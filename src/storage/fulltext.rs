@@ -293,45 +293,42 @@ impl FullText {
     }
 
     /// Durably commits pending changes as having applied store change `seq`,
-    /// then merges small segments ([`FullText::merge_small_segments`]).
+    /// then merges the small segments that many small writes leave.
     pub fn commit(&mut self, seq: u64) -> Result<()> {
-        let mut prepared = self.writer()?.prepare_commit().map_err(fulltext)?;
+        let writer = self.writer()?;
+        let mut prepared = writer.prepare_commit().map_err(fulltext)?;
         prepared.set_payload(&seq.to_string());
         prepared.commit().map_err(fulltext)?;
-        self.merge_small_segments();
+        merge_small_segments(writer);
         self.reader.reader.reload().map_err(fulltext)
-    }
-
-    /// Merges the segments of at most [`MERGED_SEGMENT_ENTRIES`] entries
-    /// that tantivy's log merge policy groups (eight of a size), each to its
-    /// end; a merge keeps the commit's payload. Best effort: the commit is
-    /// durable already, so a failed merge (a full disk, say) is logged and
-    /// the segments stay as they are.
-    fn merge_small_segments(&mut self) {
-        let Some(writer) = &mut self.writer else {
-            return;
-        };
-        let mut policy = LogMergePolicy::default();
-        policy.set_max_docs_before_merge(MERGED_SEGMENT_ENTRIES);
-        let merged = self
-            .reader
-            .index
-            .searchable_segment_metas()
-            .and_then(|segments| {
-                for MergeCandidate(ids) in policy.compute_merge_candidates(&segments) {
-                    writer.merge(&ids).wait()?;
-                }
-                Ok(())
-            });
-        if let Err(e) = merged {
-            tracing::warn!("merging the full-text index's small segments failed: {e}");
-        }
     }
 
     /// Number of segments the index searches.
     #[cfg(test)]
     fn segment_count(&self) -> usize {
         self.reader.index.searchable_segment_ids().unwrap().len()
+    }
+}
+
+/// Merges, with `writer`, the segments of at most [`MERGED_SEGMENT_ENTRIES`]
+/// entries that tantivy's log merge policy groups (eight of a size), each to
+/// its end; a merge keeps the last commit's payload. Best effort: it runs
+/// after a durable commit, so a failed merge (a full disk, say) is logged
+/// and the segments stay as they are.
+fn merge_small_segments(writer: &mut IndexWriter) {
+    let mut policy = LogMergePolicy::default();
+    policy.set_max_docs_before_merge(MERGED_SEGMENT_ENTRIES);
+    let merged = writer
+        .index()
+        .searchable_segment_metas()
+        .and_then(|segments| {
+            for MergeCandidate(ids) in policy.compute_merge_candidates(&segments) {
+                writer.merge(&ids).wait()?;
+            }
+            Ok(())
+        });
+    if let Err(e) = merged {
+        tracing::warn!("merging the full-text index's small segments failed: {e}");
     }
 }
 

@@ -959,9 +959,7 @@ impl Store {
         // the next open to judge, not removed here.
         batch.written = None;
         applied.map_err(|e| self.failure(e))?;
-        (self.stale_files.lock())
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .append(&mut batch.stale);
+        self.stale_files().append(&mut batch.stale);
         Ok(())
     }
 
@@ -1464,19 +1462,21 @@ impl Store {
         self.apply(batch)
     }
 
+    /// The files of records replaced or removed by applied batches, deleted
+    /// once a flush has made those batches durable.
+    fn stale_files(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        (self.stale_files.lock()).unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Makes every applied change durable.
     pub fn flush(&self) -> Result<()> {
         // Taken before the flush: a batch applied meanwhile, whose stale
         // files join the list, may not be durable after it.
-        let stale = std::mem::take(
-            &mut *(self.stale_files.lock()).unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let stale = std::mem::take(&mut *self.stale_files());
         let flushed = self.sled()?.flush().map_err(|e| self.failure(e));
         if flushed.is_err() {
             // Not durable: back on the list (or left to the sweep at open).
-            (self.stale_files.lock())
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .extend(stale);
+            self.stale_files().extend(stale);
             return flushed.map(drop);
         }
         // The batches that dropped these files are durable now.
