@@ -66,6 +66,11 @@ pub enum EvalCommand {
         /// Also write every per-question observation (JSONL) here.
         #[arg(long)]
         observations: Option<PathBuf>,
+        /// Keep the stores in this directory and reuse them on the next run
+        /// (a store built with a local model takes many minutes); default: a
+        /// temporary directory.
+        #[arg(long, value_name = "DIR")]
+        stores: Option<PathBuf>,
     },
     /// Evaluate agent memory on LoCoMo conversations (JSON): each is loaded
     /// as one session, and every question's evidence recall is scored per
@@ -185,6 +190,7 @@ pub fn run(
             seed,
             svg,
             observations,
+            stores,
         } => {
             let mut methods: Vec<Method> = if queries.is_empty() {
                 eval::default_methods()
@@ -208,6 +214,7 @@ pub fn run(
                 methods,
                 budgets: budgets.clone(),
                 embedder: embedder.unwrap_or_default(),
+                stores: stores.clone(),
             };
             let loaded = datasets
                 .iter()

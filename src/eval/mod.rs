@@ -16,7 +16,7 @@ pub mod memory;
 pub mod score;
 pub mod structure;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -117,6 +117,11 @@ pub struct EvalOptions {
     pub budgets: Vec<u64>,
     /// The embedder of the stores built (and of the vector baselines).
     pub embedder: EmbedderConfig,
+    /// Where to keep the stores (`DIR/<data set>-<group>/store`), so that a
+    /// later run reuses each one that holds exactly its group's documents
+    /// (a store built with a local model takes many minutes); `None`: a
+    /// temporary directory, removed afterwards.
+    pub stores: Option<PathBuf>,
 }
 
 impl Default for EvalOptions {
@@ -125,6 +130,7 @@ impl Default for EvalOptions {
             methods: default_methods(),
             budgets: DEFAULT_BUDGETS.to_vec(),
             embedder: EmbedderConfig::default(),
+            stores: None,
         }
     }
 }
@@ -167,8 +173,8 @@ fn validate(options: &EvalOptions) -> Result<Vec<Option<Query>>> {
 }
 
 /// Evaluates every method of `options` on every question of `dataset` at
-/// every budget. Stores are built in a temporary directory and removed
-/// afterwards. Progress counts questions; cancelling stops between
+/// every budget. Stores are built in [`EvalOptions::stores`] or a temporary
+/// directory removed afterwards. Progress counts questions; cancelling stops between
 /// questions with [`Error::Cancelled`].
 pub fn evaluate(
     dataset: &Dataset,
@@ -177,10 +183,11 @@ pub fn evaluate(
     cancel: &CancelToken,
 ) -> Result<Vec<Observation>> {
     let prepared = validate(options)?;
-    let work = tempfile::tempdir().map_err(|source| Error::Io {
+    let temporary = tempfile::tempdir().map_err(|source| Error::Io {
         path: std::env::temp_dir(),
         source,
     })?;
+    let work = options.stores.as_deref().unwrap_or(temporary.path());
     progress.start(
         &format!("eval {}", dataset.name),
         dataset.questions.len() as u64,
@@ -188,7 +195,7 @@ pub fn evaluate(
     let mut observations = Vec::new();
     let outcome = (|| -> Result<()> {
         for (number, group) in dataset.groups().iter().enumerate() {
-            let dir = work.path().join(format!("group-{number}"));
+            let dir = work.join(format!("{}-{number}", dataset.name));
             let run = GroupRun::build(dataset, group, &dir, options)?;
             for question in &group.questions {
                 cancel.check()?;
@@ -200,6 +207,59 @@ pub fn evaluate(
     })();
     progress.finish();
     outcome.map(|()| observations)
+}
+
+/// Loads `group`'s documents into `db`, unless it already holds exactly
+/// them (same ids and lengths: a kept store of an earlier run); any other
+/// documents it holds are removed first.
+fn load_group(db: &Db, dataset: &Dataset, group: &dataset::Group<'_>) -> Result<()> {
+    let wanted: BTreeSet<(&str, u64)> = group
+        .documents
+        .iter()
+        .map(|d| (d.id.as_str(), d.text.len() as u64))
+        .collect();
+    let kept = db.documents()?;
+    let reused = kept.len() == wanted.len()
+        && kept
+            .iter()
+            .all(|m| wanted.contains(&(m.id.as_str(), m.bytes)));
+    if reused {
+        return Ok(());
+    }
+    for meta in &kept {
+        db.remove(&meta.id)?;
+    }
+    for format in [Format::Markdown, Format::Text] {
+        let sources: Vec<Source> = group
+            .documents
+            .iter()
+            .filter(|d| d.format == format)
+            .map(|d| Source {
+                id: d.id.clone(),
+                origin: Origin::Bytes(d.text.clone().into_bytes()),
+            })
+            .collect();
+        if sources.is_empty() {
+            continue;
+        }
+        let report = db.ingest(
+            &sources,
+            IngestOptions {
+                format: Some(format),
+                ..Default::default()
+            },
+            &crate::progress::NoProgress,
+            &CancelToken::new(),
+        )?;
+        if let Some(failure) = report.failures.first() {
+            return Err(Error::Dataset {
+                path: PathBuf::from(&dataset.name),
+                line: 0,
+                message: format!("document {}: {}", failure.source, failure.error),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One group's store and flat indexes.
@@ -226,36 +286,7 @@ impl GroupRun {
                 ..Default::default()
             },
         )?;
-        for format in [Format::Markdown, Format::Text] {
-            let sources: Vec<Source> = group
-                .documents
-                .iter()
-                .filter(|d| d.format == format)
-                .map(|d| Source {
-                    id: d.id.clone(),
-                    origin: Origin::Bytes(d.text.clone().into_bytes()),
-                })
-                .collect();
-            if sources.is_empty() {
-                continue;
-            }
-            let report = db.ingest(
-                &sources,
-                IngestOptions {
-                    format: Some(format),
-                    ..Default::default()
-                },
-                &crate::progress::NoProgress,
-                &CancelToken::new(),
-            )?;
-            if let Some(failure) = report.failures.first() {
-                return Err(Error::Dataset {
-                    path: PathBuf::from(&dataset.name),
-                    line: 0,
-                    message: format!("document {}: {}", failure.source, failure.error),
-                });
-            }
-        }
+        load_group(&db, dataset, group)?;
         let docs = group
             .documents
             .iter()
@@ -271,12 +302,22 @@ impl GroupRun {
             .iter()
             .enumerate()
             .map(|(i, method)| match method.kind {
-                MethodKind::Flat(baseline) => Ok(Some(FlatIndex::build(
-                    baseline,
-                    &docs,
-                    &dir.join(format!("flat-{i}")),
-                    db.embedder(),
-                )?)),
+                MethodKind::Flat(baseline) => {
+                    // A kept directory may hold an index of another run.
+                    let flat = dir.join(format!("flat-{i}"));
+                    if flat.exists() {
+                        std::fs::remove_dir_all(&flat).map_err(|source| Error::Io {
+                            path: flat.clone(),
+                            source,
+                        })?;
+                    }
+                    Ok(Some(FlatIndex::build(
+                        baseline,
+                        &docs,
+                        &flat,
+                        db.embedder(),
+                    )?))
+                }
                 MethodKind::Query(_) => Ok(None),
             })
             .collect::<Result<Vec<_>>>()?;

@@ -10,10 +10,10 @@ use edudb::eval::flat::{self, Baseline};
 use edudb::eval::score::{self, Observation};
 use edudb::eval::structure::{OutlineTree, tree_edit_distance};
 use edudb::eval::{self, EvalOptions, Method};
-use edudb::{CancelToken, Error, Format, NoProgress};
+use edudb::{CancelToken, Db, Error, Format, NoProgress};
 use proptest::prelude::*;
 
-use crate::support::{demo_dir, shared_data};
+use crate::support::{demo_dir, ingest_markdown, shared_data};
 
 fn write(dir: &Path, name: &str, lines: &[&str]) -> PathBuf {
     let path = dir.join(name);
@@ -476,6 +476,61 @@ fn evaluation_runs_every_method_within_budget_on_per_question_stores() {
         .count();
     assert_eq!(structured, 3);
     assert_eq!(summary.comparisons.len(), structured * 2);
+}
+
+#[test]
+fn evaluation_keeps_its_stores_and_reuses_those_holding_the_group() {
+    let data = shared_data().join("hotpotqa");
+    let questions = data.join("hipporag_hotpotqa_train100.json");
+    let records: Vec<(usize, Record)> = convert::hotpotqa(&questions, None, Setting::PerQuestion)
+        .unwrap()
+        .into_iter()
+        .take(4) // two questions, each with its document
+        .enumerate()
+        .map(|(i, r)| (i + 1, r))
+        .collect();
+    let dataset = Dataset::from_records("hotpot-two", &questions, records).unwrap();
+    let kept = tempfile::tempdir().unwrap();
+    let options = EvalOptions {
+        methods: vec![Method::query(
+            "edudb",
+            "SELECT SPANS FROM * SEED BM25($question) PROPAGATE BUDGET $budget TOKENS",
+        )],
+        budgets: vec![128],
+        stores: Some(kept.path().to_owned()),
+        ..EvalOptions::default()
+    };
+    let run = || {
+        let observations =
+            eval::evaluate(&dataset, &options, &NoProgress, &CancelToken::new()).unwrap();
+        observations
+            .iter()
+            .map(|o| (o.question.clone(), o.recall, o.tokens))
+            .collect::<Vec<_>>()
+    };
+    let store = |group: usize| {
+        kept.path()
+            .join(format!("hotpot-two-{group}"))
+            .join("store")
+    };
+    let state = |group: usize| {
+        let db = Db::open(store(group)).unwrap();
+        let ids: Vec<String> = db.documents().unwrap().into_iter().map(|m| m.id).collect();
+        (ids, db.stats().unwrap().last_change)
+    };
+    let first = run();
+    let before = [state(0), state(1)];
+    assert_eq!(before[0].0.len(), 1, "one document per question");
+    // A second run reuses both stores untouched and scores the same.
+    assert_eq!(run(), first);
+    assert_eq!([state(0), state(1)], before);
+    // A kept store holding anything else is brought back to its group.
+    {
+        let db = Db::open(store(1)).unwrap();
+        ingest_markdown(&db, "stray", "# Stray\n\nNot part of the data set.\n");
+    }
+    assert_eq!(run(), first);
+    assert_eq!(state(1).0, before[1].0);
 }
 
 #[test]
