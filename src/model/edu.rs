@@ -70,6 +70,11 @@ impl Span {
         self.first <= other.first && other.last <= self.last
     }
 
+    /// Whether `self` and `other` share an EDU.
+    pub fn overlaps(&self, other: &Span) -> bool {
+        self.first <= other.last && other.first <= self.last
+    }
+
     /// Number of EDUs in the span.
     pub fn len(&self) -> u32 {
         self.last - self.first + 1
@@ -84,5 +89,21 @@ impl Span {
 impl std::fmt::Display for Span {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "[{}-{}]", self.first, self.last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Span;
+
+    #[test]
+    fn spans_overlap_when_they_share_an_edu() {
+        let span = Span::new(3, 6);
+        assert!(span.overlaps(&Span::new(6, 9)));
+        assert!(span.overlaps(&Span::new(0, 3)));
+        assert!(span.overlaps(&Span::new(4, 4)));
+        assert!(span.overlaps(&Span::new(0, 10)));
+        assert!(!span.overlaps(&Span::new(7, 9)));
+        assert!(!span.overlaps(&Span::new(0, 2)));
     }
 }

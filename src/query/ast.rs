@@ -142,6 +142,8 @@ pub struct Propagate {
     pub steps: Option<Value>,
     /// Weight of propagated against direct score.
     pub alpha: Option<Value>,
+    /// Share of a candidate's score passed to the sections it names.
+    pub across: Option<Value>,
 }
 
 /// How each pick grows.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ast::{CompareOp, Order, Output};
+use super::links;
 use super::plan::{
     Catalog, Filter, Growth, Plan, PlanKind, PropagatePlan, SeedMethod, SeedPlan, SelectPlan,
     ShowPlan,
@@ -19,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::memory::session as sessions;
 use crate::model::dag::Dag;
 use crate::model::document::Document;
-use crate::model::edu::Span;
+use crate::model::edu::{EduKind, Span};
 use crate::model::ids::parse_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Node;
@@ -237,6 +238,13 @@ impl View {
         (self.span_of(node) == span).then_some(node)
     }
 
+    /// The text of `span`.
+    fn text_of(&self, span: Span) -> &str {
+        let edus = &self.document().edus;
+        &self.document().text
+            [edus[span.first as usize].start as usize..edus[span.last as usize].end as usize]
+    }
+
     fn item(&self, candidate: &Candidate) -> Item {
         let span = candidate.span;
         let node = candidate.node.or_else(|| self.node_of_run(span));
@@ -338,12 +346,12 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
     };
     // Load: the documents in play, read in place.
     let timer = Timer::start();
-    let doc_ids = match (&seeded, &plan.docs) {
+    let mut doc_ids = match (&seeded, &plan.docs) {
         (Some(seeded), _) => seeded.documents(),
         (None, Some(ids)) => ids.clone(),
         (None, None) => engine.documents()?.into_iter().map(|m| m.id).collect(),
     };
-    let views: Vec<View> = doc_ids
+    let mut views: Vec<View> = doc_ids
         .iter()
         .map(|id| View::load(engine, id))
         .collect::<Result<_>>()?;
@@ -373,15 +381,30 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
                 (_, Some(how)) => {
                     let timer = Timer::start();
                     let rows = nodes.len() + edus.len();
-                    let (propagated, detail, device) = propagate(engine, &views, &edus, how)?;
+                    let named = link_named_sections(
+                        engine,
+                        plan,
+                        &nodes,
+                        &edus,
+                        how.across,
+                        &mut views,
+                        &mut doc_ids,
+                    )?;
+                    let seeds: Vec<Candidate> =
+                        edus.iter().chain(&named.first_edus).copied().collect();
+                    let (propagated, detail, device) = propagate(engine, &views, &seeds, how)?;
                     timer.stop_on(
                         stages,
                         "propagate",
-                        detail,
-                        (rows, nodes.len() + propagated.len()),
+                        format!("{detail}; {} sections named across", named.sections.len()),
+                        (rows, nodes.len() + named.sections.len() + propagated.len()),
                         device,
                     );
-                    nodes.into_iter().chain(propagated).collect()
+                    nodes
+                        .into_iter()
+                        .chain(named.sections)
+                        .chain(propagated)
+                        .collect()
                 }
                 (Some((threshold, depth)), None) => {
                     let timer = Timer::start();
@@ -728,7 +751,8 @@ fn propagate(
         .map(|v| vec![0.0; v.document().edus.len()])
         .collect();
     for c in edus {
-        edu_scores[c.doc][c.span.first as usize] = c.score;
+        let slot = &mut edu_scores[c.doc][c.span.first as usize];
+        *slot = slot.max(c.score);
     }
     let dags: Vec<&Dag> = views.iter().map(|v| &v.loaded.dag).collect();
     let (mut seeds, mut owners) = (Vec::new(), Vec::new());
@@ -816,6 +840,103 @@ fn propagate(
         views.len()
     );
     Ok((out, detail, device))
+}
+
+/// The sections PROPAGATE reaches across documents (see [`links`]).
+struct NamedCandidates {
+    /// Each named section, whole.
+    sections: Vec<Candidate>,
+    /// Each named section's first EDU that is not its heading, at the same
+    /// score: it fits a budget the whole section may not, and it seeds the
+    /// section's DAG.
+    first_edus: Vec<Candidate>,
+}
+
+/// The sections the best [`links::SOURCES`] of the seed's candidates name,
+/// within the query's scope, as candidates scored `across ×` their best
+/// source; documents not yet in `views` are loaded (and added to
+/// `doc_ids`). Nothing when `across` is 0.
+fn link_named_sections(
+    engine: &Engine,
+    plan: &SelectPlan,
+    nodes: &[Candidate],
+    edus: &[Candidate],
+    across: f32,
+    views: &mut Vec<View>,
+    doc_ids: &mut Vec<String>,
+) -> Result<NamedCandidates> {
+    let mut named = NamedCandidates {
+        sections: Vec::new(),
+        first_edus: Vec::new(),
+    };
+    if across <= 0.0 {
+        return Ok(named);
+    }
+    let mut best: Vec<&Candidate> = nodes.iter().chain(edus).collect();
+    best.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let sources: Vec<links::Source<'_>> = best
+        .into_iter()
+        .take(links::SOURCES)
+        .map(|c| links::Source {
+            doc: &views[c.doc].id,
+            span: c.span,
+            text: views[c.doc].text_of(c.span),
+            score: c.score,
+        })
+        .collect();
+    let scope: Option<Vec<&str>> = plan
+        .docs
+        .as_ref()
+        .map(|ids| ids.iter().map(String::as_str).collect());
+    let found = links::named_sections(
+        engine.fulltext_reader(),
+        scope.as_deref(),
+        &sources,
+        across,
+        |doc, section| {
+            let loaded = engine.cached_document(doc)?;
+            Ok(loaded
+                .document
+                .tree
+                .nodes
+                .get(section as usize)
+                .map(|node| node.title.clone())
+                .unwrap_or_default())
+        },
+    )?;
+    let mut index: HashMap<String, usize> = doc_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.clone(), i))
+        .collect();
+    for section in found {
+        let doc = match index.get(&section.doc) {
+            Some(&doc) => doc,
+            None => {
+                views.push(View::load(engine, &section.doc)?);
+                doc_ids.push(section.doc.clone());
+                index.insert(section.doc, views.len() - 1);
+                views.len() - 1
+            }
+        };
+        let view = &views[doc];
+        let first = (section.span.first..=section.span.last)
+            .find(|&e| view.document().edus[e as usize].kind != EduKind::Heading)
+            .unwrap_or(section.span.first);
+        named.sections.push(Candidate {
+            doc,
+            node: Some(section.section),
+            span: section.span,
+            score: section.score,
+        });
+        named.first_edus.push(Candidate {
+            doc,
+            node: None,
+            span: Span::new(first, first),
+            score: section.score,
+        });
+    }
+    Ok(named)
 }
 
 /// `actual <op> wanted`.

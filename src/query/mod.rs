@@ -5,12 +5,14 @@
 //!
 //! Pipeline: [`lexer`] → [`parser`] (syntax, to an [`ast::Statement`]) →
 //! [`plan`] (binding parameters, semantic checks) → `exec` (running the
-//! operators, with [`select`] doing the budgeted choice).
+//! operators, with [`select`] doing the budgeted choice and `links`
+//! PROPAGATE's step across documents).
 
 pub mod ast;
 pub mod error;
 mod exec;
 pub mod lexer;
+mod links;
 mod params;
 pub mod parser;
 pub mod plan;

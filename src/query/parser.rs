@@ -10,7 +10,8 @@ use super::lexer::{Token, TokenKind, tokenize};
 
 /// Every word of the grammar, spelt as in `docs/query-language.md` (for
 /// completion in the console; a test keeps it equal to the documented EBNF).
-pub const KEYWORDS: [&str; 51] = [
+pub const KEYWORDS: [&str; 52] = [
+    "ACROSS",
     "ALPHA",
     "AND",
     "BM25",
@@ -311,6 +312,8 @@ impl Parser<'_> {
                             propagate.steps = Some(self.number("a number of steps")?);
                         } else if self.eat_word("ALPHA") {
                             propagate.alpha = Some(self.number("an alpha")?);
+                        } else if self.eat_word("ACROSS") {
+                            propagate.across = Some(self.number("a weight across documents")?);
                         } else {
                             break;
                         }

@@ -88,10 +88,16 @@ pub struct PropagatePlan {
     pub steps: Option<u32>,
     /// Weight of propagated against direct score.
     pub alpha: f32,
+    /// Share of a candidate's score passed to the sections it names (0:
+    /// propagation stays within each document's DAG).
+    pub across: f32,
 }
 
 /// PROPAGATE's alpha when none is given.
 pub const DEFAULT_PROPAGATE_ALPHA: f32 = 0.5;
+/// PROPAGATE's ACROSS when none is given: tuned on the HotpotQA and
+/// MuSiQue dev sets (docs/benchmarks.md).
+pub const DEFAULT_PROPAGATE_ACROSS: f32 = 0.8;
 /// Largest accepted STEPS (the DAG has at most 17 levels).
 pub const MAX_STEPS: u64 = 16;
 
@@ -475,6 +481,10 @@ impl Binder<'_> {
                 alpha: match &propagate.alpha {
                     Some(v) => self.real(v, "PROPAGATE's alpha", 0.0..1.0)? as f32,
                     None => DEFAULT_PROPAGATE_ALPHA,
+                },
+                across: match &propagate.across {
+                    Some(v) => self.real(v, "PROPAGATE's ACROSS", 0.0..1.0)? as f32,
+                    None => DEFAULT_PROPAGATE_ACROSS,
                 },
             }),
         };

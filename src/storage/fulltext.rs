@@ -413,6 +413,36 @@ impl FullTextReader {
         limit: usize,
     ) -> Result<Vec<RankedHit>> {
         let field = self.field_of(target, docs);
+        let searcher = self.reader.searcher();
+        let statistics = self.statistics(&searcher, field)?;
+        self.rank_field(text, field, docs, limit, &searcher, &statistics)
+    }
+
+    /// Ranks sections by their titles alone against free `text`, within
+    /// `docs` when given, best first: the sections whose names `text`
+    /// mentions lead (a short title all of whose terms occur scores
+    /// highest).
+    pub fn rank_titles(
+        &self,
+        text: &str,
+        docs: Option<&[&str]>,
+        limit: usize,
+    ) -> Result<Vec<RankedHit>> {
+        let searcher = self.reader.searcher();
+        self.rank_field(text, self.fields.title, docs, limit, &searcher, &searcher)
+    }
+
+    /// The entries whose `field` holds any of `text`'s terms, within `docs`
+    /// when given, by BM25 with `statistics`, best first.
+    fn rank_field(
+        &self,
+        text: &str,
+        field: Field,
+        docs: Option<&[&str]>,
+        limit: usize,
+        searcher: &Searcher,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Result<Vec<RankedHit>> {
         let terms = self.terms(text, field)?;
         if terms.is_empty() {
             return Ok(Vec::new());
@@ -427,10 +457,8 @@ impl FullTextReader {
                 })
                 .collect(),
         );
-        let searcher = self.reader.searcher();
-        let statistics = self.statistics(&searcher, field)?;
         let Some(docs) = docs else {
-            return self.top(&searcher, &any_term, limit, &statistics);
+            return self.top(searcher, &any_term, limit, statistics);
         };
         let any_doc = docs
             .iter()
@@ -447,7 +475,7 @@ impl FullTextReader {
             (Occur::Must, Box::new(any_term) as Box<dyn Query>),
             (Occur::Must, Box::new(scope)),
         ]);
-        self.top(&searcher, &within_docs, limit, &statistics)
+        self.top(searcher, &within_docs, limit, statistics)
     }
 
     /// The BM25 statistics `field` is ranked with (see [`FieldStatistics`]).

@@ -17,7 +17,7 @@ use edudb::{Db, Document, Error, Format, IngestOptions, Params, Rows};
 use proptest::prelude::*;
 use tempfile::TempDir;
 
-use crate::support::{markdown, rfcs, selection, store};
+use crate::support::{ingest_markdown, markdown, rfcs, selection, store};
 
 /// The largest RFCs (by bytes), so their DAGs have information-point levels.
 fn large_rfcs(count: usize) -> Vec<std::path::PathBuf> {
@@ -331,7 +331,7 @@ fn propagate_scores_edus_by_their_chunks_and_points_and_keeps_the_seeded_nodes()
         panic!("a selection")
     };
     let result = run(
-        "EXPLAIN SELECT SPANS FROM * WHERE kind = edu SEED BM25($q) PROPAGATE ALPHA 0.5 LIMIT 100000",
+        "EXPLAIN SELECT SPANS FROM * WHERE kind = edu SEED BM25($q) PROPAGATE ALPHA 0.5 ACROSS 0 LIMIT 100000",
     );
     assert!(
         result
@@ -410,10 +410,10 @@ fn propagate_scores_edus_by_their_chunks_and_points_and_keeps_the_seeded_nodes()
         wanted.iter().any(|&e| edu_score[e as usize] == 0.0),
         "some unseeded EDU is reached through a point"
     );
-    // At ALPHA 0 propagation adds nothing: exactly the seeded EDUs come
+    // At ALPHA 0 (and ACROSS 0) propagation adds nothing: exactly the seeded EDUs come
     // back, with their own scores (no member of a point at score 0).
     let Rows::Selection(unmoved) =
-        run("SELECT SPANS FROM * WHERE kind = edu SEED BM25($q) PROPAGATE ALPHA 0 LIMIT 100000")
+        run("SELECT SPANS FROM * WHERE kind = edu SEED BM25($q) PROPAGATE ALPHA 0 ACROSS 0 LIMIT 100000")
             .rows
     else {
         panic!("a selection")
@@ -452,6 +452,102 @@ fn propagate_scores_edus_by_their_chunks_and_points_and_keeps_the_seeded_nodes()
             .items
             .windows(2)
             .all(|w| w[0].edus[1] < w[1].edus[0])
+    );
+}
+
+/// Two documents where the second hop is named only in the first:
+/// "leland" matches the question, "overdrive" shares no word with it.
+fn named_across_store() -> (TempDir, Db) {
+    let (dir, db) = store();
+    ingest_markdown(
+        &db,
+        "leland",
+        "# Leland, North Carolina\n\nLeland is a town of Brunswick County. \
+         Parts of the film Maximum Overdrive were filmed in Leland.\n",
+    );
+    ingest_markdown(
+        &db,
+        "overdrive",
+        "# Maximum Overdrive\n\nMaximum Overdrive is a horror picture by Stephen King, \
+         starring Emilio Estevez.\n",
+    );
+    ingest_markdown(
+        &db,
+        "wilmington",
+        "# Wilmington\n\nWilmington is a port city with film studios.\n",
+    );
+    (dir, db)
+}
+
+#[test]
+fn propagate_reaches_across_documents_to_the_sections_a_match_names() {
+    let (_dir, db) = named_across_store();
+    let question = Params::new().text("q", "What was filmed in Leland?");
+    let run = |statement: &str| -> edudb::QueryResult { db.query(statement, &question).unwrap() };
+    let items = |statement: &str| -> Vec<edudb::Item> {
+        let Rows::Selection(s) = run(statement).rows else {
+            panic!("a selection")
+        };
+        s.items
+    };
+    let in_overdrive =
+        |items: &[edudb::Item]| items.iter().filter(|i| i.doc == "overdrive").count();
+    // The plain seed never reaches the named film: no word is shared.
+    assert_eq!(
+        in_overdrive(&items("SELECT FROM * SEED BM25($q) LIMIT 100")),
+        0
+    );
+    // PROPAGATE carries the best match's score across to the section it
+    // names, whole (at ACROSS × that score) and as its first sentence.
+    let best = items("SELECT FROM * SEED BM25($q) ORDER BY SCORE LIMIT 1")[0].score;
+    for (across, clause) in [(0.8f32, ""), (0.5, " ACROSS 0.5")] {
+        let found = items(&format!(
+            "SELECT FROM * SEED BM25($q) PROPAGATE{clause} ORDER BY SCORE LIMIT 100"
+        ));
+        let section = found
+            .iter()
+            .find(|i| i.doc == "overdrive" && i.kind == "section")
+            .unwrap_or_else(|| panic!("the named section at ACROSS {across}: {found:?}"));
+        assert!(
+            (section.score - across * best).abs() < 1e-6,
+            "{} against {across} x {best}",
+            section.score
+        );
+        let spans = items(&format!(
+            "SELECT SPANS FROM * WHERE kind = edu SEED BM25($q) PROPAGATE{clause} LIMIT 100"
+        ));
+        assert!(
+            spans
+                .iter()
+                .any(|i| i.doc == "overdrive" && i.text.starts_with("Maximum Overdrive is")),
+            "the named section's first sentence: {spans:?}"
+        );
+    }
+    // EXPLAIN counts the sections named.
+    let explained = run("EXPLAIN SELECT FROM * SEED BM25($q) PROPAGATE LIMIT 100");
+    let stage = explained
+        .stages
+        .iter()
+        .find(|s| s.operator == "propagate")
+        .unwrap();
+    assert!(
+        stage.detail.ends_with("1 sections named across"),
+        "{}",
+        stage.detail
+    );
+    // ACROSS 0 keeps propagation within each document's DAG.
+    assert_eq!(
+        in_overdrive(&items(
+            "SELECT FROM * SEED BM25($q) PROPAGATE ACROSS 0 LIMIT 100"
+        )),
+        0
+    );
+    // A scope bounds where relevance may go.
+    assert_eq!(
+        in_overdrive(&items(
+            "SELECT FROM docs('{leland,wilmington}') SEED BM25($q) PROPAGATE LIMIT 100"
+        )),
+        0
     );
 }
 

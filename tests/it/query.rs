@@ -561,6 +561,12 @@ fn errors_name_line_column_and_what_was_expected() {
             None,
         ),
         (
+            "SELECT FROM * SEED BM25('x') PROPAGATE ACROSS 2",
+            (1, 47),
+            "PROPAGATE's ACROSS must be a number from 0 to 1",
+            None,
+        ),
+        (
             "SHOW DAG doc('gardn')",
             (1, 14),
             "no document 'gardn'",
