@@ -98,6 +98,10 @@ fn bench_query(c: &mut Criterion) {
     let propagate = db
         .prepare("SELECT FROM * SEED BM25($q) PROPAGATE BUDGET 512 TOKENS")
         .unwrap();
+    // Without the step across documents: what naming sections costs.
+    let propagate_within = db
+        .prepare("SELECT FROM * SEED BM25($q) PROPAGATE ACROSS 0 BUDGET 512 TOKENS")
+        .unwrap();
 
     let mut group = c.benchmark_group(GROUP);
     let counter = Cell::new(0);
@@ -117,6 +121,7 @@ fn bench_query(c: &mut Criterion) {
         ("seed_budget_512", &seed_budget),
         ("traverse_budget_512", &traverse),
         ("propagate_budget_512", &propagate),
+        ("propagate_within_budget_512", &propagate_within),
     ] {
         group.bench_function(name, |b| {
             b.iter(|| {
@@ -149,6 +154,7 @@ fn main() {
             "seed_budget_512",
             "traverse_budget_512",
             "propagate_budget_512",
+            "propagate_within_budget_512",
             "seed_budget_512_uncached",
         ],
         run_started,

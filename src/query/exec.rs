@@ -238,6 +238,20 @@ impl View {
         (self.span_of(node) == span).then_some(node)
     }
 
+    /// The shortest start of `span` holding at least `tokens` tokens (all
+    /// of it when it holds fewer).
+    fn leading(&self, span: Span, tokens: u32) -> Span {
+        let edus = &self.document().edus;
+        let mut held = 0u32;
+        for e in span.first..=span.last {
+            held = held.saturating_add(edus[e as usize].tokens);
+            if held >= tokens {
+                return Span::new(span.first, e);
+            }
+        }
+        span
+    }
+
     /// The text of `span`.
     fn text_of(&self, span: Span) -> &str {
         let edus = &self.document().edus;
@@ -877,11 +891,15 @@ fn link_named_sections(
     let sources: Vec<links::Source<'_>> = best
         .into_iter()
         .take(links::SOURCES)
-        .map(|c| links::Source {
-            doc: &views[c.doc].id,
-            span: c.span,
-            text: views[c.doc].text_of(c.span),
-            score: c.score,
+        .map(|c| {
+            let view = &views[c.doc];
+            let span = view.leading(c.span, links::SOURCE_TOKENS);
+            links::Source {
+                doc: &view.id,
+                span,
+                text: view.text_of(span),
+                score: c.score,
+            }
         })
         .collect();
     let scope: Option<Vec<&str>> = plan
