@@ -16,7 +16,7 @@ pub mod memory;
 pub mod score;
 pub mod structure;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -119,8 +119,10 @@ pub struct EvalOptions {
     pub embedder: EmbedderConfig,
     /// Where to keep the stores (`DIR/<data set>-<group>/store`), so that a
     /// later run reuses each one that holds exactly its group's documents
-    /// (a store built with a local model takes many minutes); `None`: a
-    /// temporary directory, removed afterwards.
+    /// (a store built with a local model takes many minutes). A kept store
+    /// is used as it was built: after changing how stores are built (edudb
+    /// itself, the embedder), use a new directory. `None`: a temporary
+    /// directory, removed afterwards.
     pub stores: Option<PathBuf>,
 }
 
@@ -210,19 +212,26 @@ pub fn evaluate(
 }
 
 /// Loads `group`'s documents into `db`, unless it already holds exactly
-/// them (same ids and lengths: a kept store of an earlier run); any other
-/// documents it holds are removed first.
+/// them (the same ids, formats and texts: a kept store of an earlier run,
+/// used as it is, however it was built); otherwise every document it holds
+/// is removed first.
 fn load_group(db: &Db, dataset: &Dataset, group: &dataset::Group<'_>) -> Result<()> {
-    let wanted: BTreeSet<(&str, u64)> = group
-        .documents
-        .iter()
-        .map(|d| (d.id.as_str(), d.text.len() as u64))
-        .collect();
     let kept = db.documents()?;
-    let reused = kept.len() == wanted.len()
-        && kept
+    let holds = |d: &dataset::EvalDocument| -> Result<bool> {
+        match db.document(&d.id) {
+            Ok(stored) => {
+                let stored = stored.to_document()?;
+                Ok(stored.meta.format == d.format && stored.text == d.text)
+            }
+            Err(Error::NoSuchDocument(_)) => Ok(false),
+            Err(err) => Err(err),
+        }
+    };
+    let reused = kept.len() == group.documents.len()
+        && group
+            .documents
             .iter()
-            .all(|m| wanted.contains(&(m.id.as_str(), m.bytes)));
+            .try_fold(true, |all, d| Ok::<_, Error>(all && holds(d)?))?;
     if reused {
         return Ok(());
     }

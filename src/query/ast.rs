@@ -135,7 +135,7 @@ pub struct Traverse {
     pub depth: Option<Value>,
 }
 
-/// `PROPAGATE [STEPS n] [ALPHA x]`
+/// `PROPAGATE [STEPS n] [ALPHA x] [ACROSS w]`
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Propagate {
     /// Levels propagated down.

@@ -239,7 +239,7 @@ impl View {
     }
 
     /// The shortest start of `span` holding at least `tokens` tokens (all
-    /// of it when it holds fewer).
+    /// of it when it holds fewer); it may pass `tokens` by its last EDU.
     fn leading(&self, span: Span, tokens: u32) -> Span {
         let edus = &self.document().edus;
         let mut held = 0u32;
@@ -360,7 +360,7 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
     };
     // Load: the documents in play, read in place.
     let timer = Timer::start();
-    let mut doc_ids = match (&seeded, &plan.docs) {
+    let doc_ids = match (&seeded, &plan.docs) {
         (Some(seeded), _) => seeded.documents(),
         (None, Some(ids)) => ids.clone(),
         (None, None) => engine.documents()?.into_iter().map(|m| m.id).collect(),
@@ -395,22 +395,15 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
                 (_, Some(how)) => {
                     let timer = Timer::start();
                     let rows = nodes.len() + edus.len();
-                    let named = link_named_sections(
-                        engine,
-                        plan,
-                        &nodes,
-                        &edus,
-                        how.across,
-                        &mut views,
-                        &mut doc_ids,
-                    )?;
+                    let named =
+                        link_named_sections(engine, plan, &nodes, &edus, how.across, &mut views)?;
                     let seeds: Vec<Candidate> =
                         edus.iter().chain(&named.first_edus).copied().collect();
                     let (propagated, detail, device) = propagate(engine, &views, &seeds, how)?;
                     timer.stop_on(
                         stages,
                         "propagate",
-                        format!("{detail}; {} sections named across", named.sections.len()),
+                        format!("{detail}; sections named across: {}", named.sections.len()),
                         (rows, nodes.len() + named.sections.len() + propagated.len()),
                         device,
                     );
@@ -575,10 +568,7 @@ fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
             edus: Vec::new(),
         });
     }
-    let scope: Option<Vec<&str>> = plan
-        .docs
-        .as_ref()
-        .map(|ids| ids.iter().map(String::as_str).collect());
+    let scope = scope_ids(plan);
     let text = how.text.as_str();
     let reader = engine.fulltext_reader();
     let query_vector = match how.method {
@@ -856,7 +846,15 @@ fn propagate(
     Ok((out, detail, device))
 }
 
+/// The scope's document ids, `None` for every document.
+fn scope_ids(plan: &SelectPlan) -> Option<Vec<&str>> {
+    plan.docs
+        .as_ref()
+        .map(|ids| ids.iter().map(String::as_str).collect())
+}
+
 /// The sections PROPAGATE reaches across documents (see [`links`]).
+#[derive(Default)]
 struct NamedCandidates {
     /// Each named section, whole.
     sections: Vec<Candidate>,
@@ -868,8 +866,9 @@ struct NamedCandidates {
 
 /// The sections the best [`links::SOURCES`] of the seed's candidates name,
 /// within the query's scope, as candidates scored `across ×` their best
-/// source; documents not yet in `views` are loaded (and added to
-/// `doc_ids`). Nothing when `across` is 0.
+/// source; documents not yet in `views` are loaded. A document removed
+/// since the index was read names nothing and is named by nothing.
+/// Nothing when `across` is 0.
 fn link_named_sections(
     engine: &Engine,
     plan: &SelectPlan,
@@ -877,12 +876,8 @@ fn link_named_sections(
     edus: &[Candidate],
     across: f32,
     views: &mut Vec<View>,
-    doc_ids: &mut Vec<String>,
 ) -> Result<NamedCandidates> {
-    let mut named = NamedCandidates {
-        sections: Vec::new(),
-        first_edus: Vec::new(),
-    };
+    let mut named = NamedCandidates::default();
     if across <= 0.0 {
         return Ok(named);
     }
@@ -893,58 +888,64 @@ fn link_named_sections(
         .take(links::SOURCES)
         .map(|c| {
             let view = &views[c.doc];
-            let span = view.leading(c.span, links::SOURCE_TOKENS);
+            let read = view.leading(c.span, links::SOURCE_TOKENS);
             links::Source {
                 doc: &view.id,
-                span,
-                text: view.text_of(span),
+                span: read,
+                text: view.text_of(read),
                 score: c.score,
             }
         })
         .collect();
-    let scope: Option<Vec<&str>> = plan
-        .docs
-        .as_ref()
-        .map(|ids| ids.iter().map(String::as_str).collect());
+    let scope = scope_ids(plan);
     let found = links::named_sections(
         engine.fulltext_reader(),
         scope.as_deref(),
         &sources,
         across,
-        |doc, section| {
-            let loaded = engine.cached_document(doc)?;
-            Ok(loaded
+        |doc, section| match engine.cached_document(doc) {
+            Ok(loaded) => Ok(loaded
                 .document
                 .tree
                 .nodes
                 .get(section as usize)
-                .map(|node| node.title.clone())
-                .unwrap_or_default())
+                .map(|node| node.title.clone())),
+            Err(Error::NoSuchDocument(_)) => Ok(None),
+            Err(err) => Err(err),
         },
     )?;
-    let mut index: HashMap<String, usize> = doc_ids
+    let mut index: HashMap<String, usize> = views
         .iter()
         .enumerate()
-        .map(|(i, id)| (id.clone(), i))
+        .map(|(i, view)| (view.id.clone(), i))
         .collect();
     for section in found {
         let doc = match index.get(&section.doc) {
             Some(&doc) => doc,
-            None => {
-                views.push(View::load(engine, &section.doc)?);
-                doc_ids.push(section.doc.clone());
-                index.insert(section.doc, views.len() - 1);
-                views.len() - 1
-            }
+            None => match View::load(engine, &section.doc) {
+                Ok(view) => {
+                    views.push(view);
+                    index.insert(section.doc, views.len() - 1);
+                    views.len() - 1
+                }
+                Err(Error::NoSuchDocument(_)) => continue,
+                Err(err) => return Err(err),
+            },
         };
         let view = &views[doc];
-        let first = (section.span.first..=section.span.last)
+        // The document's own tree, not the index, says what the section
+        // spans (the two may differ while a replace is being applied).
+        let Some(node) = view.document().tree.nodes.get(section.section as usize) else {
+            continue;
+        };
+        let span = node.span;
+        let first = (span.first..=span.last)
             .find(|&e| view.document().edus[e as usize].kind != EduKind::Heading)
-            .unwrap_or(section.span.first);
+            .unwrap_or(span.first);
         named.sections.push(Candidate {
             doc,
             node: Some(section.section),
-            span: section.span,
+            span,
             score: section.score,
         });
         named.first_edus.push(Candidate {

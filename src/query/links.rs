@@ -19,7 +19,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::compute::embed::hashed::words;
+use crate::compute::embed::hashed::{word_spans, words};
 use crate::error::Result;
 use crate::model::edu::Span;
 use crate::storage::fulltext::FullTextReader;
@@ -27,21 +27,25 @@ use crate::storage::fulltext::FullTextReader;
 /// How many of the best candidates pass relevance on to the sections they
 /// name.
 pub(super) const SOURCES: usize = 3;
-/// A source's text is its first EDUs up to this many tokens: where a
-/// passage names what it is about, and a bound on the title lookup's cost
-/// for a candidate as large as a whole document.
+/// A source's text is its shortest run of first EDUs holding this many
+/// tokens (or all of it): where a passage names what it is about, and a
+/// bound on the title lookup's cost for a candidate as large as a whole
+/// document.
 pub(super) const SOURCE_TOKENS: u32 = 256;
 /// Sections whose titles best match a source's text, checked per source.
 const TITLES_PER_SOURCE: usize = 8;
+/// A title is a name only when one of its terms heads at most this many
+/// sections; otherwise it is a generic heading that many documents share.
+const MAX_SECTIONS_PER_NAME: u64 = 16;
 
-/// A candidate that passes relevance on.
+/// A candidate that passes relevance on: the part of it that is read.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Source<'a> {
     /// Its document's id.
     pub doc: &'a str,
-    /// Its EDUs.
+    /// The EDUs read (the candidate's first [`SOURCE_TOKENS`]).
     pub span: Span,
-    /// Its text.
+    /// Their text.
     pub text: &'a str,
     /// Its score.
     pub score: f32,
@@ -54,48 +58,53 @@ pub(super) struct Named {
     pub doc: String,
     /// Its tree node.
     pub section: u32,
-    /// Its EDUs.
-    pub span: Span,
     /// `across ×` the best score of the sources naming it.
     pub score: f32,
 }
 
-/// The sections `sources` name (ranked by their titles against each
-/// source's [`name_words`] within `scope`, then checked with [`names`];
-/// sections overlapping the source are left out), each scored `across ×` the best source naming
-/// it, in order of first discovery. `title_of(doc, section)` reads a
-/// section's title.
+/// The sections `sources` name, each scored `across ×` the best source
+/// naming it, in order of first discovery. Per source, the
+/// [`TITLES_PER_SOURCE`] titles that best match its [`name_words`] within
+/// `scope` are checked with [`names`]; sections overlapping the source are
+/// left out, and so are generic headings (a title none of whose terms heads
+/// at most [`MAX_SECTIONS_PER_NAME`] sections, such as "Motivation" in a
+/// store of RFCs). `title_of(doc, section)` reads a section's title; `None`
+/// (the document or the section is gone) names nothing.
 pub(super) fn named_sections(
     reader: &FullTextReader,
     scope: Option<&[&str]>,
     sources: &[Source<'_>],
     across: f32,
-    mut title_of: impl FnMut(&str, u32) -> Result<String>,
+    mut title_of: impl FnMut(&str, u32) -> Result<Option<String>>,
 ) -> Result<Vec<Named>> {
     let mut found: Vec<Named> = Vec::new();
-    let mut at: HashMap<(String, u32), usize> = HashMap::new();
+    let mut position: HashMap<(String, u32), usize> = HashMap::new();
     for source in sources {
         let said: HashSet<String> = words(source.text).into_iter().collect();
         let hits = reader.rank_titles(&name_words(source.text), scope, TITLES_PER_SOURCE)?;
         for hit in hits {
             let Some(section) = hit.node else { continue };
-            // A source names neither the section it lies in nor those
-            // inside it (its own headings).
+            // A text names neither the section it lies in nor those
+            // starting inside it (its own headings). Sections after it in a
+            // larger candidate can be named: in a document of many
+            // passages, one passage names another.
             if hit.doc == source.doc && hit.span.overlaps(&source.span) {
                 continue;
             }
-            if !names(&said, &title_of(&hit.doc, section)?) {
+            let Some(title) = title_of(&hit.doc, section)? else {
+                continue;
+            };
+            if !names(&said, &title) || reader.title_sections(&title)? > MAX_SECTIONS_PER_NAME {
                 continue;
             }
             let score = across * source.score;
-            match at.get(&(hit.doc.clone(), section)) {
+            match position.get(&(hit.doc.clone(), section)) {
                 Some(&i) => found[i].score = found[i].score.max(score),
                 None => {
-                    at.insert((hit.doc.clone(), section), found.len());
+                    position.insert((hit.doc.clone(), section), found.len());
                     found.push(Named {
                         doc: hit.doc,
                         section,
-                        span: hit.span,
                         score,
                     });
                 }
@@ -111,7 +120,7 @@ pub(super) fn named_sections(
 /// source's common words would make the lookup several times slower
 /// without finding other titles (measured on the dev sets).
 fn name_words(text: &str) -> String {
-    text.split(|c: char| !c.is_alphanumeric())
+    word_spans(text)
         .filter(|w| w.chars().next().is_some_and(|c| !c.is_lowercase()))
         .collect::<Vec<_>>()
         .join(" ")

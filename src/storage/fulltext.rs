@@ -429,7 +429,23 @@ impl FullTextReader {
         limit: usize,
     ) -> Result<Vec<RankedHit>> {
         let searcher = self.reader.searcher();
-        self.rank_field(text, self.fields.title, docs, limit, &searcher, &searcher)
+        // Titles are held by documents' node entries: their count, not
+        // every entry's, is the collection size.
+        let statistics = self.statistics(&searcher, self.fields.node_text)?;
+        self.rank_field(text, self.fields.title, docs, limit, &searcher, &statistics)
+    }
+
+    /// How specific `title` is: the fewest sections whose titles hold one of
+    /// its terms (0 when it has none, or none is indexed). Sections of
+    /// removed documents count until a merge drops them.
+    pub fn title_sections(&self, title: &str) -> Result<u64> {
+        let searcher = self.reader.searcher();
+        let mut fewest: Option<u64> = None;
+        for term in self.terms(title, self.fields.title)? {
+            let sections = searcher.doc_freq(&term).map_err(fulltext)?;
+            fewest = Some(fewest.map_or(sections, |f| f.min(sections)));
+        }
+        Ok(fewest.unwrap_or(0))
     }
 
     /// The entries whose `field` holds any of `text`'s terms, within `docs`

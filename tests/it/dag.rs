@@ -531,7 +531,7 @@ fn propagate_reaches_across_documents_to_the_sections_a_match_names() {
         .find(|s| s.operator == "propagate")
         .unwrap();
     assert!(
-        stage.detail.ends_with("1 sections named across"),
+        stage.detail.ends_with("sections named across: 1"),
         "{}",
         stage.detail
     );
@@ -548,6 +548,48 @@ fn propagate_reaches_across_documents_to_the_sections_a_match_names() {
             "SELECT FROM docs('{leland,wilmington}') SEED BM25($q) PROPAGATE LIMIT 100"
         )),
         0
+    );
+}
+
+#[test]
+fn a_generic_heading_is_never_named_across_documents() {
+    let (_dir, db) = store();
+    // Twenty documents share a "Motivation" section; one also has a
+    // specific one.
+    for i in 0..20 {
+        ingest_markdown(
+            &db,
+            &format!("rfc-{i}"),
+            &format!("# Proposal {i}\n\n## Motivation\n\nReason number {i} for it.\n"),
+        );
+    }
+    ingest_markdown(
+        &db,
+        "pinning",
+        "# Pinning\n\nPinning keeps a value at one address.\n",
+    );
+    ingest_markdown(
+        &db,
+        "asker",
+        "# Asker\n\nThe Motivation for Pinning is explained by the zebra team.\n",
+    );
+    let Rows::Selection(found) = db
+        .query(
+            "SELECT FROM * SEED BM25('zebra team') PROPAGATE LIMIT 100",
+            &Params::new(),
+        )
+        .unwrap()
+        .rows
+    else {
+        panic!("a selection")
+    };
+    assert!(
+        found.items.iter().any(|i| i.doc == "pinning"),
+        "the specific title is named: {found:?}"
+    );
+    assert!(
+        found.items.iter().all(|i| !i.doc.starts_with("rfc-")),
+        "the generic heading is not: {found:?}"
     );
 }
 

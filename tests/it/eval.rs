@@ -500,14 +500,15 @@ fn evaluation_keeps_its_stores_and_reuses_those_holding_the_group() {
         stores: Some(kept.path().to_owned()),
         ..EvalOptions::default()
     };
-    let run = || {
+    let run_on = |dataset: &Dataset| {
         let observations =
-            eval::evaluate(&dataset, &options, &NoProgress, &CancelToken::new()).unwrap();
+            eval::evaluate(dataset, &options, &NoProgress, &CancelToken::new()).unwrap();
         observations
             .iter()
             .map(|o| (o.question.clone(), o.recall, o.tokens))
             .collect::<Vec<_>>()
     };
+    let run = || run_on(&dataset);
     let store = |group: usize| {
         kept.path()
             .join(format!("hotpot-two-{group}"))
@@ -531,6 +532,21 @@ fn evaluation_keeps_its_stores_and_reuses_those_holding_the_group() {
     }
     assert_eq!(run(), first);
     assert_eq!(state(1).0, before[1].0);
+    // The same ids and lengths with another text: rebuilt, not reused.
+    let mut changed = dataset.clone();
+    let text = &mut changed.documents[0].text;
+    let at = text.find('a').unwrap();
+    text.replace_range(at..at + 1, "e");
+    // Per question, the first document is the first group's.
+    let last_change = state(0).1;
+    run_on(&changed);
+    assert_ne!(state(0).1, last_change);
+    let db = Db::open(store(0)).unwrap();
+    let stored = db.document(&changed.documents[0].id).unwrap();
+    assert_eq!(
+        stored.to_document().unwrap().text,
+        changed.documents[0].text
+    );
 }
 
 #[test]

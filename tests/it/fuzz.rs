@@ -46,6 +46,7 @@ const PIECES: &[&str] = &[
     "PROPAGATE",
     "STEPS",
     "ALPHA",
+    "ACROSS",
     "EXPAND",
     "SUBTREE",
     "PARENT",

@@ -62,10 +62,13 @@ fn feature_hash(family: u8, parts: &[&[u8]]) -> u64 {
 
 /// Lowercased words: runs of alphanumeric characters.
 pub fn words(text: &str) -> Vec<String> {
+    word_spans(text).map(str::to_lowercase).collect()
+}
+
+/// The words of `text` as written: its maximal alphanumeric runs.
+pub fn word_spans(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
 }
 
 impl HashedEmbedder {
