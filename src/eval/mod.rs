@@ -211,30 +211,36 @@ pub fn evaluate(
     outcome.map(|()| observations)
 }
 
-/// Loads `group`'s documents into `db`, unless it already holds exactly
-/// them (the same ids, formats and texts: a kept store of an earlier run,
-/// used as it is, however it was built); otherwise every document it holds
-/// is removed first.
-fn load_group(db: &Db, dataset: &Dataset, group: &dataset::Group<'_>) -> Result<()> {
-    let kept = db.documents()?;
-    let holds = |d: &dataset::EvalDocument| -> Result<bool> {
-        match db.document(&d.id) {
-            Ok(stored) => {
-                let stored = stored.to_document()?;
-                Ok(stored.meta.format == d.format && stored.text == d.text)
-            }
-            Err(Error::NoSuchDocument(_)) => Ok(false),
-            Err(err) => Err(err),
-        }
-    };
-    let reused = kept.len() == group.documents.len()
-        && group
-            .documents
-            .iter()
-            .try_fold(true, |all, d| Ok::<_, Error>(all && holds(d)?))?;
-    if reused {
-        return Ok(());
+/// The group's documents as `db` holds them, when it holds exactly them
+/// (the same ids, formats and texts: a kept store of an earlier run).
+fn stored_group(db: &Db, group: &dataset::Group<'_>) -> Result<Option<Vec<Document>>> {
+    if db.documents()?.len() != group.documents.len() {
+        return Ok(None);
     }
+    let mut docs = Vec::with_capacity(group.documents.len());
+    for d in &group.documents {
+        let stored = match db.document(&d.id) {
+            Ok(stored) => stored.to_document()?,
+            Err(Error::NoSuchDocument(_)) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        if stored.meta.format != d.format || stored.text != d.text {
+            return Ok(None);
+        }
+        docs.push(stored);
+    }
+    Ok(Some(docs))
+}
+
+/// `group`'s documents as stored in `db`, loaded first unless it already
+/// holds exactly them ([`stored_group`]: a kept store is used as it is,
+/// however it was built); before loading, every document it holds is
+/// removed.
+fn load_group(db: &Db, dataset: &Dataset, group: &dataset::Group<'_>) -> Result<Vec<Document>> {
+    if let Some(docs) = stored_group(db, group)? {
+        return Ok(docs);
+    }
+    let kept = db.documents()?;
     for meta in &kept {
         db.remove(&meta.id)?;
     }
@@ -268,7 +274,11 @@ fn load_group(db: &Db, dataset: &Dataset, group: &dataset::Group<'_>) -> Result<
             });
         }
     }
-    Ok(())
+    group
+        .documents
+        .iter()
+        .map(|d| db.document(&d.id)?.to_document())
+        .collect()
 }
 
 /// One group's store and flat indexes.
@@ -295,12 +305,7 @@ impl GroupRun {
                 ..Default::default()
             },
         )?;
-        load_group(&db, dataset, group)?;
-        let docs = group
-            .documents
-            .iter()
-            .map(|d| db.document(&d.id)?.to_document())
-            .collect::<Result<Vec<_>>>()?;
+        let docs = load_group(&db, dataset, group)?;
         let doc_index = docs
             .iter()
             .enumerate()

@@ -252,21 +252,24 @@ impl View {
         span
     }
 
+    /// The byte range of `span` in the document's text.
+    fn bytes_of(&self, span: Span) -> [u32; 2] {
+        let edus = &self.document().edus;
+        [
+            edus[span.first as usize].start,
+            edus[span.last as usize].end,
+        ]
+    }
+
     /// The text of `span`.
     fn text_of(&self, span: Span) -> &str {
-        let edus = &self.document().edus;
-        &self.document().text
-            [edus[span.first as usize].start as usize..edus[span.last as usize].end as usize]
+        let [start, end] = self.bytes_of(span);
+        &self.document().text[start as usize..end as usize]
     }
 
     fn item(&self, candidate: &Candidate) -> Item {
         let span = candidate.span;
         let node = candidate.node.or_else(|| self.node_of_run(span));
-        let edus = &self.document().edus;
-        let bytes = [
-            edus[span.first as usize].start,
-            edus[span.last as usize].end,
-        ];
         let (kind, level, title) = match node {
             Some(id) => {
                 let n = self.node(id);
@@ -281,10 +284,10 @@ impl View {
             level,
             title,
             edus: [span.first, span.last],
-            bytes,
+            bytes: self.bytes_of(span),
             tokens: self.loaded.tokens.tokens(span),
             score: candidate.score,
-            text: self.document().text[bytes[0] as usize..bytes[1] as usize].to_owned(),
+            text: self.text_of(span).to_owned(),
         }
     }
 }
