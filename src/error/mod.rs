@@ -387,8 +387,6 @@ impl Error {
     }
 }
 
-/// The message of [`Error::EduRange`], in the inclusive `A..B` notation the
-/// CLI and the query language use.
 /// The message a caught panic carried (`panic!` with a literal or a
 /// formatted string), or `"no message"`.
 pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
@@ -399,6 +397,8 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("no message")
 }
 
+/// The message of [`Error::EduRange`], in the inclusive `A..B` notation the
+/// CLI and the query language use.
 fn edu_range_message(doc: &str, first: u32, last: u32, count: u32) -> String {
     if first > last {
         format!(

@@ -3,8 +3,9 @@
 //! inside the store directory ([`SOCKET_FILE`]).
 //!
 //! Bodies are the CLI's JSON contracts (`docs --json`, `query --json`, …).
-//! Reads run concurrently on blocking threads (the engine's readers never
-//! wait on its writer); writes are serialised, at most one at a time with
+//! Reads run concurrently on the server's read pool ([`reads`]; the
+//! engine's readers never wait on its writer), `ask` on a blocking thread
+//! (it waits on a chat model); writes are serialised, at most one at a time with
 //! a bounded queue behind it, and a full queue answers "busy" at once.
 //! Every error is `{"error": {"class", "message", …}}` with the CLI's exit
 //! classes: `user` (HTTP 400, or 404 for a missing document, session, turn
@@ -67,6 +68,7 @@ use tokio::sync::Semaphore;
 mod api;
 mod client;
 mod jobs;
+mod reads;
 
 pub use api::Api;
 pub use client::{Client, CommandOutput, CommandRequest};
@@ -171,6 +173,8 @@ struct Shared {
     queue: Arc<Semaphore>,
     /// Ingest jobs.
     jobs: jobs::Jobs,
+    /// Where reads run.
+    reads: reads::ReadPool,
     /// Set when the store failed in its file system and its handle was
     /// abandoned ([`Error::Abandoned`]): every later request would fail, so
     /// the server stops, with this as its error.
@@ -218,6 +222,7 @@ pub fn run(
         writer: Arc::new(Semaphore::new(1)),
         queue: Arc::new(Semaphore::new(options.write_queue + 1)),
         jobs: jobs::Jobs::default(),
+        reads: reads::ReadPool::new()?,
         abandoned: std::sync::OnceLock::new(),
     });
     let result = runtime.block_on(serve(
@@ -227,10 +232,11 @@ pub fn run(
         ready,
         shutdown,
     ));
-    // Blocking work still running (a request past its timeout, an ingest
-    // job, asked to stop) ends before the store closes.
+    // Work still running (a request past its timeout, an ingest job, asked
+    // to stop) ends before the store closes.
     shared.jobs.cancel_all();
     drop(runtime);
+    shared.reads.wait_idle();
     if options.unix_socket {
         let _ = std::fs::remove_file(&socket_path);
     }
@@ -549,12 +555,35 @@ fn on_store<T: Send + 'static>(
     tokio::task::spawn_blocking(move || work(&db))
 }
 
-/// Runs a read on a blocking thread, concurrently with other requests; one
+/// What a task on a blocking thread gave, or why it gave nothing.
+async fn joined<T>(task: tokio::task::JoinHandle<T>) -> std::result::Result<T, String> {
+    task.await.map_err(|e| e.to_string())
+}
+
+/// Runs a read on the read pool, concurrently with other requests; one
 /// past the request timeout is answered "busy" (repeating a read is
 /// harmless) while it finishes in the background.
 async fn read(
     shared: &Arc<Shared>,
     work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+) -> Answer {
+    let db = Arc::clone(&shared.db);
+    answer_read(shared, shared.reads.run(move || work(&db))).await
+}
+
+/// Runs a read that waits on a model server as [`read`] does, but on a
+/// blocking thread, so the wait holds no thread of the read pool.
+async fn read_waiting(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+) -> Answer {
+    answer_read(shared, joined(on_store(shared, work))).await
+}
+
+/// The answer of a running read, or "busy" once it is past the timeout.
+async fn answer_read(
+    shared: &Shared,
+    task: impl Future<Output = std::result::Result<Result<Value>, String>>,
 ) -> Answer {
     let late = || {
         Failure::busy(format!(
@@ -562,7 +591,7 @@ async fn read(
             shared.timeout.as_secs_f64()
         ))
     };
-    within(shared, on_store(shared, work), late).await
+    within(shared, task, late).await
 }
 
 /// Runs a write after the ones before it, or refuses it as busy (nothing
@@ -596,18 +625,18 @@ async fn write(
             ),
         )
     };
-    within(shared, task, late).await
+    within(shared, joined(task), late).await
 }
 
 /// The answer of `task`, or `late()` once the request timeout has passed.
 async fn within(
     shared: &Shared,
-    task: tokio::task::JoinHandle<Result<Value>>,
+    task: impl Future<Output = std::result::Result<Result<Value>, String>>,
     late: impl FnOnce() -> Failure,
 ) -> Answer {
     match tokio::time::timeout(shared.timeout, task).await {
         Err(_) => Err(late()),
-        Ok(Err(joined)) => Err(Failure::internal(format!("the request failed: {joined}"))),
+        Ok(Err(why)) => Err(Failure::internal(format!("the request failed: {why}"))),
         Ok(Ok(result)) => {
             shared.note(&result);
             result.map(Json).map_err(Failure::from)
@@ -938,7 +967,7 @@ async fn ask(
         group: body.group.unwrap_or(defaults.group),
         answer: body.answer.unwrap_or(defaults.answer),
     };
-    read(&shared, move |db| Api::ask(db, &body.question, &options)).await
+    read_waiting(&shared, move |db| Api::ask(db, &body.question, &options)).await
 }
 
 /// Appends the turn in the body (one `session add --jsonl` line, see
@@ -1006,6 +1035,7 @@ mod tests {
             writer: Arc::new(Semaphore::new(1)),
             queue: Arc::new(Semaphore::new(write_queue + 1)),
             jobs: jobs::Jobs::default(),
+            reads: reads::ReadPool::new().unwrap(),
             abandoned: std::sync::OnceLock::new(),
         })
     }
