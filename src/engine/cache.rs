@@ -1,11 +1,14 @@
-//! Documents that queries read, kept deserialised between queries with
-//! their token prefix sums and DAGs, so a service asking many questions of the same
-//! store validates and decodes each document once, not once per query.
+//! What reads derive from a stored document, kept between reads: the
+//! documents that queries read, deserialised with their token prefix sums
+//! and DAGs ([`DocumentCache`]), so a service asking many questions of the
+//! same store validates and decodes each document once, not once per
+//! query; and documents' centroids ([`CentroidCache`]), which placing a
+//! session's next turn compares with every turn of its topic.
 //!
-//! Bounded by an estimate of the bytes the documents occupy, least recently
-//! used first out. Writers invalidate a document after committing it; a
-//! read that raced with a write is returned but not cached (see
-//! [`DocumentCache::get_or_load`]), so the cache never serves a version
+//! Each [`Cache`] is bounded by an estimate of the bytes its entries
+//! occupy, least recently used first out. Writers invalidate a document
+//! after committing it; a read that raced with a write is returned but not
+//! cached (see [`Cache::get_or_load`]), so a cache never serves a version
 //! older than the store's.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,6 +24,22 @@ use crate::model::tree::Node;
 
 /// Default bound on cached document bytes.
 pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;
+/// Bound on cached centroid bytes: 16 MiB holds those of about 16,000
+/// documents at 256 dimensions.
+pub const CENTROID_CACHE_BYTES: usize = 16 * 1024 * 1024;
+
+/// What a cache entry costs.
+pub trait Weighed {
+    /// Approximate heap bytes held.
+    fn bytes(&self) -> usize;
+}
+
+/// A bounded, thread-safe cache of decoded documents by id.
+pub type DocumentCache = Cache<CachedDocument>;
+
+/// A bounded, thread-safe cache of documents' centroids (the unit mean of
+/// their EDU vectors) by id.
+pub type CentroidCache = Cache<Vec<f32>>;
 
 /// A document ready for query execution.
 #[derive(Debug)]
@@ -43,8 +62,9 @@ impl CachedDocument {
             dag,
         }
     }
+}
 
-    /// Approximate heap bytes held.
+impl Weighed for CachedDocument {
     fn bytes(&self) -> usize {
         let doc = &self.document;
         let nodes: usize = doc
@@ -67,25 +87,32 @@ impl CachedDocument {
     }
 }
 
-/// A bounded, thread-safe cache of [`CachedDocument`]s by id.
+impl Weighed for Vec<f32> {
+    fn bytes(&self) -> usize {
+        self.len() * size_of::<f32>()
+    }
+}
+
+/// A bounded, thread-safe cache of values derived from stored documents,
+/// by document id.
 #[derive(Debug)]
-pub struct DocumentCache {
-    inner: Mutex<Inner>,
+pub struct Cache<V> {
+    inner: Mutex<Inner<V>>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    entries: LruCache<String, Arc<CachedDocument>>,
+struct Inner<V> {
+    entries: LruCache<String, Arc<V>>,
     bytes: usize,
     capacity: usize,
     /// Bumped by every invalidation; a load that saw it change is not kept.
     generation: u64,
 }
 
-impl DocumentCache {
+impl<V: Weighed> Cache<V> {
     /// An empty cache holding at most about `capacity` bytes (0 disables it).
-    pub fn new(capacity: usize) -> DocumentCache {
-        DocumentCache {
+    pub fn new(capacity: usize) -> Cache<V> {
+        Cache {
             inner: Mutex::new(Inner {
                 entries: LruCache::unbounded(),
                 bytes: 0,
@@ -95,7 +122,7 @@ impl DocumentCache {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner<V>> {
         // The cache holds no invariant a panicking holder could break
         // halfway that matters beyond a stale byte count; keep serving.
         self.inner
@@ -103,14 +130,14 @@ impl DocumentCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The cached document `id`, or the one `load` reads (kept when no
-    /// invalidation happened meanwhile). `load` returns `None` for a
-    /// document that does not exist.
+    /// The cached value for document `id`, or the one `load` reads (kept
+    /// when no invalidation happened meanwhile). `load` returns `None` for
+    /// a document that does not exist.
     pub fn get_or_load(
         &self,
         id: &str,
-        load: impl FnOnce() -> Result<Option<CachedDocument>>,
-    ) -> Result<Option<Arc<CachedDocument>>> {
+        load: impl FnOnce() -> Result<Option<V>>,
+    ) -> Result<Option<Arc<V>>> {
         let generation = {
             let mut inner = self.lock();
             if let Some(hit) = inner.entries.get(id) {
@@ -146,17 +173,17 @@ impl DocumentCache {
         inner.evict();
     }
 
-    /// Documents and estimated bytes held.
+    /// Entries and estimated bytes held.
     pub fn usage(&self) -> (usize, usize) {
         let inner = self.lock();
         (inner.entries.len(), inner.bytes)
     }
 }
 
-impl Inner {
-    fn insert(&mut self, id: &str, document: Arc<CachedDocument>) {
-        self.bytes += document.bytes();
-        if let Some(old) = self.entries.put(id.to_owned(), document) {
+impl<V: Weighed> Inner<V> {
+    fn insert(&mut self, id: &str, value: Arc<V>) {
+        self.bytes += value.bytes();
+        if let Some(old) = self.entries.put(id.to_owned(), value) {
             self.bytes -= old.bytes();
         }
         self.evict();
@@ -254,5 +281,46 @@ mod tests {
         assert!(reloaded.get(), "the oldest entry was evicted");
         cache.set_capacity(0);
         assert_eq!(cache.usage(), (0, 0));
+    }
+}
+
+#[cfg(test)]
+mod centroid_tests {
+    //! The engine's centroids follow the store through rewrites and removals.
+    use crate::compute::vector::{dot, mean_unit};
+    use crate::engine::three_fruit_store;
+    use crate::error::Error;
+    use crate::ingest::pipeline::IngestOptions;
+
+    #[test]
+    fn a_centroid_is_the_unit_mean_of_the_stored_edu_vectors_and_follows_rewrites() {
+        let (_dir, engine) = three_fruit_store();
+        let stored = |id: &str| {
+            let (edus, dimension) = engine.edu_vectors(id).unwrap();
+            mean_unit(&edus, dimension, 0, edus.len() / dimension - 1)
+        };
+        let first = engine.centroid("apples").unwrap();
+        assert_eq!(*first, stored("apples"));
+        assert!((dot(&first, &first) - 1.0).abs() < 1e-5);
+        // Served from the cache while the document is unchanged.
+        assert!(std::sync::Arc::ptr_eq(
+            &first,
+            &engine.centroid("apples").unwrap()
+        ));
+        engine
+            .ingest_bytes(
+                "apples",
+                b"Rain falls on the harbour at night.".to_vec(),
+                IngestOptions::default(),
+            )
+            .unwrap();
+        let rewritten = engine.centroid("apples").unwrap();
+        assert_eq!(*rewritten, stored("apples"));
+        assert_ne!(*rewritten, *first);
+        engine.remove("apples").unwrap();
+        assert!(matches!(
+            engine.centroid("apples"),
+            Err(Error::NoSuchDocument(id)) if id == "apples"
+        ));
     }
 }

@@ -25,7 +25,9 @@ use crate::compute::chat::ChatModel;
 use crate::compute::dag_index::DagIndex;
 use crate::compute::device::Device;
 use crate::compute::embed::{Embedder, EmbedderConfig};
-use crate::engine::cache::{DEFAULT_CACHE_BYTES, DocumentCache};
+use crate::engine::cache::{
+    CENTROID_CACHE_BYTES, CentroidCache, DEFAULT_CACHE_BYTES, DocumentCache,
+};
 use crate::error::{Error, Result};
 use crate::storage::fulltext::{FullText, FullTextReader};
 use crate::storage::store::Store;
@@ -49,6 +51,8 @@ pub(crate) struct Engine {
     reader: FullTextReader,
     /// Documents queries read, kept between queries.
     cache: DocumentCache,
+    /// Documents' centroids, kept between session appends.
+    centroids: CentroidCache,
     /// The store's embedder and the configuration it was built from.
     embedder: Arc<dyn Embedder>,
     embedder_config: EmbedderConfig,
@@ -236,6 +240,7 @@ impl Engine {
             reader: fulltext.reader(),
             fulltext: Mutex::new(fulltext),
             cache: DocumentCache::new(DEFAULT_CACHE_BYTES),
+            centroids: CentroidCache::new(CENTROID_CACHE_BYTES),
             embedder,
             embedder_config,
             chat: options.chat.clone(),

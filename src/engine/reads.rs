@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::compute::vector::normalise;
+use crate::compute::vector::{mean_unit, normalise};
 use crate::engine::Engine;
 use crate::engine::VECTORS_DIR;
 use crate::engine::cache::CachedDocument;
@@ -146,6 +146,28 @@ impl Engine {
                 Ok(Some(CachedDocument::new(document, dag)))
             })?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
+    }
+
+    /// The centroid of document `id`: the unit mean of its EDU vectors,
+    /// from the cache or the store.
+    pub(crate) fn centroid(&self, id: &str) -> Result<Arc<Vec<f32>>> {
+        self.centroids
+            .get_or_load(id, || {
+                let (edus, dimension) = match self.edu_vectors(id) {
+                    Err(Error::NoSuchDocument(_)) => return Ok(None),
+                    read => read?,
+                };
+                let rows = edus.len() / dimension.max(1);
+                Ok(Some(mean_unit(&edus, dimension, 0, rows.saturating_sub(1))))
+            })?
+            .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
+    }
+
+    /// Forgets what the caches hold of document `id`; called once its new
+    /// version (or its removal) is committed to the store.
+    pub(super) fn forget_cached(&self, id: &str) {
+        self.cache.invalidate(id);
+        self.centroids.invalidate(id);
     }
 
     /// Document `id`'s DAG record, validated against its `edus` EDUs (a

@@ -255,7 +255,7 @@ impl Engine {
             .map(|d| &d.meta.id)
             .chain(&written.removed)
         {
-            self.cache.invalidate(id);
+            self.forget_cached(id);
         }
         let mut update_indexes = || -> Result<()> {
             for doc in &written.put {
@@ -275,7 +275,7 @@ impl Engine {
     /// After `doc` was written to the store: drops its cached copy and
     /// re-indexes its text (uncommitted).
     pub(super) fn index_put(&self, fulltext: &mut FullText, doc: &Document) -> Result<()> {
-        self.cache.invalidate(&doc.meta.id);
+        self.forget_cached(&doc.meta.id);
         fulltext.replace(doc)
     }
 
@@ -335,7 +335,7 @@ impl Engine {
         self.store
             .put_dag(id, &dag)?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))?;
-        self.cache.invalidate(id);
+        self.forget_cached(id);
         // The text did not change; the index only records the change as
         // applied, once it is durable.
         self.finish_writes(fulltext)

@@ -264,7 +264,7 @@ struct TurnVectors<'a> {
     first: u32,
     /// The new turns, from `first` on.
     prepared: &'a [Prepared],
-    /// Turn means computed so far.
+    /// Means of the new turns computed so far.
     means: HashMap<u32, Vec<f32>>,
 }
 
@@ -287,8 +287,14 @@ impl TurnVectors<'_> {
         })
     }
 
-    /// Turn `turn`'s unit vector: the unit mean of its EDU vectors.
+    /// Turn `turn`'s unit vector: the unit mean of its EDU vectors (a
+    /// stored turn's from the engine's centroid cache, as placing each
+    /// turn compares with every turn of its topic).
     fn turn(&mut self, turn: u32) -> Result<Vec<f32>> {
+        if turn < self.first {
+            let centroid = self.engine.centroid(&turn_doc_id(self.session, turn))?;
+            return Ok(centroid.as_ref().clone());
+        }
         if let Some(mean) = self.means.get(&turn) {
             return Ok(mean.clone());
         }

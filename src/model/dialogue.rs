@@ -11,7 +11,7 @@ use rkyv::{Archive, Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::model::document::Document;
 use crate::model::edu::Span;
-use crate::model::ids::{turn_doc_id, validate_session_id};
+use crate::model::ids::{is_turn_doc_id, validate_session_id};
 
 /// Most picks one branch or topic summary holds.
 pub const MAX_SUMMARY_PICKS: usize = 3;
@@ -102,7 +102,7 @@ pub struct Turn {
     pub number: u32,
     /// Who spoke it.
     pub role: Role,
-    /// Its document's id ([`turn_doc_id`]).
+    /// Its document's id ([`crate::model::ids::turn_doc_id`]).
     pub doc: String,
     /// The turn it answers or follows; `None` for a topic's first turn.
     pub parent: Option<u32>,
@@ -340,7 +340,7 @@ impl Dialogue {
             ));
         }
         for (index, turn) in self.turns.iter().enumerate() {
-            if turn.number as usize != index || turn.doc != turn_doc_id(&self.id, turn.number) {
+            if turn.number as usize != index || !is_turn_doc_id(&turn.doc, &self.id, turn.number) {
                 return Err(format!(
                     "turn {index} is numbered {} with document {:?}",
                     turn.number, turn.doc

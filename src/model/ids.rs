@@ -53,6 +53,19 @@ pub fn turn_doc_id(session: &str, turn: u32) -> String {
     format!("{SESSION_PREFIX}{session}/{turn:06}")
 }
 
+/// Whether `id` is exactly [`turn_doc_id`]`(session, turn)`, without
+/// building that id (checking a long dialogue compares one per turn).
+pub fn is_turn_doc_id(id: &str, session: &str, turn: u32) -> bool {
+    let Some((named, digits)) = parse_turn_id(id) else {
+        return false;
+    };
+    let width = (turn.checked_ilog10().unwrap_or(0) as usize + 1).max(6);
+    named == session
+        && digits.len() == width
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && digits.parse() == Ok(turn)
+}
+
 /// True for the id of a session's turn document.
 pub fn is_turn_id(id: &str) -> bool {
     id.starts_with(SESSION_PREFIX)
@@ -103,5 +116,42 @@ pub fn check_id(id: &str) -> Result<()> {
             reason,
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The check agrees with comparing against the built id, for the
+        /// id itself, near misses and ids of other turns and sessions.
+        #[test]
+        fn a_turn_doc_id_is_recognised_exactly(
+            session in "[a-z0-9]{1,8}",
+            other in "[a-z0-9]{1,8}",
+            turn in prop_oneof![0u32..2_000, any::<u32>()],
+            delta in 0u32..3,
+        ) {
+            let id = turn_doc_id(&session, turn);
+            let near_misses = [
+                id.clone(),
+                turn_doc_id(&other, turn),
+                turn_doc_id(&session, turn.wrapping_add(delta)),
+                format!("{SESSION_PREFIX}{session}/{turn}"),
+                format!("{SESSION_PREFIX}{session}/+{turn:05}"),
+                format!("{SESSION_PREFIX}{session}/0{turn:06}"),
+                format!("{session}/{turn:06}"),
+            ];
+            for candidate in near_misses {
+                prop_assert_eq!(
+                    is_turn_doc_id(&candidate, &session, turn),
+                    candidate == id,
+                    "{}",
+                    candidate
+                );
+            }
+        }
     }
 }
