@@ -26,13 +26,15 @@ pub(crate) struct NewTurn {
 }
 
 /// Appends a turn to `dialogue` where `resolved` says, making it the current turn,
-/// and updates the summaries and vector sums of its topic and branch
-/// only (`pick_vector` gives the unit vector of an earlier summary
-/// pick). Returns its number.
+/// and updates the summaries of its topic and branch and its topic's
+/// vector sum only. `branch_sum` is the sum of the unit vectors of the
+/// turns already on the branch it joins ([`branch_sum`]); `pick_vector`
+/// gives the unit vector of an earlier summary pick. Returns its number.
 pub(crate) fn add_turn(
     dialogue: &mut Dialogue,
     resolved: &placement::Resolved,
     turn: NewTurn,
+    mut branch_sum: Vec<f32>,
     pick_vector: &mut dyn FnMut(&SummaryPick) -> Result<Vec<f32>>,
 ) -> Result<u32> {
     let number = dialogue.turns.len() as u32;
@@ -62,7 +64,6 @@ pub(crate) fn add_turn(
                 fork: resolved.parent,
                 turns: Vec::new(),
                 summary: Vec::new(),
-                vector_sum: vec![0.0; dimension],
             });
             dialogue.topics[topic as usize].branches.push(id);
             id
@@ -72,8 +73,9 @@ pub(crate) fn add_turn(
     {
         let b = &mut dialogue.branches[branch as usize];
         b.turns.push(number);
-        add_into(&mut b.vector_sum, &turn.vector);
-        b.summary = summary::update(&b.summary, new_pick.clone(), &b.vector_sum, pick_vector)?;
+        branch_sum.resize(dimension, 0.0);
+        add_into(&mut branch_sum, &turn.vector);
+        b.summary = summary::update(&b.summary, new_pick.clone(), &branch_sum, pick_vector)?;
     }
     {
         let t = &mut dialogue.topics[topic as usize];
@@ -97,6 +99,25 @@ pub(crate) fn add_turn(
     });
     dialogue.current = number;
     Ok(number)
+}
+
+/// The sum of the unit vectors of the turns on the branch `resolved`
+/// places a turn on (`turn_vector` gives an earlier turn's), in turn
+/// order as the branch grew; empty for a new branch.
+pub(crate) fn branch_sum(
+    dialogue: &Dialogue,
+    resolved: &placement::Resolved,
+    turn_vector: &mut dyn FnMut(u32) -> Result<Vec<f32>>,
+) -> Result<Vec<f32>> {
+    let mut sum = Vec::new();
+    if let Some(branch) = resolved.branch {
+        for &turn in &dialogue.branches[branch as usize].turns {
+            let vector = turn_vector(turn)?;
+            sum.resize(vector.len(), 0.0);
+            add_into(&mut sum, &vector);
+        }
+    }
+    Ok(sum)
 }
 
 #[cfg(test)]
@@ -142,7 +163,6 @@ mod tests {
             fork,
             turns: turns.to_vec(),
             summary: turns.iter().map(|&t| pick(t)).collect(),
-            vector_sum: vec![1.0],
         }
     }
 

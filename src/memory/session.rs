@@ -8,7 +8,7 @@ use crate::engine::reads::Damaged;
 use crate::engine::write::Written;
 use crate::error::{Error, Result};
 use crate::memory::context;
-use crate::memory::dialogue::{NewTurn, add_turn};
+use crate::memory::dialogue::{NewTurn, add_turn, branch_sum};
 use crate::memory::llm_placement;
 use crate::memory::placement::{self, DecidedBy, Decision, Placement};
 use crate::memory::summary;
@@ -365,6 +365,7 @@ fn place_turn(
     }
     let number = dialogue.turns.len() as u32;
     let (pick, pick_vector) = summary::turn_summary(number, doc, &edu_vectors, dimension);
+    let branch_sum = branch_sum(dialogue, &resolved, &mut |turn| vectors.turn(turn))?;
     let mut stored_pick_vector = |p: &SummaryPick| vectors.pick(p);
     add_turn(
         dialogue,
@@ -380,6 +381,7 @@ fn place_turn(
             vector,
             summary_vector: pick_vector,
         },
+        branch_sum,
         &mut stored_pick_vector,
     )?;
     dialogue.check_tree().map_err(|message| Error::Invariant {

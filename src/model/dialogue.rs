@@ -124,12 +124,82 @@ pub struct Turn {
     pub at: Option<i64>,
 }
 
+/// The dialogue record of store format versions 5 to 7, whose branches
+/// kept the sum of their turns' vectors: read only to upgrade such a
+/// store's dialogues at open.
+pub mod v7 {
+    use rkyv::{Archive, Deserialize, Serialize};
+
+    use super::{SummaryPick, Topic, Turn};
+
+    /// A branch as versions 3 to 7 stored it: [`super::Branch`] with the
+    /// sum of its turns' unit vectors.
+    #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Branch {
+        /// See [`super::Branch::id`].
+        pub id: u32,
+        /// See [`super::Branch::topic`].
+        pub topic: u32,
+        /// See [`super::Branch::fork`].
+        pub fork: Option<u32>,
+        /// See [`super::Branch::turns`].
+        pub turns: Vec<u32>,
+        /// See [`super::Branch::summary`].
+        pub summary: Vec<SummaryPick>,
+        /// Sum of its turns' unit vectors, no longer kept.
+        pub vector_sum: Vec<f32>,
+    }
+
+    impl From<Branch> for super::Branch {
+        /// The same branch without its vector sum.
+        fn from(old: Branch) -> super::Branch {
+            super::Branch {
+                id: old.id,
+                topic: old.topic,
+                fork: old.fork,
+                turns: old.turns,
+                summary: old.summary,
+            }
+        }
+    }
+
+    /// A dialogue as versions 5 to 7 stored it.
+    #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Dialogue {
+        /// See [`super::Dialogue::id`].
+        pub id: String,
+        /// See [`super::Dialogue::turns`].
+        pub turns: Vec<Turn>,
+        /// See [`super::Dialogue::topics`].
+        pub topics: Vec<Topic>,
+        /// Its branches, with their vector sums.
+        pub branches: Vec<Branch>,
+        /// See [`super::Dialogue::current`].
+        pub current: u32,
+    }
+
+    impl From<Dialogue> for super::Dialogue {
+        /// The same dialogue with no branch vector sums.
+        fn from(old: Dialogue) -> super::Dialogue {
+            super::Dialogue {
+                id: old.id,
+                turns: old.turns,
+                topics: old.topics,
+                branches: old.branches.into_iter().map(super::Branch::from).collect(),
+                current: old.current,
+            }
+        }
+    }
+}
+
 /// The dialogue record of store format versions 3 and 4, whose turns had
-/// no time: read only to upgrade such a store's dialogues at open.
+/// no time (and whose branches kept vector sums, as [`v7`]'s did): read
+/// only to upgrade such a store's dialogues at open.
 pub mod v4 {
     use rkyv::{Archive, Deserialize, Serialize};
 
-    use super::{Branch, Role, SummaryPick, Topic};
+    use super::v7::Branch;
+    use super::{Role, SummaryPick, Topic};
 
     /// A turn as versions 3 and 4 stored it: [`super::Turn`] without `at`.
     #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -172,7 +242,7 @@ pub mod v4 {
     }
 
     impl From<Dialogue> for super::Dialogue {
-        /// The same dialogue with no turn times.
+        /// The same dialogue with no turn times and no branch vector sums.
         fn from(old: Dialogue) -> super::Dialogue {
             let turns = old
                 .turns
@@ -195,7 +265,7 @@ pub mod v4 {
                 id: old.id,
                 turns,
                 topics: old.topics,
-                branches: old.branches,
+                branches: old.branches.into_iter().map(super::Branch::from).collect(),
                 current: old.current,
             }
         }
@@ -215,10 +285,10 @@ pub struct Branch {
     pub fork: Option<u32>,
     /// Its turns in order; each one's parent is the one before.
     pub turns: Vec<u32>,
-    /// Extractive summary: its most central turn summaries, by turn.
+    /// Extractive summary: its most central turn summaries, by turn. (Its
+    /// centroid is summed from its turns' when it grows: store formats 7
+    /// and older kept that sum here, over a kilobyte per branch.)
     pub summary: Vec<SummaryPick>,
-    /// Sum of its turns' unit vectors (the centroid's direction).
-    pub vector_sum: Vec<f32>,
 }
 
 /// A topic: a tree of branches rooted at its first turn.

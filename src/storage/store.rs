@@ -61,25 +61,29 @@ use crate::storage::record_files::{RecordFile, RecordFiles};
 use crate::storage::vector_record::VectorRecord;
 
 /// Version of the on-disk layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 /// Older layouts this one upgrades at open, in one batch with the new
 /// [`FORMAT_VERSION`] record: version 3 had no large records apart, and its
 /// whole records are read as before (a later write of a document stores it
-/// pieced); versions 3 and 4 stored turns without a time, so their
-/// dialogue records are rewritten ([`crate::model::dialogue::v4`]);
+/// pieced); versions 3 and 4 stored turns without a time, and versions 3
+/// to 7 kept a vector sum in every branch of a dialogue, so every
+/// dialogue record is rewritten ([`crate::model::dialogue::v4`],
+/// [`crate::model::dialogue::v7`]);
 /// versions 3 to 5 stored information points without written text, so
 /// their DAG records are rewritten ([`crate::model::dag::v5`]); versions 3
 /// to 6 stored vectors as `f32` rows, which are read as they are (a lazy
 /// upgrade: a document's next write stores them in 8 bits), so opening
 /// such a store rewrites none of them; versions 4 to 6 kept large records
 /// as pieces in sled, which are read and removed as they are.
-const UPGRADABLE_VERSIONS: [u32; 4] = [3, 4, 5, 6];
+const UPGRADABLE_VERSIONS: [u32; 5] = [3, 4, 5, 6, 7];
 
 /// The versions whose DAG records are upgraded at open.
 const TEXTLESS_POINT_VERSIONS: [u32; 3] = [3, 4, 5];
 
-/// The versions whose dialogue records are upgraded at open.
+/// The versions whose dialogue records are in the layout of
+/// [`crate::model::dialogue::v4`] (the later ones: of
+/// [`crate::model::dialogue::v7`]).
 const TIMELESS_TURN_VERSIONS: [u32; 2] = [3, 4];
 
 /// Records larger than this are kept in files of their own (stores of
@@ -699,9 +703,7 @@ impl Store {
         };
         if let Some((mut batch, old)) = record {
             if let Some(old) = old {
-                if TIMELESS_TURN_VERSIONS.contains(&old) {
-                    store.upgrade_dialogues(&mut batch)?;
-                }
+                store.upgrade_dialogues(&mut batch, TIMELESS_TURN_VERSIONS.contains(&old))?;
                 if TEXTLESS_POINT_VERSIONS.contains(&old) {
                     store.upgrade_dags(&mut batch)?;
                 }
@@ -754,20 +756,28 @@ impl Store {
         Ok(())
     }
 
-    /// Adds to `batch` every dialogue record rewritten from the layout of
-    /// versions 3 and 4 ([`crate::model::dialogue::v4`]) to this one.
-    fn upgrade_dialogues(&self, batch: &mut Batch<'_>) -> Result<()> {
-        use crate::model::dialogue::v4;
+    /// Adds to `batch` every dialogue record rewritten to this layout from
+    /// that of versions 3 and 4 ([`crate::model::dialogue::v4`], when
+    /// `timeless`) or of versions 5 to 7 ([`crate::model::dialogue::v7`]).
+    fn upgrade_dialogues(&self, batch: &mut Batch<'_>, timeless: bool) -> Result<()> {
+        use crate::model::dialogue::{v4, v7};
         // A record that does not decode in the old layout is left as it is:
         // read in the new one it is damage, which `check` names. A page
         // sled cannot read fails the open instead: recording the new
         // version past it would leave the dialogues behind it unreadable.
         for entry in self.sled()?.scan_prefix([SESSION]) {
             let (key, value) = entry.map_err(|e| self.failure(e))?;
-            let old = rkyv::access::<v4::ArchivedDialogue, BoxedError>(&value)
-                .and_then(rkyv::deserialize::<v4::Dialogue, BoxedError>);
-            if let Ok(old) = old {
-                batch.insert(&key, &archive(&Dialogue::from(old))?);
+            let upgraded = if timeless {
+                rkyv::access::<v4::ArchivedDialogue, BoxedError>(&value)
+                    .and_then(rkyv::deserialize::<v4::Dialogue, BoxedError>)
+                    .map(Dialogue::from)
+            } else {
+                rkyv::access::<v7::ArchivedDialogue, BoxedError>(&value)
+                    .and_then(rkyv::deserialize::<v7::Dialogue, BoxedError>)
+                    .map(Dialogue::from)
+            };
+            if let Ok(dialogue) = upgraded {
+                batch.insert(&key, &archive(&dialogue)?);
             }
         }
         Ok(())
@@ -2262,7 +2272,7 @@ mod tests {
     #[test]
     fn older_stores_are_read_and_upgraded_with_their_dialogues_and_dags() {
         use crate::model::dag::v5;
-        use crate::model::dialogue::v4;
+        use crate::model::dialogue::{v4, v7};
         for old_version in UPGRADABLE_VERSIONS {
             let dir = tempfile::tempdir().unwrap();
             let t0 = turn("s", 0);
@@ -2289,8 +2299,19 @@ mod tests {
                     .unwrap();
                 assert!(store.manifest(DAG, "big").unwrap().is_some());
                 store.put_turns(&[written(&t0)], &d).unwrap();
-                // The dialogue as versions 3 and 4 stored it: turns without times.
-                let old = v4::Dialogue {
+                // The dialogue as versions 3 to 7 stored it: branches with
+                // vector sums, and before version 5 turns without times.
+                let branches: Vec<v7::Branch> = (d.branches.iter())
+                    .map(|b| v7::Branch {
+                        id: b.id,
+                        topic: b.topic,
+                        fork: b.fork,
+                        turns: b.turns.clone(),
+                        summary: b.summary.clone(),
+                        vector_sum: vec![1.0, 0.0],
+                    })
+                    .collect();
+                let timeless = v4::Dialogue {
                     id: d.id.clone(),
                     turns: d
                         .turns
@@ -2309,13 +2330,21 @@ mod tests {
                         })
                         .collect(),
                     topics: d.topics.clone(),
-                    branches: d.branches.clone(),
+                    branches: branches.clone(),
                     current: d.current,
                 };
-                if TIMELESS_TURN_VERSIONS.contains(&old_version) {
-                    let old = archive(&old).unwrap();
-                    store.db.insert(key(SESSION, "s"), old.as_slice()).unwrap();
-                }
+                let old = match TIMELESS_TURN_VERSIONS.contains(&old_version) {
+                    true => archive(&timeless).unwrap(),
+                    false => archive(&v7::Dialogue {
+                        id: d.id.clone(),
+                        turns: d.turns.clone(),
+                        topics: d.topics.clone(),
+                        branches,
+                        current: d.current,
+                    })
+                    .unwrap(),
+                };
+                store.db.insert(key(SESSION, "s"), old.as_slice()).unwrap();
                 // The DAGs as versions 3 to 5 stored them: points without
                 // text; one large enough to be stored in pieces. (Version
                 // 6 stored them as now.)
@@ -2358,16 +2387,24 @@ mod tests {
                     .insert(VERSION_KEY, old_version.to_string().as_bytes())
                     .unwrap();
                 store.flush().unwrap();
-                assert_eq!(
-                    store.dialogue("s").is_err(),
-                    TIMELESS_TURN_VERSIONS.contains(&old_version),
-                    "the old layout does not read as the new"
-                );
+                // (A one-branch record of versions 5 to 7 happens to read
+                // as the new layout; the bytes below show it rewritten.)
+                if TIMELESS_TURN_VERSIONS.contains(&old_version) {
+                    assert!(
+                        store.dialogue("s").is_err(),
+                        "the old layout does not read as the new"
+                    );
+                }
             }
             let store = Store::open(dir.path()).unwrap();
             assert_eq!(
                 store.db.get(VERSION_KEY).unwrap().unwrap().as_ref(),
                 FORMAT_VERSION.to_string().as_bytes()
+            );
+            assert_eq!(
+                store.db.get(key(SESSION, "s")).unwrap().unwrap().as_ref(),
+                archive(&d).unwrap().as_slice(),
+                "the dialogue is rewritten in the new layout"
             );
             assert_eq!(store.dialogue("s").unwrap(), Some(d));
             assert_eq!(
@@ -2763,7 +2800,6 @@ mod tests {
                 fork: None,
                 turns: vec![0],
                 summary: vec![pick],
-                vector_sum: vec![1.0, 0.0],
             }],
             current: 0,
         }
