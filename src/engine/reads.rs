@@ -655,3 +655,44 @@ impl Engine {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The engine's centroids follow the store through rewrites and removals.
+    use crate::compute::vector::{dot, mean_unit};
+    use crate::engine::three_fruit_store;
+    use crate::error::Error;
+    use crate::ingest::pipeline::IngestOptions;
+
+    #[test]
+    fn a_centroid_is_the_unit_mean_of_the_stored_edu_vectors_and_follows_rewrites() {
+        let (_dir, engine) = three_fruit_store();
+        let stored = |id: &str| {
+            let (edus, dimension) = engine.edu_vectors(id).unwrap();
+            mean_unit(&edus, dimension, 0, edus.len() / dimension - 1)
+        };
+        let first = engine.centroid("apples").unwrap();
+        assert_eq!(*first, stored("apples"));
+        assert!((dot(&first, &first) - 1.0).abs() < 1e-5);
+        // Served from the cache while the document is unchanged.
+        assert!(std::sync::Arc::ptr_eq(
+            &first,
+            &engine.centroid("apples").unwrap()
+        ));
+        engine
+            .ingest_bytes(
+                "apples",
+                b"Rain falls on the harbour at night.".to_vec(),
+                IngestOptions::default(),
+            )
+            .unwrap();
+        let rewritten = engine.centroid("apples").unwrap();
+        assert_eq!(*rewritten, stored("apples"));
+        assert_ne!(*rewritten, *first);
+        engine.remove("apples").unwrap();
+        assert!(matches!(
+            engine.centroid("apples"),
+            Err(Error::NoSuchDocument(id)) if id == "apples"
+        ));
+    }
+}

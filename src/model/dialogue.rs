@@ -242,7 +242,8 @@ pub mod v4 {
     }
 
     impl From<Dialogue> for super::Dialogue {
-        /// The same dialogue with no turn times and no branch vector sums.
+        /// The same dialogue with no turn times and no branch vector sums
+        /// (through [`super::v7`]'s layout).
         fn from(old: Dialogue) -> super::Dialogue {
             let turns = old
                 .turns
@@ -261,13 +262,13 @@ pub mod v4 {
                     at: None,
                 })
                 .collect();
-            super::Dialogue {
+            super::Dialogue::from(super::v7::Dialogue {
                 id: old.id,
                 turns,
                 topics: old.topics,
-                branches: old.branches.into_iter().map(super::Branch::from).collect(),
+                branches: old.branches,
                 current: old.current,
-            }
+            })
         }
     }
 }
