@@ -1,6 +1,6 @@
 //! The persisted record of an agent-memory session: its [`Dialogue`]
-//! (topics → branches → turns, with extractive summaries and per-topic and
-//! per-branch vector sums), the tree's invariants
+//! (topics → branches → turns, with extractive summaries and per-topic
+//! vector sums), the tree's invariants
 //! ([`Dialogue::check_tree`], [`Dialogue::validate`]), and the views
 //! callers read ([`SessionView`], [`SessionMeta`]).
 

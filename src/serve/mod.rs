@@ -4,8 +4,8 @@
 //!
 //! Bodies are the CLI's JSON contracts (`docs --json`, `query --json`, …).
 //! Reads run concurrently on the server's read pool ([`reads`]; the
-//! engine's readers never wait on its writer), `ask` on a blocking thread
-//! (it waits on a chat model); writes are serialised, at most one at a time with
+//! engine's searches never wait on its writer), `ask` (it waits on a chat
+//! model) and `check` (it reads the whole store) on blocking threads; writes are serialised, at most one at a time with
 //! a bounded queue behind it, and a full queue answers "busy" at once.
 //! Every error is `{"error": {"class", "message", …}}` with the CLI's exit
 //! classes: `user` (HTTP 400, or 404 for a missing document, session, turn
@@ -571,8 +571,9 @@ async fn read(
     answer_read(shared, shared.reads.run(move || work(&db))).await
 }
 
-/// Runs a read that waits on a model server as [`read`] does, but on a
-/// blocking thread, so the wait holds no thread of the read pool.
+/// Runs a read that waits on a model server or reads the whole store as
+/// [`read`] does, but on a blocking thread, so it holds no thread of the
+/// read pool for long.
 async fn read_waiting(
     shared: &Arc<Shared>,
     work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
@@ -865,7 +866,7 @@ async fn remove(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> An
 }
 
 async fn check(State(shared): State<Arc<Shared>>) -> Answer {
-    read(&shared, Api::check).await
+    read_waiting(&shared, Api::check).await
 }
 
 async fn reindex(State(shared): State<Arc<Shared>>) -> Answer {

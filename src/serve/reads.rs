@@ -3,13 +3,17 @@
 //! threads, and a read's own parallel steps (the seed's two rankings, say)
 //! run on the same pool without handing the work to another thread and
 //! waiting for it. Measured on 2 cores: a served query's p50 fell from
-//! 0.30–0.35 ms to 0.20–0.24 ms (docs/benchmarks.md). Writes stay on
-//! blocking threads: a write may hold an index lock while it uses rayon's
-//! global pool, and a separate pool keeps readers waiting for that lock
-//! from starving it.
+//! 0.31–0.33 ms to 0.23–0.26 ms (docs/benchmarks.md). Writes, and reads
+//! that wait on something other than the CPU for long (`ask`, `check`),
+//! stay on blocking threads. A read that loads the vector graph holds its
+//! lock while the graph's inserts run on a pool of their own
+//! ([`crate::storage::vectors`]), so no read queued here can be run inside
+//! it and wait for that lock.
 //!
 //! The pool counts the reads given to it, so the server can wait for every
-//! one to end before the store closes ([`ReadPool::wait_idle`]).
+//! one to end before the store closes ([`ReadPool::wait_idle`]). A read
+//! whose caller stopped waiting (answered "busy") before it started is
+//! skipped.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -68,7 +72,8 @@ impl ReadPool {
     }
 
     /// Runs `work` on the pool. The future gives its result, or, when it
-    /// panicked, the panic's message (the pool goes on).
+    /// panicked, the panic's message (the pool goes on). Dropping the
+    /// future before `work` starts skips it.
     pub(super) fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
@@ -78,6 +83,9 @@ impl ReadPool {
         self.pool.spawn(move || {
             // Dropped last: what `work` held is gone before the read ends.
             let _place = place;
+            if answer.is_closed() {
+                return;
+            }
             let outcome = catch_unwind(AssertUnwindSafe(work))
                 .map_err(|panic| format!("it panicked: {}", panic_message(panic.as_ref())));
             let _ = answer.send(outcome);
@@ -120,6 +128,43 @@ mod tests {
         assert_eq!(failed, Err("it panicked: a broken read".to_owned()));
         // The pool still runs reads after a panic.
         assert_eq!(pool.run(|| "after").await, Ok("after"));
+    }
+
+    #[tokio::test]
+    async fn a_read_whose_caller_left_before_it_started_is_skipped() {
+        let pool = ReadPool::new().unwrap();
+        let threads =
+            THREADS_PER_CORE * std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Every thread busy until released.
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = Arc::new(Mutex::new(released));
+        let (started, has_started) = mpsc::channel();
+        let busy: Vec<_> = (0..threads)
+            .map(|_| {
+                let (released, started) = (Arc::clone(&released), started.clone());
+                pool.run(move || {
+                    started.send(()).unwrap();
+                    released.lock().unwrap().recv().unwrap();
+                })
+            })
+            .collect();
+        for _ in 0..threads {
+            has_started.recv().unwrap();
+        }
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let left = {
+            let ran = Arc::clone(&ran);
+            pool.run(move || ran.store(true, std::sync::atomic::Ordering::SeqCst))
+        };
+        drop(left);
+        for _ in 0..threads {
+            release.send(()).unwrap();
+        }
+        for read in busy {
+            read.await.unwrap();
+        }
+        pool.wait_idle();
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
     }
 
     #[tokio::test]

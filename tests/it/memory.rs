@@ -1045,6 +1045,21 @@ fn append_turns_is_one_write_that_places_turns_as_one_by_one_appends_do() {
         );
     }
     assert_eq!(bulk.topics.len(), single.topics.len());
+    // The same summaries: a branch's centroid, summed from its turns'
+    // vectors as it grows, is the same whether they were analysed in this
+    // batch or read back from the store.
+    let branches = |d: &edudb::Dialogue| {
+        (d.branches.iter())
+            .map(|b| (b.turns.clone(), b.summary.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(branches(&bulk), branches(&single));
+    let topics = |d: &edudb::Dialogue| {
+        (d.topics.iter())
+            .map(|t| (t.summary.clone(), t.vector_sum.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(topics(&bulk), topics(&single));
     assert_eq!(receipts[4].at, Some(1_684_417_860));
     assert_eq!(bulk.turns[4].at, Some(1_684_417_860));
     // All or nothing: a turn with no words, or a cancelled token, writes
