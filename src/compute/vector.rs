@@ -59,6 +59,13 @@ pub fn mean_unit(rows: &[f32], dimension: usize, first: usize, last: usize) -> V
     mean
 }
 
+/// The centroid of a row-major matrix of `dimension` columns: the
+/// unit-length mean of all its whole rows ([`mean_unit`]).
+pub fn centroid(rows: &[f32], dimension: usize) -> Vec<f32> {
+    let count = rows.len().checked_div(dimension).unwrap_or(0);
+    mean_unit(rows, dimension, 0, count.saturating_sub(1))
+}
+
 /// Adds `v` into `sum` (which may be longer or shorter; extra values are ignored).
 pub fn add_into(sum: &mut [f32], v: &[f32]) {
     for (s, x) in sum.iter_mut().zip(v) {

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::compute::vector::{mean_unit, normalise};
+use crate::compute::vector::{centroid, normalise};
 use crate::engine::Engine;
 use crate::engine::VECTORS_DIR;
 use crate::engine::cache::CachedDocument;
@@ -157,8 +157,7 @@ impl Engine {
                     Err(Error::NoSuchDocument(_)) => return Ok(None),
                     read => read?,
                 };
-                let rows = edus.len() / dimension.max(1);
-                Ok(Some(mean_unit(&edus, dimension, 0, rows.saturating_sub(1))))
+                Ok(Some(centroid(&edus, dimension)))
             })?
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
     }
@@ -659,7 +658,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     //! The engine's centroids follow the store through rewrites and removals.
-    use crate::compute::vector::{dot, mean_unit};
+    use crate::compute::vector::{centroid, dot};
     use crate::engine::three_fruit_store;
     use crate::error::Error;
     use crate::ingest::pipeline::IngestOptions;
@@ -669,7 +668,7 @@ mod tests {
         let (_dir, engine) = three_fruit_store();
         let stored = |id: &str| {
             let (edus, dimension) = engine.edu_vectors(id).unwrap();
-            mean_unit(&edus, dimension, 0, edus.len() / dimension - 1)
+            centroid(&edus, dimension)
         };
         let first = engine.centroid("apples").unwrap();
         assert_eq!(*first, stored("apples"));

@@ -2,7 +2,7 @@
 //! list sessions, build the next turn's context, remove a session, check
 //! sessions against their turn documents. [`crate::Db`] calls these.
 
-use crate::compute::vector::mean_unit;
+use crate::compute::vector::{centroid, mean_unit};
 use crate::engine::Engine;
 use crate::engine::reads::Damaged;
 use crate::engine::write::Written;
@@ -299,8 +299,7 @@ impl TurnVectors<'_> {
             return Ok(mean.clone());
         }
         let (edus, dimension) = self.edus(turn)?;
-        let rows = edus.len() / dimension.max(1);
-        let mean = mean_unit(&edus, dimension, 0, rows.saturating_sub(1));
+        let mean = centroid(&edus, dimension);
         self.means.insert(turn, mean.clone());
         Ok(mean)
     }
@@ -354,7 +353,7 @@ fn place_turn(
     let tokens = crate::model::tokens::count(span_text(&id, &doc.text, bytes)?);
     let dimension = doc_vectors.dimension as usize;
     let edu_vectors = doc_vectors.edus.to_f32(dimension);
-    let vector = mean_unit(&edu_vectors, dimension, first.id as usize, last.id as usize);
+    let vector = centroid(&edu_vectors, dimension);
     let mut resolved =
         placement::resolve(existing, placement, &vector, &mut |turn| vectors.turn(turn))?;
     if let Some(dialogue) = existing

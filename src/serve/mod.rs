@@ -5,8 +5,9 @@
 //! Bodies are the CLI's JSON contracts (`docs --json`, `query --json`, …).
 //! Reads run concurrently on the server's read pool ([`reads`]; the
 //! engine's searches never wait on its writer), `ask` (it waits on a chat
-//! model) and `check` (it reads the whole store) on blocking threads; writes are serialised, at most one at a time with
-//! a bounded queue behind it, and a full queue answers "busy" at once.
+//! model) and `check` (it reads the whole store) on blocking threads;
+//! writes are serialised, at most one at a time with a bounded queue behind
+//! it, and a full queue answers "busy" at once.
 //! Every error is `{"error": {"class", "message", …}}` with the CLI's exit
 //! classes: `user` (HTTP 400, or 404 for a missing document, session, turn
 //! or topic), `busy` (503: nothing was done, retry) and `internal` (500,

@@ -84,6 +84,7 @@ impl ReadPool {
             // Dropped last: what `work` held is gone before the read ends.
             let _place = place;
             if answer.is_closed() {
+                drop(work);
                 return;
             }
             let outcome = catch_unwind(AssertUnwindSafe(work))
