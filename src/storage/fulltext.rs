@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use tantivy::collector::TopDocs;
 use tantivy::index::SegmentId;
-use tantivy::merge_policy::{LogMergePolicy, MergeCandidate, MergePolicy, NoMergePolicy};
+use tantivy::merge_policy::LogMergePolicy;
 use tantivy::query::{
     Bm25StatisticsProvider, Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser,
     TermQuery,
@@ -35,12 +35,13 @@ use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::NodeKind;
+use crate::storage::fulltext_directory::IndexDirectory;
 
 /// Memory budget of the single indexing thread.
 const WRITER_MEMORY: usize = 64 * 1024 * 1024;
 /// Segments of at most this many entries (what small writes leave) are
-/// merged in [`FullText::commit`]; larger ones, from bulk ingests, stay as
-/// written, so that no commit pays for merging most of the index.
+/// merged in the background after commits; larger ones, from bulk
+/// ingests, stay as written, so that no merge rewrites most of the index.
 const MERGED_SEGMENT_ENTRIES: usize = 10_000;
 /// Stored in the `node` field of EDU entries.
 const NO_NODE: u64 = u64::MAX;
@@ -75,6 +76,7 @@ struct Fields {
 pub struct FullText {
     /// Made at the first change: a process that only reads never pays for
     /// the writer's threads, its lock file and its garbage collection.
+    /// Dropping the index waits for the writer's merges (see [`Drop`]).
     writer: Option<IndexWriter>,
     reader: FullTextReader,
 }
@@ -145,7 +147,7 @@ impl FullText {
             path: dir.to_owned(),
             source,
         })?;
-        let directory = tantivy::directory::MmapDirectory::open(dir).map_err(fulltext)?;
+        let directory = IndexDirectory::open(dir).map_err(fulltext)?;
         let index = Index::open_or_create(directory, schema()).map_err(fulltext)?;
         let reader = index
             .reader_builder()
@@ -190,7 +192,7 @@ impl FullText {
                     .index
                     .writer_with_num_threads(1, WRITER_MEMORY)
                     .map_err(fulltext)?;
-                without_background_merges(&writer);
+                writer.set_merge_policy(small_segment_merges());
                 writer.garbage_collect_files().wait().map_err(fulltext)?;
                 writer
             }
@@ -287,19 +289,19 @@ impl FullText {
         if let Some(writer) = &mut self.writer {
             writer.rollback().map_err(fulltext)?;
             // The fresh writer comes with tantivy's default merge policy.
-            without_background_merges(writer);
+            writer.set_merge_policy(small_segment_merges());
         }
         Ok(())
     }
 
-    /// Durably commits pending changes as having applied store change `seq`,
-    /// then merges the small segments that many small writes leave.
+    /// Durably commits pending changes as having applied store change
+    /// `seq`. The small segments that many small writes leave are merged
+    /// in the background (a merge keeps the last commit's payload).
     pub fn commit(&mut self, seq: u64) -> Result<()> {
         let writer = self.writer()?;
         let mut prepared = writer.prepare_commit().map_err(fulltext)?;
         prepared.set_payload(&seq.to_string());
         prepared.commit().map_err(fulltext)?;
-        merge_small_segments(writer);
         self.reader.reader.reload().map_err(fulltext)
     }
 
@@ -310,33 +312,26 @@ impl FullText {
     }
 }
 
-/// Merges, with `writer`, the segments of at most [`MERGED_SEGMENT_ENTRIES`]
-/// entries that tantivy's log merge policy groups (eight of a size), each to
-/// its end; a merge keeps the last commit's payload. Best effort: it runs
-/// after a durable commit, so a failed merge (a full disk, say) is logged
-/// and the segments stay as they are.
-fn merge_small_segments(writer: &mut IndexWriter) {
+/// tantivy's log merge policy (eight segments of a size make a merge) over
+/// segments of at most [`MERGED_SEGMENT_ENTRIES`] entries.
+fn small_segment_merges() -> Box<LogMergePolicy> {
     let mut policy = LogMergePolicy::default();
     policy.set_max_docs_before_merge(MERGED_SEGMENT_ENTRIES);
-    let merged = writer
-        .index()
-        .searchable_segment_metas()
-        .and_then(|segments| {
-            for MergeCandidate(ids) in policy.compute_merge_candidates(&segments) {
-                writer.merge(&ids).wait()?;
-            }
-            Ok(())
-        });
-    if let Err(e) = merged {
-        tracing::warn!("merging the full-text index's small segments failed: {e}");
-    }
+    Box::new(policy)
 }
 
-/// Turns off the writer's background merges: they die with the writer, and
-/// a one-command process drops it right after its commit, so segments piled
-/// up (one per `session add`). [`FullText::commit`] merges instead.
-fn without_background_merges(writer: &IndexWriter) {
-    writer.set_merge_policy(Box::new(NoMergePolicy));
+/// Waits for the writer's background merges: they die with the writer, and
+/// a one-command process drops it right after its commit, so without the
+/// wait its segments would pile up (one per `session add`). A merge that
+/// fails (a full disk, say) is logged and leaves its segments as they were.
+impl Drop for FullText {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take()
+            && let Err(e) = writer.wait_merging_threads()
+        {
+            tracing::warn!("merging the full-text index's small segments failed: {e}");
+        }
+    }
 }
 
 impl FullTextReader {
@@ -778,14 +773,14 @@ mod tests {
     }
 
     #[test]
-    fn commits_after_a_rollback_still_merge_in_the_foreground() {
-        // A rollback makes a fresh writer; background merges racing the
-        // commit's own merges failed every few commits.
+    fn a_writer_made_again_by_a_rollback_still_merges_small_segments() {
+        // A rollback makes a fresh writer, with tantivy's default policy
+        // until it is set again.
         let dir = tempfile::tempdir().unwrap();
         let mut index = FullText::open(dir.path()).unwrap();
         index.rollback().unwrap();
         let policy = format!("{:?}", index.writer().unwrap().get_merge_policy());
-        assert!(policy.contains("NoMergePolicy"), "{policy}");
+        assert!(policy.contains("max_docs_before_merge: 10000"), "{policy}");
         let writes = 20u64;
         for seq in 1..=writes {
             let text = format!("Entry {seq} names the harbour.\n");
@@ -794,12 +789,67 @@ mod tests {
             index.replace(&doc).unwrap();
             index.commit(seq).unwrap();
         }
+        // Dropping the index waits for its merges.
+        drop(index);
+        let index = FullText::open(dir.path()).unwrap();
         assert!(index.segment_count() < 8, "{}", index.segment_count());
         let hits = index
             .reader()
             .rank("harbour", Target::Edus, None, 100)
             .unwrap();
         assert_eq!(hits.len() as u64, writes);
+        assert_eq!(
+            index.applied_seq().unwrap(),
+            writes,
+            "merges keep the payload"
+        );
+    }
+
+    #[test]
+    fn commits_write_no_list_of_files_and_leftovers_are_collected() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = crate::ingest::pipeline::analyze("a", "The lamp is lit.\n".into(), Format::Text)
+            .unwrap();
+        let mut index = FullText::open(dir.path()).unwrap();
+        index.replace(&doc).unwrap();
+        index.commit(1).unwrap();
+        drop(index);
+        let names = |dir: &Path| -> std::collections::BTreeSet<String> {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        };
+        let committed = names(dir.path());
+        assert!(committed.contains("meta.json"), "{committed:?}");
+        assert!(!committed.contains(".managed.json"), "{committed:?}");
+        // What a crash can leave: a segment file no commit names, the
+        // temporary file of an atomic write, and an older store's list.
+        let orphan = "0123456789abcdef0123456789abcdef.idx";
+        for leftover in [orphan, ".tmpA1b2C3"] {
+            std::fs::write(dir.path().join(leftover), b"partial").unwrap();
+        }
+        std::fs::write(dir.path().join(".managed.json"), b"[\"gone.idx\"]").unwrap();
+        let mut index = FullText::open(dir.path()).unwrap();
+        assert!(names(dir.path()).contains(orphan), "a reader deleted files");
+        index.start_writing().unwrap();
+        let left = names(dir.path());
+        assert!(
+            !left.contains(orphan) && !left.contains(".tmpA1b2C3"),
+            "{left:?}"
+        );
+        assert!(committed.iter().all(|name| left.contains(name)), "{left:?}");
+        assert_eq!(
+            index
+                .reader()
+                .rank("lamp", Target::Edus, None, 10)
+                .unwrap()
+                .len(),
+            1
+        );
+        index.remove("a").unwrap();
+        index.commit(2).unwrap();
+        assert_eq!(index.reader().entries(), 0);
     }
 
     #[test]

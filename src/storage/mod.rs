@@ -7,6 +7,7 @@
 //! distance) and `error`; it neither analyses nor embeds.
 
 pub mod fulltext;
+pub mod fulltext_directory;
 pub mod record_files;
 pub mod store;
 pub mod vector_record;
