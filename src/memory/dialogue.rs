@@ -107,7 +107,7 @@ pub(crate) fn add_turn(
 pub(crate) fn branch_sum(
     dialogue: &Dialogue,
     resolved: &placement::Resolved,
-    turn_vector: &mut dyn FnMut(u32) -> Result<Vec<f32>>,
+    turn_vector: &mut dyn FnMut(u32) -> Result<std::sync::Arc<Vec<f32>>>,
 ) -> Result<Vec<f32>> {
     let mut sum = Vec::new();
     if let Some(branch) = resolved.branch {

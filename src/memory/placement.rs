@@ -24,7 +24,7 @@
 
 use std::fmt;
 
-use crate::compute::vector::cosine;
+use crate::compute::vector::{cosine, dot};
 use crate::error::{Error, Result};
 use crate::model::cost::LlmCost;
 use crate::model::dialogue::Dialogue;
@@ -219,12 +219,13 @@ pub(crate) fn check(
 
 /// Resolves `placement`, checked against `dialogue` (`None` for a new
 /// session), for a turn with unit vector `vector`. `turn_vector` gives an
-/// existing turn's unit vector.
+/// existing turn's unit vector (zero when it has none), so a turn's cosine
+/// is a dot product.
 pub(crate) fn resolve(
     dialogue: Option<&Dialogue>,
     Checked(placement): Checked,
     vector: &[f32],
-    turn_vector: &mut dyn FnMut(u32) -> Result<Vec<f32>>,
+    turn_vector: &mut dyn FnMut(u32) -> Result<std::sync::Arc<Vec<f32>>>,
 ) -> Result<Resolved> {
     let mut decision = Decision {
         requested: placement,
@@ -299,7 +300,7 @@ pub(crate) fn resolve(
             let similarity =
                 |topic: u32| cosine(vector, &dialogue.topics[topic as usize].vector_sum);
             let active_similarity =
-                similarity(active).max(cosine(vector, &turn_vector(current.number)?));
+                similarity(active).max(dot(&turn_vector(current.number)?, vector));
             decision.active_topic_similarity = Some(active_similarity);
             decision.best_other_topic = dialogue
                 .topics
@@ -330,7 +331,7 @@ pub(crate) fn resolve(
             let mut best: Option<(u32, f32)> = None;
             let mut leaf_similarity = 0.0;
             for turn in dialogue.turns.iter().filter(|t| t.topic == topic) {
-                let s = cosine(vector, &turn_vector(turn.number)?);
+                let s = dot(&turn_vector(turn.number)?, vector);
                 if turn.number == leaf {
                     leaf_similarity = s;
                 }

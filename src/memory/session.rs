@@ -19,11 +19,12 @@ use crate::model::dialogue::{
     TimedTurns, TopicView, TurnView, span_text,
 };
 use crate::model::document::{Document, Format, PackedVectors};
-use crate::model::ids::{turn_doc_id, turn_number, validate_session_id};
+use crate::model::ids::{turn_doc_id, turn_number, validate_session_id, write_turn_doc_id};
 use crate::model::rank::Target;
 use crate::progress::{CancelToken, Progress};
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Checks a turn before anything is stored: the session id
 /// ([`validate_session_id`]), the text as ingest checks any input (size
@@ -230,6 +231,7 @@ pub(crate) fn append_turns(
             first,
             prepared: &prepared,
             means: HashMap::new(),
+            id: String::new(),
         };
         let mut receipts = Vec::with_capacity(inputs.len());
         for (input, (doc, doc_vectors, _)) in inputs.iter().zip(&prepared) {
@@ -265,7 +267,9 @@ struct TurnVectors<'a> {
     /// The new turns, from `first` on.
     prepared: &'a [Prepared],
     /// Means of the new turns computed so far.
-    means: HashMap<u32, Vec<f32>>,
+    means: HashMap<u32, Arc<Vec<f32>>>,
+    /// The document id last looked up (its allocation reused).
+    id: String,
 }
 
 impl TurnVectors<'_> {
@@ -290,17 +294,17 @@ impl TurnVectors<'_> {
     /// Turn `turn`'s unit vector: the unit mean of its EDU vectors (a
     /// stored turn's from the engine's centroid cache, as placing each
     /// turn compares with every turn of its topic).
-    fn turn(&mut self, turn: u32) -> Result<Vec<f32>> {
+    fn turn(&mut self, turn: u32) -> Result<Arc<Vec<f32>>> {
         if turn < self.first {
-            let centroid = self.engine.centroid(&turn_doc_id(self.session, turn))?;
-            return Ok(centroid.as_ref().clone());
+            write_turn_doc_id(&mut self.id, self.session, turn);
+            return self.engine.centroid(&self.id);
         }
         if let Some(mean) = self.means.get(&turn) {
-            return Ok(mean.clone());
+            return Ok(Arc::clone(mean));
         }
         let (edus, dimension) = self.edus(turn)?;
-        let mean = centroid(&edus, dimension);
-        self.means.insert(turn, mean.clone());
+        let mean = Arc::new(centroid(&edus, dimension));
+        self.means.insert(turn, Arc::clone(&mean));
         Ok(mean)
     }
 

@@ -50,7 +50,17 @@ fn is_dot_segment(id: &str) -> bool {
 
 /// The document id of turn `turn` of `session`.
 pub fn turn_doc_id(session: &str, turn: u32) -> String {
-    format!("{SESSION_PREFIX}{session}/{turn:06}")
+    let mut id = String::new();
+    write_turn_doc_id(&mut id, session, turn);
+    id
+}
+
+/// Replaces `id` with [`turn_doc_id`]`(session, turn)`, reusing its
+/// allocation (placing a turn names every turn of its topic).
+pub fn write_turn_doc_id(id: &mut String, session: &str, turn: u32) {
+    use std::fmt::Write;
+    id.clear();
+    write!(id, "{SESSION_PREFIX}{session}/{turn:06}").expect("writing to a String cannot fail");
 }
 
 /// Whether `id` is exactly [`turn_doc_id`]`(session, turn)`, without
@@ -152,6 +162,10 @@ mod tests {
                     candidate
                 );
             }
+            // Written over a buffer holding another (longer) id.
+            let mut buffer = format!("{SESSION_PREFIX}{other}{session}/{:06}", u64::MAX);
+            write_turn_doc_id(&mut buffer, &session, turn);
+            prop_assert_eq!(buffer, id);
         }
     }
 }
