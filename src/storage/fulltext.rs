@@ -178,9 +178,9 @@ impl FullText {
         })
     }
 
-    /// The writer, made at the first call: one indexing thread, no
-    /// background merges, and the files a writer killed mid-commit left
-    /// removed first (no commit refers to them, and the next commit may
+    /// The writer, made at the first call: one indexing thread, small
+    /// segments merged in the background, and the files a writer killed
+    /// mid-commit or mid-merge left removed first (no commit refers to them, and the next commit may
     /// want one of their names: a segment's delete file is named by the
     /// opstamp, which restarts from the last commit).
     fn writer(&mut self) -> Result<&mut IndexWriter> {
@@ -323,13 +323,16 @@ fn small_segment_merges() -> Box<LogMergePolicy> {
 /// Waits for the writer's background merges: they die with the writer, and
 /// a one-command process drops it right after its commit, so without the
 /// wait its segments would pile up (one per `session add`). A merge that
-/// fails (a full disk, say) is logged and leaves its segments as they were.
+/// fails (a full disk, say) leaves its segments as they were (tantivy logs
+/// it); an error here is the indexing thread's. A writer replaced by
+/// [`FullText::rollback`] is not waited for: its merges' results are
+/// discarded, and files they leave are collected at the next open.
 impl Drop for FullText {
     fn drop(&mut self) {
         if let Some(writer) = self.writer.take()
             && let Err(e) = writer.wait_merging_threads()
         {
-            tracing::warn!("merging the full-text index's small segments failed: {e}");
+            tracing::warn!("the full-text index's writer failed while closing: {e}");
         }
     }
 }
@@ -780,7 +783,7 @@ mod tests {
         let mut index = FullText::open(dir.path()).unwrap();
         index.rollback().unwrap();
         let policy = format!("{:?}", index.writer().unwrap().get_merge_policy());
-        assert!(policy.contains("max_docs_before_merge: 10000"), "{policy}");
+        assert!(policy.contains("max_docs_before_merge: 10000,"), "{policy}");
         let writes = 20u64;
         for seq in 1..=writes {
             let text = format!("Entry {seq} names the harbour.\n");
@@ -868,6 +871,9 @@ mod tests {
             index.replace(&doc).unwrap();
             index.commit(seq).unwrap();
         }
+        // Dropping the index waits for any merge it started.
+        drop(index);
+        let index = FullText::open(dir.path()).unwrap();
         assert_eq!(index.segment_count(), 8, "every bulk segment kept");
     }
 

@@ -4,12 +4,12 @@
 //! list of files tantivy made, which its garbage collection deletes from
 //! once no commit needs them. tantivy rewrites that list, with a temporary
 //! file, a sync and a rename, before creating each file: six times for a
-//! commit's new segment, which made it the largest part of a small write's
-//! commit on a disk (docs/benchmarks.md). Here the list is never written.
-//! Reading it lists the directory instead: every file in it is tantivy's
-//! (nothing else writes there), and all but `meta.json`, its lock files and
-//! the stale list itself are files garbage collection may delete when no
-//! commit refers to them. That also covers what the written list misses:
+//! commit's new segment, more than half of a small write's syncs
+//! (docs/benchmarks.md). Here the list is never written. Reading it lists
+//! the directory instead: every file in it is tantivy's (nothing else
+//! writes there), and all but `meta.json` and the dot files (its lock
+//! files, an older store's list, left unread) are files garbage collection
+//! may delete when no commit refers to them. That also covers what the written list misses:
 //! the temporary files of an atomic write that a crash interrupted
 //! (`.tmp…`), which are deleted too. A file created and not yet committed
 //! stays safe, as before, because tantivy keeps the files of segments it is
