@@ -756,15 +756,20 @@ mod tests {
         );
     }
 
+    /// Commits document `a`, "The lamp is lit.", as change 1 of a new
+    /// index in `dir`, and closes the index.
+    fn commit_one_document(dir: &Path) {
+        let doc = crate::ingest::pipeline::analyze("a", "The lamp is lit.\n".into(), Format::Text)
+            .unwrap();
+        let mut index = FullText::open(dir).unwrap();
+        index.replace(&doc).unwrap();
+        index.commit(1).unwrap();
+    }
+
     #[test]
     fn reading_never_makes_the_writer() {
         let dir = tempfile::tempdir().unwrap();
-        let doc = crate::ingest::pipeline::analyze("a", "The lamp is lit.\n".into(), Format::Text)
-            .unwrap();
-        let mut index = FullText::open(dir.path()).unwrap();
-        index.replace(&doc).unwrap();
-        index.commit(1).unwrap();
-        drop(index);
+        commit_one_document(dir.path());
         let mut index = FullText::open(dir.path()).unwrap();
         let hits = index.reader().rank("lamp", Target::Edus, None, 10).unwrap();
         assert_eq!(hits.len(), 1);
@@ -811,12 +816,7 @@ mod tests {
     #[test]
     fn commits_write_no_list_of_files_and_leftovers_are_collected() {
         let dir = tempfile::tempdir().unwrap();
-        let doc = crate::ingest::pipeline::analyze("a", "The lamp is lit.\n".into(), Format::Text)
-            .unwrap();
-        let mut index = FullText::open(dir.path()).unwrap();
-        index.replace(&doc).unwrap();
-        index.commit(1).unwrap();
-        drop(index);
+        commit_one_document(dir.path());
         let names = |dir: &Path| -> std::collections::BTreeSet<String> {
             std::fs::read_dir(dir)
                 .unwrap()
