@@ -180,9 +180,10 @@ impl FullText {
 
     /// The writer, made at the first call: one indexing thread, small
     /// segments merged in the background, and the files a writer killed
-    /// mid-commit or mid-merge left removed first (no commit refers to them, and the next commit may
-    /// want one of their names: a segment's delete file is named by the
-    /// opstamp, which restarts from the last commit).
+    /// mid-commit or mid-merge left removed first (no commit refers to
+    /// them, and the next commit may want one of their names: a segment's
+    /// delete file is named by the opstamp, which restarts from the last
+    /// commit).
     fn writer(&mut self) -> Result<&mut IndexWriter> {
         let writer = match self.writer.take() {
             Some(writer) => writer,
