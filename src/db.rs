@@ -400,7 +400,7 @@ impl Db {
 
     /// Session `id`'s stored dialogue record, or [`crate::Error::NoSuchSession`].
     pub fn dialogue(&self, id: &str) -> Result<Dialogue> {
-        memory::session::dialogue(&self.engine, id)
+        memory::session::dialogue(&self.engine, id).map(std::sync::Arc::unwrap_or_clone)
     }
 
     /// Session `id`'s dialogue tree with the text of every summary:

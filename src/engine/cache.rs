@@ -2,14 +2,17 @@
 //! documents that queries read, deserialised with their token prefix sums
 //! and DAGs ([`DocumentCache`]), so a service asking many questions of the
 //! same store validates and decodes each document once, not once per
-//! query; and documents' centroids ([`CentroidCache`]), which placing a
-//! session's next turn compares with every turn of its topic.
+//! query; documents' centroids ([`CentroidCache`]), which placing a
+//! session's next turn compares with every turn of its topic; and
+//! sessions' dialogues ([`SessionCache`]), decoded and checked once, not
+//! on every append or context.
 //!
 //! Each [`Cache`] is bounded by an estimate of the bytes its entries
 //! occupy, least recently used first out. Writers invalidate a document
-//! after committing it; a read that raced with a write is returned but not
-//! cached (see [`Cache::get_or_load`]), so a cache never serves a version
-//! older than the store's.
+//! after committing it (or [`Cache::replace`] it with what they
+//! committed); a read that raced with a write is returned but not cached
+//! (see [`Cache::get_or_load`]), so a cache never serves a version older
+//! than the store's.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -17,6 +20,7 @@ use lru::LruCache;
 
 use crate::error::Result;
 use crate::model::dag::{Dag, DagNode};
+use crate::model::dialogue::{Branch, Dialogue, SummaryPick, Topic, Turn};
 use crate::model::document::Document;
 use crate::model::edu::Edu;
 use crate::model::tokens::TokenPrefix;
@@ -40,6 +44,14 @@ pub type DocumentCache = Cache<CachedDocument>;
 /// A bounded, thread-safe cache of documents' centroids (the unit mean of
 /// their EDU vectors) by id.
 pub type CentroidCache = Cache<Vec<f32>>;
+
+/// Bound on cached dialogue bytes: 16 MiB holds about 100 sessions of
+/// 1,000 turns.
+pub const SESSION_CACHE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A bounded, thread-safe cache of sessions' dialogues (each checked as
+/// the store reads it) by session id.
+pub type SessionCache = Cache<Dialogue>;
 
 /// A document ready for query execution.
 #[derive(Debug)]
@@ -90,6 +102,27 @@ impl Weighed for CachedDocument {
 impl Weighed for Vec<f32> {
     fn bytes(&self) -> usize {
         self.len() * size_of::<f32>()
+    }
+}
+
+impl Weighed for Dialogue {
+    fn bytes(&self) -> usize {
+        let picks = |summary: &[SummaryPick]| size_of_val(summary);
+        let turns: usize = (self.turns.iter())
+            .map(|t| size_of::<Turn>() + t.doc.len())
+            .sum();
+        let topics: usize = (self.topics.iter())
+            .map(|t| {
+                size_of::<Topic>()
+                    + size_of_val(t.branches.as_slice())
+                    + picks(&t.summary)
+                    + size_of_val(t.vector_sum.as_slice())
+            })
+            .sum();
+        let branches: usize = (self.branches.iter())
+            .map(|b| size_of::<Branch>() + size_of_val(b.turns.as_slice()) + picks(&b.summary))
+            .sum();
+        self.id.len() + turns + topics + branches
     }
 }
 
@@ -159,11 +192,27 @@ impl<V: Weighed> Cache<V> {
     /// Forgets document `id`; call after its new version (or its removal)
     /// is committed to the store.
     pub fn invalidate(&self, id: &str) {
+        drop(self.take(id));
+    }
+
+    /// Removes and returns the value cached for `id`, as
+    /// [`Cache::invalidate`] forgets it: a writer about to change `id`
+    /// takes the current version to change.
+    pub fn take(&self, id: &str) -> Option<Arc<V>> {
         let mut inner = self.lock();
         inner.generation += 1;
-        if let Some(old) = inner.entries.pop(id) {
-            inner.bytes -= old.bytes();
-        }
+        let old = inner.entries.pop(id)?;
+        inner.bytes -= old.bytes();
+        Some(old)
+    }
+
+    /// Caches `value` as `id`'s, dropping any older value; call after
+    /// `value` is committed to the store. Like [`Cache::invalidate`], it
+    /// keeps a load that started before it from being cached.
+    pub fn replace(&self, id: &str, value: V) {
+        let mut inner = self.lock();
+        inner.generation += 1;
+        inner.insert(id, Arc::new(value));
     }
 
     /// Changes the bound, evicting as needed (0 disables the cache).
@@ -256,6 +305,38 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(fresh.document.text, "New text.");
+    }
+
+    #[test]
+    fn a_writer_takes_the_cached_value_and_replaces_it_with_what_it_wrote() {
+        let cache = DocumentCache::new(DEFAULT_CACHE_BYTES);
+        assert!(cache.take("a").is_none());
+        cache
+            .get_or_load("a", || Ok(Some(document("a", "Old text."))))
+            .unwrap();
+        let taken = cache.take("a").unwrap();
+        assert_eq!(taken.document.text, "Old text.");
+        assert_eq!(cache.usage(), (0, 0));
+        // A read that loaded the old version before the writer committed
+        // is not kept over the replacement, nor after it.
+        let raced = cache
+            .get_or_load("a", || {
+                cache.replace("a", document("a", "New text."));
+                Ok(Some(document("a", "Old text.")))
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(raced.document.text, "Old text.");
+        let served = cache
+            .get_or_load("a", || panic!("the replacement is cached"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(served.document.text, "New text.");
+        assert_eq!(cache.usage(), (1, served.bytes()));
+        cache.replace("a", document("a", "Newer, longer text."));
+        let (count, bytes) = cache.usage();
+        assert_eq!(count, 1);
+        assert_eq!(bytes, document("a", "Newer, longer text.").bytes());
     }
 
     #[test]

@@ -26,7 +26,8 @@ use crate::compute::dag_index::DagIndex;
 use crate::compute::device::Device;
 use crate::compute::embed::{Embedder, EmbedderConfig};
 use crate::engine::cache::{
-    CENTROID_CACHE_BYTES, CentroidCache, DEFAULT_CACHE_BYTES, DocumentCache,
+    CENTROID_CACHE_BYTES, CentroidCache, DEFAULT_CACHE_BYTES, DocumentCache, SESSION_CACHE_BYTES,
+    SessionCache,
 };
 use crate::error::{Error, Result};
 use crate::storage::fulltext::{FullText, FullTextReader};
@@ -53,6 +54,8 @@ pub(crate) struct Engine {
     cache: DocumentCache,
     /// Documents' centroids, kept between session appends.
     centroids: CentroidCache,
+    /// Sessions' dialogues, kept between appends and contexts.
+    sessions: SessionCache,
     /// The store's embedder and the configuration it was built from.
     embedder: Arc<dyn Embedder>,
     embedder_config: EmbedderConfig,
@@ -241,6 +244,7 @@ impl Engine {
             fulltext: Mutex::new(fulltext),
             cache: DocumentCache::new(DEFAULT_CACHE_BYTES),
             centroids: CentroidCache::new(CENTROID_CACHE_BYTES),
+            sessions: SessionCache::new(SESSION_CACHE_BYTES),
             embedder,
             embedder_config,
             chat: options.chat.clone(),

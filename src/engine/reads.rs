@@ -12,9 +12,10 @@ use crate::error::{Error, Result};
 use crate::ingest::dag::ip::EduVectors;
 use crate::model::cost::LlmCost;
 use crate::model::dag::{Dag, DagListing};
+use crate::model::dialogue::Dialogue;
 use crate::model::document::DocMeta;
 use crate::model::edu::{EduKind, Span};
-use crate::model::ids::is_turn_id;
+use crate::model::ids::{is_turn_id, parse_turn_id};
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
 use crate::storage::store::{Damage, FORMAT_VERSION, StoredDoc};
@@ -162,11 +163,33 @@ impl Engine {
             .ok_or_else(|| Error::NoSuchDocument(id.to_owned()))
     }
 
-    /// Forgets what the caches hold of document `id`; called once its new
-    /// version (or its removal) is committed to the store.
+    /// Session `id`'s dialogue (checked, as the store reads it), from the
+    /// cache or the store; `None` when there is no such session.
+    pub(crate) fn dialogue(&self, id: &str) -> Result<Option<Arc<Dialogue>>> {
+        self.sessions.get_or_load(id, || self.store.dialogue(id))
+    }
+
+    /// Session `id`'s dialogue for a writer to change under
+    /// [`Engine::write`]: the cached one taken out of the cache (copied
+    /// only if a reader still holds it), or the store's. The write puts
+    /// what it commits back
+    /// ([`Written::sessions`](crate::engine::write::Written::sessions)).
+    pub(crate) fn dialogue_to_change(&self, id: &str) -> Result<Option<Dialogue>> {
+        match self.sessions.take(id) {
+            Some(cached) => Ok(Some(Arc::unwrap_or_clone(cached))),
+            None => self.store.dialogue(id),
+        }
+    }
+
+    /// Forgets what the caches hold of document `id` (and, for a turn, of
+    /// its session); called once its new version (or its removal) is
+    /// committed to the store.
     pub(super) fn forget_cached(&self, id: &str) {
         self.cache.invalidate(id);
         self.centroids.invalidate(id);
+        if let Some((session, _)) = parse_turn_id(id) {
+            self.sessions.invalidate(session);
+        }
     }
 
     /// Document `id`'s DAG record, validated against its `edus` EDUs (a

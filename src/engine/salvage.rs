@@ -196,7 +196,7 @@ impl Engine {
 fn written(put: Vec<Document>) -> Written {
     Written {
         put,
-        removed: Vec::new(),
+        ..Written::default()
     }
 }
 

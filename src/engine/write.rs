@@ -17,9 +17,10 @@ use crate::ingest::sources::{Origin, Source};
 use crate::ingest::tree::llm::{LlmStructurer, StructurerOptions};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
+use crate::model::dialogue::Dialogue;
 use crate::model::document::{DocMeta, Document, PackedVectors};
 use crate::progress::{CancelToken, Progress};
-use crate::storage::fulltext::FullText;
+use crate::storage::fulltext::{FullText, PreparedCommit};
 
 /// One input that could not be ingested, and why.
 #[derive(Debug)]
@@ -73,6 +74,10 @@ pub(crate) struct Written {
     pub put: Vec<Document>,
     /// Ids of documents removed.
     pub removed: Vec<String>,
+    /// Sessions' dialogues as written, cached once the write is in the
+    /// store (a session whose turns were written or removed and whose
+    /// dialogue is not here is forgotten by the cache).
+    pub sessions: Vec<Dialogue>,
 }
 
 impl Engine {
@@ -224,31 +229,26 @@ impl Engine {
             Ok((
                 (),
                 Written {
-                    put: Vec::new(),
                     removed: vec![id.to_owned()],
+                    ..Written::default()
                 },
             ))
         })
     }
 
     /// Runs `write`, which changes the store, as the store's only writer
-    /// (holding the full-text index, as ingest does), makes the change
-    /// durable, then brings the derived state along for what it
-    /// [`Written`]: the document cache, the full-text index (committed at
-    /// the store's latest change) and the loaded vector graph. Nothing
-    /// derived is touched when `write` fails; a failure after the change is
-    /// durable is [`Error::IndexBehind`], so the caller knows not to repeat
-    /// it.
+    /// (holding the full-text index, as ingest does), then brings the
+    /// derived state along for what it [`Written`]: the caches, the
+    /// full-text index and the loaded vector graph, while the change is
+    /// made durable ([`Engine::finish_writes`]). Nothing derived is touched
+    /// when `write` fails; a failure after the change is durable is
+    /// [`Error::IndexBehind`], so the caller knows not to repeat it.
     pub(crate) fn write<R>(&self, write: impl FnOnce() -> Result<(R, Written)>) -> Result<R> {
         let mut fulltext = self.start_fulltext_write()?;
         let (result, written) = write()?;
-        // From here the change is in the store: any failure leaves the
-        // full-text index behind until the next commit replays the log.
-        let behind = |error: Error| {
-            self.fulltext_behind.store(true, Ordering::SeqCst);
-            error
-        };
-        self.store.flush().map_err(behind)?;
+        // From here the change is in the store (durable once flushed): any
+        // failure leaves the full-text index behind until the next commit
+        // replays the log.
         for id in written
             .put
             .iter()
@@ -257,7 +257,10 @@ impl Engine {
         {
             self.forget_cached(id);
         }
-        let mut update_indexes = || -> Result<()> {
+        for dialogue in written.sessions {
+            self.sessions.replace(&dialogue.id.clone(), dialogue);
+        }
+        let mut update_index = || -> Result<()> {
             for doc in &written.put {
                 fulltext.replace(doc)?;
             }
@@ -266,9 +269,12 @@ impl Engine {
             }
             Ok(())
         };
-        update_indexes()
-            .and_then(|()| self.finish_writes(fulltext))
-            .map_err(|source| Error::IndexBehind(Box::new(behind(source))))?;
+        if let Err(error) = update_index() {
+            self.fulltext_behind.store(true, Ordering::SeqCst);
+            self.store.flush()?;
+            return Err(Error::IndexBehind(Box::new(error)));
+        }
+        self.finish_writes(fulltext)?;
         Ok(result)
     }
 
@@ -279,19 +285,47 @@ impl Engine {
         fulltext.replace(doc)
     }
 
-    /// Makes the store durable, then commits the full-text index at its
-    /// latest change (never ahead of what is durable; first replaying the
-    /// change log when an earlier change missed the index) and updates the
-    /// loaded vector graph.
+    /// Makes the store durable and commits the full-text index at the
+    /// store's latest change (first replaying the change log when an
+    /// earlier change missed the index), then updates the loaded vector
+    /// graph. The index's segments are written while the store syncs, on
+    /// a thread of its own, but the index commits only once the store is
+    /// durable, so it is never ahead of it. The store's error when the
+    /// change did not become durable; [`Error::IndexBehind`] when it did
+    /// and the indexes failed. Either way the next write first brings the
+    /// full-text index back in step with the store.
     pub(super) fn finish_writes(
         &self,
         mut fulltext: std::sync::MutexGuard<'_, FullText>,
     ) -> Result<()> {
-        self.store.flush()?;
-        self.recover_index(&mut fulltext)?;
-        fulltext.commit(self.store.last_seq()?)?;
+        let behind = |error: Error| {
+            self.fulltext_behind.store(true, Ordering::SeqCst);
+            error
+        };
+        let index: &mut FullText = &mut fulltext;
+        let (flushed, prepared) = std::thread::scope(move |scope| {
+            let flushing = std::thread::Builder::new()
+                .name("edudb-flush".into())
+                .spawn_scoped(scope, || self.store.flush());
+            let prepared = self.recover_index(index).and_then(|()| {
+                let seq = self.store.last_seq()?;
+                index.prepare_commit(seq)
+            });
+            let flushed = match flushing {
+                Ok(thread) => thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(_) => self.store.flush(),
+            };
+            (flushed, prepared)
+        });
+        flushed.map_err(behind)?;
+        prepared
+            .and_then(PreparedCommit::commit)
+            .map_err(|error| Error::IndexBehind(Box::new(behind(error))))?;
         drop(fulltext);
         self.apply_to_vectors()
+            .map_err(|error| Error::IndexBehind(Box::new(error)))
     }
 
     /// Analyses `text` as document `id` in `format`, embeds its nodes and
@@ -339,5 +373,35 @@ impl Engine {
         // The text did not change; the index only records the change as
         // applied, once it is durable.
         self.finish_writes(fulltext)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::three_fruit_store;
+
+    #[test]
+    fn a_change_the_store_cannot_make_durable_fails_with_its_error_and_stays_out_of_the_index() {
+        let (_dir, engine) = three_fruit_store();
+        let err = engine
+            .write(|| {
+                engine.store().remove("plums")?;
+                // The file system fails after the batch is applied, before
+                // the flush makes it durable.
+                engine.store().abandon();
+                let removed = vec!["plums".to_owned()];
+                Ok((
+                    (),
+                    Written {
+                        removed,
+                        ..Written::default()
+                    },
+                ))
+            })
+            .unwrap_err();
+        assert!(matches!(err, Error::Abandoned { .. }), "{err}");
+        assert!(engine.fulltext_behind.load(Ordering::SeqCst));
+        assert!(engine.fulltext_reader().holds("plums").unwrap());
     }
 }

@@ -181,8 +181,7 @@ pub(crate) fn append_turns(
         session: session.to_owned(),
     };
     engine.write(|| {
-        let store = engine.store();
-        let existing = store.dialogue(session)?;
+        let existing = engine.dialogue_to_change(session)?;
         let first = existing.as_ref().map_or(0, |d| d.turns.len() as u32);
         if u64::from(first) + inputs.len() as u64 > u64::from(MAX_TURNS) {
             return Err(Error::SessionFull {
@@ -244,13 +243,14 @@ pub(crate) fn append_turns(
                 &mut vectors,
             )?);
         }
-        store.put_turns(&prepared, &dialogue)?;
+        engine.store().put_turns(&prepared, &dialogue)?;
         let put = prepared.into_iter().map(|(doc, ..)| doc).collect();
         Ok((
             receipts,
             Written {
                 put,
                 removed: Vec::new(),
+                sessions: vec![dialogue],
             },
         ))
     })
@@ -472,11 +472,11 @@ fn placed_by_model(
     Ok(resolved)
 }
 
-/// The work of [`crate::Db::dialogue`].
-pub(crate) fn dialogue(engine: &Engine, id: &str) -> Result<Dialogue> {
+/// The work of [`crate::Db::dialogue`]: session `id`'s dialogue, shared
+/// with the engine's cache.
+pub(crate) fn dialogue(engine: &Engine, id: &str) -> Result<Arc<Dialogue>> {
     validate_session_id(id)?;
     engine
-        .store()
         .dialogue(id)?
         .ok_or_else(|| Error::NoSuchSession(id.to_owned()))
 }
@@ -653,8 +653,8 @@ pub(crate) fn remove_session(engine: &Engine, id: &str) -> Result<()> {
         Ok((
             (),
             Written {
-                put: Vec::new(),
                 removed: docs,
+                ..Written::default()
             },
         ))
     })
@@ -701,9 +701,8 @@ pub(crate) fn check_session_documents(engine: &Engine) -> Vec<Damaged> {
 /// `session('id')` query scope).
 pub(crate) fn session_turns(engine: &Engine, id: &str) -> Result<Option<TimedTurns>> {
     Ok(engine
-        .store()
         .dialogue(id)?
-        .map(|d| d.turns.into_iter().map(|t| (t.doc, t.at)).collect()))
+        .map(|d| d.turns.iter().map(|t| (t.doc.clone(), t.at)).collect()))
 }
 
 /// Reads turn texts for summary picks, each document once.
@@ -774,29 +773,124 @@ mod tests {
         }
     }
 
+    /// An empty store.
+    fn empty_store() -> (tempfile::TempDir, Engine) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = crate::engine::OpenOptions {
+            create: true,
+            ..Default::default()
+        };
+        let db = Engine::open(dir.path().join("db"), &options).unwrap();
+        (dir, db)
+    }
+
+    /// Session `id`'s dialogue as the engine serves it equals the store's
+    /// record, and has `turns` turns, each one's document stored.
+    fn assert_cached_is_stored(db: &Engine, id: &str, turns: usize) {
+        let served = dialogue(db, id).unwrap();
+        assert_eq!(Some(&*served), db.store().dialogue(id).unwrap().as_ref());
+        assert_eq!(served.turns.len(), turns);
+        for turn in &served.turns {
+            assert!(db.store().get(&turn.doc).unwrap().is_some(), "{}", turn.doc);
+        }
+    }
+
+    #[test]
+    fn the_cached_dialogue_is_the_stored_one_after_every_write() {
+        let (_dir, db) = empty_store();
+        let said = ["Apples are red.", "Pears are green.", "Plums are dark."];
+        for (i, text) in said.iter().enumerate() {
+            if i > 0 {
+                // A read between appends puts the dialogue in the cache.
+                session_context(&db, "s", 100, None).unwrap();
+            }
+            let receipt = append_turn(&db, "s", turn(Role::User, text, Placement::Auto)).unwrap();
+            assert_eq!(receipt.turn, i as u32);
+            assert_cached_is_stored(&db, "s", i + 1);
+        }
+        // A batch whose second turn fails after its first was placed writes
+        // nothing, and the half-changed dialogue is not what is served.
+        let failing = [
+            turn(Role::User, "Cherries too.", Placement::Auto),
+            turn(Role::User, "And figs.", Placement::Fork(99)),
+        ];
+        let none = crate::progress::NoProgress;
+        let err = append_turns(&db, "s", &failing, &none, &CancelToken::new()).unwrap_err();
+        assert!(matches!(err, Error::NoSuchTurn { .. }), "{err}");
+        assert_cached_is_stored(&db, "s", 3);
+        let batch = [
+            &failing[0],
+            &turn(Role::Assistant, "Noted.", Placement::Continue),
+        ];
+        let batch: Vec<TurnInput> = batch.into_iter().cloned().collect();
+        append_turns(&db, "s", &batch, &none, &CancelToken::new()).unwrap();
+        assert_cached_is_stored(&db, "s", 5);
+        // Removing the session forgets it; the next turn starts it afresh.
+        remove_session(&db, "s").unwrap();
+        assert!(matches!(dialogue(&db, "s"), Err(Error::NoSuchSession(_))));
+        let receipt = append_turn(&db, "s", turn(Role::User, said[0], Placement::Auto)).unwrap();
+        assert_eq!(receipt.turn, 0);
+        assert_cached_is_stored(&db, "s", 1);
+    }
+
+    #[test]
+    fn readers_racing_with_appends_never_leave_a_stale_dialogue_cached() {
+        let (_dir, db) = empty_store();
+        append_turn(
+            &db,
+            "s",
+            turn(Role::User, "The first turn.", Placement::Auto),
+        )
+        .unwrap();
+        let appended = 12;
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        let served = dialogue(&db, "s").unwrap();
+                        assert!(served.check_tree().is_ok());
+                        session_context(&db, "s", 50, Some("turn")).unwrap();
+                    }
+                });
+            }
+            for i in 0..appended {
+                let text = format!("Turn number {i} says something new.");
+                append_turn(&db, "s", turn(Role::User, &text, Placement::Auto)).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_cached_is_stored(&db, "s", appended + 1);
+    }
+
     /// A store with session "s" of two turns, and what re-writing its last
     /// turn with the dialogue `corrupt` makes of it needs.
     fn rewrite(corrupt: impl FnOnce(&mut Dialogue)) -> (tempfile::TempDir, Engine) {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Engine::open(
-            dir.path().join("db"),
-            &crate::engine::OpenOptions {
-                create: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (dir, db) = empty_store();
         let text = "- apples\n- pears\n- plums, and a long list item";
         append_turn(&db, "s", turn(Role::User, "Which fruit?", Placement::Auto)).unwrap();
         append_turn(&db, "s", turn(Role::User, text, Placement::Continue)).unwrap();
         assert!(check_session_documents(&db).is_empty());
-        let mut dialogue = dialogue(&db, "s").unwrap();
+        let mut dialogue = Arc::unwrap_or_clone(dialogue(&db, "s").unwrap());
         corrupt(&mut dialogue);
         let id = turn_doc_id("s", 1);
         let (doc, vectors, dag) = db.prepare_text(&id, text.into(), Format::Text).unwrap();
-        db.store()
-            .put_turns(&[(doc, vectors, dag)], &dialogue)
-            .unwrap();
+        // Written as a writer would (so the engine's caches forget the
+        // session), but without the checks an append makes.
+        db.write(|| {
+            let turns = [(doc, vectors, dag)];
+            db.store().put_turns(&turns, &dialogue)?;
+            let [(doc, ..)] = turns;
+            let put = vec![doc];
+            Ok((
+                (),
+                Written {
+                    put,
+                    ..Written::default()
+                },
+            ))
+        })
+        .unwrap();
         (dir, db)
     }
 

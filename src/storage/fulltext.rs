@@ -178,27 +178,9 @@ impl FullText {
         })
     }
 
-    /// The writer, made at the first call: one indexing thread, small
-    /// segments merged in the background, and the files a writer killed
-    /// mid-commit or mid-merge left removed first (no commit refers to
-    /// them, and the next commit may want one of their names: a segment's
-    /// delete file is named by the opstamp, which restarts from the last
-    /// commit).
+    /// The writer, made at the first call (see [`writer_in`]).
     fn writer(&mut self) -> Result<&mut IndexWriter> {
-        let writer = match self.writer.take() {
-            Some(writer) => writer,
-            None => {
-                let writer: IndexWriter = self
-                    .reader
-                    .index
-                    .writer_with_num_threads(1, WRITER_MEMORY)
-                    .map_err(fulltext)?;
-                writer.set_merge_policy(small_segment_merges());
-                writer.garbage_collect_files().wait().map_err(fulltext)?;
-                writer
-            }
-        };
-        Ok(self.writer.insert(writer))
+        writer_in(&mut self.writer, &self.reader.index)
     }
 
     /// Makes the writer now rather than at the first change, so that a
@@ -296,14 +278,23 @@ impl FullText {
     }
 
     /// Durably commits pending changes as having applied store change
-    /// `seq`. The small segments that many small writes leave are merged
-    /// in the background (a merge keeps the last commit's payload).
+    /// `seq`: [`FullText::prepare_commit`], then [`PreparedCommit::commit`].
     pub fn commit(&mut self, seq: u64) -> Result<()> {
-        let writer = self.writer()?;
+        self.prepare_commit(seq)?.commit()
+    }
+
+    /// Writes the pending changes' segments (the slow part of a commit)
+    /// and returns the commit, as having applied store change `seq`, for
+    /// the caller to make durable once the store is. Dropped uncommitted,
+    /// the changes stay pending; [`FullText::rollback`] drops them.
+    pub fn prepare_commit(&mut self, seq: u64) -> Result<PreparedCommit<'_>> {
+        let writer = writer_in(&mut self.writer, &self.reader.index)?;
         let mut prepared = writer.prepare_commit().map_err(fulltext)?;
         prepared.set_payload(&seq.to_string());
-        prepared.commit().map_err(fulltext)?;
-        self.reader.reader.reload().map_err(fulltext)
+        Ok(PreparedCommit {
+            prepared,
+            reader: &self.reader,
+        })
     }
 
     /// Number of segments the index searches.
@@ -311,6 +302,44 @@ impl FullText {
     fn segment_count(&self) -> usize {
         self.reader.index.searchable_segment_ids().unwrap().len()
     }
+}
+
+/// A commit whose segments are written ([`FullText::prepare_commit`]) but
+/// that the index does not hold yet.
+pub struct PreparedCommit<'a> {
+    prepared: tantivy::indexer::PreparedCommit<'a>,
+    reader: &'a FullTextReader,
+}
+
+impl PreparedCommit<'_> {
+    /// Makes the commit the index's durable state and shows it to readers.
+    /// The small segments that many small writes leave are merged in the
+    /// background (a merge keeps the last commit's payload).
+    pub fn commit(self) -> Result<()> {
+        self.prepared.commit().map_err(fulltext)?;
+        self.reader.reader.reload().map_err(fulltext)
+    }
+}
+
+/// The index writer in `slot`, made at the first call: one indexing thread, small
+/// segments merged in the background, and the files a writer killed
+/// mid-commit or mid-merge left removed first (no commit refers to
+/// them, and the next commit may want one of their names: a segment's
+/// delete file is named by the opstamp, which restarts from the last
+/// commit).
+fn writer_in<'a>(slot: &'a mut Option<IndexWriter>, index: &Index) -> Result<&'a mut IndexWriter> {
+    let writer = match slot.take() {
+        Some(writer) => writer,
+        None => {
+            let writer: IndexWriter = index
+                .writer_with_num_threads(1, WRITER_MEMORY)
+                .map_err(fulltext)?;
+            writer.set_merge_policy(small_segment_merges());
+            writer.garbage_collect_files().wait().map_err(fulltext)?;
+            writer
+        }
+    };
+    Ok(slot.insert(writer))
 }
 
 /// tantivy's log merge policy (eight segments of a size make a merge) over
@@ -765,6 +794,41 @@ mod tests {
         let mut index = FullText::open(dir).unwrap();
         index.replace(&doc).unwrap();
         index.commit(1).unwrap();
+    }
+
+    #[test]
+    fn a_prepared_commit_shows_nothing_until_committed_and_dropped_stays_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        commit_one_document(dir.path());
+        let mut index = FullText::open(dir.path()).unwrap();
+        let doc = |id: &str, text: &str| {
+            crate::ingest::pipeline::analyze(id, format!("{text}\n"), Format::Text).unwrap()
+        };
+        let found = |index: &FullText, word: &str| {
+            let hits = index.reader().rank(word, Target::Edus, None, 10).unwrap();
+            hits.len()
+        };
+        index.replace(&doc("b", "The kettle sings.")).unwrap();
+        drop(index.prepare_commit(2).unwrap());
+        assert_eq!(found(&index, "kettle"), 0);
+        assert_eq!(index.applied_seq().unwrap(), 1);
+        // Dropped uncommitted, the change is still pending: the next
+        // commit holds it...
+        index.prepare_commit(2).unwrap().commit().unwrap();
+        assert_eq!(found(&index, "kettle"), 1);
+        assert_eq!(index.applied_seq().unwrap(), 2);
+        // ...unless a rollback dropped it first.
+        index.replace(&doc("c", "The kettle boils.")).unwrap();
+        drop(index.prepare_commit(3).unwrap());
+        index.rollback().unwrap();
+        index.commit(3).unwrap();
+        assert_eq!(found(&index, "kettle"), 1);
+        assert_eq!(found(&index, "boils"), 0);
+        drop(index);
+        let index = FullText::open(dir.path()).unwrap();
+        assert_eq!(found(&index, "kettle"), 1);
+        assert_eq!(found(&index, "lamp"), 1);
+        assert_eq!(index.applied_seq().unwrap(), 3);
     }
 
     #[test]
