@@ -364,7 +364,9 @@ class TurnReceipt(_FromJson):
 @dataclass(frozen=True)
 class ContextItem(_FromJson):
     """One piece of a session's context: a turn on the active path, a
-    relevant earlier turn, or a summary of a branch or topic."""
+    relevant earlier turn or an excerpt of one, or a summary of a branch or
+    topic. ``kind`` is ``path_turn``, ``relevant_turn``,
+    ``relevant_excerpt``, ``branch_summary`` or ``topic_summary``."""
 
     kind: str
     turn: int

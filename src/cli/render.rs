@@ -602,6 +602,12 @@ pub fn context(out: &mut dyn Write, context: &SessionContext, as_json: bool) -> 
                 item.role,
                 item.score.unwrap_or(0.0)
             ),
+            ContextKind::RelevantExcerpt => format!(
+                "from turn #{} {} (relevance {:.2})",
+                item.turn,
+                item.role,
+                item.score.unwrap_or(0.0)
+            ),
             ContextKind::BranchSummary => {
                 format!("branch {} summary (turn #{})", item.branch, item.turn)
             }

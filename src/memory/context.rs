@@ -13,12 +13,16 @@
 //! **With a query** (what the user just said), the context answers from
 //! the whole history instead (`build_for_query`): the current turn and
 //! the path turns before it within [`RECENT_SHARE`] of the budget, then the turns most
-//! relevant to the query, each with a claim on its neighbours (the turns
-//! said just before and after it, at [`NEIGHBOUR_WEIGHT`] of its score) so
-//! a hit can be understood, then the summaries of the topics the relevant
-//! turns come from within [`SUMMARY_SHARE`], and what budget is left goes
-//! to more relevant turns. Items are grouped by topic (topics in order of
-//! their first item, the active topic last) and chronological within one.
+//! relevant to the query in full within [`WHOLE_TURN_SHARE`], each with a
+//! claim on its neighbours (the turns said just before and after it, at
+//! [`NEIGHBOUR_WEIGHT`] of its score) so a hit can be understood, then the
+//! summaries of the topics the relevant turns come from within
+//! [`SUMMARY_SHARE`], then an excerpt of each further relevant turn (its
+//! EDU that best matches the query's words, else its summary pick), most
+//! relevant first, so the context reaches many turns rather than a few;
+//! what budget is left goes to more whole turns. Items are grouped by
+//! topic (topics in order of their first item, the active topic last) and
+//! chronological within one.
 
 use std::collections::HashSet;
 
@@ -39,6 +43,9 @@ pub enum ContextKind {
     TopicSummary,
     /// A whole turn relevant to the query, or the neighbour of one.
     RelevantTurn,
+    /// Part of a turn relevant to the query that did not fit whole: its EDU
+    /// that best matches the query's words, else its summary pick.
+    RelevantExcerpt,
 }
 
 /// Share of a query-aware context's budget the most recent path turns
@@ -58,6 +65,32 @@ pub const VECTOR_FLOOR: f32 = 0.2;
 /// Share of a query-aware context's budget the summaries of the relevant
 /// turns' topics may take (tuned on the LoCoMo dev set).
 pub const SUMMARY_SHARE: f64 = 0.05;
+/// Share of a query-aware context's budget the most relevant turns (and
+/// their neighbours) take in full, before further relevant turns get an
+/// excerpt each (tuned on the LoCoMo dev set).
+pub const WHOLE_TURN_SHARE: f64 = 0.3;
+
+/// Where a relevant turn's excerpt lies in its document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Excerpt {
+    /// Closed EDU span `[first, last]`.
+    pub edus: [u32; 2],
+    /// Byte range `[start, end)` in the turn's text.
+    pub bytes: [u32; 2],
+    /// o200k_base tokens of exactly that text.
+    pub tokens: u64,
+}
+
+impl Excerpt {
+    /// A turn's summary pick as its excerpt.
+    pub(crate) fn of_pick(pick: &SummaryPick) -> Excerpt {
+        Excerpt {
+            edus: [pick.edus.first, pick.edus.last],
+            bytes: pick.bytes,
+            tokens: u64::from(pick.tokens),
+        }
+    }
+}
 
 /// One piece of context with its coordinates.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -71,7 +104,7 @@ pub struct ContextItem {
     /// When that turn was said (RFC 3339, UTC), if known.
     #[serde(serialize_with = "crate::model::time::serialize_at")]
     pub at: Option<i64>,
-    /// The turn's relevance to the query (a relevant turn, or
+    /// The turn's relevance to the query (a relevant turn or excerpt, or
     /// [`NEIGHBOUR_WEIGHT`] of a neighbour's); `None` for other items.
     pub score: Option<f32>,
     /// That turn's document id.
@@ -242,15 +275,28 @@ fn finish(
 /// A summary pick standing for `topic`'s (or `branch`'s) summary as a
 /// candidate item.
 fn pick(kind: ContextKind, topic: u32, branch: u32, p: &SummaryPick) -> Candidate {
+    part(kind, None, p.turn, topic, branch, Excerpt::of_pick(p))
+}
+
+/// Part of turn `turn`, at `excerpt`, as a candidate item standing for
+/// `topic` and `branch`.
+fn part(
+    kind: ContextKind,
+    score: Option<f32>,
+    turn: u32,
+    topic: u32,
+    branch: u32,
+    excerpt: Excerpt,
+) -> Candidate {
     Candidate {
         kind,
-        score: None,
-        turn: p.turn,
+        score,
+        turn,
         topic,
         branch,
-        edus: [p.edus.first, p.edus.last],
-        bytes: p.bytes,
-        tokens: u64::from(p.tokens),
+        edus: excerpt.edus,
+        bytes: excerpt.bytes,
+        tokens: excerpt.tokens,
     }
 }
 
@@ -276,12 +322,14 @@ fn whole_turn(
 
 /// Builds the context of `dialogue` for a query under `budget` tokens
 /// (see the module's documentation); `relevance[turn]` is each turn's
-/// relevance to the query (0: none), and `text_of` reads a turn's text as
-/// for [`build`]. The budget is never exceeded.
+/// relevance to the query (0: none), `excerpt_of(turn)` where a relevant
+/// turn's excerpt lies, and `text_of` reads a turn's text as for
+/// [`build`]. The budget is never exceeded.
 pub(crate) fn build_for_query(
     dialogue: &Dialogue,
     budget: u64,
     relevance: &[f32],
+    excerpt_of: &mut dyn FnMut(u32) -> Result<Excerpt>,
     text_of: &mut dyn FnMut(u32, [u32; 2]) -> Result<String>,
 ) -> Result<SessionContext> {
     let turns = dialogue.turns.len();
@@ -333,9 +381,10 @@ pub(crate) fn build_for_query(
                 }
             }
         };
+    let whole_cap = (budget as f64 * WHOLE_TURN_SHARE) as u64;
     take_relevant(
         &mut used,
-        budget.saturating_sub(summary_cap),
+        whole_cap.min(budget.saturating_sub(summary_cap)),
         &mut picked,
         &mut chosen,
     );
@@ -363,7 +412,27 @@ pub(crate) fn build_for_query(
             }
         }
     }
-    // 4. What is left goes to more relevant turns.
+    // 4. An excerpt of each further relevant turn, most relevant first.
+    let mut relevant: Vec<(u32, f32)> = (0..turns)
+        .map(|t| (t as u32, relevance_of(t)))
+        .filter(|&(t, score)| score > 0.0 && !chosen[t as usize])
+        .collect();
+    relevant.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    for (number, score) in relevant {
+        if used >= budget {
+            break;
+        }
+        let excerpt = excerpt_of(number)?;
+        if used + excerpt.tokens <= budget {
+            used += excerpt.tokens;
+            chosen[number as usize] = true;
+            let turn = &dialogue.turns[number as usize];
+            let kind = ContextKind::RelevantExcerpt;
+            let (topic, branch) = (turn.topic, turn.branch);
+            picked.push(part(kind, Some(score), number, topic, branch, excerpt));
+        }
+    }
+    // 5. What is left goes to more whole turns.
     take_relevant(&mut used, budget, &mut picked, &mut chosen);
     // Grouped by topic (first item's turn order, the active topic last),
     // chronological inside a topic; a summary before the turns it sits among.

@@ -7,7 +7,7 @@ use crate::engine::Engine;
 use crate::engine::reads::Damaged;
 use crate::engine::write::Written;
 use crate::error::{Error, Result};
-use crate::memory::context;
+use crate::memory::context::{self, Excerpt};
 use crate::memory::dialogue::{NewTurn, add_turn, branch_sum};
 use crate::memory::llm_placement;
 use crate::memory::placement::{self, DecidedBy, Decision, Placement};
@@ -560,26 +560,56 @@ pub(crate) fn session_context(
         Some(query) => {
             crate::ingest::pipeline::check_bytes("context query", query.as_bytes())?;
             let relevance = turn_relevance(engine, &dialogue, query)?;
-            context::build_for_query(&dialogue, budget, &relevance, &mut text_of)
+            let mut excerpt_of = |turn: u32| relevance.excerpt(engine, &dialogue, turn);
+            let scores = &relevance.scores;
+            context::build_for_query(&dialogue, budget, scores, &mut excerpt_of, &mut text_of)
         }
     }
 }
 
-/// Each turn's relevance to `query`, by turn number (0: none). Its BM25
-/// part is the sum of two scores among the session's turns, each on the
-/// scale of [`crate::storage::fulltext::FullTextReader::rank_ceiling`] (1:
-/// an entry of average length holding every query term once): its
-/// best-matching EDU's and its own (its tree node's representation). With
-/// a semantic embedder ([`crate::EmbedderConfig::is_semantic`]) that part,
-/// divided by the best turn's, is blended at [`context::VECTOR_WEIGHT`]
-/// with the cosine of the query's vector to the turn's nearest node (the
-/// turn as a whole: its EDUs' cosines measured lower), above
+/// Each turn's relevance to a query, and where its best match lies.
+struct TurnRelevance {
+    /// Relevance by turn number (0: none).
+    scores: Vec<f32>,
+    /// The EDU of each turn that best matches the query's words, if any.
+    best_edu: Vec<Option<u32>>,
+}
+
+impl TurnRelevance {
+    /// Turn `turn`'s excerpt: its best-matching EDU, else its summary pick
+    /// (a turn relevant by its vector alone, or an EDU its document lacks).
+    fn excerpt(&self, engine: &Engine, dialogue: &Dialogue, turn: u32) -> Result<Excerpt> {
+        let stored = &dialogue.turns[turn as usize];
+        if let Some(edu) = self.best_edu.get(turn as usize).copied().flatten() {
+            let cached = engine.cached_document(&stored.doc)?;
+            if let Some(e) = cached.document.edus.get(edu as usize) {
+                return Ok(Excerpt {
+                    edus: [edu, edu],
+                    bytes: [e.start, e.end],
+                    tokens: u64::from(e.tokens),
+                });
+            }
+        }
+        Ok(Excerpt::of_pick(&stored.summary))
+    }
+}
+
+/// Each turn's relevance to `query`. Its BM25 part is the sum of two
+/// scores among the session's turns, each on the scale of
+/// [`crate::storage::fulltext::FullTextReader::rank_ceiling`] (1: an entry
+/// of average length holding every query term once): its best-matching
+/// EDU's and its own (its tree node's representation). With a semantic
+/// embedder ([`crate::EmbedderConfig::is_semantic`]) that part, divided by
+/// the best turn's, is blended at [`context::VECTOR_WEIGHT`] with the
+/// cosine of the query's vector to the turn's nearest node (the turn as a
+/// whole: its EDUs' cosines measured lower), above
 /// [`context::VECTOR_FLOOR`] and divided by the best turn's.
-fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<Vec<f32>> {
+fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<TurnRelevance> {
     let ids: Vec<&str> = dialogue.turns.iter().map(|t| t.doc.as_str()).collect();
     let reader = engine.fulltext_reader();
     let entries: u32 = dialogue.turns.iter().map(|t| t.edus + 1).sum();
     let mut lexical = vec![0.0f32; ids.len()];
+    let mut best_edu = vec![None; ids.len()];
     for target in [Target::Edus, Target::Nodes] {
         let ceiling = reader.rank_ceiling(query, target, Some(&ids))?;
         if ceiling <= 0.0 {
@@ -587,12 +617,25 @@ fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<V
         }
         let mut best = vec![0.0f32; ids.len()];
         for hit in reader.rank(query, target, Some(&ids), entries as usize)? {
-            keep_best(&mut best, &hit.doc, hit.score / ceiling);
+            let Some(turn) = turn_number(&hit.doc).filter(|&t| (t as usize) < ids.len()) else {
+                continue;
+            };
+            let score = hit.score / ceiling;
+            if score > best[turn as usize] {
+                best[turn as usize] = score;
+                if hit.node.is_none() {
+                    best_edu[turn as usize] = Some(hit.span.first);
+                }
+            }
         }
         lexical.iter_mut().zip(best).for_each(|(sum, b)| *sum += b);
     }
+    let relevance = |scores| TurnRelevance {
+        scores,
+        best_edu: best_edu.clone(),
+    };
     if !engine.embedder_config().is_semantic() {
-        return Ok(lexical);
+        return Ok(relevance(lexical));
     }
     let vector = engine.embed_query(query)?;
     // Each turn's node vectors alone (no tree or EDUs read): a turn is a
@@ -611,32 +654,25 @@ fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<V
     let top = |scores: &[f32]| scores.iter().copied().fold(0.0f32, f32::max);
     let (top_lexical, top_cosine) = (top(&lexical), top(&cosine));
     let floor = context::VECTOR_FLOOR;
-    Ok(lexical
-        .iter()
-        .zip(&cosine)
-        .map(|(&l, &c)| {
-            let l = if top_lexical > 0.0 {
-                l / top_lexical
-            } else {
-                0.0
-            };
-            let c = if top_cosine > floor {
-                ((c - floor) / (top_cosine - floor)).max(0.0)
-            } else {
-                0.0
-            };
-            (1.0 - context::VECTOR_WEIGHT) * l + context::VECTOR_WEIGHT * c
-        })
-        .collect())
-}
-
-/// Raises `scores[turn]` to `score` for the turn document `doc` names.
-fn keep_best(scores: &mut [f32], doc: &str, score: f32) {
-    if let Some(turn) = turn_number(doc)
-        && let Some(best) = scores.get_mut(turn as usize)
-    {
-        *best = best.max(score);
-    }
+    Ok(relevance(
+        lexical
+            .iter()
+            .zip(&cosine)
+            .map(|(&l, &c)| {
+                let l = if top_lexical > 0.0 {
+                    l / top_lexical
+                } else {
+                    0.0
+                };
+                let c = if top_cosine > floor {
+                    ((c - floor) / (top_cosine - floor)).max(0.0)
+                } else {
+                    0.0
+                };
+                (1.0 - context::VECTOR_WEIGHT) * l + context::VECTOR_WEIGHT * c
+            })
+            .collect(),
+    ))
 }
 
 /// The work of [`crate::Db::remove_session`].

@@ -351,7 +351,7 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
                 assert_eq!(turn.topic, 1);
                 summarised_topics.insert(item.topic);
             }
-            ContextKind::PathTurn | ContextKind::RelevantTurn => {
+            ContextKind::PathTurn | ContextKind::RelevantTurn | ContextKind::RelevantExcerpt => {
                 panic!("no query: no relevant turns, and path turns were filtered out")
             }
         }
@@ -1210,6 +1210,64 @@ fn a_query_aware_context_answers_from_the_whole_history() {
         db.session_context("long", 0, Some("cat")),
         Err(Error::Usage(_))
     ));
+}
+
+#[test]
+fn relevant_turns_that_do_not_fit_whole_are_excerpted_at_their_best_match() {
+    use edudb::{CancelToken, NoProgress, TurnInput};
+    let (_dir, db) = store();
+    // Many turns mention the lighthouse, each in its middle sentence
+    // (their summary picks, the most central, are about the harbour).
+    let mut inputs: Vec<TurnInput> = (0..40)
+        .map(|n| {
+            let text = format!(
+                "On day {n} we walked along the harbour wall and counted the boats. \
+                 The lighthouse keeper waved at us from the gallery. \
+                 Then we walked back along the harbour wall and counted the boats again."
+            );
+            TurnInput::new(Role::User, text)
+        })
+        .collect();
+    inputs.extend((0..20).map(|n| TurnInput::new(Role::User, filler(n))));
+    db.append_turns("walks", &inputs, &NoProgress, &CancelToken::new())
+        .unwrap();
+    let budget = 300;
+    let context = db
+        .session_context("walks", budget, Some("lighthouse keeper"))
+        .unwrap();
+    assert!(context.tokens_used <= budget);
+    let kinds = |kind| context.items.iter().filter(move |i| i.kind == kind);
+    let whole: Vec<_> = kinds(ContextKind::RelevantTurn).collect();
+    let excerpts: Vec<_> = kinds(ContextKind::RelevantExcerpt).collect();
+    assert!(!whole.is_empty(), "the best turns come whole");
+    assert!(
+        excerpts.len() > whole.len(),
+        "the rest of the budget reaches more turns: {} excerpts, {} whole",
+        excerpts.len(),
+        whole.len()
+    );
+    let mut turns = HashSet::new();
+    for item in &context.items {
+        assert!(turns.insert(item.turn), "turn {} twice", item.turn);
+    }
+    for excerpt in &excerpts {
+        // Exactly the turn's matching EDU, by its coordinates.
+        let edus = db
+            .edus(&excerpt.doc, Some((excerpt.edus[0], excerpt.edus[1])))
+            .unwrap();
+        assert_eq!(edus.len(), 1);
+        assert_eq!(excerpt.edus[0], excerpt.edus[1]);
+        assert_eq!(edus[0].text, excerpt.text);
+        assert_eq!(edus[0].bytes, excerpt.bytes);
+        assert!(
+            excerpt.text.starts_with("The lighthouse keeper"),
+            "{excerpt:?}"
+        );
+        assert_eq!(u64::from(edus[0].tokens), excerpt.tokens);
+        assert!(excerpt.score.unwrap() > 0.0);
+        let turn = db.document(&excerpt.doc).unwrap();
+        assert!(excerpt.text.len() < turn.text().unwrap().len());
+    }
 }
 
 proptest! {
