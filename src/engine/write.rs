@@ -257,9 +257,17 @@ impl Engine {
         {
             self.forget_cached(id);
         }
+        let sessions: Vec<String> = written.sessions.iter().map(|d| d.id.clone()).collect();
         for dialogue in written.sessions {
             self.sessions.replace(&dialogue.id.clone(), dialogue);
         }
+        // A change that may not be durable is not served from the cache.
+        let forget_sessions = |error: Error| {
+            if !matches!(error, Error::IndexBehind(_)) {
+                sessions.iter().for_each(|id| self.sessions.invalidate(id));
+            }
+            error
+        };
         let mut update_index = || -> Result<()> {
             for doc in &written.put {
                 fulltext.replace(doc)?;
@@ -271,10 +279,10 @@ impl Engine {
         };
         if let Err(error) = update_index() {
             self.fulltext_behind.store(true, Ordering::SeqCst);
-            self.store.flush()?;
+            self.store.flush().map_err(forget_sessions)?;
             return Err(Error::IndexBehind(Box::new(error)));
         }
-        self.finish_writes(fulltext)?;
+        self.finish_writes(fulltext).map_err(forget_sessions)?;
         Ok(result)
     }
 
@@ -312,9 +320,10 @@ impl Engine {
                 index.prepare_commit(seq)
             });
             let flushed = match flushing {
-                Ok(thread) => thread
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Ok(thread) => thread.join().unwrap_or_else(|panic| {
+                    self.fulltext_behind.store(true, Ordering::SeqCst);
+                    std::panic::resume_unwind(panic)
+                }),
                 Err(_) => self.store.flush(),
             };
             (flushed, prepared)
@@ -384,13 +393,11 @@ mod tests {
     #[test]
     fn a_change_the_store_cannot_make_durable_fails_with_its_error_and_stays_out_of_the_index() {
         let (_dir, engine) = three_fruit_store();
-        let err = engine
-            .write(|| {
-                engine.store().remove("plums")?;
-                // The file system fails after the batch is applied, before
-                // the flush makes it durable.
-                engine.store().abandon();
-                let removed = vec!["plums".to_owned()];
+        let applied = engine.store().last_seq().unwrap();
+        let remove = |id: &str| {
+            engine.write(|| {
+                engine.store().remove(id)?;
+                let removed = vec![id.to_owned()];
                 Ok((
                     (),
                     Written {
@@ -399,9 +406,23 @@ mod tests {
                     },
                 ))
             })
-            .unwrap_err();
-        assert!(matches!(err, Error::Abandoned { .. }), "{err}");
+        };
+        // The batch is applied, then its flush fails: the index, which
+        // writes its segment meanwhile, must not commit it.
+        engine.store().fail_next_flush();
+        let err = remove("plums").unwrap_err();
+        assert!(matches!(err, Error::Storage(_)), "{err}");
         assert!(engine.fulltext_behind.load(Ordering::SeqCst));
         assert!(engine.fulltext_reader().holds("plums").unwrap());
+        assert_eq!(engine.fulltext_writer().applied_seq().unwrap(), applied);
+        // The next write replays what the index missed.
+        remove("pears").unwrap();
+        assert!(!engine.fulltext_behind.load(Ordering::SeqCst));
+        assert!(!engine.fulltext_reader().holds("plums").unwrap());
+        assert!(!engine.fulltext_reader().holds("pears").unwrap());
+        assert_eq!(
+            engine.fulltext_writer().applied_seq().unwrap(),
+            engine.store().last_seq().unwrap()
+        );
     }
 }

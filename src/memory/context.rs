@@ -12,17 +12,18 @@
 //!
 //! **With a query** (what the user just said), the context answers from
 //! the whole history instead (`build_for_query`): the current turn and
-//! the path turns before it within [`RECENT_SHARE`] of the budget, then the turns most
-//! relevant to the query in full within [`WHOLE_TURN_SHARE`], each with a
-//! claim on its neighbours (the turns said just before and after it, at
-//! [`NEIGHBOUR_WEIGHT`] of its score) so a hit can be understood, then the
-//! summaries of the topics the relevant turns come from within
-//! [`SUMMARY_SHARE`], then an excerpt of each further relevant turn (its
-//! EDU that best matches the query's words, else its summary pick), most
-//! relevant first, so the context reaches many turns rather than a few;
-//! what budget is left goes to more whole turns. Items are grouped by
-//! topic (topics in order of their first item, the active topic last) and
-//! chronological within one.
+//! the path turns before it within [`RECENT_SHARE`] of the budget; then
+//! whole turns by claim, a turn's claim being its relevance to the query or
+//! [`NEIGHBOUR_WEIGHT`] of a neighbour's (the turns said just before and
+//! after a hit come with it, so it can be understood): the best claim
+//! whenever it fits, others within [`WHOLE_TURN_SHARE`] of the budget;
+//! then the summaries of the topics the whole relevant turns come from,
+//! within [`SUMMARY_SHARE`]; then an excerpt of every further turn by claim
+//! (its EDU that best matches the query's words, else its summary pick),
+//! so the context reaches many turns rather than a few; what budget is left
+//! goes to more whole turns. Items are grouped by topic (topics in order
+//! of their first item, the active topic last) and chronological within
+//! one.
 
 use std::collections::HashSet;
 
@@ -43,8 +44,10 @@ pub enum ContextKind {
     TopicSummary,
     /// A whole turn relevant to the query, or the neighbour of one.
     RelevantTurn,
-    /// Part of a turn relevant to the query that did not fit whole: its EDU
-    /// that best matches the query's words, else its summary pick.
+    /// Part of a turn relevant to the query, or of the neighbour of one,
+    /// beyond the whole turns' share: its EDU that best matches the query's
+    /// words, else its summary pick (a turn whose excerpt is all of it is a
+    /// [`ContextKind::RelevantTurn`]).
     RelevantExcerpt,
 }
 
@@ -65,10 +68,13 @@ pub const VECTOR_FLOOR: f32 = 0.2;
 /// Share of a query-aware context's budget the summaries of the relevant
 /// turns' topics may take (tuned on the LoCoMo dev set).
 pub const SUMMARY_SHARE: f64 = 0.05;
-/// Share of a query-aware context's budget the most relevant turns (and
-/// their neighbours) take in full, before further relevant turns get an
-/// excerpt each (tuned on the LoCoMo dev set).
-pub const WHOLE_TURN_SHARE: f64 = 0.3;
+/// Share of a query-aware context's budget (path turns included) up to
+/// which the turns with the best claims (relevant turns and their
+/// neighbours) come whole, before further ones get an excerpt each; the
+/// best claim comes whole whenever it fits (tuned on the LoCoMo dev set).
+pub const WHOLE_TURN_SHARE: f64 = 0.2;
+/// Fewer tokens left than this end the excerpts: few clauses are shorter.
+pub const MIN_EXCERPT_TOKENS: u64 = 4;
 
 /// Where a relevant turn's excerpt lies in its document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,8 +110,9 @@ pub struct ContextItem {
     /// When that turn was said (RFC 3339, UTC), if known.
     #[serde(serialize_with = "crate::model::time::serialize_at")]
     pub at: Option<i64>,
-    /// The turn's relevance to the query (a relevant turn or excerpt, or
-    /// [`NEIGHBOUR_WEIGHT`] of a neighbour's); `None` for other items.
+    /// The turn's claim: its relevance to the query, or
+    /// [`NEIGHBOUR_WEIGHT`] of a neighbour's when that is larger (relevant
+    /// turns and excerpts); `None` for other items.
     pub score: Option<f32>,
     /// That turn's document id.
     pub doc: String,
@@ -322,14 +329,14 @@ fn whole_turn(
 
 /// Builds the context of `dialogue` for a query under `budget` tokens
 /// (see the module's documentation); `relevance[turn]` is each turn's
-/// relevance to the query (0: none), `excerpt_of(turn)` where a relevant
-/// turn's excerpt lies, and `text_of` reads a turn's text as for
+/// relevance to the query (0: none), `excerpt_of(turn)` where a turn's
+/// excerpt lies, and `text_of` reads a turn's text as for
 /// [`build`]. The budget is never exceeded.
 pub(crate) fn build_for_query(
     dialogue: &Dialogue,
     budget: u64,
     relevance: &[f32],
-    excerpt_of: &mut dyn FnMut(u32) -> Result<Excerpt>,
+    excerpt_of: &mut dyn FnMut(u32) -> Excerpt,
     text_of: &mut dyn FnMut(u32, [u32; 2]) -> Result<String>,
 ) -> Result<SessionContext> {
     let turns = dialogue.turns.len();
@@ -381,14 +388,22 @@ pub(crate) fn build_for_query(
                 }
             }
         };
-    let whole_cap = (budget as f64 * WHOLE_TURN_SHARE) as u64;
+    // The best claim comes whole whenever it fits (as the current turn
+    // does); others within the whole turns' share.
+    let best = claims
+        .iter()
+        .find(|&&(t, _)| !chosen[t as usize])
+        .map_or(0, |&(t, _)| dialogue.turns[t as usize].tokens);
+    let whole_cap = ((budget as f64 * WHOLE_TURN_SHARE) as u64).max(used + best);
     take_relevant(
         &mut used,
         whole_cap.min(budget.saturating_sub(summary_cap)),
         &mut picked,
         &mut chosen,
     );
-    // 3. Summaries of the relevant turns' topics, most relevant topic first.
+    let summary_limit = used + summary_cap;
+    // 3. Summaries of the relevant turns' topics, most relevant topic
+    // first, within their share.
     let mut topic_weight = vec![0.0f32; dialogue.topics.len()];
     for candidate in picked
         .iter()
@@ -403,7 +418,7 @@ pub(crate) fn build_for_query(
     for topic in topics {
         for p in &dialogue.topics[topic].summary {
             let tokens = u64::from(p.tokens);
-            if !chosen[p.turn as usize] && used + tokens <= budget {
+            if !chosen[p.turn as usize] && used + tokens <= summary_limit {
                 used += tokens;
                 // The pick stands for its turn: the turn is not added again.
                 chosen[p.turn as usize] = true;
@@ -412,24 +427,27 @@ pub(crate) fn build_for_query(
             }
         }
     }
-    // 4. An excerpt of each further relevant turn, most relevant first.
-    let mut relevant: Vec<(u32, f32)> = (0..turns)
-        .map(|t| (t as u32, relevance_of(t)))
-        .filter(|&(t, score)| score > 0.0 && !chosen[t as usize])
-        .collect();
-    relevant.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-    for (number, score) in relevant {
-        if used >= budget {
+    // 4. An excerpt of each further relevant turn or neighbour, best claim
+    // first.
+    for &(number, claim) in &claims {
+        if budget - used < MIN_EXCERPT_TOKENS {
             break;
         }
-        let excerpt = excerpt_of(number)?;
+        if chosen[number as usize] {
+            continue;
+        }
+        let excerpt = excerpt_of(number);
         if used + excerpt.tokens <= budget {
             used += excerpt.tokens;
             chosen[number as usize] = true;
             let turn = &dialogue.turns[number as usize];
-            let kind = ContextKind::RelevantExcerpt;
+            // A turn of one EDU is whole in its excerpt.
+            let kind = match excerpt.bytes == turn.bytes {
+                true => ContextKind::RelevantTurn,
+                false => ContextKind::RelevantExcerpt,
+            };
             let (topic, branch) = (turn.topic, turn.branch);
-            picked.push(part(kind, Some(score), number, topic, branch, excerpt));
+            picked.push(part(kind, Some(claim), number, topic, branch, excerpt));
         }
     }
     // 5. What is left goes to more whole turns.

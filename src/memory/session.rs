@@ -576,21 +576,25 @@ struct TurnRelevance {
 }
 
 impl TurnRelevance {
-    /// Turn `turn`'s excerpt: its best-matching EDU, else its summary pick
-    /// (a turn relevant by its vector alone, or an EDU its document lacks).
-    fn excerpt(&self, engine: &Engine, dialogue: &Dialogue, turn: u32) -> Result<Excerpt> {
+    /// Turn `turn`'s excerpt: its best-matching EDU (read in place from its
+    /// stored document), else its summary pick (a turn relevant by its
+    /// vector alone or as a neighbour, or one whose document lacks the EDU
+    /// the index named or cannot be read: its text is read again, and
+    /// checked, when the context is made).
+    fn excerpt(&self, engine: &Engine, dialogue: &Dialogue, turn: u32) -> Excerpt {
         let stored = &dialogue.turns[turn as usize];
-        if let Some(edu) = self.best_edu.get(turn as usize).copied().flatten() {
-            let cached = engine.cached_document(&stored.doc)?;
-            if let Some(e) = cached.document.edus.get(edu as usize) {
-                return Ok(Excerpt {
-                    edus: [edu, edu],
-                    bytes: [e.start, e.end],
-                    tokens: u64::from(e.tokens),
-                });
-            }
-        }
-        Ok(Excerpt::of_pick(&stored.summary))
+        let matched = self.best_edu.get(turn as usize).copied().flatten();
+        let edu = |edu: u32| -> Result<Option<Excerpt>> {
+            let document = engine.document(&stored.doc)?;
+            Ok(document.edus()?.get(edu as usize).map(|e| Excerpt {
+                edus: [edu, edu],
+                bytes: [e.start.to_native(), e.end.to_native()],
+                tokens: u64::from(e.tokens.to_native()),
+            }))
+        };
+        matched
+            .and_then(|matched| edu(matched).ok().flatten())
+            .unwrap_or_else(|| Excerpt::of_pick(&stored.summary))
     }
 }
 

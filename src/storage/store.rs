@@ -204,6 +204,9 @@ pub struct Store {
     /// Why the handle was abandoned: the first file-system failure sled
     /// reported through it.
     abandoned: std::sync::OnceLock<String>,
+    /// Makes the next flush fail, for tests of what stands above the seam.
+    #[cfg(test)]
+    fail_next_flush: std::sync::atomic::AtomicBool,
 }
 
 /// The directories of stores this process abandoned (see
@@ -577,6 +580,14 @@ impl Store {
         let _ = self.failure(sled::Error::Io(std::io::ErrorKind::StorageFull.into()));
     }
 
+    /// Makes the next [`Store::flush`] fail (with nothing else changed),
+    /// for tests of what stands above the seam.
+    #[cfg(test)]
+    pub(crate) fn fail_next_flush(&self) {
+        self.fail_next_flush
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// The sled handle, unless an earlier failure abandoned it.
     fn sled(&self) -> Result<&sled::Db> {
         match self.abandoned.get() {
@@ -675,6 +686,8 @@ impl Store {
             files: RecordFiles::new(dir.join(RECORD_FILES_DIR)),
             stale_files: std::sync::Mutex::default(),
             abandoned: std::sync::OnceLock::new(),
+            #[cfg(test)]
+            fail_next_flush: Default::default(),
         };
         let version = |v: u32| v.to_string().into_bytes();
         // The version record to write: none for a current store; for an
@@ -1483,6 +1496,10 @@ impl Store {
     pub fn flush(&self) -> Result<()> {
         // Taken before the flush: a batch applied meanwhile, whose stale
         // files join the list, may not be durable after it.
+        #[cfg(test)]
+        if (self.fail_next_flush).swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Storage("the flush failed (a test's fault)".into()));
+        }
         let stale = std::mem::take(&mut *self.stale_files());
         let flushed = self.sled()?.flush().map_err(|e| self.failure(e));
         if flushed.is_err() {
