@@ -390,14 +390,15 @@ pub(crate) fn build_for_query(
         };
     // The best claim comes whole whenever it fits (as the current turn
     // does); others within the whole turns' share.
-    let best = claims
-        .iter()
+    let whole_limit = budget.saturating_sub(summary_cap);
+    let best = (claims.iter())
         .find(|&&(t, _)| !chosen[t as usize])
-        .map_or(0, |&(t, _)| dialogue.turns[t as usize].tokens);
-    let whole_cap = ((budget as f64 * WHOLE_TURN_SHARE) as u64).max(used + best);
+        .map(|&(t, _)| used + dialogue.turns[t as usize].tokens)
+        .filter(|&with_best| with_best <= whole_limit);
+    let whole_cap = ((budget as f64 * WHOLE_TURN_SHARE) as u64).max(best.unwrap_or(0));
     take_relevant(
         &mut used,
-        whole_cap.min(budget.saturating_sub(summary_cap)),
+        whole_cap.min(whole_limit),
         &mut picked,
         &mut chosen,
     );
@@ -430,7 +431,7 @@ pub(crate) fn build_for_query(
     // 4. An excerpt of each further relevant turn or neighbour, best claim
     // first.
     for &(number, claim) in &claims {
-        if budget - used < MIN_EXCERPT_TOKENS {
+        if budget.saturating_sub(used) < MIN_EXCERPT_TOKENS {
             break;
         }
         if chosen[number as usize] {
