@@ -634,12 +634,11 @@ fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<T
         }
         lexical.iter_mut().zip(best).for_each(|(sum, b)| *sum += b);
     }
-    let relevance = |scores| TurnRelevance {
-        scores,
-        best_edu: best_edu.clone(),
-    };
     if !engine.embedder_config().is_semantic() {
-        return Ok(relevance(lexical));
+        return Ok(TurnRelevance {
+            scores: lexical,
+            best_edu,
+        });
     }
     let vector = engine.embed_query(query)?;
     // Each turn's node vectors alone (no tree or EDUs read): a turn is a
@@ -658,8 +657,8 @@ fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<T
     let top = |scores: &[f32]| scores.iter().copied().fold(0.0f32, f32::max);
     let (top_lexical, top_cosine) = (top(&lexical), top(&cosine));
     let floor = context::VECTOR_FLOOR;
-    Ok(relevance(
-        lexical
+    Ok(TurnRelevance {
+        scores: lexical
             .iter()
             .zip(&cosine)
             .map(|(&l, &c)| {
@@ -676,7 +675,8 @@ fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<T
                 (1.0 - context::VECTOR_WEIGHT) * l + context::VECTOR_WEIGHT * c
             })
             .collect(),
-    ))
+        best_edu,
+    })
 }
 
 /// The work of [`crate::Db::remove_session`].

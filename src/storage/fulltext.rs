@@ -321,9 +321,9 @@ impl PreparedCommit<'_> {
     }
 }
 
-/// The index writer in `slot`, made at the first call: one indexing thread, small
-/// segments merged in the background, and the files a writer killed
-/// mid-commit or mid-merge left removed first (no commit refers to
+/// The index writer in `slot`, made at the first call: one indexing
+/// thread, small segments merged in the background, and the files a writer
+/// killed mid-commit or mid-merge left removed first (no commit refers to
 /// them, and the next commit may want one of their names: a segment's
 /// delete file is named by the opstamp, which restarts from the last
 /// commit).

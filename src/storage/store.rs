@@ -1497,7 +1497,10 @@ impl Store {
         // Taken before the flush: a batch applied meanwhile, whose stale
         // files join the list, may not be durable after it.
         #[cfg(test)]
-        if (self.fail_next_flush).swap(false, std::sync::atomic::Ordering::SeqCst) {
+        if self
+            .fail_next_flush
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
             return Err(Error::Storage("the flush failed (a test's fault)".into()));
         }
         let stale = std::mem::take(&mut *self.stale_files());
