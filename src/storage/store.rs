@@ -540,13 +540,30 @@ where
     })
 }
 
-/// A metadata record (`key` names it in errors).
+/// A metadata record (`key` names it in errors), once it names the
+/// document its key does ([`same_id`]).
 fn decode_meta(key: &[u8], value: &[u8]) -> Result<DocMeta> {
     let name = String::from_utf8_lossy(key).into_owned();
     let archived = access::<ArchivedDocMeta>(value, &name)?;
+    same_id(&String::from_utf8_lossy(&key[1..]), &archived.id, || {
+        name.clone()
+    })?;
     rkyv::deserialize::<DocMeta, BoxedError>(archived).map_err(|e| Error::Corrupt {
         key: name,
         message: e.to_string(),
+    })
+}
+
+/// A record kept under one id that names another is damaged (a write that
+/// trusted it would put its content under the other id): `Corrupt`, with
+/// `record()` naming it.
+fn same_id(key_id: &str, named: &str, record: impl FnOnce() -> String) -> Result<()> {
+    if key_id == named {
+        return Ok(());
+    }
+    Err(Error::Corrupt {
+        key: record(),
+        message: format!("kept under {key_id:?} but names {named:?}"),
     })
 }
 
@@ -555,6 +572,7 @@ fn decode_meta(key: &[u8], value: &[u8]) -> Result<DocMeta> {
 fn decode_dialogue(value: &[u8], id: &str) -> Result<Dialogue> {
     let name = format!("session {id}");
     let archived = access::<ArchivedDialogue>(value, &name)?;
+    same_id(id, &archived.id, || name.clone())?;
     let dialogue =
         rkyv::deserialize::<Dialogue, BoxedError>(archived).map_err(|e| Error::Corrupt {
             key: name.clone(),
@@ -1377,7 +1395,7 @@ impl Store {
             edus,
             tree,
         };
-        doc.meta()?;
+        same_id(id, &doc.meta()?.id, || format!("{}{id}", META as char))?;
         Ok(Some(doc))
     }
 
@@ -2975,6 +2993,46 @@ mod tests {
         assert_eq!(report.edus, clean.edus / 3);
         // check() still stops at the first.
         assert!(matches!(store.check(), Err(Error::Invariant { doc, .. }) if doc == "ghost"));
+    }
+
+    #[test]
+    fn a_record_kept_under_another_id_is_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        put(&store, &doc("a", "Some text."));
+        let t0 = turn("s", 0);
+        store
+            .put_turns(&[written(&t0)], &dialogue("s", &t0))
+            .unwrap();
+        // Document a's records and session s's dialogue, copied as they are
+        // under the ids b and t (what a damaged key would leave).
+        for kind in RECORDS {
+            if let Some(value) = store.db.get(key(kind, "a")).unwrap() {
+                store.db.insert(key(kind, "b"), value).unwrap();
+            }
+        }
+        let record = store.db.get(key(SESSION, "s")).unwrap().unwrap();
+        store.db.insert(key(SESSION, "t"), record).unwrap();
+
+        let named = |err: Error| match err {
+            Error::Corrupt { key, message } => format!("{key}: {message}"),
+            other => panic!("not damage: {other}"),
+        };
+        let err = store.get("b").err().expect("b names a");
+        assert_eq!(named(err), "Mb: kept under \"b\" but names \"a\"");
+        let err = store.dialogue("t").unwrap_err();
+        assert_eq!(named(err), "session t: kept under \"t\" but names \"s\"");
+        assert!(store.dialogues().is_err());
+        // The listing leaves b out; the sound records still read.
+        let listed: Vec<String> = store.metas().unwrap().into_iter().map(|m| m.id).collect();
+        assert!(listed.contains(&"a".to_owned()) && !listed.contains(&"b".to_owned()));
+        assert_eq!(store.get("a").unwrap().unwrap().meta().unwrap().id, "a");
+        assert_eq!(store.dialogue("s").unwrap().unwrap().id, "s");
+        // check names both, and goes on past them.
+        let report = store.check_all(&Default::default()).unwrap();
+        let damaged: Vec<&str> = report.damaged.iter().map(|d| d.doc.as_str()).collect();
+        assert_eq!(damaged, ["b", "session t"]);
+        assert_eq!(report.documents, 3); // a, the turn and b
     }
 
     #[test]
