@@ -5,7 +5,8 @@
 //! appends, one writer, the same two ways, and the bare round trip of
 //! `GET /v1/health`. Prints queries per second and
 //! p50/p99 latencies with each served figure's ratio to the in-process one
-//! measured in the same run.
+//! measured in the same run, and, per client count, the lowest served p50
+//! that count allows at the in-process rate (Little's law).
 //!
 //! `cargo bench --bench serve_load` (`-- --quick` for fewer queries).
 
@@ -202,6 +203,16 @@ fn main() {
 
     for ((clients, local), served) in local.iter().zip(&served) {
         row(&format!("query, {clients} client(s)"), local, served);
+        // Little's law: with `clients` requests always in flight, a served
+        // p50 near the mean needs `clients / p50` answers a second, and no
+        // server answers faster than the store runs in-process.
+        println!(
+            "  {clients} in flight at the in-process rate: served p50 no lower than about {} (2x in-process p50: {})",
+            ms(Duration::from_secs_f64(
+                *clients as f64 / local.per_second()
+            )),
+            ms(local.percentile(0.5) * 2),
+        );
     }
     row("session append, 1 writer", &local_appends, &served_appends);
     println!(

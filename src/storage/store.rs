@@ -3018,7 +3018,9 @@ mod tests {
             Error::Corrupt { key, message } => format!("{key}: {message}"),
             other => panic!("not damage: {other}"),
         };
-        let err = store.get("b").err().expect("b names a");
+        let Err(err) = store.get("b") else {
+            panic!("b names a, yet it reads")
+        };
         assert_eq!(named(err), "Mb: kept under \"b\" but names \"a\"");
         let err = store.dialogue("t").unwrap_err();
         assert_eq!(named(err), "session t: kept under \"t\" but names \"s\"");
