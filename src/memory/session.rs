@@ -977,5 +977,14 @@ mod tests {
         corrupt(sessions(&db).map(drop));
         corrupt(db.store().check().map(drop));
         corrupt(append_turn(&db, "s", turn(Role::User, "More fruit.", Placement::Auto)).map(drop));
+        // Still removable, with every turn.
+        let turns = db.store().session_turn_ids("s").unwrap();
+        assert!(!turns.is_empty());
+        remove_session(&db, "s").unwrap();
+        assert!(matches!(dialogue(&db, "s"), Err(Error::NoSuchSession(_))));
+        for id in &turns {
+            assert!(matches!(db.document(id), Err(Error::NoSuchDocument(_))));
+        }
+        assert_eq!(db.store().check().unwrap(), 0);
     }
 }

@@ -55,6 +55,7 @@ use crate::model::document::{
     PackedVectors,
 };
 use crate::model::edu::{ArchivedEdu, Edu};
+use crate::model::ids::SESSION_PREFIX;
 use crate::model::rank::Target;
 use crate::model::tree::{ArchivedTree, Tree};
 use crate::storage::record_files::{RecordFile, RecordFiles};
@@ -1137,16 +1138,37 @@ impl Store {
             .collect()
     }
 
-    /// Deletes session `id`: every turn document's records and the
-    /// dialogue record, in one atomic batch with a change-log entry per
-    /// turn document. Returns the documents removed, or `None` when no such
-    /// session exists.
+    /// The ids of every turn document of session `id` the store holds, in
+    /// id order, found by their ids alone (without its dialogue).
+    pub fn session_turn_ids(&self, id: &str) -> Result<Vec<String>> {
+        // Session ids hold no '/', so this prefix names this session's turns only.
+        let turns = key(META, &format!("{SESSION_PREFIX}{id}/"));
+        self.sled()?
+            .scan_prefix(turns)
+            .keys()
+            .map(|record| {
+                let record = record.map_err(|e| self.failure(e))?;
+                Ok(String::from_utf8_lossy(&record[1..]).into_owned())
+            })
+            .collect()
+    }
+
+    /// Deletes session `id`: its dialogue record and every turn document
+    /// under the session's turn ids ([`Store::session_turn_ids`]: found
+    /// without reading the dialogue, so a session whose dialogue is damaged
+    /// is still removed, with its own turns only), in one atomic batch with
+    /// a change-log entry per turn document. Returns the documents removed,
+    /// in id order, or `None` when the store holds neither the record nor
+    /// a turn of the session.
     pub fn remove_session(&self, id: &str) -> Result<Option<Vec<String>>> {
-        let Some(dialogue) = self.dialogue(id)? else {
+        let recorded = (self.sled()?)
+            .contains_key(key(SESSION, id))
+            .map_err(|e| self.failure(e))?;
+        let docs = self.session_turn_ids(id)?;
+        if !recorded && docs.is_empty() {
             return Ok(None);
-        };
+        }
         let mut batch = Batch::reclaiming();
-        let docs: Vec<String> = dialogue.turns.iter().map(|t| t.doc.clone()).collect();
         for doc in &docs {
             self.remove_document(&mut batch, doc)?;
         }
@@ -1958,6 +1980,7 @@ mod tests {
     use super::*;
     use crate::ingest::pipeline::analyze;
     use crate::model::document::Format;
+    use crate::model::ids::turn_doc_id;
 
     fn doc(id: &str, text: &str) -> Document {
         analyze(id, text.to_owned(), Format::Markdown).unwrap()
@@ -2938,6 +2961,43 @@ mod tests {
             .insert(key(SESSION, "s"), archive(&bad).unwrap().as_slice())
             .unwrap();
         assert!(matches!(store.check(), Err(Error::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_session_whose_dialogue_is_damaged_is_removed_with_its_own_turns_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for session in ["s", "u"] {
+            let t0 = turn(session, 0);
+            store
+                .put_turns(&[written(&t0)], &dialogue(session, &t0))
+                .unwrap();
+        }
+        // s's dialogue is unreadable; t holds a copy of u's (a damaged key).
+        store
+            .db
+            .insert(key(SESSION, "s"), b"not an archive".as_slice())
+            .unwrap();
+        let record = store.db.get(key(SESSION, "u")).unwrap().unwrap();
+        store.db.insert(key(SESSION, "t"), record).unwrap();
+        assert!(store.dialogue("s").is_err() && store.dialogue("t").is_err());
+
+        let s0 = turn_doc_id("s", 0);
+        assert_eq!(store.remove_session("s").unwrap(), Some(vec![s0.clone()]));
+        assert_eq!(keys_of(&store, &s0), 0);
+        assert!(!store.db.contains_key(key(SESSION, "s")).unwrap());
+        // t's record goes, and nothing of u's with it.
+        assert_eq!(store.remove_session("t").unwrap(), Some(Vec::new()));
+        assert!(!store.db.contains_key(key(SESSION, "t")).unwrap());
+        let u0 = turn_doc_id("u", 0);
+        assert_eq!(store.dialogue("u").unwrap().unwrap().turns[0].doc, u0);
+        assert!(store.get(&u0).unwrap().is_some());
+        // A turn left without its dialogue is removed with the session.
+        store.db.remove(key(SESSION, "u")).unwrap();
+        assert_eq!(store.remove_session("u").unwrap(), Some(vec![u0.clone()]));
+        assert_eq!(keys_of(&store, &u0), 0);
+        assert_eq!(store.remove_session("u").unwrap(), None);
+        assert_eq!(store.check().unwrap(), 0);
     }
 
     #[test]
