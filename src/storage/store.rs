@@ -1138,19 +1138,20 @@ impl Store {
             .collect()
     }
 
-    /// The ids of every turn document of session `id` the store holds, in
-    /// id order, found by their ids alone (without its dialogue).
+    /// The ids of every turn document of session `id` the store holds a
+    /// record of, in id order, found by their ids alone (without its
+    /// dialogue), a turn that lost some of its records included.
     pub fn session_turn_ids(&self, id: &str) -> Result<Vec<String>> {
         // Session ids hold no '/', so this prefix names this session's turns only.
-        let turns = key(META, &format!("{SESSION_PREFIX}{id}/"));
-        self.sled()?
-            .scan_prefix(turns)
-            .keys()
-            .map(|record| {
+        let prefix = format!("{SESSION_PREFIX}{id}/");
+        let mut ids = std::collections::BTreeSet::new();
+        for kind in RECORDS {
+            for record in self.sled()?.scan_prefix(key(kind, &prefix)).keys() {
                 let record = record.map_err(|e| self.failure(e))?;
-                Ok(String::from_utf8_lossy(&record[1..]).into_owned())
-            })
-            .collect()
+                ids.insert(String::from_utf8_lossy(&record[1..]).into_owned());
+            }
+        }
+        Ok(ids.into_iter().collect())
     }
 
     /// Deletes session `id`: its dialogue record and every turn document
@@ -1164,6 +1165,8 @@ impl Store {
         let recorded = (self.sled()?)
             .contains_key(key(SESSION, id))
             .map_err(|e| self.failure(e))?;
+        // A readable dialogue names no other turns: its turn documents'
+        // ids are checked against its session's ([`Dialogue::check_tree`]).
         let docs = self.session_turn_ids(id)?;
         if !recorded && docs.is_empty() {
             return Ok(None);
@@ -2967,7 +2970,7 @@ mod tests {
     fn a_session_whose_dialogue_is_damaged_is_removed_with_its_own_turns_only() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        for session in ["s", "u"] {
+        for session in ["s", "u", "s:1", "s.x"] {
             let t0 = turn(session, 0);
             store
                 .put_turns(&[written(&t0)], &dialogue(session, &t0))
@@ -2982,9 +2985,30 @@ mod tests {
         store.db.insert(key(SESSION, "t"), record).unwrap();
         assert!(store.dialogue("s").is_err() && store.dialogue("t").is_err());
 
+        // A later turn of s that lost its metadata record, past turn 999,999.
+        let late = turn_doc_id("s", 1_000_000);
+        store
+            .db
+            .insert(key(TEXT, &late), b"text".as_slice())
+            .unwrap();
+        put(&store, &doc("s", "Not a turn of s."));
+
         let s0 = turn_doc_id("s", 0);
-        assert_eq!(store.remove_session("s").unwrap(), Some(vec![s0.clone()]));
-        assert_eq!(keys_of(&store, &s0), 0);
+        assert_eq!(
+            store.remove_session("s").unwrap(),
+            Some(vec![s0.clone(), late.clone()])
+        );
+        assert_eq!(keys_of(&store, &s0) + keys_of(&store, &late), 0);
+        // Sessions whose ids begin with s's, and a document named s, are
+        // untouched.
+        for other in ["s:1", "s.x"] {
+            assert_eq!(
+                store.session_turn_ids(other).unwrap(),
+                [turn_doc_id(other, 0)]
+            );
+            assert!(store.dialogue(other).unwrap().is_some());
+        }
+        assert!(store.get("s").unwrap().is_some());
         assert!(!store.db.contains_key(key(SESSION, "s")).unwrap());
         // t's record goes, and nothing of u's with it.
         assert_eq!(store.remove_session("t").unwrap(), Some(Vec::new()));
@@ -2997,7 +3021,8 @@ mod tests {
         assert_eq!(store.remove_session("u").unwrap(), Some(vec![u0.clone()]));
         assert_eq!(keys_of(&store, &u0), 0);
         assert_eq!(store.remove_session("u").unwrap(), None);
-        assert_eq!(store.check().unwrap(), 0);
+        // Two sessions and the document remain, sound.
+        assert_eq!(store.check().unwrap(), 3);
     }
 
     #[test]
