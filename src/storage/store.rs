@@ -1118,13 +1118,7 @@ impl Store {
     /// Every session's id, in order, without decoding its dialogue (so one
     /// damaged dialogue does not hide the others).
     pub fn session_ids(&self) -> Result<Vec<String>> {
-        self.sled()?
-            .scan_prefix([SESSION])
-            .keys()
-            .map(|k| {
-                Ok(String::from_utf8_lossy(&k.map_err(|e| self.failure(e))?[1..]).into_owned())
-            })
-            .collect()
+        self.ids_under(&[SESSION])
     }
 
     /// Every session's dialogue record, in id order.
@@ -1146,10 +1140,7 @@ impl Store {
         let prefix = format!("{SESSION_PREFIX}{id}/");
         let mut ids = std::collections::BTreeSet::new();
         for kind in RECORDS {
-            for record in self.sled()?.scan_prefix(key(kind, &prefix)).keys() {
-                let record = record.map_err(|e| self.failure(e))?;
-                ids.insert(String::from_utf8_lossy(&record[1..]).into_owned());
-            }
+            ids.extend(self.ids_under(&key(kind, &prefix))?);
         }
         Ok(ids.into_iter().collect())
     }
@@ -1162,7 +1153,8 @@ impl Store {
     /// in id order, or `None` when the store holds neither the record nor
     /// a turn of the session.
     pub fn remove_session(&self, id: &str) -> Result<Option<Vec<String>>> {
-        let recorded = (self.sled()?)
+        let recorded = self
+            .sled()?
             .contains_key(key(SESSION, id))
             .map_err(|e| self.failure(e))?;
         // A readable dialogue names no other turns: its turn documents'
@@ -1458,8 +1450,14 @@ impl Store {
     /// Every listed document's id, in order, without decoding anything (a
     /// damaged record does not hide the others).
     pub fn ids(&self) -> Result<Vec<String>> {
+        self.ids_under(&[META])
+    }
+
+    /// The ids of the records whose keys start with `prefix` (a record
+    /// kind and the start of an id), in key order.
+    fn ids_under(&self, prefix: &[u8]) -> Result<Vec<String>> {
         self.sled()?
-            .scan_prefix([META])
+            .scan_prefix(prefix)
             .keys()
             .map(|k| {
                 Ok(String::from_utf8_lossy(&k.map_err(|e| self.failure(e))?[1..]).into_owned())
