@@ -867,11 +867,13 @@ struct NamedCandidates {
     first_edus: Vec<Candidate>,
 }
 
-/// The sections the best [`links::SOURCES`] of the seed's candidates name,
-/// within the query's scope, as candidates scored `across ×` their best
-/// source; documents not yet in `views` are loaded. A document removed
-/// since the index was read names nothing and is named by nothing.
-/// Nothing when `across` is 0.
+/// The sections that the seed's question and its best [`links::SOURCES`]
+/// candidates name, within the query's scope, as candidates: a section the
+/// question names scores the best candidate's score, one a candidate names
+/// `across ×` that candidate's, and each keeps the most it is given.
+/// Documents not yet in `views` are loaded. A document removed since the
+/// index was read names nothing and is named by nothing. Nothing when
+/// `across` is 0 or nothing was seeded.
 fn link_named_sections(
     engine: &Engine,
     plan: &SelectPlan,
@@ -886,26 +888,29 @@ fn link_named_sections(
     }
     let mut best: Vec<&Candidate> = nodes.iter().chain(edus).collect();
     best.sort_by(|a, b| b.score.total_cmp(&a.score));
-    let sources: Vec<links::Source<'_>> = best
-        .into_iter()
-        .take(links::SOURCES)
-        .map(|c| {
-            let view = &views[c.doc];
-            let read = view.leading(c.span, links::SOURCE_TOKENS);
-            links::Source {
-                doc: &view.id,
-                span: read,
-                text: view.text_of(read),
-                score: c.score,
-            }
-        })
-        .collect();
+    let (Some(top), Some(seed)) = (best.first(), &plan.seed) else {
+        return Ok(named);
+    };
+    let question = links::Source {
+        place: None,
+        text: &seed.text,
+        passes: top.score,
+    };
+    let candidates = best.iter().take(links::SOURCES).map(|c| {
+        let view = &views[c.doc];
+        let read = view.leading(c.span, links::SOURCE_TOKENS);
+        links::Source {
+            place: Some((&view.id, read)),
+            text: view.text_of(read),
+            passes: across * c.score,
+        }
+    });
+    let sources: Vec<links::Source<'_>> = std::iter::once(question).chain(candidates).collect();
     let scope = scope_ids(plan);
     let found = links::named_sections(
         engine.fulltext_reader(),
         scope.as_deref(),
         &sources,
-        across,
         |doc, section| match engine.cached_document(doc) {
             Ok(loaded) => Ok(loaded
                 .document

@@ -13,9 +13,13 @@
 //! receives `ACROSS ×` the candidate's score. A candidate's text here is
 //! its first [`SOURCE_TOKENS`] tokens. Links are found at query time
 //! through the full-text index's title field, so nothing is stored and a
-//! new document is linked as soon as it is indexed. One step: relevance
-//! reaching a named section is not passed on again (a second step measured
-//! no better on HotpotQA and MuSiQue).
+//! new document is linked as soon as it is indexed. The question itself is
+//! a source too, HippoRAG's query entities: a section it names is as
+//! relevant as the best candidate, whether or not the seed's ranking found
+//! it (a multi-hop question usually names its first hop by title, and
+//! BM25 ranks that title below passages sharing the question's commoner
+//! words). One step: relevance reaching a named section is not passed on
+//! again (a second step measured no better on HotpotQA and MuSiQue).
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,17 +42,17 @@ const TITLES_PER_SOURCE: usize = 8;
 /// sections; otherwise it is a generic heading that many documents share.
 const MAX_SECTIONS_PER_NAME: u64 = 16;
 
-/// A candidate that passes relevance on: the part of it that is read.
+/// A text that passes relevance on: the question, or the part of a
+/// candidate that is read.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Source<'a> {
-    /// Its document's id.
-    pub doc: &'a str,
-    /// The EDUs read (the candidate's first [`SOURCE_TOKENS`]).
-    pub span: Span,
-    /// Their text.
+    /// Where a candidate's text lies: its document's id and the EDUs read
+    /// (the candidate's first [`SOURCE_TOKENS`]); `None` for the question.
+    pub place: Option<(&'a str, Span)>,
+    /// The text.
     pub text: &'a str,
-    /// Its score.
-    pub score: f32,
+    /// The score the sections it names receive.
+    pub passes: f32,
 }
 
 /// A section some source names.
@@ -58,15 +62,15 @@ pub(super) struct Named {
     pub doc: String,
     /// Its tree node.
     pub section: u32,
-    /// `across ×` the best score of the sources naming it.
+    /// The most any source naming it passes on.
     pub score: f32,
 }
 
-/// The sections `sources` name, each scored `across ×` the best source
-/// naming it, in order of first discovery. Per source, the
+/// The sections `sources` name, each scored the most any source naming it
+/// passes on, in order of first discovery. Per source, the
 /// [`TITLES_PER_SOURCE`] titles that best match its [`name_words`] within
-/// `scope` are checked with [`names`]; sections overlapping the source are
-/// left out, and so are generic headings (a title none of whose terms heads
+/// `scope` are checked with [`names`]; sections overlapping a candidate's
+/// text are left out, and so are generic headings (a title none of whose terms heads
 /// at most [`MAX_SECTIONS_PER_NAME`] sections, such as "Motivation" in a
 /// store of RFCs). `title_of(doc, section)` reads a section's title; `None`
 /// (the document or the section is gone) names nothing.
@@ -74,7 +78,6 @@ pub(super) fn named_sections(
     reader: &FullTextReader,
     scope: Option<&[&str]>,
     sources: &[Source<'_>],
-    across: f32,
     mut title_of: impl FnMut(&str, u32) -> Result<Option<String>>,
 ) -> Result<Vec<Named>> {
     let mut found: Vec<Named> = Vec::new();
@@ -88,7 +91,10 @@ pub(super) fn named_sections(
             // starting inside it (its own headings). Sections after it in a
             // larger candidate can be named: in a document of many
             // passages, one passage names another.
-            if hit.doc == source.doc && hit.span.overlaps(&source.span) {
+            if source
+                .place
+                .is_some_and(|(doc, span)| hit.doc == doc && hit.span.overlaps(&span))
+            {
                 continue;
             }
             let Some(title) = title_of(&hit.doc, section)? else {
@@ -97,7 +103,7 @@ pub(super) fn named_sections(
             if !names(&said, &title) || reader.title_sections(&title)? > MAX_SECTIONS_PER_NAME {
                 continue;
             }
-            let score = across * source.score;
+            let score = source.passes;
             match position.get(&(hit.doc.clone(), section)) {
                 Some(&i) => found[i].score = found[i].score.max(score),
                 None => {

@@ -552,6 +552,50 @@ fn propagate_reaches_across_documents_to_the_sections_a_match_names() {
 }
 
 #[test]
+fn a_section_the_question_names_scores_as_the_best_candidate() {
+    let (_dir, db) = named_across_store();
+    // The question names "Maximum Overdrive", but its commoner words match
+    // the port city better.
+    let question = Params::new().text(
+        "q",
+        "Which port city with film studios lies near where Maximum Overdrive was shot?",
+    );
+    let items = |statement: &str| -> Vec<edudb::Item> {
+        let Rows::Selection(s) = db.query(statement, &question).unwrap().rows else {
+            panic!("a selection")
+        };
+        s.items
+    };
+    let section_score = |items: &[edudb::Item]| {
+        items
+            .iter()
+            .find(|i| i.doc == "overdrive" && i.kind == "section")
+            .map(|i| i.score)
+    };
+    let seeded = items("SELECT FROM * SEED BM25($q) ORDER BY SCORE LIMIT 100");
+    let best = seeded[0].score;
+    assert_ne!(seeded[0].doc, "overdrive", "{seeded:?}");
+    assert!(
+        section_score(&seeded).is_none_or(|s| s < best),
+        "{seeded:?}"
+    );
+    // PROPAGATE gives the named section the best candidate's score (not
+    // ACROSS × it: the question is what every score measures relevance to).
+    for clause in ["", " ACROSS 0.5"] {
+        let found = items(&format!(
+            "SELECT FROM * SEED BM25($q) PROPAGATE{clause} ORDER BY SCORE LIMIT 100"
+        ));
+        assert_eq!(section_score(&found), Some(best), "{clause}: {found:?}");
+    }
+    // ACROSS 0 turns the question's names off with the rest.
+    let within = items("SELECT FROM * SEED BM25($q) PROPAGATE ACROSS 0 ORDER BY SCORE LIMIT 100");
+    assert!(
+        section_score(&within).is_none_or(|s| s < best),
+        "{within:?}"
+    );
+}
+
+#[test]
 fn a_generic_heading_is_never_named_across_documents() {
     let (_dir, db) = store();
     // Twenty documents share a "Motivation" section; one also has a
