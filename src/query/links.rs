@@ -18,7 +18,11 @@
 //! relevant as the best candidate, whether or not the seed's ranking found
 //! it (a multi-hop question usually names its first hop by title, and
 //! BM25 ranks that title below passages sharing the question's commoner
-//! words). One step: relevance reaching a named section is not passed on
+//! words). The question names a title only by writing it, its words in
+//! order (quoted names make near-namesakes common: "A Man Without Love"
+//! must not name "The Man Without Love"); a candidate's text names it by
+//! holding its words anywhere (passages word a name in many ways, and
+//! requiring the phrase there measured worse). One step: relevance reaching a named section is not passed on
 //! again (a second step measured no better on HotpotQA and MuSiQue).
 
 use std::collections::{HashMap, HashSet};
@@ -47,7 +51,8 @@ const MAX_SECTIONS_PER_NAME: u64 = 16;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Source<'a> {
     /// Where a candidate's text lies: its document's id and the EDUs read
-    /// (the candidate's first [`SOURCE_TOKENS`]); `None` for the question.
+    /// (the candidate's first [`SOURCE_TOKENS`]); `None` for the question,
+    /// which names a title only as a phrase.
     pub place: Option<(&'a str, Span)>,
     /// The text.
     pub text: &'a str,
@@ -69,7 +74,7 @@ pub(super) struct Named {
 /// The sections `sources` name, each scored the most any source naming it
 /// passes on, in order of first discovery. Per source, the
 /// [`TITLES_PER_SOURCE`] titles that best match its [`name_words`] within
-/// `scope` are checked with [`names`]; sections overlapping a candidate's
+/// `scope` are checked with [`Said::names`]; sections overlapping a candidate's
 /// text are left out, and so are generic headings (a title none of whose terms heads
 /// at most [`MAX_SECTIONS_PER_NAME`] sections, such as "Motivation" in a
 /// store of RFCs). `title_of(doc, section)` reads a section's title; `None`
@@ -83,7 +88,7 @@ pub(super) fn named_sections(
     let mut found: Vec<Named> = Vec::new();
     let mut position: HashMap<(String, u32), usize> = HashMap::new();
     for source in sources {
-        let said: HashSet<String> = words(source.text).into_iter().collect();
+        let said = Said::of(source);
         let hits = reader.rank_titles(&name_words(source.text), scope, TITLES_PER_SOURCE)?;
         for hit in hits {
             let Some(section) = hit.node else { continue };
@@ -100,7 +105,7 @@ pub(super) fn named_sections(
             let Some(title) = title_of(&hit.doc, section)? else {
                 continue;
             };
-            if !names(&said, &title) || reader.title_sections(&title)? > MAX_SECTIONS_PER_NAME {
+            if !said.names(&title) || reader.title_sections(&title)? > MAX_SECTIONS_PER_NAME {
                 continue;
             }
             let score = source.passes;
@@ -132,43 +137,99 @@ fn name_words(text: &str) -> String {
         .join(" ")
 }
 
-/// Whether a text whose words are `said` names the section titled `title`:
-/// every word of the title, but for a trailing parenthetical qualifier, is
-/// among them. A title without words is never named.
-pub(super) fn names(said: &HashSet<String>, title: &str) -> bool {
-    let name = match title.trim_end().strip_suffix(')') {
-        Some(rest) => rest.rfind('(').map_or(title, |open| &rest[..open]),
-        None => title,
-    };
-    let needed = words(name);
-    !needed.is_empty() && needed.iter().all(|w| said.contains(w))
+/// A source's words, as the test of what it names needs them.
+enum Said {
+    /// A candidate's words, as a set: it names a title whose every word it
+    /// holds.
+    Anywhere(HashSet<String>),
+    /// The question's words, in order: it names a title whose words it
+    /// holds as one run.
+    InOrder(Vec<String>),
+}
+
+impl Said {
+    /// The words of `source`, kept as its kind of source needs them.
+    fn of(source: &Source<'_>) -> Said {
+        let said = words(source.text);
+        match source.place {
+            Some(_) => Said::Anywhere(said.into_iter().collect()),
+            None => Said::InOrder(said),
+        }
+    }
+
+    /// Whether these words name the section titled `title`, all but a
+    /// trailing parenthetical qualifier of it ("Lilu (mythology)" is named
+    /// by "Lilu"). A title without words is never named.
+    fn names(&self, title: &str) -> bool {
+        let name = match title.trim_end().strip_suffix(')') {
+            Some(rest) => rest.rfind('(').map_or(title, |open| &rest[..open]),
+            None => title,
+        };
+        let needed = words(name);
+        !needed.is_empty()
+            && match self {
+                Said::Anywhere(said) => needed.iter().all(|w| said.contains(w)),
+                Said::InOrder(said) => said.windows(needed.len()).any(|run| run == needed),
+            }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn said(text: &str) -> HashSet<String> {
-        words(text).into_iter().collect()
+    /// What a candidate's `text` says.
+    fn candidate(text: &str) -> Said {
+        Said::of(&Source {
+            place: Some(("doc", Span::new(0, 0))),
+            text,
+            passes: 1.0,
+        })
+    }
+
+    /// What the question `text` says.
+    fn question(text: &str) -> Said {
+        Said::of(&Source {
+            place: None,
+            text,
+            passes: 1.0,
+        })
     }
 
     #[test]
-    fn a_text_names_a_title_when_it_holds_all_its_words() {
-        let text = said("Parts were shot in Leland for Maximum Overdrive, directed by King.");
-        assert!(names(&text, "Maximum Overdrive"));
-        assert!(names(&text, "maximum overdrive"));
-        assert!(!names(&text, "Maximum Security"));
-        assert!(!names(&text, "Overdrive (band) Tour"));
+    fn a_candidate_names_a_title_when_it_holds_all_its_words() {
+        let text = candidate("Parts were shot in Leland for Maximum Overdrive, directed by King.");
+        assert!(text.names("Maximum Overdrive"));
+        assert!(text.names("maximum overdrive"));
+        assert!(text.names("Overdrive Maximum"));
+        assert!(text.names("King Leland"));
+        assert!(!text.names("Maximum Security"));
+        assert!(!text.names("Overdrive (band) Tour"));
+    }
+
+    #[test]
+    fn the_question_names_a_title_only_by_writing_it() {
+        let text = question("Who sang \"A Man Without Love\" on the 1968 album?");
+        assert!(text.names("A Man Without Love"));
+        assert!(text.names("man without love"));
+        assert!(text.names("Man Without Love (song)"));
+        // Every word is there, but not as the title's run of words.
+        assert!(!text.names("The Man Without Love"));
+        assert!(!text.names("Love Without Man"));
+        assert!(!text.names("Album 1968"));
     }
 
     #[test]
     fn a_trailing_qualifier_need_not_be_said() {
-        let text = said("It is linked with other demons like Gallu and Lilu.");
-        assert!(names(&text, "Lilu (mythology)"));
-        assert!(names(&text, "Gallu (demon) "));
+        let text = candidate("It is linked with other demons like Gallu and Lilu.");
+        assert!(text.names("Lilu (mythology)"));
+        assert!(text.names("Gallu (demon) "));
         // Only a trailing qualifier is dropped.
-        assert!(!names(&text, "Lilu (mythology) and Kur"));
-        assert!(!names(&text, "(Lilu)"));
+        assert!(!text.names("Lilu (mythology) and Kur"));
+        assert!(!text.names("(Lilu)"));
+        let text = question("Which demons are like Lilu?");
+        assert!(text.names("Lilu (mythology)"));
+        assert!(!text.names("(Lilu)"));
     }
 
     #[test]
@@ -182,8 +243,9 @@ mod tests {
 
     #[test]
     fn a_title_without_words_is_never_named() {
-        let text = said("anything at all");
-        assert!(!names(&text, ""));
-        assert!(!names(&text, " -- "));
+        for said in [candidate("anything at all"), question("anything at all")] {
+            assert!(!said.names(""));
+            assert!(!said.names(" -- "));
+        }
     }
 }
