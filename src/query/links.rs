@@ -1,5 +1,6 @@
-//! PROPAGATE's step across documents: relevance flows from the best
-//! candidates of a seed to the sections whose titles they name.
+//! PROPAGATE's step across documents: relevance flows from the question
+//! and the best candidates of a seed to the sections whose titles they
+//! name.
 //!
 //! A multi-hop question's second piece of evidence usually shares no word
 //! with the question; what leads to it is a name in the first piece ("…
@@ -13,17 +14,21 @@
 //! receives `ACROSS ×` the candidate's score. A candidate's text here is
 //! its first [`SOURCE_TOKENS`] tokens. Links are found at query time
 //! through the full-text index's title field, so nothing is stored and a
-//! new document is linked as soon as it is indexed. The question itself is
-//! a source too, HippoRAG's query entities: a section it names is as
-//! relevant as the best candidate, whether or not the seed's ranking found
-//! it (a multi-hop question usually names its first hop by title, and
-//! BM25 ranks that title below passages sharing the question's commoner
-//! words). The question names a title only by writing it, its words in
-//! order (quoted names make near-namesakes common: "A Man Without Love"
-//! must not name "The Man Without Love"); a candidate's text names it by
-//! holding its words anywhere (passages word a name in many ways, and
-//! requiring the phrase there measured worse). One step: relevance reaching a named section is not passed on
-//! again (a second step measured no better on HotpotQA and MuSiQue).
+//! new document is linked as soon as it is indexed.
+//!
+//! The question itself is a source too, as HippoRAG starts from the
+//! query's entities: a section it names is as relevant as the best
+//! candidate, whether or not the seed's ranking found it (a multi-hop
+//! question usually names its first hop by title, and BM25 ranks that
+//! title below passages sharing the question's commoner words). The
+//! question names a title only by writing its words in order, as one run
+//! (quoted names make near-namesakes common: "A Man Without Love" must not
+//! name "The Man Without Love"); a candidate's text names it by holding its
+//! words anywhere (passages word a name in many ways, and requiring the
+//! run there measured worse).
+//!
+//! One step: relevance reaching a named section is not passed on again (a
+//! second step measured no better on HotpotQA and MuSiQue).
 
 use std::collections::{HashMap, HashSet};
 
@@ -74,11 +79,12 @@ pub(super) struct Named {
 /// The sections `sources` name, each scored the most any source naming it
 /// passes on, in order of first discovery. Per source, the
 /// [`TITLES_PER_SOURCE`] titles that best match its [`name_words`] within
-/// `scope` are checked with [`Said::names`]; sections overlapping a candidate's
-/// text are left out, and so are generic headings (a title none of whose terms heads
-/// at most [`MAX_SECTIONS_PER_NAME`] sections, such as "Motivation" in a
-/// store of RFCs). `title_of(doc, section)` reads a section's title; `None`
-/// (the document or the section is gone) names nothing.
+/// `scope` are checked with [`Said::names`]; sections overlapping a
+/// candidate's text are left out, and so are generic headings (a title
+/// none of whose terms heads at most [`MAX_SECTIONS_PER_NAME`] sections,
+/// such as "Motivation" in a store of RFCs). `title_of(doc, section)`
+/// reads a section's title; `None` (the document or the section is gone)
+/// names nothing.
 pub(super) fn named_sections(
     reader: &FullTextReader,
     scope: Option<&[&str]>,
