@@ -554,6 +554,13 @@ fn propagate_reaches_across_documents_to_the_sections_a_match_names() {
 #[test]
 fn a_section_the_question_names_scores_as_the_best_candidate() {
     let (_dir, db) = named_across_store();
+    // A near-namesake: every word of its title is in the question, but not
+    // as the title's run of words.
+    ingest_markdown(
+        &db,
+        "namesake",
+        "# Overdrive Maximum\n\nOverdrive Maximum was a concert tour.\n",
+    );
     // The question names "Maximum Overdrive", but its commoner words match
     // the port city better.
     let question = Params::new().text(
@@ -566,32 +573,47 @@ fn a_section_the_question_names_scores_as_the_best_candidate() {
         };
         s.items
     };
-    let section_score = |items: &[edudb::Item]| {
+    let section_score = |items: &[edudb::Item], doc: &str| {
         items
             .iter()
-            .find(|i| i.doc == "overdrive" && i.kind == "section")
+            .find(|i| i.doc == doc && i.kind == "section")
             .map(|i| i.score)
     };
     let seeded = items("SELECT FROM * SEED BM25($q) ORDER BY SCORE LIMIT 100");
     let best = seeded[0].score;
     assert_ne!(seeded[0].doc, "overdrive", "{seeded:?}");
     assert!(
-        section_score(&seeded).is_none_or(|s| s < best),
+        section_score(&seeded, "overdrive").is_none_or(|s| s < best),
         "{seeded:?}"
     );
     // PROPAGATE gives the named section the best candidate's score (not
-    // ACROSS × it: the question is what every score measures relevance to).
+    // ACROSS × it: the question is what every score measures relevance to),
+    // and not the near-namesake.
     for clause in ["", " ACROSS 0.5"] {
         let found = items(&format!(
             "SELECT FROM * SEED BM25($q) PROPAGATE{clause} ORDER BY SCORE LIMIT 100"
         ));
-        assert_eq!(section_score(&found), Some(best), "{clause}: {found:?}");
+        assert_eq!(
+            section_score(&found, "overdrive"),
+            Some(best),
+            "{clause}: {found:?}"
+        );
+        assert!(
+            section_score(&found, "namesake").is_none_or(|s| s < best),
+            "{clause}: {found:?}"
+        );
     }
     // ACROSS 0 turns the question's names off with the rest.
     let within = items("SELECT FROM * SEED BM25($q) PROPAGATE ACROSS 0 ORDER BY SCORE LIMIT 100");
     assert!(
-        section_score(&within).is_none_or(|s| s < best),
+        section_score(&within, "overdrive").is_none_or(|s| s < best),
         "{within:?}"
+    );
+    // A scope bounds what the question may name.
+    let scoped = items("SELECT FROM docs('{leland,wilmington}') SEED BM25($q) PROPAGATE LIMIT 100");
+    assert!(
+        !scoped.is_empty() && scoped.iter().all(|i| i.doc != "overdrive"),
+        "{scoped:?}"
     );
 }
 
