@@ -184,22 +184,23 @@ impl Said {
 mod tests {
     use super::*;
 
-    /// What a candidate's `text` says.
-    fn candidate(text: &str) -> Said {
+    /// What `text` says as a source lying at `place`.
+    fn said(text: &str, place: Option<(&str, Span)>) -> Said {
         Said::of(&Source {
-            place: Some(("doc", Span::new(0, 0))),
+            place,
             text,
             passes: 1.0,
         })
     }
 
+    /// What a candidate's `text` says.
+    fn candidate(text: &str) -> Said {
+        said(text, Some(("doc", Span::new(0, 0))))
+    }
+
     /// What the question `text` says.
     fn question(text: &str) -> Said {
-        Said::of(&Source {
-            place: None,
-            text,
-            passes: 1.0,
-        })
+        said(text, None)
     }
 
     #[test]
