@@ -25,6 +25,7 @@ use crate::model::cost::LlmCost;
 use crate::model::dag::{Dag, DagListing};
 use crate::model::dialogue::{Dialogue, Role, SessionMeta, SessionView};
 use crate::model::document::DocMeta;
+use crate::model::pages::PageLayout;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
 use crate::progress::{CancelToken, Progress};
@@ -257,6 +258,12 @@ impl Db {
     /// The structural tree of document `id`.
     pub fn tree(&self, id: &str) -> Result<Tree> {
         self.engine.tree(id)
+    }
+
+    /// Where document `id`'s text lies on the pages of its PDF: every page
+    /// and every line's bytes and box (`None` for other formats).
+    pub fn pages(&self, id: &str) -> Result<Option<PageLayout>> {
+        self.engine.pages(id)
     }
 
     /// EDUs `first..=last` of document `id` with their text (all when `range` is `None`).

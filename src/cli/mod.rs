@@ -21,12 +21,17 @@ mod console;
 mod demo;
 mod eval;
 mod failure;
+mod highlight;
 mod render;
 mod route;
 mod session;
 
 use failure::{EXIT_INTERNAL, EXIT_USER, Failure};
 use render::OutputFormat;
+
+/// What `highlight` runs unless told otherwise.
+const HIGHLIGHT_STATEMENT: &str =
+    "SELECT SPANS FROM doc($doc) SEED HYBRID($question) BUDGET $budget TOKENS";
 
 /// edudb: an embedded document database with EDU coordinates and structural trees.
 #[derive(Debug, Parser)]
@@ -267,6 +272,30 @@ enum Command {
         doc: String,
         /// EDU range `A..B` (both ends included) or a single EDU `A`.
         range: Option<String>,
+        /// Only the EDUs on this page of a PDF (1-based), or pages `A..B`.
+        #[arg(long, conflicts_with = "range")]
+        page: Option<String>,
+    },
+    /// Write a copy of the PDF a document was read from with what a
+    /// question retrieves in it highlighted (one annotation per line,
+    /// noting the EDUs and score), to look at exactly what was retrieved.
+    Highlight {
+        /// Document id (read from a PDF).
+        doc: String,
+        /// The question; its picks are highlighted.
+        question: String,
+        /// The PDF the document was read from (checked by size and CRC-32).
+        #[arg(long)]
+        pdf: PathBuf,
+        /// Where to write the highlighted copy.
+        #[arg(long, short)]
+        output: PathBuf,
+        /// Tokens picked at most.
+        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+        budget: u64,
+        /// The statement to run instead (parameters $doc, $question, $budget).
+        #[arg(long, default_value = HIGHLIGHT_STATEMENT)]
+        statement: String,
     },
     /// Full-text (BM25) search over EDUs and section titles.
     Search {
@@ -399,6 +428,10 @@ impl Command {
             } => resolve(path),
             Command::Session { command } => command.resolve_paths(cwd),
             Command::Salvage { to } => resolve(to),
+            Command::Highlight { pdf, output, .. } => {
+                resolve(pdf);
+                resolve(output);
+            }
             _ => {}
         }
     }
@@ -636,9 +669,49 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
                 render::dag(out, &listing)?;
             }
         }
-        Command::Show { doc, range } => {
-            let range = range.as_deref().map(parse_range).transpose()?;
-            render::edus(out, &context.open(false)?.edus(doc, range)?, cli.json)?;
+        Command::Show { doc, range, page } => {
+            let range = (range.as_deref())
+                .map(|r| parse_range(r, "EDU range"))
+                .transpose()?;
+            let pages = (page.as_deref())
+                .map(|p| parse_range(p, "page range"))
+                .transpose()?;
+            let mut edus = context.open(false)?.edus(doc, range)?;
+            if let Some((first, last)) = pages {
+                if edus.iter().all(|e| e.pages.is_none()) {
+                    return Err(Failure::Db(Error::Usage(format!(
+                        "{doc} has no pages: --page is for documents read from a PDF"
+                    ))));
+                }
+                edus.retain(|e| e.pages.is_some_and(|[a, b]| a <= last && first <= b));
+            }
+            render::edus(out, &edus, cli.json)?;
+        }
+        Command::Highlight {
+            doc,
+            question,
+            pdf,
+            output,
+            budget,
+            statement,
+        } => {
+            let db = context.open(false)?;
+            let params = Params::new()
+                .text("doc", doc)
+                .text("question", question)
+                .number("budget", *budget as f64);
+            let written = highlight::write(&db, doc, &db.query(statement, &params)?, pdf, output)?;
+            if cli.json {
+                render::json(out, &serde_json::to_value(&written).unwrap_or_default())?;
+            } else {
+                writeln!(
+                    out,
+                    "{} spans highlighted on pages {:?} in {}",
+                    written.spans,
+                    written.pages,
+                    output.display()
+                )?;
+            }
         }
         Command::Search { query, limit } => {
             let hits = context.open(false)?.search(query, *limit as usize)?;
@@ -832,10 +905,10 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
 }
 
 /// Parses `A..B` (inclusive) or `A` into an EDU range.
-fn parse_range(text: &str) -> edudb::Result<(u32, u32)> {
+fn parse_range(text: &str, what: &str) -> edudb::Result<(u32, u32)> {
     let bad = || {
         Error::Usage(format!(
-            "bad EDU range {text:?}; expected A..B (inclusive) or A, e.g. 3..7"
+            "bad {what} {text:?}; expected A..B (inclusive) or A, e.g. 3..7"
         ))
     };
     let number = |s: &str| s.trim().parse::<u32>().map_err(|_| bad());

@@ -332,11 +332,25 @@ pub fn edus(out: &mut dyn Write, edus: &[EduText], as_json: bool) -> io::Result<
     for edu in edus {
         writeln!(
             out,
-            "{COORDINATES}[{}] {}..{}{COORDINATES:#} {DETAIL}({} tok){DETAIL:#} {}",
-            edu.id, edu.bytes[0], edu.bytes[1], edu.tokens, edu.text
+            "{COORDINATES}[{}] {}..{}{}{COORDINATES:#} {DETAIL}({} tok){DETAIL:#} {}",
+            edu.id,
+            edu.bytes[0],
+            edu.bytes[1],
+            pages(edu.pages),
+            edu.tokens,
+            edu.text
         )?;
     }
     Ok(())
+}
+
+/// ` p.3` or ` pp.3-4` for a PDF's span (1-based pages), else nothing.
+fn pages(pages: Option<[u32; 2]>) -> String {
+    match pages {
+        Some([first, last]) if first == last => format!(" p.{first}"),
+        Some([first, last]) => format!(" pp.{first}-{last}"),
+        None => String::new(),
+    }
 }
 
 /// Writes search hits, best first.
@@ -757,12 +771,13 @@ fn selection(out: &mut dyn Write, selection: &Selection, output: Output) -> io::
         writeln!(
             out,
             "{HEADING}──{HEADING:#} {} {COORDINATES}[{}-{}]{COORDINATES:#} {what}  \
-             {COORDINATES}bytes {}..{}{COORDINATES:#}  {DETAIL}{} tok  score {:.3}{DETAIL:#}",
+             {COORDINATES}bytes {}..{}{}{COORDINATES:#}  {DETAIL}{} tok  score {:.3}{DETAIL:#}",
             item.doc,
             item.edus[0],
             item.edus[1],
             item.bytes[0],
             item.bytes[1],
+            pages(item.pages),
             item.tokens,
             item.score
         )?;

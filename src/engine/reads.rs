@@ -16,6 +16,7 @@ use crate::model::dialogue::Dialogue;
 use crate::model::document::DocMeta;
 use crate::model::edu::{EduKind, Span};
 use crate::model::ids::{is_turn_id, parse_turn_id};
+use crate::model::pages::PageLayout;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
 use crate::storage::store::{Damage, FORMAT_VERSION, StoredDoc};
@@ -38,6 +39,10 @@ pub struct EduText {
     pub tokens: u32,
     /// The block kind it came from.
     pub kind: EduKind,
+    /// First and last page (1-based, inclusive) of a PDF's EDU; absent
+    /// for other formats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pages: Option<[u32; 2]>,
     /// Exactly `text[start..end]`.
     pub text: String,
 }
@@ -459,11 +464,17 @@ impl Engine {
         Ok(self.document(id)?.to_document()?.tree)
     }
 
+    /// The work of [`crate::Db::pages`].
+    pub(crate) fn pages(&self, id: &str) -> Result<Option<PageLayout>> {
+        self.document(id)?.pages()
+    }
+
     /// The work of [`crate::Db::edus`].
     pub(crate) fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Vec<EduText>> {
         let stored = self.document(id)?;
         let edus = stored.edus()?;
         let text = stored.text()?;
+        let pages = stored.pages()?;
         let count = edus.len() as u32;
         let (first, last) = range.unwrap_or((0, count.saturating_sub(1)));
         if first > last || last >= count {
@@ -484,6 +495,10 @@ impl Engine {
                     tokens: e.tokens.to_native(),
                     kind: rkyv::deserialize::<EduKind, rkyv::rancor::Infallible>(&e.kind)
                         .unwrap_or(EduKind::Text),
+                    pages: pages.as_ref().map(|p| {
+                        let on = p.pages_of(start..end);
+                        [on.start + 1, on.end]
+                    }),
                     text: text[start as usize..end as usize].to_owned(),
                 }
             })

@@ -128,8 +128,20 @@ impl Engine {
                         let Some(source) = sources.get(index) else {
                             break;
                         };
-                        let prepared =
-                            prepare(source, options, self.embedder.as_ref(), self.device(), &llm);
+                        // A PDF's pages are told as the source's item,
+                        // its bytes counted once it is written.
+                        let on_page = |page: usize, pages: usize| {
+                            progress.advance(0, &format!("{} page {}/{pages}", source.id, page + 1))
+                        };
+                        let prepared = prepare(
+                            source,
+                            options,
+                            self.embedder.as_ref(),
+                            self.device(),
+                            &llm,
+                            cancel,
+                            &on_page,
+                        );
                         if sender.send((index, prepared)).is_err() {
                             break;
                         }

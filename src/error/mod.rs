@@ -38,6 +38,15 @@ pub enum Error {
         /// Offset of the first NUL byte.
         offset: usize,
     },
+    /// A PDF that cannot be read: damaged, encrypted with a password,
+    /// without a text layer, or refused by the reader.
+    #[error("{source_name}: {message}; not ingested")]
+    Pdf {
+        /// File name or document id.
+        source_name: String,
+        /// What is wrong, and where (the page) when known.
+        message: String,
+    },
     /// The document has no text to index.
     #[error("{source_name}: document has no text to index")]
     EmptyDocument {
@@ -63,7 +72,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// A format name given by the user is unknown.
-    #[error("unknown format {0:?}; expected text, markdown or html")]
+    #[error("unknown format {0:?}; expected text, markdown, html or pdf")]
     UnknownFormat(String),
     /// No document has this id.
     #[error("no document with id {0:?}")]
@@ -357,6 +366,7 @@ impl Error {
             self,
             Error::InvalidUtf8 { .. }
                 | Error::Binary { .. }
+                | Error::Pdf { .. }
                 | Error::EmptyDocument { .. }
                 | Error::TooLarge { .. }
                 | Error::InvalidId { .. }

@@ -255,6 +255,7 @@ fn unit_document<'a>(doc: &Document, units: impl Iterator<Item = &'a Unit>) -> D
         text: doc.text.clone(),
         edus,
         tree: Tree { nodes: Vec::new() },
+        pages: doc.pages.clone(),
     }
 }
 

@@ -50,7 +50,7 @@ impl OutlineTree {
                 }],
                 // Paragraphs and lists are below the outline; anything
                 // outline-like inside them is lifted to their parent.
-                NodeKind::Paragraph | NodeKind::List => children,
+                NodeKind::Paragraph | NodeKind::List | NodeKind::Table => children,
             }
         }
         let mut roots = build(tree, tree.root().id);

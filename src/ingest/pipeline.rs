@@ -24,7 +24,9 @@ use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
 use crate::model::document::{DocMeta, Document, Format, PackedVectors, QuantizedRows};
 use crate::model::edu::{Edu, EduKind};
+use crate::model::pages::PageLayout;
 use crate::model::tokens;
+use crate::progress::CancelToken;
 
 /// Largest document accepted: coordinates are 32-bit.
 pub const MAX_DOCUMENT_BYTES: usize = u32::MAX as usize;
@@ -157,6 +159,7 @@ impl std::str::FromStr for Format {
             "text" | "txt" | "plain" => Ok(Format::Text),
             "markdown" | "md" => Ok(Format::Markdown),
             "html" | "htm" => Ok(Format::Html),
+            "pdf" => Ok(Format::Pdf),
             _ => Err(Error::UnknownFormat(name.to_owned())),
         }
     }
@@ -171,6 +174,7 @@ pub fn detect_format(path: Option<&Path>, text: &str) -> Format {
             "md" | "markdown" | "mdown" | "mkd" => Some(Format::Markdown),
             "html" | "htm" | "xhtml" => Some(Format::Html),
             "txt" | "text" => Some(Format::Text),
+            "pdf" => Some(Format::Pdf),
             _ => None,
         });
     by_extension.unwrap_or_else(|| sniff_format(text))
@@ -235,13 +239,7 @@ pub fn decode(source_name: &str, bytes: Vec<u8>, lossy: bool) -> Result<String> 
 /// Checks input bytes before decoding: at most [`MAX_DOCUMENT_BYTES`], and
 /// no NUL byte near the start (a binary file).
 pub fn check_bytes(source_name: &str, bytes: &[u8]) -> Result<()> {
-    if bytes.len() > MAX_DOCUMENT_BYTES {
-        return Err(Error::TooLarge {
-            source_name: source_name.to_owned(),
-            bytes: bytes.len(),
-            limit: MAX_DOCUMENT_BYTES,
-        });
-    }
+    check_size(source_name, bytes)?;
     if let Some(offset) = bytes[..bytes.len().min(SNIFF_BYTES)]
         .iter()
         .position(|&b| b == 0)
@@ -249,6 +247,18 @@ pub fn check_bytes(source_name: &str, bytes: &[u8]) -> Result<()> {
         return Err(Error::Binary {
             source_name: source_name.to_owned(),
             offset,
+        });
+    }
+    Ok(())
+}
+
+/// Refuses input over [`MAX_DOCUMENT_BYTES`].
+fn check_size(source_name: &str, bytes: &[u8]) -> Result<()> {
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(Error::TooLarge {
+            source_name: source_name.to_owned(),
+            bytes: bytes.len(),
+            limit: MAX_DOCUMENT_BYTES,
         });
     }
     Ok(())
@@ -266,7 +276,9 @@ pub fn analyze_with(
     format: Format,
     builder: &dyn TreeBuilder,
 ) -> Result<Document> {
-    analyze_built(id, text, format, |input| built_by(builder, id, input))
+    analyze_built(id, lay_out(id, text, format)?, format, None, |input| {
+        built_by(builder, id, input)
+    })
 }
 
 /// `builder`'s tree over `input`, its refusal an [`Error::Invariant`] of
@@ -287,8 +299,20 @@ pub fn analyze_structured(
     format: Format,
     llm: Option<&LlmStructurer<'_>>,
 ) -> Result<(Document, LlmCost)> {
+    analyze_laid_out(id, lay_out(id, text, format)?, format, None, llm)
+}
+
+/// [`analyze_structured`] of a layout already extracted, with where its
+/// text lies on the pages of its file (a PDF's).
+fn analyze_laid_out(
+    id: &str,
+    layout: Layout,
+    format: Format,
+    pages: Option<PageLayout>,
+    llm: Option<&LlmStructurer<'_>>,
+) -> Result<(Document, LlmCost)> {
     let mut cost = LlmCost::default();
-    let doc = analyze_built(id, text, format, |input| {
+    let doc = analyze_built(id, layout, format, pages, |input| {
         if let Some(structurer) = llm {
             let (outline, spent) = structurer.structure(input)?;
             cost = spent;
@@ -307,20 +331,41 @@ pub fn analyze_structured(
     Ok((doc, cost))
 }
 
-/// Segments `text` and builds its tree with `build`, then validates it.
-fn analyze_built(
-    id: &str,
-    text: String,
-    format: Format,
-    build: impl FnOnce(&StructureInput<'_>) -> Result<Tree>,
-) -> Result<Document> {
-    crate::model::ids::check_id(id)?;
-    let layout = match format {
+/// The layout of decoded `text` in a text format (a PDF is read from its
+/// bytes, never from text).
+fn lay_out(id: &str, text: String, format: Format) -> Result<Layout> {
+    Ok(match format {
         Format::Text => layout::plain::parse(&text),
         Format::Markdown => layout::markdown::parse(&text),
         Format::Html => layout::html::parse(&text),
-    };
+        Format::Pdf => {
+            return Err(Error::Pdf {
+                source_name: id.to_owned(),
+                message: "a PDF is read from its file's bytes, not from text".into(),
+            });
+        }
+    })
+}
+
+/// Segments a layout and builds its tree with `build`, then validates it
+/// (and the page geometry, when given, against the text).
+fn analyze_built(
+    id: &str,
+    layout: Layout,
+    format: Format,
+    pages: Option<PageLayout>,
+    build: impl FnOnce(&StructureInput<'_>) -> Result<Tree>,
+) -> Result<Document> {
+    crate::model::ids::check_id(id)?;
     let Layout { text, blocks } = layout;
+    if let Some(pages) = &pages {
+        pages
+            .validate(text.len() as u32)
+            .map_err(|message| Error::Invariant {
+                doc: id.to_owned(),
+                message: format!("page layout: {message}"),
+            })?;
+    }
     let mut edus: Vec<Edu> = Vec::new();
     let mut block_edus: Vec<BlockEdus> = Vec::with_capacity(blocks.len());
     for block in &blocks {
@@ -333,7 +378,7 @@ fn analyze_built(
             BlockKind::Heading { .. } => (vec![block.range.clone()], EduKind::Heading),
             BlockKind::ListItem { .. } => (vec![block.range.clone()], EduKind::Item),
             BlockKind::Code => (vec![block.range.clone()], EduKind::Code),
-            BlockKind::Table => (vec![block.range.clone()], EduKind::Table),
+            BlockKind::Table => (table_rows(&text, block.range.clone()), EduKind::Table),
         };
         for range in ranges {
             edus.push(Edu {
@@ -382,7 +427,23 @@ fn analyze_built(
         text,
         edus,
         tree,
+        pages,
     })
+}
+
+/// A table's rows: one range per line of `range` with a letter or digit
+/// in it (rules such as Markdown's `|---|` are left out), trimmed.
+fn table_rows(text: &str, range: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
+    let mut rows = Vec::new();
+    let mut start = range.start;
+    for line in text[range.clone()].split_inclusive('\n') {
+        let row = layout::trim_range(text, start..start + line.len());
+        if text[row.clone()].chars().any(char::is_alphanumeric) {
+            rows.push(row);
+        }
+        start += line.len();
+    }
+    rows
 }
 /// The language-model steps an ingest runs (none by default).
 #[derive(Debug, Clone, Copy, Default)]
@@ -394,22 +455,34 @@ pub struct LlmSteps<'a> {
 }
 
 /// Reads, decodes and analyses one source, embeds its nodes and EDUs, and
-/// builds its DAG, with the language-model steps of `llm`.
+/// builds its DAG, with the language-model steps of `llm`. A PDF (by
+/// `options.format`, its extension or its first bytes) is read page by
+/// page, each page told to `on_page`, until `cancel` is set.
 pub fn prepare(
     source: &Source,
     options: IngestOptions,
     embedder: &dyn Embedder,
     device: &Device,
     llm: &LlmSteps<'_>,
+    cancel: &CancelToken,
+    on_page: &dyn Fn(usize, usize),
 ) -> Result<Prepared> {
     // Sources built by library callers skip `sources::expand`'s check.
     crate::model::ids::validate_id(&source.id)?;
     let bytes = source.read()?;
-    let text = decode(&source.name(), bytes, options.lossy)?;
-    let format = options
-        .format
-        .unwrap_or_else(|| detect_format(source.path(), &text));
-    let (doc, mut cost) = analyze_structured(&source.id, text, format, llm.structurer.as_ref())?;
+    let (layout, format, pages) = if is_pdf(options.format, source.path(), &bytes) {
+        check_size(&source.name(), &bytes)?;
+        let (layout, pages) = layout::pdf::parse(&source.name(), bytes, cancel, on_page)?;
+        (layout, Format::Pdf, Some(pages))
+    } else {
+        let text = decode(&source.name(), bytes, options.lossy)?;
+        let format = options
+            .format
+            .unwrap_or_else(|| detect_format(source.path(), &text));
+        (lay_out(&source.id, text, format)?, format, None)
+    };
+    let (doc, mut cost) =
+        analyze_laid_out(&source.id, layout, format, pages, llm.structurer.as_ref())?;
     let (vectors, dag, written) = embed_and_link(&doc, embedder, device, llm.ip_writer.as_ref())?;
     cost.add(&written);
     Ok(Prepared {
@@ -418,6 +491,21 @@ pub fn prepare(
         dag,
         llm: cost,
     })
+}
+
+/// Whether an input is a PDF: the format asked for, else its extension,
+/// else `%PDF-` at its start.
+pub fn is_pdf(format: Option<Format>, path: Option<&Path>, bytes: &[u8]) -> bool {
+    match format {
+        Some(format) => format == Format::Pdf,
+        None => {
+            let by_extension = path
+                .and_then(|p| p.extension())
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e.eq_ignore_ascii_case("pdf"));
+            by_extension || layout::pdf::sniff(bytes)
+        }
+    }
 }
 
 /// Analyses decoded `text` (layout tree), embeds the document and builds
@@ -621,7 +709,8 @@ mod tests {
     /// `GUIDE` with its tree's sections from `outline` (LingoEDU's format,
     /// 0-based spans), the layout's blocks inside them.
     fn within(outline: &str) -> Document {
-        analyze_built("g", GUIDE.to_owned(), Format::Markdown, |input| {
+        let layout = layout::markdown::parse(GUIDE);
+        analyze_built("g", layout, Format::Markdown, None, |input| {
             let count = input.edus.len() as u32;
             let sections = crate::ingest::tree::outline::parse_outline(outline, count, false)
                 .map_err(|e| Error::Usage(e.to_string()))?;

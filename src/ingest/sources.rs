@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 use crate::model::ids::validate_id;
 
 /// File extensions picked up when a directory is ingested.
-pub const KNOWN_EXTENSIONS: &[&str] = &["md", "markdown", "txt", "text", "html", "htm", "xhtml"];
+pub const KNOWN_EXTENSIONS: &[&str] = &[
+    "md", "markdown", "txt", "text", "html", "htm", "xhtml", "pdf",
+];
 
 /// Where one input's bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,6 +7,7 @@
 use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::model::edu::{Edu, EduKind};
+use crate::model::pages::PageLayout;
 use crate::model::tree::{Node, Tree};
 
 /// The input format a document was parsed as.
@@ -20,6 +21,9 @@ pub enum Format {
     Markdown,
     /// HTML; the extracted readable text is stored.
     Html,
+    /// PDF; the extracted text is stored, with where each line of it lies
+    /// on its page ([`PageLayout`]).
+    Pdf,
 }
 
 impl Format {
@@ -29,6 +33,7 @@ impl Format {
             Format::Text => "text",
             Format::Markdown => "markdown",
             Format::Html => "html",
+            Format::Pdf => "pdf",
         }
     }
 }
@@ -65,7 +70,7 @@ impl DocMeta {
 }
 
 /// A fully analysed document, ready to be written in one batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Document {
     /// Summary record.
     pub meta: DocMeta,
@@ -75,6 +80,8 @@ pub struct Document {
     pub edus: Vec<Edu>,
     /// The structural tree, nodes in pre-order.
     pub tree: Tree,
+    /// Where the text lies on the pages of the file (PDFs only).
+    pub pages: Option<PageLayout>,
 }
 
 /// The embedding vectors of one document, row-major: one row of

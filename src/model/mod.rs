@@ -1,7 +1,8 @@
 //! Records: the plain data every other layer reads and writes. A
 //! [`document::Document`] (meta, text, EDUs, [`tree::Tree`]) with its node
 //! representation and token counts ([`tokens`]), the weighted [`dag::Dag`],
-//! a session's [`dialogue::Dialogue`], identifier rules ([`ids`]) and what
+//! a session's [`dialogue::Dialogue`], where a PDF's text lies on its pages
+//! ([`pages::PageLayout`]), identifier rules ([`ids`]) and what
 //! rankings return ([`rank`]). This layer imports nothing of the crate but
 //! `error`.
 
@@ -11,6 +12,7 @@ pub mod dialogue;
 pub mod document;
 pub mod edu;
 pub mod ids;
+pub mod pages;
 pub mod rank;
 pub mod time;
 pub mod tokens;

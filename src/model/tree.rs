@@ -24,6 +24,8 @@ pub enum NodeKind {
     Paragraph,
     /// A list; its items are EDUs, nested lists are child nodes.
     List,
+    /// A table; its rows are EDUs.
+    Table,
 }
 
 impl NodeKind {
@@ -35,6 +37,7 @@ impl NodeKind {
             NodeKind::Segment => "segment",
             NodeKind::Paragraph => "paragraph",
             NodeKind::List => "list",
+            NodeKind::Table => "table",
         }
     }
 }
@@ -47,6 +50,7 @@ impl From<&ArchivedNodeKind> for NodeKind {
             ArchivedNodeKind::Segment => NodeKind::Segment,
             ArchivedNodeKind::Paragraph => NodeKind::Paragraph,
             ArchivedNodeKind::List => NodeKind::List,
+            ArchivedNodeKind::Table => NodeKind::Table,
         }
     }
 }

@@ -105,6 +105,9 @@ pub enum Pred {
     Doc(Value),
     /// `time <op> 'RFC 3339 time or date'`: a session turn's time.
     Time(CompareOp, Value),
+    /// `page <op> n` (1-based): a page a PDF's candidate lies on;
+    /// `page BETWEEN a AND b` is `page >= a AND page <= b`.
+    Page(CompareOp, Value),
     /// Every one holds (two or more: a chain of `AND`s is one list, so its
     /// length never deepens the tree).
     And(Vec<Pred>),

@@ -3,7 +3,6 @@
 //! from the store, once per query, and only those the seed touched.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ast::{CompareOp, Order, Output};
@@ -13,17 +12,15 @@ use super::plan::{
     ShowPlan,
 };
 use super::select::{Candidate, TokenPrefix, select};
+use super::view::View;
 use crate::compute::propagate::{PropagateOptions, PropagationGraph};
 use crate::engine::Engine;
-use crate::engine::cache::CachedDocument;
 use crate::error::{Error, Result};
 use crate::memory::session as sessions;
 use crate::model::dag::Dag;
-use crate::model::document::Document;
 use crate::model::edu::{EduKind, Span};
 use crate::model::ids::parse_turn_id;
 use crate::model::rank::{RankedHit, Target};
-use crate::model::tree::Node;
 use crate::query::result::{Item, QueryResult, Rows, Selection, Stage};
 
 /// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
@@ -176,120 +173,6 @@ fn run_show(engine: &Engine, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result
     };
     timer.stop(stages, "show", detail, (0, count));
     Ok(rows)
-}
-
-/// One document as a query sees it: decoded, with its token prefix sums.
-struct View {
-    id: String,
-    loaded: Arc<CachedDocument>,
-}
-
-impl View {
-    fn load(engine: &Engine, id: &str) -> Result<View> {
-        Ok(View {
-            id: id.to_owned(),
-            loaded: engine.cached_document(id)?,
-        })
-    }
-
-    fn document(&self) -> &Document {
-        &self.loaded.document
-    }
-
-    fn node(&self, id: u32) -> &Node {
-        &self.document().tree.nodes[id as usize]
-    }
-
-    fn span_of(&self, id: u32) -> Span {
-        self.node(id).span
-    }
-
-    fn children(&self, id: u32) -> impl Iterator<Item = u32> + '_ {
-        self.node(id).children.iter().copied()
-    }
-
-    fn last_edu(&self) -> u32 {
-        (self.document().edus.len() as u32).saturating_sub(1)
-    }
-
-    /// The deepest node whose span holds all of `span`.
-    fn innermost(&self, span: Span) -> u32 {
-        let mut current = 0;
-        while let Some(child) = self
-            .children(current)
-            .find(|&c| self.span_of(c).contains(&span))
-        {
-            current = child;
-        }
-        current
-    }
-
-    /// Level of a candidate: its node's, or one below a run's innermost node.
-    fn level(&self, candidate: &Candidate) -> u16 {
-        match candidate.node {
-            Some(node) => self.node(node).level,
-            None => self.node(self.innermost(candidate.span)).level + 1,
-        }
-    }
-
-    /// The node a run of EDUs exactly is, if any.
-    fn node_of_run(&self, span: Span) -> Option<u32> {
-        let node = self.innermost(span);
-        (self.span_of(node) == span).then_some(node)
-    }
-
-    /// The shortest start of `span` holding at least `tokens` tokens (all
-    /// of it when it holds fewer); it may pass `tokens` by its last EDU.
-    fn leading(&self, span: Span, tokens: u32) -> Span {
-        let edus = &self.document().edus;
-        let mut held = 0u32;
-        for e in span.first..=span.last {
-            held = held.saturating_add(edus[e as usize].tokens);
-            if held >= tokens {
-                return Span::new(span.first, e);
-            }
-        }
-        span
-    }
-
-    /// The byte range of `span` in the document's text.
-    fn bytes_of(&self, span: Span) -> [u32; 2] {
-        let edus = &self.document().edus;
-        [
-            edus[span.first as usize].start,
-            edus[span.last as usize].end,
-        ]
-    }
-
-    /// The text of `span`.
-    fn text_of(&self, span: Span) -> &str {
-        let [start, end] = self.bytes_of(span);
-        &self.document().text[start as usize..end as usize]
-    }
-
-    fn item(&self, candidate: &Candidate) -> Item {
-        let span = candidate.span;
-        let node = candidate.node.or_else(|| self.node_of_run(span));
-        let (kind, level, title) = match node {
-            Some(id) => {
-                let n = self.node(id);
-                (n.kind.name(), n.level, Some(n.title.clone()))
-            }
-            None => ("edu", self.level(candidate), None),
-        };
-        Item {
-            doc: self.id.clone(),
-            node,
-            kind,
-            level,
-            title,
-            edus: [span.first, span.last],
-            bytes: self.bytes_of(span),
-            tokens: self.loaded.tokens.tokens(span),
-            score: candidate.score,
-            text: self.text_of(span).to_owned(),
-        }
-    }
 }
 
 /// Seed hits of one ranking, scores divided by the best (negative cosine
@@ -983,6 +866,17 @@ fn compare<T: PartialOrd>(op: CompareOp, actual: T, wanted: T) -> bool {
 fn matches(filter: &Filter, view: &View, candidate: &Candidate, time: Option<i64>) -> bool {
     match filter {
         Filter::Level(op, level) => compare(*op, view.level(candidate), *level),
+        Filter::Page(op, page) => view.pages(candidate).is_some_and(|pages| {
+            let (first, last) = (pages.start + 1, pages.end);
+            match op {
+                CompareOp::Eq => first <= *page && *page <= last,
+                CompareOp::Ne => !(first == *page && last == *page),
+                CompareOp::Lt => first < *page,
+                CompareOp::Le => first <= *page,
+                CompareOp::Gt => last > *page,
+                CompareOp::Ge => last >= *page,
+            }
+        }),
         Filter::Time(op, wanted) => time.is_some_and(|time| compare(*op, time, *wanted)),
         Filter::Kind(equal, kind) => {
             let actual = candidate.node.map(|n| view.node(n).kind);

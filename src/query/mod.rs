@@ -5,8 +5,8 @@
 //!
 //! Pipeline: [`lexer`] → [`parser`] (syntax, to an [`ast::Statement`]) →
 //! [`plan`] (binding parameters, semantic checks) → `exec` (running the
-//! operators, with [`select`] doing the budgeted choice and `links`
-//! PROPAGATE's step across documents).
+//! operators over `view`s of documents, with [`select`] doing the
+//! budgeted choice and `links` PROPAGATE's step across documents).
 
 pub mod ast;
 pub mod error;
@@ -19,6 +19,7 @@ pub mod plan;
 mod result;
 pub mod select;
 mod statement;
+mod view;
 
 pub use ast::{Order, Output};
 pub use error::QueryError;

@@ -468,9 +468,27 @@ impl Parser<'_> {
             self.nesting -= 1;
             return Ok(pred);
         }
-        let fields = ["LEVEL", "KIND", "TITLE", "DOC", "TIME"];
-        let field = self.one_of(&fields, "a condition on level, kind, title, doc or time")?;
+        let fields = ["LEVEL", "KIND", "TITLE", "DOC", "TIME", "PAGE"];
+        let field = self.one_of(
+            &fields,
+            "a condition on level, kind, title, doc, time or page",
+        )?;
         match field {
+            "PAGE" if self.eat_word("BETWEEN") => {
+                let first = self.number("a page number")?;
+                if !self.eat_word("AND") {
+                    return Err(self.unexpected("AND", &[]));
+                }
+                let last = self.number("a page number")?;
+                Ok(Pred::And(vec![
+                    Pred::Page(CompareOp::Ge, first),
+                    Pred::Page(CompareOp::Le, last),
+                ]))
+            }
+            "PAGE" => {
+                let op = self.compare_op()?;
+                Ok(Pred::Page(op, self.number("a page number")?))
+            }
             "LEVEL" => {
                 let op = self.compare_op()?;
                 Ok(Pred::Level(op, self.number("a level")?))

@@ -24,6 +24,8 @@ pub const MAX_BUDGET: u64 = 10_000_000;
 pub const MAX_LIMIT: u64 = 100_000;
 /// Largest accepted level or depth.
 pub const MAX_LEVEL: u64 = 1_000;
+/// Largest accepted page number.
+pub const MAX_PAGE: u64 = 1_000_000;
 /// Largest accepted CONTEXT, in EDUs either side.
 pub const MAX_CONTEXT: u64 = 10_000;
 /// Longest accepted compiled regex, in bytes.
@@ -152,6 +154,9 @@ pub enum Filter {
     /// `time <op> t`: the candidate's session turn's time (seconds since
     /// the Unix epoch); a turn without a time never matches.
     Time(CompareOp, i64),
+    /// `page <op> n`: some page (1-based) the candidate lies on meets it;
+    /// a candidate of a document without pages (not a PDF) never does.
+    Page(CompareOp, u32),
     /// Every one.
     And(Vec<Filter>),
     /// At least one.
@@ -195,7 +200,15 @@ pub enum ShowPlan {
 }
 
 /// Names `kind =` accepts.
-pub const KIND_NAMES: [&str; 6] = ["document", "section", "segment", "paragraph", "list", "edu"];
+pub const KIND_NAMES: [&str; 7] = [
+    "document",
+    "section",
+    "segment",
+    "paragraph",
+    "list",
+    "table",
+    "edu",
+];
 
 /// What the binder needs to know about the store.
 pub trait Catalog {
@@ -573,6 +586,9 @@ impl Binder<'_> {
 
     fn filter(&self, pred: &ast::Pred) -> crate::error::Result<Filter> {
         Ok(match pred {
+            ast::Pred::Page(op, value) => {
+                Filter::Page(*op, self.whole(value, "a page number", 1, MAX_PAGE)? as u32)
+            }
             ast::Pred::Level(op, value) => {
                 Filter::Level(*op, self.whole(value, "a level", 0, MAX_LEVEL)? as u16)
             }
@@ -584,6 +600,7 @@ impl Binder<'_> {
                     "segment" => Some(NodeKind::Segment),
                     "paragraph" => Some(NodeKind::Paragraph),
                     "list" => Some(NodeKind::List),
+                    "table" => Some(NodeKind::Table),
                     "edu" => None,
                     _ => {
                         let error = QueryError::new(

@@ -33,6 +33,10 @@ pub struct Item {
     pub tokens: u64,
     /// Relevance in `[0, 1]` (0 without a SEED).
     pub score: f32,
+    /// First and last page (1-based, inclusive) of a PDF's span; absent
+    /// for other formats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pages: Option<[u32; 2]>,
     /// Exactly `text[bytes]`.
     pub text: String,
 }

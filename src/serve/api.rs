@@ -46,6 +46,10 @@ pub trait Api {
     /// Document `id`'s structural tree (`tree --json`).
     fn tree(&self, id: &str) -> Result<Value>;
 
+    /// Where document `id`'s text lies on its PDF's pages (null for other
+    /// formats).
+    fn pages(&self, id: &str) -> Result<Value>;
+
     /// Document `id`'s EDUs, all or an inclusive range (`show --json`).
     fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Value>;
 
@@ -129,6 +133,10 @@ impl Api for Db {
 
     fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Value> {
         to_value(&self.edus(id, range)?)
+    }
+
+    fn pages(&self, id: &str) -> Result<Value> {
+        to_value(&self.pages(id)?)
     }
 
     fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<Value> {

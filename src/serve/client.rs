@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 
 use crate::ask::AskOptions;
 use crate::error::{Error, Result};
-use crate::ingest::pipeline::{IngestOptions, IpMakerKind, Structurer, decode, detect_format};
+use crate::ingest::pipeline::{
+    IngestOptions, IpMakerKind, Structurer, decode, detect_format, is_pdf,
+};
 use crate::ingest::sources::{Origin, Source};
 use crate::memory::TurnInput;
 use crate::model::cost::LlmCost;
@@ -257,6 +259,26 @@ impl Client {
     }
 }
 
+/// A source as a document of an ingest job, with its bytes for progress:
+/// a PDF as its file's bytes in base64, anything else as its decoded text
+/// and format.
+fn job_document(source: &Source, bytes: Vec<u8>, options: IngestOptions) -> Result<(Value, u64)> {
+    use base64::Engine as _;
+    let name = source.name();
+    if is_pdf(options.format, source.path(), &bytes) {
+        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let document = json!({"id": source.id, "data_base64": data, "format": "pdf"});
+        return Ok((document, bytes.len() as u64));
+    }
+    let text = decode(&name, bytes, options.lossy)?;
+    let format = (options.format).unwrap_or_else(|| detect_format(source.path(), &text));
+    let units = text.len() as u64;
+    Ok((
+        json!({"id": source.id, "text": text, "format": format.name()}),
+        units,
+    ))
+}
+
 /// The calls answered by the server. [`Api::ingest`] reads and decodes
 /// each source here (its format the one given, or detected here from its
 /// file name or text); one with bad content is a failure in the answer
@@ -321,16 +343,9 @@ impl Api for Client {
             let name = source.name();
             match source
                 .read()
-                .and_then(|bytes| decode(&name, bytes, options.lossy))
+                .and_then(|bytes| job_document(source, bytes, options))
             {
-                Ok(text) => {
-                    let path = match &source.origin {
-                        Origin::File(path) => Some(path.as_path()),
-                        _ => None,
-                    };
-                    let format = options.format.unwrap_or_else(|| detect_format(path, &text));
-                    let bytes = text.len() as u64;
-                    let document = json!({"id": source.id, "text": text, "format": format.name()});
+                Ok((document, bytes)) => {
                     // A comma or the envelope around each document.
                     let encoded = document.to_string().len() as u64 + 1;
                     if let Err(err) = self.fits(&name, encoded + JOB_ENVELOPE) {
@@ -395,6 +410,10 @@ impl Api for Client {
 
     fn tree(&self, id: &str) -> Result<Value> {
         self.call(Method::GET, &["docs", id, "tree"], &[], Body::None)
+    }
+
+    fn pages(&self, id: &str) -> Result<Value> {
+        self.call(Method::GET, &["docs", id, "pages"], &[], Body::None)
     }
 
     fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Value> {

@@ -30,11 +30,12 @@
 //! | `GET /docs` | | `docs --json` |
 //! | `PUT /docs/{id}` | the document's bytes; `format` (else sniffed) | `ingest --json`'s document |
 //! | `DELETE /docs/{id}` | | `rm --json` |
-//! | `POST /ingest` | `{documents: [{id, text, format?}], structurer?, ip_maker?}` | a job's status (202) |
+//! | `POST /ingest` | `{documents: [{id, text or data_base64 (a PDF), format?}], structurer?, ip_maker?}` | a job's status (202) |
 //! | `GET /jobs/{job}` | | the job's status; once it ended, its documents and failures, or its error |
 //! | `DELETE /jobs/{job}` | | cancels the job; its status |
 //! | `GET /docs/{id}/tree` | | `tree --json` |
 //! | `GET /docs/{id}/edus` | `first`, `last` (inclusive; none: all) | `show --json` |
+//! | `GET /docs/{id}/pages` | | a PDF's pages and lines with their bytes and boxes; null for other formats |
 //! | `GET /docs/{id}/dag` | `level` | `dag --json` |
 //! | `GET /stats` | | `stats --json` |
 //! | `GET /check` | | `check --json` |
@@ -393,6 +394,7 @@ fn router(shared: Arc<Shared>, max_body_bytes: usize, command_lines: bool) -> Ro
         .route("/v1/jobs/{job}", get(job_status).delete(cancel_job))
         .route("/v1/docs/{id}/tree", get(tree))
         .route("/v1/docs/{id}/edus", get(edus))
+        .route("/v1/docs/{id}/pages", get(pages))
         .route("/v1/docs/{id}/dag", get(dag))
         .route("/v1/stats", get(stats))
         .route("/v1/check", get(check))
@@ -695,6 +697,10 @@ async fn tree(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answ
     read(&shared, move |db| Api::tree(db, &id)).await
 }
 
+async fn pages(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
+    read(&shared, move |db| Api::pages(db, &id)).await
+}
+
 /// `GET /v1/docs/{id}/edus`' query string: an inclusive EDU range, or
 /// none for all.
 #[derive(Deserialize)]
@@ -771,14 +777,41 @@ struct JobBody {
     ip_maker: Option<String>,
 }
 
-/// One document of an ingest job.
+/// One document of an ingest job: its text, or (for a PDF) its file's
+/// bytes in base64.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JobDocument {
     id: String,
-    text: String,
-    /// Its format; sniffed from the text when absent.
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    data_base64: Option<String>,
+    /// Its format; sniffed from the text (or the bytes) when absent.
     format: Option<String>,
+}
+
+impl JobDocument {
+    /// The document's bytes: its text's, or its decoded `data_base64`.
+    fn bytes(self) -> std::result::Result<Vec<u8>, Failure> {
+        use base64::Engine as _;
+        let id = self.id;
+        match (self.text, self.data_base64) {
+            (Some(text), None) => Ok(text.into_bytes()),
+            (None, Some(data)) => base64::engine::general_purpose::STANDARD
+                .decode(data.as_bytes())
+                .map_err(|e| {
+                    Failure::user(
+                        StatusCode::BAD_REQUEST,
+                        format!("document {id:?}: data_base64 is not base64: {e}"),
+                    )
+                }),
+            _ => Err(Failure::user(
+                StatusCode::BAD_REQUEST,
+                format!("document {id:?}: give exactly one of text and data_base64"),
+            )),
+        }
+    }
 }
 
 /// Queues the documents in the body as one ingest job (a write, after the
@@ -794,10 +827,11 @@ async fn ingest_job(
     // The documents of each format: one ingest run per format.
     let mut runs: Vec<(Option<Format>, Vec<Source>)> = Vec::new();
     for document in body.documents {
-        let format = document.format.map(|f| f.parse()).transpose()?;
+        let format = document.format.as_deref().map(str::parse).transpose()?;
+        let id = document.id.clone();
         let source = Source {
-            id: document.id,
-            origin: Origin::Bytes(document.text.into_bytes()),
+            id,
+            origin: Origin::Bytes(document.bytes()?),
         };
         match runs.iter_mut().find(|(f, _)| *f == format) {
             Some((_, sources)) => sources.push(source),

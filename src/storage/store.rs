@@ -51,18 +51,19 @@ use crate::model::cost::LlmCost;
 use crate::model::dag::{ArchivedDag, Dag};
 use crate::model::dialogue::{ArchivedDialogue, Dialogue};
 use crate::model::document::{
-    ArchivedDocMeta, ArchivedDocVectors, ArchivedPackedVectors, DocMeta, DocVectors, Document,
-    PackedVectors,
+    ArchivedDocMeta, ArchivedDocVectors, ArchivedFormat, ArchivedPackedVectors, DocMeta,
+    DocVectors, Document, PackedVectors,
 };
 use crate::model::edu::{ArchivedEdu, Edu};
 use crate::model::ids::SESSION_PREFIX;
+use crate::model::pages::{ArchivedPageLayout, PageLayout};
 use crate::model::rank::Target;
 use crate::model::tree::{ArchivedTree, Tree};
 use crate::storage::record_files::{RecordFile, RecordFiles};
 use crate::storage::vector_record::VectorRecord;
 
 /// Version of the on-disk layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 
 /// Older layouts this one upgrades at open, in one batch with the new
 /// [`FORMAT_VERSION`] record: version 3 had no large records apart, and its
@@ -76,8 +77,10 @@ pub const FORMAT_VERSION: u32 = 8;
 /// to 6 stored vectors as `f32` rows, which are read as they are (a lazy
 /// upgrade: a document's next write stores them in 8 bits), so opening
 /// such a store rewrites none of them; versions 4 to 6 kept large records
-/// as pieces in sled, which are read and removed as they are.
-const UPGRADABLE_VERSIONS: [u32; 5] = [3, 4, 5, 6, 7];
+/// as pieces in sled, which are read and removed as they are. Version 8
+/// had no PDF documents (their format and page records), so it needs
+/// nothing rewritten.
+const UPGRADABLE_VERSIONS: [u32; 6] = [3, 4, 5, 6, 7, 8];
 
 /// The versions whose DAG records are upgraded at open.
 const TEXTLESS_POINT_VERSIONS: [u32; 3] = [3, 4, 5];
@@ -176,6 +179,9 @@ const SESSION: u8 = b'S';
 /// [`LlmCost`]), kept only for documents built with a model; added without
 /// a format bump, like sessions: a new kind under a new prefix.
 const COST: u8 = b'C';
+/// Where a PDF document's text lies on its pages ([`PageLayout`]), kept
+/// only for documents read from a PDF (since format 9).
+const PAGES: u8 = b'B';
 /// The manifest of a record kept apart: `H`, the record's kind, the id;
 /// the value is a [`RecordFile`], or, in stores of format 6 and older, a
 /// [`Manifest`] of pieces.
@@ -187,9 +193,9 @@ const PIECE: u8 = b'P';
 /// The directory of the record files, inside the store's directory (sled
 /// leaves other names there alone).
 const RECORD_FILES_DIR: &str = "records";
-const RECORDS: [u8; 7] = [META, TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG];
-/// The records that may be pieced (metadata is always small).
-const PIECEABLE: [u8; 6] = [TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG];
+const RECORDS: [u8; 8] = [META, TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG, PAGES];
+/// The records that may be kept apart (metadata is always small).
+const PIECEABLE: [u8; 7] = [TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG, PAGES];
 
 /// The persistent document store.
 #[derive(Debug)]
@@ -322,6 +328,8 @@ pub struct StoredDoc {
     text: sled::IVec,
     edus: sled::IVec,
     tree: sled::IVec,
+    /// A PDF's page geometry (none for other formats).
+    pages: Option<sled::IVec>,
 }
 
 /// A failed sled call as an error: damage sled detected as
@@ -1187,6 +1195,13 @@ impl Store {
         self.insert_record(batch, TEXT, id, doc.text.as_bytes())?;
         self.insert_record(batch, EDUS, id, &archive(&doc.edus)?)?;
         self.insert_record(batch, TREE, id, &archive(&doc.tree)?)?;
+        match &doc.pages {
+            Some(pages) => self.insert_record(batch, PAGES, id, &archive(pages)?)?,
+            None => {
+                batch.remove(&key(PAGES, id));
+                self.remove_kept_apart(batch, PAGES, id)?;
+            }
+        }
         // Vectors are most of a document's bytes: a large set is archived
         // straight into its file, never held whole a second time.
         let size = (vectors.nodes.codes.len() + vectors.edus.codes.len())
@@ -1408,13 +1423,21 @@ impl Store {
         let [meta, text, edus, tree]: [sled::IVec; 4] = records
             .try_into()
             .map_err(|_| Error::Storage("record count".into()))?;
-        let doc = StoredDoc {
+        let mut doc = StoredDoc {
             meta,
             text,
             edus,
             tree,
+            pages: None,
         };
         same_id(id, &doc.meta()?.id, || format!("{}{id}", META as char))?;
+        if doc.meta()?.format == ArchivedFormat::Pdf {
+            let pages = self.record(PAGES, id)?.ok_or_else(|| Error::Corrupt {
+                key: format!("{}{id}", PAGES as char),
+                message: "record missing".into(),
+            })?;
+            doc.pages = Some(pages);
+        }
         Ok(Some(doc))
     }
 
@@ -1920,6 +1943,20 @@ impl StoredDoc {
         access::<ArchivedTree>(&self.tree, "tree")
     }
 
+    /// Where a PDF's text lies on its pages (`None` for other formats).
+    pub fn pages(&self) -> Result<Option<PageLayout>> {
+        let Some(bytes) = self.pages.as_ref() else {
+            return Ok(None);
+        };
+        let archived = access::<ArchivedPageLayout>(bytes, "pages")?;
+        rkyv::deserialize::<PageLayout, BoxedError>(archived)
+            .map(Some)
+            .map_err(|e| Error::Corrupt {
+                key: "pages".into(),
+                message: e.to_string(),
+            })
+    }
+
     /// An owned copy of the whole document.
     pub fn to_document(&self) -> Result<Document> {
         let corrupt = |e: BoxedError| Error::Corrupt {
@@ -1931,12 +1968,14 @@ impl StoredDoc {
             text: self.text()?.to_owned(),
             edus: rkyv::deserialize::<Vec<Edu>, BoxedError>(self.edus()?).map_err(corrupt)?,
             tree: rkyv::deserialize::<Tree, BoxedError>(self.tree()?).map_err(corrupt)?,
+            pages: self.pages()?,
         })
     }
 
     /// Checks that the records agree: EDUs are dense, ordered, non-overlapping
     /// and slice the text on char boundaries; the tree passes
-    /// [`Tree::validate`]; the counts in the metadata match.
+    /// [`Tree::validate`]; a PDF's pages pass [`PageLayout::validate`]; the
+    /// counts in the metadata match.
     pub fn validate(&self) -> Result<()> {
         self.to_valid_document().map(drop)
     }
@@ -1966,6 +2005,9 @@ impl StoredDoc {
             previous_end = edu.end;
         }
         doc.tree.validate(doc.edus.len() as u32).map_err(fail)?;
+        if let Some(pages) = &doc.pages {
+            (pages.validate(doc.text.len() as u32)).map_err(|m| fail(format!("pages: {m}")))?;
+        }
         let counts_match = doc.meta.edus as usize == doc.edus.len()
             && doc.meta.nodes as usize == doc.tree.nodes.len()
             && doc.meta.bytes as usize == doc.text.len();

@@ -20,6 +20,7 @@ mod gpu;
 mod local_model;
 mod memory;
 mod openapi;
+mod pdf;
 mod properties;
 mod query;
 mod serve;

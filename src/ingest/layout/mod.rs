@@ -9,6 +9,7 @@ use std::ops::Range;
 
 pub mod html;
 pub mod markdown;
+pub mod pdf;
 pub mod plain;
 
 /// What a layout block is; decides how it is segmented and where it hangs in the tree.

@@ -144,7 +144,10 @@ fn place_blocks(
         drafts[parent].items.push(Item::Draft(index));
         index
     };
+    let mut previous: Option<&BlockEdus> = None;
     for block in blocks {
+        let caption = previous.and_then(|p| caption(input, p));
+        previous = Some(block);
         let section = sections.last().map_or(root, |s| s.1);
         let edus = block.edus.clone().map(Item::Edu);
         match block.kind {
@@ -197,12 +200,35 @@ fn place_blocks(
                 };
                 add(drafts, section, draft);
             }
+            BlockKind::Table if block.edus.len() >= 2 => {
+                lists.clear();
+                let draft = Draft {
+                    kind: NodeKind::Table,
+                    title: caption,
+                    items: edus.collect(),
+                };
+                add(drafts, section, draft);
+            }
             BlockKind::Paragraph | BlockKind::Code | BlockKind::Table => {
                 lists.clear();
                 drafts[section].items.extend(edus);
             }
         }
     }
+}
+
+/// Longest caption, in words.
+const CAPTION_WORDS: usize = 15;
+
+/// The text of `block` when it can caption a table after it: a paragraph
+/// of one short EDU.
+fn caption(input: &StructureInput<'_>, block: &BlockEdus) -> Option<String> {
+    if block.kind != BlockKind::Paragraph || block.edus.len() != 1 {
+        return None;
+    }
+    let edu = &input.edus[block.edus.start as usize];
+    let text = input.text[edu.start as usize..edu.end as usize].trim();
+    (text.split_whitespace().count() <= CAPTION_WORDS).then(|| text.to_owned())
 }
 
 /// Groups the items of draft `index` into cohesion segments, recursively,

@@ -1,0 +1,351 @@
+//! Headings of a PDF: from its outline (bookmarks) when it has one that
+//! names lines of its pages; otherwise from layout: a short line set
+//! larger or bolder than the body text, or numbered as a part, an item or
+//! a numbered section. Levels come from the numbering where there is one
+//! (`PART II` above `Item 7.` above the rest), then from type size and
+//! weight, larger above smaller.
+
+use std::collections::HashMap;
+
+use super::lines::Line;
+
+/// One outline (bookmark) entry: its title, depth (0 at the top) and page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutlineEntry {
+    /// The bookmark's title.
+    pub title: String,
+    /// Its depth in the outline, 0 for the top.
+    pub depth: u8,
+    /// The page it points at, 0-based.
+    pub page: u32,
+}
+
+/// Deepest heading level given.
+const MAX_LEVEL: u8 = 6;
+/// Longest heading, in words.
+const HEADING_WORDS: usize = 14;
+/// Longest heading, in characters.
+const HEADING_CHARS: usize = 150;
+/// A line this much larger than body text is set as a heading.
+const LARGER: f32 = 1.15;
+/// Share of an outline's entries that must name a line for it to be used.
+const OUTLINE_MATCHED: f32 = 0.5;
+
+/// Where a line is: a page and its index on the page.
+pub type At = (usize, usize);
+
+/// The heading lines and their levels (1 at the top), given which lines
+/// are furniture or table rows (`taken`): from `outline` when at least
+/// half its entries name a line on their page (or the next), else from
+/// layout.
+pub fn headings(
+    pages: &[Vec<Line>],
+    taken: &[Vec<bool>],
+    outline: &[OutlineEntry],
+) -> HashMap<At, u8> {
+    if !outline.is_empty() {
+        let matched = from_outline(pages, taken, outline);
+        if matched.len() as f32 >= OUTLINE_MATCHED * outline.len() as f32 {
+            return matched;
+        }
+    }
+    from_layout(pages, taken)
+}
+
+/// Outline entries matched to the first free line, on their page or the
+/// next, whose words (numbering aside) start with the title's (or start
+/// it, for a title wrapped over two lines).
+fn from_outline(
+    pages: &[Vec<Line>],
+    taken: &[Vec<bool>],
+    outline: &[OutlineEntry],
+) -> HashMap<At, u8> {
+    let mut found = HashMap::new();
+    for entry in outline {
+        let title = unnumbered(words(&entry.title));
+        if title.is_empty() {
+            continue;
+        }
+        let page = entry.page as usize;
+        let at = (page..(page + 2).min(pages.len())).find_map(|p| {
+            (0..pages[p].len()).find_map(|i| {
+                let line = unnumbered(words(&pages[p][i].text()));
+                let names = !line.is_empty()
+                    && (line.starts_with(&title)
+                        || (title.starts_with(&line) && 2 * line.len() >= title.len()));
+                (names && !taken[p][i] && !found.contains_key(&(p, i))).then_some((p, i))
+            })
+        });
+        if let Some(at) = at {
+            found.insert(at, (entry.depth + 1).min(MAX_LEVEL));
+        }
+    }
+    found
+}
+
+/// How a heading candidate is numbered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Numbering {
+    /// `PART I`.
+    Part,
+    /// `Item 7.`, `ITEM 1A.`.
+    Item,
+    /// `2.1 Title`: its depth.
+    Decimal(u8),
+    /// Not numbered.
+    None,
+}
+
+/// The style that ranks unnumbered headings: size (half points), bold,
+/// capitals.
+type Style = (i32, bool, bool);
+
+/// Headings found from type and numbering.
+fn from_layout(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> HashMap<At, u8> {
+    let body = body_style(pages, taken);
+    let mut candidates: Vec<(At, Numbering, Style)> = Vec::new();
+    for (p, lines) in pages.iter().enumerate() {
+        for (i, line) in lines.iter().enumerate() {
+            if taken[p][i] {
+                continue;
+            }
+            if let Some(numbering) = heading_numbering(line, body) {
+                candidates.push(((p, i), numbering, style(line)));
+            }
+        }
+    }
+    let has_part = candidates.iter().any(|c| c.1 == Numbering::Part);
+    let has_item = candidates.iter().any(|c| c.1 == Numbering::Item);
+    let tiers = u8::from(has_part) + u8::from(has_item);
+    let mut styles: Vec<Style> = (candidates.iter())
+        .filter(|c| c.1 == Numbering::None)
+        .map(|c| c.2)
+        .collect();
+    styles.sort_by(|a, b| b.cmp(a));
+    styles.dedup();
+    (candidates.into_iter())
+        .map(|(at, numbering, style)| {
+            let level = match numbering {
+                Numbering::Part => 1,
+                Numbering::Item => 1 + u8::from(has_part),
+                Numbering::Decimal(depth) => tiers + depth,
+                Numbering::None => {
+                    let rank = styles.iter().position(|s| *s == style).unwrap_or(0);
+                    tiers + 1 + rank as u8
+                }
+            };
+            (at, level.clamp(1, MAX_LEVEL))
+        })
+        .collect()
+}
+
+/// The body text's size and whether it is bold: the style of most
+/// characters outside furniture and tables.
+fn body_style(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> (f32, bool) {
+    let mut sizes: HashMap<(i32, bool), usize> = HashMap::new();
+    for (lines, taken) in pages.iter().zip(taken) {
+        for (line, _) in lines.iter().zip(taken).filter(|(_, t)| !**t) {
+            let chars: usize = line.cells.iter().map(|c| c.text.len()).sum();
+            *sizes
+                .entry((half_points(line.size), line.bold))
+                .or_default() += chars;
+        }
+    }
+    sizes
+        .into_iter()
+        .max_by_key(|&(style, chars)| (chars, std::cmp::Reverse(style)))
+        .map_or((10.0, false), |((size, bold), _)| (size as f32 / 2.0, bold))
+}
+
+/// The line's size in half points, rounded.
+fn half_points(size: f32) -> i32 {
+    (size * 2.0).round() as i32
+}
+
+/// The style a heading candidate ranks by.
+fn style(line: &Line) -> Style {
+    (half_points(line.size), line.bold, is_capitals(&line.text()))
+}
+
+/// How `line` is numbered, when it is a heading: short, one cell, some
+/// letters, not ending like a clause; and larger than the body, or bold
+/// where the body is not, or in capitals, or numbered as a part or item.
+fn heading_numbering(line: &Line, (body_size, body_bold): (f32, bool)) -> Option<Numbering> {
+    if line.cells.len() != 1 {
+        return None;
+    }
+    let text = line.text();
+    let words = text.split_whitespace().count();
+    if words == 0
+        || words > HEADING_WORDS
+        || text.len() > HEADING_CHARS
+        || !text.chars().any(char::is_alphabetic)
+        || text.ends_with([',', ';'])
+    {
+        return None;
+    }
+    let numbering = numbering(&text);
+    let larger = line.size >= body_size * LARGER;
+    let bolder = line.bold && !body_bold && line.size >= body_size * 0.95;
+    let capitals = is_capitals(&text) && words >= 2 && line.size >= body_size * 0.95;
+    let sentence = text.ends_with('.') && words >= 3 && numbering == Numbering::None;
+    let numbered = matches!(numbering, Numbering::Part | Numbering::Item);
+    ((larger || bolder || capitals || numbered) && !sentence).then_some(numbering)
+}
+
+/// The numbering a heading text starts with.
+fn numbering(text: &str) -> Numbering {
+    static PART: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^(?i:part)\s+[IVX]+\b").expect("a valid pattern")
+    });
+    static ITEM: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^(?i:item)\s+\d{1,2}[A-Ca-c]?\s*[.:]").expect("a valid pattern")
+    });
+    static DECIMAL: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^(\d{1,2}(?:\.\d{1,2}){0,4})\.?\s+\p{Lu}").expect("a valid pattern")
+    });
+    if PART.is_match(text) {
+        Numbering::Part
+    } else if ITEM.is_match(text) {
+        Numbering::Item
+    } else if let Some(captures) = DECIMAL.captures(text) {
+        Numbering::Decimal(captures[1].split('.').count() as u8)
+    } else {
+        Numbering::None
+    }
+}
+
+/// Whether most letters of `text` are capitals.
+fn is_capitals(text: &str) -> bool {
+    let (upper, letters) = text
+        .chars()
+        .filter(|c| c.is_alphabetic())
+        .fold((0, 0), |(u, l), c| {
+            (u + usize::from(c.is_uppercase()), l + 1)
+        });
+    letters >= 4 && upper * 10 >= letters * 8
+}
+
+/// `words` without the numbering in front (`1`, `2.1`, `IV`, `Item 7`).
+fn unnumbered(mut words: Vec<String>) -> Vec<String> {
+    let is_number = |w: &str| {
+        w.chars().all(|c| c.is_ascii_digit())
+            || (w.len() <= 4 && w.chars().all(|c| "ivxl".contains(c)))
+            || w == "item"
+            || w == "part"
+    };
+    let numbers = words.iter().take_while(|w| is_number(w)).count();
+    if numbers < words.len() {
+        words.drain(..numbers);
+    }
+    words
+}
+
+/// Lowercased words of letters and digits.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::layout::pdf::lines::Cell;
+    use crate::model::pages::BoxPt;
+
+    fn line(text: &str, size: f32, bold: bool) -> Line {
+        Line {
+            page: 0,
+            cells: vec![Cell {
+                text: text.into(),
+                x0: 72.0,
+                x1: 400.0,
+            }],
+            rect: BoxPt::default(),
+            size,
+            bold,
+        }
+    }
+
+    fn body(text: &str) -> Line {
+        line(text, 10.0, false)
+    }
+
+    #[test]
+    fn parts_items_and_styles_rank_into_levels() {
+        let page = vec![
+            line("PART II", 10.0, true),
+            line("Item 7. Management's Discussion and Analysis", 10.0, true),
+            body(
+                "The company sells adhesives, films and abrasives to many industries around the world.",
+            ),
+            line("Results of Operations", 10.0, true),
+            body(
+                "Sales rose by four percent in the year, led by the safety segment, as described below.",
+            ),
+            line("Overview", 12.0, false),
+            body(
+                "A sentence of ordinary body text that is long enough to count as body text here.",
+            ),
+            line("Net sales were higher.", 10.0, true),
+        ];
+        let taken = vec![vec![false; page.len()]];
+        let found = headings(&[page], &taken, &[]);
+        assert_eq!(found.get(&(0, 0)), Some(&1), "the part");
+        assert_eq!(found.get(&(0, 1)), Some(&2), "the item");
+        // Unnumbered: the larger style ranks above the bold one.
+        assert_eq!(found.get(&(0, 5)), Some(&3));
+        assert_eq!(found.get(&(0, 3)), Some(&4));
+        assert_eq!(found.get(&(0, 2)), None);
+        assert_eq!(found.get(&(0, 7)), None, "a short bold sentence stays body");
+        assert_eq!(found.len(), 4);
+    }
+
+    #[test]
+    fn an_outline_that_names_lines_gives_the_headings() {
+        let pages = vec![
+            vec![body("Contents"), body("1 Introduction to the design")],
+            vec![
+                body("Some text that runs on."),
+                body("1.1 Scope"),
+                body("More text."),
+            ],
+        ];
+        let taken = vec![vec![false; 2], vec![false; 3]];
+        let entry = |title: &str, depth, page| OutlineEntry {
+            title: title.into(),
+            depth,
+            page,
+        };
+        let mut outline = vec![
+            entry("Introduction to the design", 0, 0),
+            entry("1.1 Scope", 1, 0),
+            entry("Nowhere", 0, 1),
+        ];
+        let found = headings(&pages, &taken, &outline);
+        assert_eq!(
+            found.get(&(0, 1)),
+            Some(&1),
+            "numbering aside, the words match"
+        );
+        assert_eq!(found.get(&(1, 1)), Some(&2), "found on the next page");
+        assert_eq!(found.len(), 2);
+        // With fewer than half its entries naming a line, layout decides
+        // (and finds no heading in plain body text).
+        outline.push(entry("Elsewhere", 0, 1));
+        outline.push(entry("Nothing", 0, 1));
+        assert!(headings(&pages, &taken, &outline).is_empty());
+    }
+
+    #[test]
+    fn numbering_is_read() {
+        assert_eq!(numbering("PART I"), Numbering::Part);
+        assert_eq!(numbering("ITEM 1A. RISK FACTORS"), Numbering::Item);
+        assert_eq!(numbering("Item 7: MD&A"), Numbering::Item);
+        assert_eq!(numbering("2.1 Scope of work"), Numbering::Decimal(2));
+        assert_eq!(numbering("2018 was a good year"), Numbering::None);
+        assert_eq!(numbering("Partners in growth"), Numbering::None);
+    }
+}

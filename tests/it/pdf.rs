@@ -1,0 +1,292 @@
+//! PDFs in: documents generated here with pdf_oxide's writer (headings,
+//! running headers and folios, a table, an outline, encryption) and the
+//! real SEC filings of `../shared/data/financebench_dev`, ingested through
+//! the library, the CLI and the server; pages and boxes out.
+
+use edudb::ingest::layout::pdf::highlight::{Highlight, highlighted};
+use edudb::model::pages::{BoxPt, PageBox};
+use edudb::{Error, Format, IngestOptions, Params, Rows};
+use pdf_oxide::PdfDocument;
+use pdf_oxide::writer::DocumentBuilder;
+
+use crate::support;
+
+/// Body sentences of the generated report, one line each.
+const BODY: [&str; 6] = [
+    "The company makes adhesives, films and abrasives for many industries.",
+    "Its sales grew in every region during the year under review here.",
+    "Capital spending rose to build new plants in three countries abroad.",
+    "The board approved a larger dividend for the coming fiscal period.",
+    "Research spending stayed near six percent of sales over the years.",
+    "Cash from operations covered the dividend and the capital spending.",
+];
+
+/// A two-page annual report: a running header and a folio on each page,
+/// a large heading and body text on both, and a table of figures on the
+/// second page; with `outline`, bookmarks naming the two headings.
+fn report(outline: bool) -> Vec<u8> {
+    let mut builder = DocumentBuilder::new();
+    if outline {
+        builder = builder
+            .bookmark("Overview of the Year", 0)
+            .bookmark("Cash Flows", 1);
+    }
+    for page in 0..2 {
+        let mut fluent = builder
+            .letter_page()
+            .font("Helvetica", 9.0)
+            .at(72.0, 750.0)
+            .text("ACME Corporation Annual Report 2018")
+            .font("Helvetica-Bold", 16.0)
+            .at(72.0, 700.0)
+            .text(if page == 0 {
+                "Overview of the Year"
+            } else {
+                "Cash Flows"
+            })
+            .font("Helvetica", 10.0)
+            .at(72.0, 670.0);
+        for sentence in BODY {
+            fluent = fluent.text(sentence);
+        }
+        if page == 1 {
+            let rows = [
+                ("(Millions)", "2018", "2017"),
+                ("Purchases of plant", "(1,577)", "(1,373)"),
+                ("Proceeds from sales", "262", "49"),
+            ];
+            for (i, (label, a, b)) in rows.iter().enumerate() {
+                let y = 560.0 - 14.0 * i as f32;
+                fluent = fluent
+                    .at(72.0, y)
+                    .text(label)
+                    .at(380.0, y)
+                    .text(a)
+                    .at(460.0, y)
+                    .text(b);
+            }
+        }
+        fluent
+            .font("Helvetica", 9.0)
+            .at(300.0, 40.0)
+            .text(&(page + 1).to_string())
+            .done();
+    }
+    builder.build().unwrap()
+}
+
+fn ingest(db: &edudb::Db, id: &str, bytes: Vec<u8>) -> edudb::Result<edudb::DocMeta> {
+    db.ingest_bytes(id, bytes, IngestOptions::default())
+}
+
+#[test]
+fn a_pdf_is_stored_as_its_text_with_pages_headings_tables_and_no_furniture_in_edus() {
+    let (_dir, db) = support::store();
+    let meta = ingest(&db, "report", report(false)).unwrap();
+    assert_eq!(meta.format, Format::Pdf);
+    let edus = db.edus("report", None).unwrap();
+    let texts: Vec<&str> = edus.iter().map(|e| e.text.as_str()).collect();
+    // Running headers and folios are not EDUs...
+    assert!(
+        texts.iter().all(|t| !t.contains("ACME Corporation")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().all(|t| t.trim() != "1" && t.trim() != "2"),
+        "{texts:?}"
+    );
+    // ...but stay in the stored text, where every EDU's bytes point.
+    let stored = db.document("report").unwrap();
+    let text = stored.text().unwrap();
+    assert_eq!(
+        text.matches("ACME Corporation Annual Report 2018").count(),
+        2
+    );
+    for edu in &edus {
+        assert_eq!(
+            &text[edu.bytes[0] as usize..edu.bytes[1] as usize],
+            edu.text
+        );
+    }
+    // Every EDU knows its page; the body of page 2 is on page 2.
+    let research: Vec<[u32; 2]> = (edus.iter())
+        .filter(|e| e.text.starts_with("Research spending"))
+        .map(|e| e.pages.unwrap())
+        .collect();
+    assert_eq!(research, [[1, 1], [2, 2]]);
+    // Headings become sections titled with their own text.
+    let tree = db.tree("report").unwrap();
+    let sections: Vec<&str> = (tree.nodes.iter())
+        .filter(|n| n.kind == edudb::NodeKind::Section)
+        .map(|n| n.title.as_str())
+        .collect();
+    assert_eq!(sections, ["Overview of the Year", "Cash Flows"]);
+    // The table: one node, one EDU per row, cells in column order.
+    let table = (tree.nodes.iter())
+        .find(|n| n.kind == edudb::NodeKind::Table)
+        .expect("a table node");
+    let rows: Vec<&str> = texts[table.span.first as usize..=table.span.last as usize].to_vec();
+    assert_eq!(
+        rows,
+        [
+            "(Millions) | 2018 | 2017",
+            "Purchases of plant | (1,577) | (1,373)",
+            "Proceeds from sales | 262 | 49"
+        ]
+    );
+    // The page layout checks out against the text.
+    let pages = db.pages("report").unwrap().expect("a PDF has pages");
+    assert_eq!(pages.pages.len(), 2);
+    assert_eq!(pages.validate(text.len() as u32), Ok(()));
+}
+
+#[test]
+fn queries_carry_pages_and_filter_on_them() {
+    let (_dir, db) = support::store();
+    ingest(&db, "report", report(false)).unwrap();
+    let query = |statement: &str| match db.query(statement, &Params::new()).unwrap().rows {
+        Rows::Selection(selection) => selection.items,
+        other => panic!("{other:?}"),
+    };
+    let all = query("SELECT SPANS FROM * SEED BM25('research spending') BUDGET 200 TOKENS");
+    assert!(!all.is_empty());
+    assert!(all.iter().all(|item| item.pages.is_some()));
+    let second = query(
+        "SELECT SPANS FROM * WHERE page = 2 SEED BM25('research spending') BUDGET 200 TOKENS",
+    );
+    assert!(!second.is_empty());
+    assert!(
+        second.iter().all(|i| i.pages.unwrap()[1] >= 2),
+        "{second:?}"
+    );
+    let between = query(
+        "SELECT SPANS FROM * WHERE page BETWEEN 1 AND 1 AND kind = 'edu' \
+         SEED BM25('spending') BUDGET 100 TOKENS",
+    );
+    assert!(!between.is_empty());
+    assert!(
+        between.iter().all(|i| i.pages == Some([1, 1])),
+        "{between:?}"
+    );
+    assert!(
+        query("SELECT SPANS FROM * WHERE page > 2 SEED BM25('spending') BUDGET 100 TOKENS")
+            .is_empty(),
+        "no EDU lies past the last page"
+    );
+    // A document without pages never meets a page condition.
+    db.ingest_bytes(
+        "notes",
+        b"Plain notes on research.\n".to_vec(),
+        IngestOptions::default(),
+    )
+    .unwrap();
+    let statement =
+        "SELECT SPANS FROM doc('notes') WHERE page >= 1 SEED BM25('research') BUDGET 50 TOKENS";
+    assert!(query(statement).is_empty());
+    let statement = "SELECT SPANS FROM doc('notes') SEED BM25('research') BUDGET 50 TOKENS";
+    assert!(query(statement).iter().all(|i| i.pages.is_none()));
+}
+
+#[test]
+fn an_outline_gives_the_sections() {
+    let (_dir, db) = support::store();
+    ingest(&db, "report", report(true)).unwrap();
+    let tree = db.tree("report").unwrap();
+    let sections: Vec<(&str, u16)> = (tree.nodes.iter())
+        .filter(|n| n.kind == edudb::NodeKind::Section)
+        .map(|n| (n.title.as_str(), n.level))
+        .collect();
+    assert_eq!(sections, [("Overview of the Year", 1), ("Cash Flows", 1)]);
+}
+
+#[test]
+fn bad_pdfs_are_clear_errors_and_write_nothing() {
+    let (_dir, db) = support::store();
+    let good = report(false);
+    // Truncated, corrupt in the middle, not a PDF at all but named one.
+    let truncated = good[..good.len() / 3].to_vec();
+    let mut corrupt = good.clone();
+    let middle = corrupt.len() / 2;
+    corrupt[middle..middle + 200].fill(b'#');
+    let cases = [
+        ("truncated", truncated),
+        ("corrupt", corrupt),
+        ("empty", b"%PDF-1.7\n%%EOF\n".to_vec()),
+    ];
+    for (id, bytes) in cases {
+        match ingest(&db, id, bytes) {
+            Err(Error::Pdf { message, .. }) => assert!(!message.is_empty()),
+            // A damaged file pdf_oxide repairs may still read; then it is whole.
+            Ok(meta) => assert_eq!(meta.format, Format::Pdf, "{id}"),
+            Err(other) => panic!("{id}: {other}"),
+        }
+    }
+    // Encrypted with a password: refused, saying so.
+    let mut builder = DocumentBuilder::new();
+    builder
+        .letter_page()
+        .at(72.0, 700.0)
+        .text("A secret.")
+        .done();
+    let encrypted = builder.to_bytes_encrypted("user-pw", "owner-pw").unwrap();
+    let err = ingest(&db, "secret", encrypted).unwrap_err();
+    assert!(
+        matches!(&err, Error::Pdf { message, .. } if message.contains("password")),
+        "{err}"
+    );
+    // No text layer (a scan): named, with the pages.
+    let mut builder = DocumentBuilder::new();
+    builder.letter_page().done();
+    builder.letter_page().done();
+    let err = ingest(&db, "scan", builder.build().unwrap()).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("no extractable text on pages 1–2"),
+        "{message}"
+    );
+    assert!(message.contains("OCR is not supported"), "{message}");
+    assert!(db.document("secret").is_err() && db.document("scan").is_err());
+}
+
+#[test]
+fn a_highlighted_copy_holds_one_annotation_per_box_read_back() {
+    let pdf = report(false);
+    let boxes = vec![
+        PageBox {
+            page: 0,
+            rect: BoxPt {
+                x0: 72.0,
+                y0: 660.0,
+                x1: 400.0,
+                y1: 672.0,
+            },
+        },
+        PageBox {
+            page: 1,
+            rect: BoxPt {
+                x0: 72.0,
+                y0: 556.0,
+                x1: 500.0,
+                y1: 568.0,
+            },
+        },
+    ];
+    let copy = highlighted(
+        "report.pdf",
+        pdf,
+        &[Highlight {
+            boxes,
+            note: "report EDUs 3-4".into(),
+        }],
+    )
+    .unwrap();
+    let read = PdfDocument::from_bytes(copy).unwrap();
+    for page in 0..2 {
+        let annotations = read.get_annotations(page).unwrap();
+        let highlights: Vec<_> = (annotations.iter())
+            .filter(|a| a.subtype.as_deref() == Some("Highlight"))
+            .collect();
+        assert_eq!(highlights.len(), 1, "page {page}: {annotations:?}");
+        assert_eq!(highlights[0].contents.as_deref(), Some("report EDUs 3-4"));
+    }
+}
