@@ -257,8 +257,15 @@ impl FullText {
         Ok(())
     }
 
-    /// Drops every entry (uncommitted until [`FullText::commit`]).
+    /// Drops every entry (uncommitted until [`FullText::commit`]). The
+    /// writer's background merges are waited for first, with a fresh
+    /// writer after them: a merge still running when every entry is
+    /// dropped publishes its segment later, and the next commits then
+    /// lose the entries written since the clear.
     pub fn clear(&mut self) -> Result<()> {
+        if let Some(writer) = self.writer.take() {
+            writer.wait_merging_threads().map_err(fulltext)?;
+        }
         self.writer()?
             .delete_all_documents()
             .map(|_| ())
