@@ -3,7 +3,7 @@
 //! group in the same run.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use criterion::Criterion;
 
@@ -161,4 +161,35 @@ pub fn print_ratios(group: &str, baseline: &str, functions: &[&str], run_started
             None => println!("  {function:<28} not measured in this run"),
         }
     }
+}
+
+/// Runs the CLI with `args` on the store at `db`; returns its wall time and
+/// peak resident memory in bytes. Panics unless it succeeds.
+#[allow(dead_code)] // Not every bench binary uses every helper.
+#[allow(clippy::zombie_processes, reason = "the child is reaped by wait4")]
+pub fn edudb(db: &Path, args: &[&str]) -> (Duration, u64) {
+    let binary =
+        std::env::var_os("EDUDB_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_edudb").into());
+    let started = Instant::now();
+    let child = std::process::Command::new(binary)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: `usage` is a plain struct wait4 fills; `pid` is our child,
+    // reaped here (so `child` is not waited for again).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let took = started.elapsed();
+    assert_eq!(reaped, pid, "waiting for edudb {args:?}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "edudb {args:?} failed"
+    );
+    // Linux reports the peak in kibibytes.
+    (took, usage.ru_maxrss as u64 * 1024)
 }

@@ -6,8 +6,8 @@ pdfium-render wraps) this reads every page of every filing in
 each FinanceBench evidence page: the share of the word bigrams of its
 `evidence_text_full_page` that the extractor's text of that page holds.
 The same scoring runs on edudb's own extraction in `cargo bench --bench
-pdf_extract` (src/eval/bigrams.rs has the one definition of a word bigram
-both use: lowercased runs of letters and digits, consecutive pairs).
+pdf` (a word bigram is the same there: lowercased runs of letters and
+digits, consecutive pairs).
 
     python benches/pdf/extractors.py [DATA_DIR] > results.json
 

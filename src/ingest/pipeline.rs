@@ -465,7 +465,7 @@ pub fn prepare(
     device: &Device,
     llm: &LlmSteps<'_>,
     cancel: &CancelToken,
-    on_page: &dyn Fn(usize, usize),
+    on_page: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Prepared> {
     // Sources built by library callers skip `sources::expand`'s check.
     crate::model::ids::validate_id(&source.id)?;

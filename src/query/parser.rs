@@ -10,10 +10,11 @@ use super::lexer::{Token, TokenKind, tokenize};
 
 /// Every word of the grammar, spelt as in `docs/query-language.md` (for
 /// completion in the console; a test keeps it equal to the documented EBNF).
-pub const KEYWORDS: [&str; 52] = [
+pub const KEYWORDS: [&str; 54] = [
     "ACROSS",
     "ALPHA",
     "AND",
+    "BETWEEN",
     "BM25",
     "BUDGET",
     "BY",
@@ -60,6 +61,7 @@ pub const KEYWORDS: [&str; 52] = [
     "docs",
     "kind",
     "level",
+    "page",
     "session",
     "time",
     "title",

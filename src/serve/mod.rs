@@ -802,12 +802,12 @@ impl JobDocument {
                 .decode(data.as_bytes())
                 .map_err(|e| {
                     Failure::user(
-                        StatusCode::BAD_REQUEST,
+                        StatusCode::UNPROCESSABLE_ENTITY,
                         format!("document {id:?}: data_base64 is not base64: {e}"),
                     )
                 }),
             _ => Err(Failure::user(
-                StatusCode::BAD_REQUEST,
+                StatusCode::UNPROCESSABLE_ENTITY,
                 format!("document {id:?}: give exactly one of text and data_base64"),
             )),
         }

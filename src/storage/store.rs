@@ -82,6 +82,10 @@ pub const FORMAT_VERSION: u32 = 9;
 /// nothing rewritten.
 const UPGRADABLE_VERSIONS: [u32; 6] = [3, 4, 5, 6, 7, 8];
 
+/// The versions whose dialogue records are upgraded at open (version 8
+/// has this layout's dialogues).
+const OLD_DIALOGUE_VERSIONS: [u32; 5] = [3, 4, 5, 6, 7];
+
 /// The versions whose DAG records are upgraded at open.
 const TEXTLESS_POINT_VERSIONS: [u32; 3] = [3, 4, 5];
 
@@ -744,7 +748,7 @@ impl Store {
             None => return Err(Error::NotAStore(dir.to_owned())),
         };
         if let Some((mut batch, old)) = record {
-            if let Some(old) = old {
+            if let Some(old) = old.filter(|old| OLD_DIALOGUE_VERSIONS.contains(old)) {
                 store.upgrade_dialogues(&mut batch, TIMELESS_TURN_VERSIONS.contains(&old))?;
                 if TEXTLESS_POINT_VERSIONS.contains(&old) {
                     store.upgrade_dags(&mut batch)?;
@@ -2451,7 +2455,11 @@ mod tests {
                     })
                     .unwrap(),
                 };
-                store.db.insert(key(SESSION, "s"), old.as_slice()).unwrap();
+                // Version 8 stored dialogues as now (and must not have
+                // them read in an older layout).
+                if OLD_DIALOGUE_VERSIONS.contains(&old_version) {
+                    store.db.insert(key(SESSION, "s"), old.as_slice()).unwrap();
+                }
                 // The DAGs as versions 3 to 5 stored them: points without
                 // text; one large enough to be stored in pieces. (Version
                 // 6 stored them as now.)

@@ -202,7 +202,7 @@ fn user_errors_exit_1_with_clear_messages() {
         (vec!["rm", "missing"], "no document with id"),
         (vec!["search", "AND ("], "search query"),
         (vec!["search", "x", "--limit", "0"], "--limit"),
-        (vec!["ingest", "--format", "pdf", "x.md"], "unknown format"),
+        (vec!["ingest", "--format", "docx", "x.md"], "unknown format"),
         (vec!["frobnicate"], "unrecognized subcommand"),
     ];
     for (args, message) in cases {

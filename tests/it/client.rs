@@ -386,7 +386,7 @@ fn an_ingest_job_reports_progress_and_can_be_cancelled() {
     );
     let (status, body) = send(
         http.post(url("/ingest"))
-            .json(&serde_json::json!({"documents": [{"id": "z", "text": "t", "format": "pdf"}]})),
+            .json(&serde_json::json!({"documents": [{"id": "z", "text": "t", "format": "yaml"}]})),
     );
     assert_eq!(
         (status, body["error"]["class"].clone()),

@@ -17,6 +17,7 @@ use edudb::serve::{CommandOutput, CommandRequest, CommandRunner, ServeOptions};
 use serde_json::{Value, json};
 
 use crate::serve::{Running, client, fixture, start, start_asking};
+use crate::support;
 
 /// The document as the server embeds it.
 const DOCUMENT: &str = include_str!("../../src/serve/openapi.json");
@@ -676,6 +677,49 @@ fn every_route_answers_as_the_document_says() {
     raw("PUT", "/v1/docs/notes?format=yaml", note, None).error(400, "user");
     raw("PUT", "/v1/docs/empty", b"", None).error(400, "user");
     raw("PUT", "/v1/docs/big", &oversized, None).error(413, "user");
+
+    // A PDF, by its bytes and inside a job in base64; its page layout.
+    let pdf = support::small_pdf(&["Moss on the north side.", "Ferns in the shade."]);
+    raw("PUT", "/v1/docs/moss", &pdf, None).expect(200);
+    let layout = get("/v1/docs/moss/pages").expect(200);
+    assert_eq!(
+        layout["pages"].as_array().map(Vec::len),
+        Some(1),
+        "{layout}"
+    );
+    assert_eq!(
+        layout["lines"].as_array().map(Vec::len),
+        Some(2),
+        "{layout}"
+    );
+    assert_eq!(layout["source_bytes"], pdf.len(), "{layout}");
+    assert!(get("/v1/docs/notes/pages").expect(200).is_null());
+    get("/v1/docs/absent/pages").error(404, "user");
+    let encoded = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&pdf)
+    };
+    let job = post(
+        "/v1/ingest",
+        json!({"documents": [{"id": "moss-job", "data_base64": encoded}]}),
+    )
+    .expect(202);
+    let ended = settled(&job["job"]);
+    assert_eq!(ended["state"], "done", "{ended}");
+    let edus = get("/v1/docs/moss-job/edus").expect(200);
+    assert_eq!(edus[0]["pages"], json!([1, 1]), "{edus}");
+    post(
+        "/v1/ingest",
+        json!({"documents": [{"id": "x", "data_base64": "%%%"}]}),
+    )
+    .error(422, "user");
+    post(
+        "/v1/ingest",
+        json!({"documents": [{"id": "x", "text": "t", "data_base64": "dA=="}]}),
+    )
+    .error(422, "user");
+    delete("/v1/docs/moss").expect(200);
+    delete("/v1/docs/moss-job").expect(200);
 
     let tree = get("/v1/docs/notes/tree").expect(200);
     assert_eq!(tree["kind"], "document", "{tree}");

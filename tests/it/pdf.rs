@@ -290,3 +290,155 @@ fn a_highlighted_copy_holds_one_annotation_per_box_read_back() {
         assert_eq!(highlights[0].contents.as_deref(), Some("report EDUs 3-4"));
     }
 }
+
+/// A PDF made of `objects` (object `i + 1` is `objects[i]`; object 1 the
+/// catalog), with a correct cross-reference table.
+fn handmade(objects: &[Vec<u8>]) -> Vec<u8> {
+    let mut pdf = b"%PDF-1.7\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        pdf.extend_from_slice(body);
+        pdf.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = pdf.len();
+    pdf.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for offset in offsets {
+        pdf.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    pdf.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    pdf
+}
+
+/// A one-page PDF whose page has `content` as its content stream (with
+/// `filter` as its /Filter, if any) and `count` as its page tree's /Count.
+fn one_page(content: &[u8], filter: Option<&str>, count: u64) -> Vec<u8> {
+    let filter = filter.map_or(String::new(), |f| format!(" /Filter /{f}"));
+    let mut stream = format!("<< /Length {}{filter} >>\nstream\n", content.len()).into_bytes();
+    stream.extend_from_slice(content);
+    stream.extend_from_slice(b"\nendstream");
+    handmade(&[
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        format!("<< /Type /Pages /Kids [3 0 R] /Count {count} >>").into_bytes(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R \
+           /Resources << /Font << /F1 5 0 R >> >> >>"
+            .to_vec(),
+        stream,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+    ])
+}
+
+/// Runs `work` on a thread of its own and fails the test unless it ends
+/// within `seconds`.
+fn within<T: Send + 'static>(seconds: u64, work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(work()));
+    receiver
+        .recv_timeout(std::time::Duration::from_secs(seconds))
+        .expect("the PDF was not read within its time")
+}
+
+/// Reads `bytes` as a PDF, as ingest does: its layout or the error.
+fn read(bytes: Vec<u8>) -> edudb::Result<usize> {
+    edudb::ingest::layout::pdf::parse("hostile.pdf", bytes, &edudb::CancelToken::new(), &|_, _| {})
+        .map(|(layout, _)| layout.text.len())
+}
+
+#[test]
+fn hostile_pdfs_end_within_bounds_as_text_or_a_pdf_error() {
+    // A handmade page reads.
+    let page = one_page(
+        b"BT /F1 12 Tf 72 700 Td (Plain words on a page.) Tj ET",
+        None,
+        1,
+    );
+    assert!(within(20, move || read(page)).unwrap() > 0);
+    // Deep nesting in the content stream and in an object.
+    let deep = [vec![b'['; 200_000], vec![b']'; 200_000]].concat();
+    let mut content = b"BT /F1 12 Tf 72 700 Td ".to_vec();
+    content.extend_from_slice(&deep);
+    content.extend_from_slice(b" TJ ET");
+    let nested_content = one_page(&content, None, 1);
+    let mut nested_object = one_page(b"BT ET", None, 1);
+    nested_object.splice(
+        9..9,
+        [b"6 0 obj\n".as_slice(), &deep, b"\nendobj\n"].concat(),
+    );
+    // A stream that inflates to 300 MB of spaces.
+    let mut deflater = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let spaces = vec![b' '; 1 << 20];
+    for _ in 0..300 {
+        std::io::Write::write_all(&mut deflater, &spaces).unwrap();
+    }
+    let bomb = one_page(&deflater.finish().unwrap(), Some("FlateDecode"), 1);
+    // A page tree that claims a billion pages.
+    let liar = one_page(
+        b"BT /F1 12 Tf 72 700 Td (One real page.) Tj ET",
+        None,
+        1_000_000_000,
+    );
+    for (what, bytes) in [
+        ("nested content", nested_content),
+        ("nested object", nested_object),
+        ("inflation bomb", bomb),
+        ("page-count lie", liar),
+    ] {
+        match within(60, move || read(bytes)) {
+            Ok(_) | Err(Error::Pdf { .. }) => {}
+            Err(other) => panic!("{what}: {other}"),
+        }
+    }
+}
+
+/// Mutations of a small real filing and of the generated report: bytes
+/// flipped, runs overwritten, cut short. Each is read to the end within a
+/// bound or refused as a PDF error; none panics or hangs. Cases:
+/// `EDUDB_PDF_FUZZ_CASES` (default 48 in all).
+#[test]
+fn mutated_pdfs_are_read_or_refused_never_a_crash() {
+    use rand::{Rng, SeedableRng};
+    let cases: usize = std::env::var("EDUDB_PDF_FUZZ_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(48);
+    let filing =
+        support::shared_data().join("financebench_dev/pdfs/AMCOR_2022_8K_dated-2022-07-01.pdf");
+    let seeds = [report(true), std::fs::read(filing).unwrap()];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(46);
+    let started = std::time::Instant::now();
+    for case in 0..cases {
+        let mut bytes = seeds[case % seeds.len()].clone();
+        match rng.random_range(0..3) {
+            0 => {
+                for _ in 0..rng.random_range(1..64) {
+                    let at = rng.random_range(0..bytes.len());
+                    bytes[at] = rng.random();
+                }
+            }
+            1 => {
+                let at = rng.random_range(0..bytes.len());
+                let len = rng.random_range(1..4096).min(bytes.len() - at);
+                let fill = rng.random();
+                bytes[at..at + len].fill(fill);
+            }
+            _ => bytes.truncate(rng.random_range(0..bytes.len())),
+        }
+        match within(60, move || read(bytes)) {
+            Ok(_) | Err(Error::Pdf { .. }) => {}
+            Err(other) => panic!("case {case}: {other}"),
+        }
+    }
+    eprintln!(
+        "{cases} mutated PDFs read or refused in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}

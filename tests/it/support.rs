@@ -224,3 +224,18 @@ pub fn stop_server(child: std::process::Child, socket: &Path) {
     );
     assert!(!socket.exists(), "the socket outlived the server");
 }
+
+/// A one-page PDF with `lines` of 11-point text down from the top, made by
+/// pdf_oxide's writer.
+pub fn small_pdf(lines: &[&str]) -> Vec<u8> {
+    let mut builder = pdf_oxide::writer::DocumentBuilder::new();
+    let mut page = builder
+        .letter_page()
+        .font("Helvetica", 11.0)
+        .at(72.0, 700.0);
+    for line in lines {
+        page = page.text(line);
+    }
+    page.done();
+    builder.build().expect("a PDF")
+}

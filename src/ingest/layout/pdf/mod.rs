@@ -17,6 +17,7 @@ pub mod furniture;
 pub mod headings;
 pub mod highlight;
 pub mod lines;
+pub mod nesting;
 pub mod tables;
 
 use pdf_oxide::PdfDocument;
@@ -34,6 +35,15 @@ pub const MAGIC: &[u8] = b"%PDF-";
 
 /// Most outline entries read (a hostile outline can be huge or cyclic).
 const MAX_OUTLINE_ENTRIES: usize = 10_000;
+/// Most pages read: a file claiming more is refused (a page tree can lie).
+pub const MAX_PAGES: usize = 100_000;
+/// Deepest nesting of arrays and dictionaries accepted (real files nest a
+/// few levels; the PDF reader recurses once per level).
+pub const MAX_NESTING: usize = 1_000;
+/// The stack of the thread that reads a PDF: room for the reader's
+/// recursion into objects this module cannot see before it (those inside
+/// compressed object streams). Reserved, not used, unless a file nests.
+const READER_STACK: usize = 512 << 20;
 
 /// Whether `bytes` look like a PDF: `%PDF-` within the first kilobyte, as
 /// readers accept it.
@@ -45,8 +55,41 @@ pub fn sniff(bytes: &[u8]) -> bool {
 
 /// Reads a PDF into its stored text, blocks and page geometry, telling
 /// `on_page` each page read (0-based, of how many) and stopping when
-/// `cancel` is set.
+/// `cancel` is set. The reading runs on a thread of its own with a large
+/// stack (see [`READER_STACK`]).
 pub fn parse(
+    source_name: &str,
+    bytes: Vec<u8>,
+    cancel: &CancelToken,
+    on_page: &(dyn Fn(usize, usize) + Sync),
+) -> Result<(Layout, PageLayout)> {
+    let nesting = nesting::deepest(&bytes);
+    if nesting > MAX_NESTING {
+        return Err(Error::Pdf {
+            source_name: source_name.to_owned(),
+            message: format!(
+                "its objects nest {nesting} deep; edudb reads at most {MAX_NESTING} levels"
+            ),
+        });
+    }
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("pdf reader".into())
+            .stack_size(READER_STACK)
+            .spawn_scoped(scope, || read(source_name, bytes, cancel, on_page))
+            .map_err(|e| Error::Storage(format!("starting the PDF reader's thread: {e}")))?
+            .join()
+            .unwrap_or_else(|panic| {
+                Err(Error::Pdf {
+                    source_name: source_name.to_owned(),
+                    message: format!("the PDF reader failed: {}", panic_message(&*panic)),
+                })
+            })
+    })
+}
+
+/// The work of [`parse`], on the reader's thread.
+fn read(
     source_name: &str,
     bytes: Vec<u8>,
     cancel: &CancelToken,
@@ -80,8 +123,13 @@ pub fn parse(
     if count == 0 {
         return Err(failed("it has no pages".into()));
     }
-    let mut pages: Vec<Vec<Line>> = Vec::with_capacity(count);
-    let mut sizes: Vec<(f32, f32)> = Vec::with_capacity(count);
+    if count > MAX_PAGES {
+        return Err(failed(format!(
+            "it claims {count} pages; edudb reads at most {MAX_PAGES}"
+        )));
+    }
+    let mut pages: Vec<Vec<Line>> = Vec::new();
+    let mut sizes: Vec<(f32, f32)> = Vec::new();
     for page in 0..count {
         if cancel.is_cancelled() {
             return Err(Error::Cancelled);
