@@ -113,6 +113,7 @@ pub fn flat_scan(
 
 /// The directory criterion writes its estimates to; set explicitly so the
 /// ratio report can read them back.
+#[allow(dead_code)] // Not every bench binary uses every helper.
 pub fn criterion_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -122,6 +123,7 @@ pub fn criterion_dir() -> PathBuf {
 
 /// A criterion configured to write where [`print_ratios`] reads, honouring
 /// the command-line arguments (filters, `--quick`, ...).
+#[allow(dead_code)] // Not every bench binary uses every helper.
 pub fn criterion() -> Criterion {
     Criterion::default()
         .output_directory(&criterion_dir())
@@ -130,6 +132,7 @@ pub fn criterion() -> Criterion {
 
 /// Median time in nanoseconds of `group/function` from estimates written
 /// since `run_started`, or `None` when it was not measured in this run.
+#[allow(dead_code)] // Not every bench binary uses every helper.
 pub fn median_ns(group: &str, function: &str, run_started: SystemTime) -> Option<f64> {
     let path = criterion_dir()
         .join(group)
@@ -145,6 +148,7 @@ pub fn median_ns(group: &str, function: &str, run_started: SystemTime) -> Option
 
 /// Prints, for each function of `group`, its median and its ratio to the
 /// median of `baseline`, both measured since `run_started`.
+#[allow(dead_code)] // Not every bench binary uses every helper.
 pub fn print_ratios(group: &str, baseline: &str, functions: &[&str], run_started: SystemTime) {
     let Some(base) = median_ns(group, baseline, run_started) else {
         println!("{group}: baseline {baseline} was not measured in this run; no ratios");

@@ -109,7 +109,7 @@ fn read(
     };
     let mut document = None;
     guarded("opening it", &mut || {
-        document = Some(open(bytes.clone()).map_err(|m| failed(m))?);
+        document = Some(open(bytes.clone()).map_err(&failed)?);
         Ok(())
     })?;
     let document = document.expect("opened");

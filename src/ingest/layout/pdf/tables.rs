@@ -7,10 +7,11 @@ use super::lines::{Cell, Line};
 
 /// Fewest rows a table has.
 const MIN_ROWS: usize = 2;
-/// Longest label line (in words) taken into a table between its rows.
-const LABEL_WORDS: usize = 8;
+/// Longest label line (in words) taken into a table between its rows
+/// (a row label wrapped over two lines is two such lines).
+const LABEL_WORDS: usize = 16;
 /// How many label lines in a row a table takes.
-const LABEL_RUN: usize = 2;
+const LABEL_RUN: usize = 3;
 
 /// Which of a page's lines (not furniture) are table rows.
 pub fn table_rows(lines: &[Line], furniture: &[bool]) -> Vec<bool> {
@@ -77,9 +78,15 @@ fn is_tabular(line: &Line) -> bool {
     line.cells.len() >= 2 && line.cells.iter().any(|c| is_figure(&c.text))
 }
 
-/// A short line that could label rows.
+/// A short line that could label rows (a sentence, ending in a full stop
+/// after a few words, does not).
 fn is_label(line: &Line) -> bool {
-    line.cells.len() == 1 && line.cells[0].text.split_whitespace().count() <= LABEL_WORDS
+    let [cell] = line.cells.as_slice() else {
+        return false;
+    };
+    let text = cell.text.trim();
+    let words = text.split_whitespace().count();
+    words <= LABEL_WORDS && !(text.ends_with('.') && words > 4)
 }
 
 /// A figure: digits with the signs tables write around them (`$`, `%`,
@@ -135,11 +142,23 @@ mod tests {
             line(&["Cash Flows from Investing Activities"]),
             line(&["Purchases of PP&E", "$", "(1,577)", "$", "(1,373)"]),
             line(&["Other net", "9", "(6)"]),
-            line(&["The figures above include the acquisitions described in Note 3."]),
+            line(&[
+                "Adjustments to reconcile net income including noncontrolling interest to net cash",
+            ]),
+            line(&["provided by operating activities"]),
+            line(&["Depreciation", "1,488", "1,544"]),
+            line(&[
+                "The figures above include the acquisitions described in Note 3 of the notes to the statements.",
+            ]),
             line(&["A lone", "12"]),
         ];
-        let rows = table_rows(&lines, &[false; 7]);
-        assert_eq!(rows, [false, true, true, true, true, false, false]);
+        let rows = table_rows(&lines, &[false; 10]);
+        assert_eq!(
+            rows,
+            [
+                false, true, true, true, true, true, true, true, false, false
+            ]
+        );
         assert_eq!(
             row_text(&lines[3]),
             "Purchases of PP&E | $(1,577) | $(1,373)"
