@@ -191,20 +191,15 @@ fn place_blocks(
                 let list = lists.last().map_or(section, |l| l.1);
                 drafts[list].items.extend(edus);
             }
-            BlockKind::Paragraph if block.edus.len() >= 2 => {
+            BlockKind::Paragraph | BlockKind::Table if block.edus.len() >= 2 => {
                 lists.clear();
-                let draft = Draft {
-                    kind: NodeKind::Paragraph,
-                    title: None,
-                    items: edus.collect(),
+                let (kind, title) = match block.kind {
+                    BlockKind::Table => (NodeKind::Table, caption),
+                    _ => (NodeKind::Paragraph, None),
                 };
-                add(drafts, section, draft);
-            }
-            BlockKind::Table if block.edus.len() >= 2 => {
-                lists.clear();
                 let draft = Draft {
-                    kind: NodeKind::Table,
-                    title: caption,
+                    kind,
+                    title,
                     items: edus.collect(),
                 };
                 add(drafts, section, draft);
