@@ -222,10 +222,13 @@ class Store:
         recursively; a file's id is its name without extension, one under
         a directory its path below it), a list of them, or the bytes of
         one document (``id`` required). ``format``: ``"text"``,
-        ``"markdown"`` or ``"html"`` (default: from the extension or the
-        text). A document of an existing id replaces it. A file whose
-        content is refused (binary, empty, not UTF-8) is listed in
-        ``failures`` while the rest go in.
+        ``"markdown"``, ``"html"`` or ``"pdf"`` (default: from the
+        extension or the content; a PDF by its ``%PDF-`` header). A PDF's
+        stored text is the text read from its pages, and its EDUs and
+        picks carry ``pages``. A document of an existing id replaces it. A
+        file whose content is refused (binary, empty, not UTF-8, a PDF
+        that cannot be read) is listed in ``failures`` while the rest go
+        in.
 
         ``progress(done, total)``, in bytes, is called from the calling
         thread as an ingest of paths advances (about every 50 ms, and at

@@ -132,6 +132,9 @@ class Edu(_FromJson):
     bytes: Span
     tokens: int
     kind: str
+    pages: Optional[Span]
+    """First and last page (1-based) of a document read from a PDF; None
+    for other formats."""
     text: str
 
 
@@ -160,6 +163,9 @@ class Item(_FromJson):
     bytes: Span
     tokens: int
     score: float
+    pages: Optional[Span]
+    """First and last page (1-based) of a document read from a PDF; None
+    for other formats."""
     text: str
 
 

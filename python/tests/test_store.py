@@ -54,7 +54,7 @@ def test_ingest_takes_bytes_lists_of_paths_an_id_and_a_format(tmp_path: Path) ->
         with pytest.raises(edudb.UserError, match="id"):
             db.ingest(MARKDOWN)
         with pytest.raises(edudb.UserError, match="format"):
-            db.ingest(MARKDOWN, id="x", format="pdf")
+            db.ingest(MARKDOWN, id="x", format="docx")
 
 
 def test_content_refused_is_a_failure_while_the_rest_go_in(tmp_path: Path) -> None:
@@ -441,3 +441,44 @@ def test_threads_share_a_store_and_close_ends_their_calls(store: edudb.Store) ->
         reader.join(timeout=60)
     assert not any(reader.is_alive() for reader in readers)
     assert closed == ["the store is closed"] * 2
+
+
+def one_page_pdf(lines: list) -> bytes:
+    """A one-page PDF with ``lines`` of Helvetica text, its cross-reference
+    table correct."""
+    content = "BT /F1 12 Tf 72 700 Td 14 TL " + " ".join(f"({line}) '" for line in lines) + " ET"
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        "/Resources << /Font << /F1 5 0 R >> >> >>",
+        f"<< /Length {len(content)} >>\nstream\n{content}\nendstream",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = b"%PDF-1.7\n"
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{offset:010} 00000 n \n".encode() for offset in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+def test_a_pdf_goes_in_by_its_bytes_and_its_spans_carry_pages(tmp_path: Path) -> None:
+    pdf = one_page_pdf(["Moss grows on the north side of old trees.", "Ferns like the deep shade."])
+    with edudb.open(tmp_path / "db") as db:
+        db.ingest(pdf, id="moss")
+        edus = db.edus("moss")
+        assert [e.text for e in edus] == [
+            "Moss grows on the north side of old trees.",
+            "Ferns like the deep shade.",
+        ]
+        assert all(e.pages == (1, 1) for e in edus)
+        picked = db.query("SELECT SPANS FROM * WHERE page = 1 SEED BM25('ferns') BUDGET 50 TOKENS")
+        assert picked.items and all(item.pages == (1, 1) for item in picked.items)
+        with pytest.raises(edudb.UserError, match="not a readable PDF|PDF"):
+            db.ingest(b"%PDF-1.7\nnot really", id="broken")
+        assert "broken" not in {d.id for d in db.docs()}

@@ -215,7 +215,7 @@ enum Command {
         /// Document id (one input only); default: the file name without extension.
         #[arg(long)]
         id: Option<String>,
-        /// Input format: text, markdown or html; default: by extension, then sniffed.
+        /// Input format: text, markdown, html or pdf; default: by extension, then sniffed.
         #[arg(long, value_parser = parse_named::<Format>)]
         format: Option<Format>,
         /// Replace invalid UTF-8 with U+FFFD instead of rejecting the file.
