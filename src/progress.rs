@@ -14,6 +14,9 @@ pub trait Progress: Send + Sync {
     fn start(&self, _what: &str, _total: u64) {}
     /// `units` more units are done; `item` names the one just finished.
     fn advance(&self, _units: u64, _item: &str) {}
+    /// Work inside an item goes on (a PDF's pages): `what` says where it
+    /// is; no unit is done yet.
+    fn working_on(&self, _what: &str) {}
     /// The operation is over (successfully or not).
     fn finish(&self) {}
 }

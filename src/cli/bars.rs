@@ -43,6 +43,10 @@ impl Progress for Bars {
         self.bar.set_message(item.to_owned());
     }
 
+    fn working_on(&self, what: &str) {
+        self.bar.set_message(what.to_owned());
+    }
+
     fn finish(&self) {
         self.bar.finish_and_clear();
     }

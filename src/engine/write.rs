@@ -128,10 +128,10 @@ impl Engine {
                         let Some(source) = sources.get(index) else {
                             break;
                         };
-                        // A PDF's pages are told as the source's item,
-                        // its bytes counted once it is written.
+                        // A PDF's pages are told as they are read, its
+                        // bytes counted once it is written.
                         let on_page = |page: usize, pages: usize| {
-                            progress.advance(0, &format!("{} page {}/{pages}", source.id, page + 1))
+                            progress.working_on(&format!("{} page {}/{pages}", source.id, page + 1))
                         };
                         let prepared = prepare(
                             source,

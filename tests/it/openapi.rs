@@ -706,6 +706,10 @@ fn every_route_answers_as_the_document_says() {
     .expect(202);
     let ended = settled(&job["job"]);
     assert_eq!(ended["state"], "done", "{ended}");
+    assert_eq!(
+        ended["processed"], 1,
+        "one document, whatever its pages: {ended}"
+    );
     let edus = get("/v1/docs/moss-job/edus").expect(200);
     assert_eq!(edus[0]["pages"], json!([1, 1]), "{edus}");
     post(

@@ -442,3 +442,41 @@ fn mutated_pdfs_are_read_or_refused_never_a_crash() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Records what an ingest reports.
+#[derive(Default)]
+struct Reported {
+    advances: std::sync::Mutex<Vec<String>>,
+    working: std::sync::Mutex<Vec<String>>,
+}
+
+impl edudb::Progress for Reported {
+    fn advance(&self, _units: u64, item: &str) {
+        self.advances.lock().unwrap().push(item.to_owned());
+    }
+
+    fn working_on(&self, what: &str) {
+        self.working.lock().unwrap().push(what.to_owned());
+    }
+}
+
+#[test]
+fn a_pdfs_pages_are_reported_as_they_are_read_and_the_document_once() {
+    let (dir, db) = support::store();
+    let path = dir.path().join("report.pdf");
+    std::fs::write(&path, report(false)).unwrap();
+    let sources = edudb::ingest::sources::expand(&[path], None).unwrap();
+    let reported = Reported::default();
+    db.ingest(
+        &sources,
+        IngestOptions::default(),
+        &reported,
+        &edudb::CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        *reported.working.lock().unwrap(),
+        ["report page 1/2", "report page 2/2"]
+    );
+    assert_eq!(*reported.advances.lock().unwrap(), ["report"]);
+}
