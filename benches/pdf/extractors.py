@@ -24,9 +24,13 @@ from pathlib import Path
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
+def words(text: str) -> list:
+    return WORD.findall(text.lower())
+
+
 def bigrams(text: str) -> set:
-    words = WORD.findall(text.lower())
-    return set(zip(words, words[1:]))
+    w = words(text)
+    return set(zip(w, w[1:]))
 
 
 def recall(evidence: str, extracted: str) -> float:

@@ -8,7 +8,7 @@ filing with BM25 (rank_bm25's Okapi, words lowercased) and takes the best
 until it holds as many characters as edudb's best-by-name statement
 returned for that question and budget (the last unit cut to fit). Score:
 the share of the question's `evidence_text` word bigrams (runs of letters
-and digits, lowercased; the same definition as extractors.py) found in
+and digits, lowercased: extractors.py's definition, imported) found in
 what was returned.
 
     python benches/pdf/financebench.py --edudb target/release/edudb \
@@ -22,14 +22,13 @@ interval) and writes every observation as JSON lines to --out.
 import argparse
 import json
 import random
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-WORD = re.compile(r"[^\W_]+", re.UNICODE)
+from extractors import bigrams, pypdf_pages, words
 
 STATEMENTS = {
     "seed": "SELECT SPANS FROM doc($doc) SEED BM25($question) BUDGET $budget TOKENS",
@@ -41,15 +40,6 @@ STATEMENTS = {
 FILL_FROM = "seed"
 
 
-def words(text):
-    return WORD.findall(text.lower())
-
-
-def bigrams(text):
-    w = words(text)
-    return set(zip(w, w[1:]))
-
-
 def recall(evidence, returned):
     wanted = set().union(*(bigrams(e) for e in evidence))
     if not wanted:
@@ -57,13 +47,11 @@ def recall(evidence, returned):
     return len(wanted & bigrams(returned)) / len(wanted)
 
 
-def pypdf_pages(path, cache):
+def cached_pypdf_pages(path, cache):
     cached = cache / (path.stem + ".pages.json")
     if cached.exists():
         return json.loads(cached.read_text())
-    import pypdf
-
-    pages = [p.extract_text() or "" for p in pypdf.PdfReader(str(path)).pages]
+    pages = pypdf_pages(path)
     cached.write_text(json.dumps(pages))
     return pages
 
@@ -140,7 +128,7 @@ def main():
         print(f"ingested {len(filings)} filings in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     flats = {}
     for filing in filings:
-        pages = pypdf_pages(data / "pdfs" / f"{filing}.pdf", cache)
+        pages = cached_pypdf_pages(data / "pdfs" / f"{filing}.pdf", cache)
         flats[filing] = {"bm25-pages": Flat(pages)}
         for size in (200, 400, 800):
             flats[filing][f"bm25-{size}ch"] = Flat(chunks(pages, size))

@@ -4,7 +4,6 @@
 use std::path::Path;
 
 use edudb::ingest::layout::pdf::highlight::{Highlight, highlighted};
-use edudb::model::pages::PageBox;
 use edudb::query::{QueryResult, Rows};
 use edudb::{Db, Error};
 
@@ -48,12 +47,7 @@ pub fn write(
     let highlights: Vec<Highlight> = (selection.items.iter())
         .filter(|item| item.doc == doc)
         .map(|item| Highlight {
-            boxes: (layout.lines_of(item.bytes[0]..item.bytes[1]).iter())
-                .map(|line| PageBox {
-                    page: line.page,
-                    rect: line.rect,
-                })
-                .collect(),
+            boxes: layout.line_boxes(item.bytes[0]..item.bytes[1]),
             note: format!(
                 "{doc} EDUs {}-{}, score {:.3}",
                 item.edus[0], item.edus[1], item.score

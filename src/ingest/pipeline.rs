@@ -167,8 +167,12 @@ impl std::str::FromStr for Format {
 
 /// The format for a file: from its extension, else sniffed from its text.
 pub fn detect_format(path: Option<&Path>, text: &str) -> Format {
-    let by_extension = path
-        .and_then(|p| p.extension())
+    format_of_extension(path).unwrap_or_else(|| sniff_format(text))
+}
+
+/// The format a file's extension names, if it names one.
+fn format_of_extension(path: Option<&Path>) -> Option<Format> {
+    path.and_then(|p| p.extension())
         .and_then(|e| e.to_str())
         .and_then(|e| match e.to_ascii_lowercase().as_str() {
             "md" | "markdown" | "mdown" | "mkd" => Some(Format::Markdown),
@@ -176,8 +180,7 @@ pub fn detect_format(path: Option<&Path>, text: &str) -> Format {
             "txt" | "text" => Some(Format::Text),
             "pdf" => Some(Format::Pdf),
             _ => None,
-        });
-    by_extension.unwrap_or_else(|| sniff_format(text))
+        })
 }
 
 /// Guesses the format of text with no telling extension.
@@ -498,13 +501,7 @@ pub fn prepare(
 pub fn is_pdf(format: Option<Format>, path: Option<&Path>, bytes: &[u8]) -> bool {
     match format {
         Some(format) => format == Format::Pdf,
-        None => {
-            let by_extension = path
-                .and_then(|p| p.extension())
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| e.eq_ignore_ascii_case("pdf"));
-            by_extension || layout::pdf::sniff(bytes)
-        }
+        None => format_of_extension(path) == Some(Format::Pdf) || layout::pdf::sniff(bytes),
     }
 }
 

@@ -3,7 +3,7 @@
 //! line's byte range and bounding box (PDF user space: points, origin at
 //! the page's lower left, as a viewer's annotations use them). An EDU's
 //! pages and boxes follow from its byte range ([`PageLayout::pages_of`],
-//! [`PageLayout::boxes_of`]), so the EDU record itself is unchanged.
+//! [`PageLayout::line_boxes`]), so the EDU record itself is unchanged.
 
 use std::ops::Range;
 
@@ -95,8 +95,7 @@ pub struct LineBox {
     pub rect: BoxPt,
 }
 
-/// An EDU's (or any byte range's) box on one page: the union of the parts
-/// of its lines on that page.
+/// A box on a page: where a line of a span is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct PageBox {
     /// The page, 0-based.
@@ -157,20 +156,15 @@ impl PageLayout {
         &self.lines[first..last.max(first)]
     }
 
-    /// One box per page that bytes `range` touch: the union of its lines'
-    /// boxes there.
-    pub fn boxes_of(&self, range: Range<u32>) -> Vec<PageBox> {
-        let mut boxes: Vec<PageBox> = Vec::new();
-        for line in self.lines_of(range) {
-            match boxes.last_mut() {
-                Some(last) if last.page == line.page => last.rect = last.rect.union(line.rect),
-                _ => boxes.push(PageBox {
-                    page: line.page,
-                    rect: line.rect,
-                }),
-            }
-        }
-        boxes
+    /// The boxes of the lines that bytes `range` overlap, each with its
+    /// page, in order (what a highlight of the range covers).
+    pub fn line_boxes(&self, range: Range<u32>) -> Vec<PageBox> {
+        (self.lines_of(range).iter())
+            .map(|line| PageBox {
+                page: line.page,
+                rect: line.rect,
+            })
+            .collect()
     }
 
     /// The bytes of pages `pages` (0-based, end exclusive) in a text of
@@ -264,11 +258,15 @@ mod tests {
         assert_eq!(layout.pages_of(10..14), 1..2);
         // A range between lines lies on the page of its start.
         assert_eq!(layout.pages_of(4..5), 0..1);
-        let boxes = layout.boxes_of(2..12);
-        assert_eq!(boxes.len(), 2);
-        assert_eq!(boxes[0].page, 0);
-        assert_eq!(boxes[0].rect, rect(72.0, 680.0, 300.0, 710.0));
-        assert_eq!(boxes[1].page, 1);
+        let on = |page, y| PageBox {
+            page,
+            rect: rect(72.0, y, 300.0, y + 10.0),
+        };
+        assert_eq!(
+            layout.line_boxes(2..12),
+            [on(0, 700.0), on(0, 680.0), on(1, 700.0)]
+        );
+        assert_eq!(layout.line_boxes(4..5), []);
         assert_eq!(layout.bytes_of_pages(1..2, 15), 10..15);
         assert_eq!(layout.bytes_of_pages(0..1, 15), 0..10);
     }

@@ -107,14 +107,15 @@ fn read(
             )))
         })
     };
+    let (source_bytes, source_crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
+    let mut bytes = Some(bytes);
     let mut document = None;
     guarded("opening it", &mut || {
-        document = Some(open(bytes.clone()).map_err(&failed)?);
+        let bytes = bytes.take().expect("opened once");
+        document = Some(open(bytes).map_err(&failed)?);
         Ok(())
     })?;
     let document = document.expect("opened");
-    let (source_bytes, source_crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
-    drop(bytes);
     let mut count = 0;
     guarded("counting its pages", &mut || {
         count = (document.page_count()).map_err(|e| failed(format!("its page tree: {e}")))?;
