@@ -13,25 +13,12 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Instant;
 
 use edudb::CancelToken;
+use edudb::eval::score::word_bigrams as bigrams;
 use edudb::ingest::layout::pdf;
-
-/// Lowercased runs of letters and digits, as consecutive pairs (the
-/// definition `extractors.py` uses: Python's `[^\W_]+`).
-fn bigrams(text: &str) -> HashSet<(String, String)> {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    words
-        .windows(2)
-        .map(|w| (w[0].clone(), w[1].clone()))
-        .collect()
-}
 
 /// The share of `wanted`'s bigrams in `found`.
 fn recall(wanted: &str, found: &str) -> f64 {

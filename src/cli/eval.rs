@@ -21,17 +21,23 @@ use super::render;
 /// What `edudb eval` does.
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
-    /// Convert HotpotQA or MuSiQue as published to the evaluation JSONL.
+    /// Convert HotpotQA, MuSiQue or FinanceBench as published to the
+    /// evaluation JSONL.
     Convert {
         /// Which layout the input has.
         #[arg(value_enum)]
         kind: DatasetKind,
-        /// The questions file (JSON).
+        /// The questions file (JSON; FinanceBench: JSONL).
         questions: PathBuf,
         /// The corpus file (JSON); needed for `--setting shared`.
         #[arg(long)]
         corpus: Option<PathBuf>,
-        /// One store per question, or one shared store over the corpus.
+        /// FinanceBench: the directory of the filings (`<doc_name>.pdf`);
+        /// default `pdfs` beside the questions file.
+        #[arg(long)]
+        pdfs: Option<PathBuf>,
+        /// One store per question (FinanceBench: per filing), or one shared
+        /// store over the corpus.
         #[arg(long, value_enum, default_value_t = SettingArg::PerQuestion)]
         setting: SettingArg,
         /// Where to write the JSONL; default standard output.
@@ -111,6 +117,9 @@ pub enum DatasetKind {
     Hotpotqa,
     /// MuSiQue (`paragraphs` with `is_supporting`).
     Musique,
+    /// FinanceBench (`financebench_id`, `doc_name`, `evidence` with pages;
+    /// the filings as PDFs).
+    Financebench,
 }
 
 /// The store setting of a conversion.
@@ -149,6 +158,7 @@ pub fn run(
             kind,
             questions,
             corpus,
+            pdfs,
             setting,
             output,
         } => {
@@ -159,6 +169,12 @@ pub fn run(
             let records = match kind {
                 DatasetKind::Hotpotqa => convert::hotpotqa(questions, corpus.as_deref(), setting)?,
                 DatasetKind::Musique => convert::musique(questions, corpus.as_deref(), setting)?,
+                DatasetKind::Financebench => {
+                    let pdfs = pdfs.clone().unwrap_or_else(|| {
+                        questions.parent().unwrap_or(Path::new(".")).join("pdfs")
+                    });
+                    convert::financebench(questions, &pdfs, setting)?
+                }
             };
             match output {
                 Some(path) => {
@@ -192,36 +208,39 @@ pub fn run(
             observations,
             stores,
         } => {
-            let mut methods: Vec<Method> = if queries.is_empty() {
-                eval::default_methods()
-                    .into_iter()
-                    .filter(|m| matches!(m.kind, MethodKind::Query(_)))
-                    .collect()
-            } else {
-                queries
-                    .iter()
-                    .map(|(name, statement)| Method::query(name, statement))
-                    .collect()
-            };
-            if !no_baselines {
-                methods.extend(
-                    eval::default_methods()
-                        .into_iter()
-                        .filter(|m| matches!(m.kind, MethodKind::Flat(_))),
-                );
-            }
-            let options = EvalOptions {
-                methods,
-                budgets: budgets.clone(),
-                embedder: embedder.unwrap_or_default(),
-                stores: stores.clone(),
-            };
             let loaded = datasets
                 .iter()
                 .map(|path| Dataset::load(path))
                 .collect::<edudb::Result<Vec<_>>>()?;
+            let embedder = embedder.unwrap_or_default();
             let mut all = Vec::new();
             for dataset in &loaded {
+                let defaults = eval::default_methods_for(dataset);
+                let mut methods: Vec<Method> = if queries.is_empty() {
+                    defaults
+                        .iter()
+                        .filter(|m| matches!(m.kind, MethodKind::Query(_)))
+                        .cloned()
+                        .collect()
+                } else {
+                    queries
+                        .iter()
+                        .map(|(name, statement)| Method::query(name, statement))
+                        .collect()
+                };
+                if !no_baselines {
+                    methods.extend(
+                        defaults
+                            .into_iter()
+                            .filter(|m| matches!(m.kind, MethodKind::Flat(_))),
+                    );
+                }
+                let options = EvalOptions {
+                    methods,
+                    budgets: budgets.clone(),
+                    embedder: embedder.clone(),
+                    stores: stores.clone(),
+                };
                 let bars = Bars::new(quiet || as_json);
                 all.extend(eval::evaluate(
                     dataset,

@@ -1,5 +1,6 @@
-//! Converters from the published layouts of HotpotQA and MuSiQue (as in
-//! `../shared/data`) to evaluation [`Record`]s, in either setting:
+//! Converters from the published layouts of HotpotQA, MuSiQue and
+//! FinanceBench (as in `../shared/data`) to evaluation [`Record`]s, in
+//! either setting:
 //!
 //! - [`Setting::PerQuestion`]: each question's own paragraphs (10 for
 //!   HotpotQA, 20 for MuSiQue) become one document with a heading per
@@ -11,6 +12,12 @@
 //! sentence index); MuSiQue evidence is paragraph-level (`is_supporting`),
 //! so each sentence of a supporting paragraph is one gold sentence
 //! (paragraphs are split with [`crate::ingest::segment::sentences`]).
+//!
+//! FinanceBench asks questions of SEC filings given as PDFs: each filing
+//! is a `path` document (per question: a store per filing, holding it and
+//! asked every question about it; shared: one store of every filing), and
+//! its evidence is the published passage text with its page, scored by
+//! word bigrams.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,7 +31,8 @@ use crate::error::{Error, Result};
 /// Which stores the questions are asked of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Setting {
-    /// One store per question holding only its paragraphs.
+    /// One store per question holding only its paragraphs (FinanceBench:
+    /// one store per filing, holding only it).
     PerQuestion,
     /// One store over the whole corpus.
     Shared,
@@ -53,6 +61,23 @@ struct MusiqueParagraph {
     title: String,
     paragraph_text: String,
     is_supporting: bool,
+}
+
+#[derive(Deserialize)]
+struct FinanceBenchQuestion {
+    financebench_id: String,
+    doc_name: String,
+    question: String,
+    answer: String,
+    evidence: Vec<FinanceBenchEvidence>,
+}
+
+#[derive(Deserialize)]
+struct FinanceBenchEvidence {
+    doc_name: String,
+    evidence_text: String,
+    /// 0-based.
+    evidence_page_num: u32,
 }
 
 #[derive(Deserialize)]
@@ -238,6 +263,7 @@ fn question_document(id: &str, paragraphs: impl Iterator<Item = (String, Vec<Str
         group: Some(id.to_owned()),
         format: None,
         text: None,
+        path: None,
         sections: Some(
             paragraphs
                 .map(|(title, sentences)| SectionRecord { title, sentences })
@@ -253,8 +279,88 @@ fn passage_document(id: &str, title: String, sentences: Vec<String>) -> Record {
         group: None,
         format: None,
         text: None,
+        path: None,
         sections: Some(vec![SectionRecord { title, sentences }]),
     })
+}
+
+/// Converts FinanceBench questions (JSONL, one question per line, as in
+/// `financebench_dev/questions.jsonl`) whose filings are `pdfs/<doc_name>.pdf`
+/// (written as absolute paths, so the output loads from anywhere).
+pub fn financebench(questions: &Path, pdfs: &Path, setting: Setting) -> Result<Vec<Record>> {
+    let text = std::fs::read_to_string(questions).map_err(|source| Error::Input {
+        path: questions.to_owned(),
+        source,
+    })?;
+    let pdfs = std::fs::canonicalize(pdfs).map_err(|source| Error::Input {
+        path: pdfs.to_owned(),
+        source,
+    })?;
+    let mut documents: Vec<Record> = Vec::new();
+    let mut asked = Vec::new();
+    let mut filings = std::collections::HashSet::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let q: FinanceBenchQuestion = serde_json::from_str(line).map_err(|e| Error::Dataset {
+            path: questions.to_owned(),
+            line: index + 1,
+            message: format!("column {}: {e}", e.column()),
+        })?;
+        let group = (setting == Setting::PerQuestion).then(|| q.doc_name.clone());
+        let mut evidence = Vec::new();
+        for item in &q.evidence {
+            if setting == Setting::PerQuestion && item.doc_name != q.doc_name {
+                return Err(Error::Dataset {
+                    path: questions.to_owned(),
+                    line: index + 1,
+                    message: format!(
+                        "question {}: evidence in {}, not its filing {} (use the shared setting)",
+                        q.financebench_id, item.doc_name, q.doc_name
+                    ),
+                });
+            }
+            evidence.push(EvidenceRecord {
+                doc: item.doc_name.clone(),
+                bytes: None,
+                section: None,
+                sentence: None,
+                text: Some(item.evidence_text.clone()),
+                page: Some(item.evidence_page_num + 1),
+            });
+        }
+        for name in std::iter::once(&q.doc_name).chain(q.evidence.iter().map(|e| &e.doc_name)) {
+            if !filings.insert(name.clone()) {
+                continue;
+            }
+            let path = pdfs.join(format!("{name}.pdf"));
+            if !path.is_file() {
+                return Err(Error::Dataset {
+                    path: questions.to_owned(),
+                    line: index + 1,
+                    message: format!("no filing {} for {name}", path.display()),
+                });
+            }
+            documents.push(Record::Document(DocumentRecord {
+                id: name.clone(),
+                group: (setting == Setting::PerQuestion).then(|| name.clone()),
+                format: Some(crate::Format::Pdf.name().to_owned()),
+                text: None,
+                sections: None,
+                path: Some(path.to_string_lossy().into_owned()),
+            }));
+        }
+        asked.push(Record::Question(QuestionRecord {
+            id: q.financebench_id,
+            group,
+            question: q.question,
+            answer: Some(q.answer),
+            evidence,
+        }));
+    }
+    documents.extend(asked);
+    Ok(documents)
 }
 
 fn sentence_ref(doc: &str, section: usize, sentence: Option<usize>) -> EvidenceRecord {
@@ -263,5 +369,7 @@ fn sentence_ref(doc: &str, section: usize, sentence: Option<usize>) -> EvidenceR
         bytes: None,
         section: Some(section),
         sentence,
+        text: None,
+        page: None,
     }
 }

@@ -10,18 +10,31 @@
 //!
 //! A document is either `text` (`format` `text` or `markdown`, default
 //! `markdown`: the stored text is the given text unchanged, so byte spans
-//! index it) or `sections`, which become Markdown: `# title`, a blank line,
+//! index it), `sections`, which become Markdown: `# title`, a blank line,
 //! the sentences concatenated as given (include their separating spaces),
-//! a blank line. Evidence is a byte span `[start, end)` of the document's
-//! text, one sentence of a section, or a whole section (one gold sentence
-//! per sentence of it). Every evidence item is one *gold sentence*; recall
-//! counts them. Records with the same `group` form one store (a
-//! per-question store); records without one share the data set's store.
+//! a blank line; or a `path`: a file (relative to the data set's
+//! directory) ingested as `edudb ingest` reads it, a PDF among others.
+//!
+//! Evidence is a byte span `[start, end)` of the document's text, one
+//! sentence of a section, or a whole section (one gold sentence per
+//! sentence of it): every such item is one *gold sentence*, and recall
+//! counts them. Or it is a `text` passage (with the `page` it is on, for
+//! reading), for documents whose stored text is known only once ingested:
+//! recall is then the share of the passage's word bigrams in what was
+//! picked ([`crate::eval::score::word_bigrams`]). A question's evidence is
+//! all spans or all passages. Records with the same `group` form one store
+//! (a per-question store); records without one share the data set's store.
+//!
+//! ```text
+//! {"type":"document","id":"3M_2018_10K","group":"3M_2018_10K","path":"pdfs/3M_2018_10K.pdf"}
+//! {"type":"question","id":"q2","group":"3M_2018_10K","question":"…",
+//!  "evidence":[{"doc":"3M_2018_10K","text":"Purchases of property …","page":60}]}
+//! ```
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, Write};
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -47,15 +60,20 @@ pub struct DocumentRecord {
     /// The store it belongs to; `None` for the data set's shared store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
-    /// `text` or `markdown` (the default), for a `text` document.
+    /// `text` or `markdown` (the default), for a `text` document; for a
+    /// `path`, any format `edudb ingest --format` takes (default: detected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
-    /// The whole text (exclusive with `sections`).
+    /// The whole text (exclusive with `sections` and `path`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// Titled sections of sentences (exclusive with `text`).
+    /// Titled sections of sentences (exclusive with `text` and `path`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sections: Option<Vec<SectionRecord>>,
+    /// A file to ingest, relative to the data set file's directory
+    /// (exclusive with `text` and `sections`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 /// A titled run of sentences.
@@ -86,8 +104,8 @@ pub struct QuestionRecord {
     pub evidence: Vec<EvidenceRecord>,
 }
 
-/// One gold evidence reference: `bytes`, or `section` with an optional
-/// `sentence`.
+/// One gold evidence reference: `bytes`, `section` with an optional
+/// `sentence`, or a `text` passage with an optional `page`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EvidenceRecord {
@@ -102,6 +120,12 @@ pub struct EvidenceRecord {
     /// Sentence index (0-based) within the section.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sentence: Option<usize>,
+    /// A passage of the document, scored by its word bigrams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The page (1-based) the passage is on, for reading results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
 }
 
 /// A document ready to ingest.
@@ -111,10 +135,37 @@ pub struct EvalDocument {
     pub id: String,
     /// Its store group.
     pub group: Option<String>,
-    /// Text or Markdown.
-    pub format: Format,
-    /// The text stored (byte spans index it).
-    pub text: String,
+    /// What is ingested.
+    pub body: Body,
+}
+
+/// What an evaluation document is made of.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    /// Text stored as given (byte spans index it).
+    Text {
+        /// Text or Markdown.
+        format: Format,
+        /// The text.
+        text: String,
+    },
+    /// A file, ingested as `edudb ingest` reads it.
+    File {
+        /// The format asked for; `None`: detected.
+        format: Option<Format>,
+        /// Where it is.
+        path: PathBuf,
+    },
+}
+
+impl EvalDocument {
+    /// The given text; `None` for a file.
+    pub fn text(&self) -> Option<&str> {
+        match &self.body {
+            Body::Text { text, .. } => Some(text),
+            Body::File { .. } => None,
+        }
+    }
 }
 
 /// A question with its gold sentences resolved to byte spans.
@@ -128,8 +179,21 @@ pub struct EvalQuestion {
     pub question: String,
     /// The reference answer, if given.
     pub answer: Option<String>,
-    /// Gold sentences.
+    /// Gold sentences (none when the evidence is passages).
     pub evidence: Vec<Evidence>,
+    /// Gold passages (none when the evidence is sentences).
+    pub passages: Vec<Passage>,
+}
+
+/// One gold passage: text of a document, scored by its word bigrams.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passage {
+    /// Document id.
+    pub doc: String,
+    /// The passage.
+    pub text: String,
+    /// The page it is on (1-based), when given.
+    pub page: Option<u32>,
 }
 
 /// One gold sentence: a trimmed, non-empty byte span of a document.
@@ -163,11 +227,11 @@ pub struct Group<'a> {
     pub questions: Vec<&'a EvalQuestion>,
 }
 
-/// A document's text with each section's sentence spans.
+/// A document's body with each section's sentence spans.
 struct Composed {
-    text: String,
-    format: Format,
-    /// Trimmed sentence spans per section; `None` for a `text` document.
+    body: Body,
+    /// Trimmed sentence spans per section; `None` for a `text` or `path`
+    /// document.
     sections: Option<Vec<Vec<Range<usize>>>>,
 }
 
@@ -209,6 +273,7 @@ impl Dataset {
             line,
             message,
         };
+        let base = path.parent().unwrap_or(Path::new("."));
         let mut documents = Vec::new();
         let mut composed: HashMap<String, (Option<String>, Composed)> = HashMap::new();
         let mut question_records = Vec::new();
@@ -217,15 +282,14 @@ impl Dataset {
                 Record::Document(doc) => {
                     crate::model::ids::validate_id(&doc.id)
                         .map_err(|e| fail(line, e.to_string()))?;
-                    let body = compose(&doc).map_err(|message| fail(line, message))?;
+                    let body = compose(&doc, base).map_err(|message| fail(line, message))?;
                     if composed.contains_key(&doc.id) {
                         return Err(fail(line, format!("document {:?} appears twice", doc.id)));
                     }
                     documents.push(EvalDocument {
                         id: doc.id.clone(),
                         group: doc.group.clone(),
-                        format: body.format,
-                        text: body.text.clone(),
+                        body: body.body.clone(),
                     });
                     composed.insert(doc.id, (doc.group, body));
                 }
@@ -251,6 +315,7 @@ impl Dataset {
                 ));
             }
             let mut evidence = Vec::new();
+            let mut passages = Vec::new();
             for item in &record.evidence {
                 let Some((group, body)) = composed.get(&item.doc) else {
                     return Err(fail(
@@ -267,6 +332,32 @@ impl Dataset {
                         ),
                     ));
                 }
+                if let Some(text) = &item.text {
+                    if item.bytes.is_some() || item.section.is_some() || item.sentence.is_some() {
+                        return Err(fail(
+                            line,
+                            format!(
+                                "evidence in document {:?} is a text passage or a span, not both",
+                                item.doc
+                            ),
+                        ));
+                    }
+                    if super::score::word_bigrams(text).is_empty() {
+                        return Err(fail(
+                            line,
+                            format!(
+                                "evidence passage in document {:?} has fewer than two words",
+                                item.doc
+                            ),
+                        ));
+                    }
+                    passages.push(Passage {
+                        doc: item.doc.clone(),
+                        text: text.clone(),
+                        page: item.page,
+                    });
+                    continue;
+                }
                 for bytes in resolve(item, body).map_err(|message| fail(line, message))? {
                     evidence.push(Evidence {
                         doc: item.doc.clone(),
@@ -274,12 +365,22 @@ impl Dataset {
                     });
                 }
             }
+            if !evidence.is_empty() && !passages.is_empty() {
+                return Err(fail(
+                    line,
+                    format!(
+                        "question {:?} mixes text passages and spans as evidence",
+                        record.id
+                    ),
+                ));
+            }
             questions.push(EvalQuestion {
                 id: record.id,
                 group: record.group,
                 question: record.question,
                 answer: record.answer,
                 evidence,
+                passages,
             });
         }
         Ok(Dataset {
@@ -331,10 +432,33 @@ pub fn write_jsonl(records: &[Record], out: &mut dyn Write) -> std::io::Result<(
     Ok(())
 }
 
-/// The stored text of a document record and its sentence spans.
-fn compose(doc: &DocumentRecord) -> std::result::Result<Composed, String> {
-    match (&doc.text, &doc.sections) {
-        (Some(text), None) => {
+/// The body of a document record and its sentence spans; a `path` is
+/// taken relative to `base`.
+fn compose(doc: &DocumentRecord, base: &Path) -> std::result::Result<Composed, String> {
+    match (&doc.text, &doc.sections, &doc.path) {
+        (None, None, Some(path)) => {
+            let format = doc
+                .format
+                .as_deref()
+                .map(|name| {
+                    Format::from_name(name)
+                        .ok_or_else(|| format!("document {:?}: unknown format {name:?}", doc.id))
+                })
+                .transpose()?;
+            let path = base.join(path);
+            if !path.is_file() {
+                return Err(format!(
+                    "document {:?}: no file at {}",
+                    doc.id,
+                    path.display()
+                ));
+            }
+            Ok(Composed {
+                body: Body::File { format, path },
+                sections: None,
+            })
+        }
+        (Some(text), None, None) => {
             let format = match doc.format.as_deref() {
                 None | Some("markdown") => Format::Markdown,
                 Some("text") => Format::Text,
@@ -349,12 +473,14 @@ fn compose(doc: &DocumentRecord) -> std::result::Result<Composed, String> {
                 return Err(format!("document {:?} has no text", doc.id));
             }
             Ok(Composed {
-                text: text.clone(),
-                format,
+                body: Body::Text {
+                    format,
+                    text: text.clone(),
+                },
                 sections: None,
             })
         }
-        (None, Some(sections)) => {
+        (None, Some(sections), None) => {
             if doc.format.as_deref().is_some_and(|f| f != "markdown") {
                 return Err(format!("document {:?}: sections are Markdown", doc.id));
             }
@@ -377,13 +503,15 @@ fn compose(doc: &DocumentRecord) -> std::result::Result<Composed, String> {
                 spans.push(sentences);
             }
             Ok(Composed {
-                text,
-                format: Format::Markdown,
+                body: Body::Text {
+                    format: Format::Markdown,
+                    text,
+                },
                 sections: Some(spans),
             })
         }
         _ => Err(format!(
-            "document {:?} needs exactly one of \"text\" and \"sections\"",
+            "document {:?} needs exactly one of \"text\", \"sections\" and \"path\"",
             doc.id
         )),
     }
@@ -397,7 +525,11 @@ fn resolve(
     let doc = &item.doc;
     let spans = match (item.bytes, item.section, item.sentence) {
         (Some([start, end]), None, None) => {
-            let text = &body.text;
+            let Body::Text { text, .. } = &body.body else {
+                return Err(format!(
+                    "evidence in document {doc:?}, a file, must be a text passage (its stored text is known only once ingested)"
+                ));
+            };
             if start >= end || end > text.len() {
                 return Err(format!(
                     "evidence bytes [{start}, {end}) are not a non-empty range within document {doc:?} ({} bytes)",
@@ -414,7 +546,7 @@ fn resolve(
         (None, Some(section), sentence) => {
             let Some(sections) = &body.sections else {
                 return Err(format!(
-                    "evidence names a section of document {doc:?}, which is given as text"
+                    "evidence names a section of document {doc:?}, which has no sections"
                 ));
             };
             let Some(sentences) = sections.get(section) else {
@@ -438,7 +570,7 @@ fn resolve(
         }
         _ => {
             return Err(format!(
-                "evidence in document {doc:?} needs \"bytes\", or \"section\" with an optional \"sentence\""
+                "evidence in document {doc:?} needs \"bytes\", \"section\" with an optional \"sentence\", or \"text\""
             ));
         }
     };

@@ -7,6 +7,8 @@
 //! - vector search over the same chunks: the store's embedder, exact cosine
 //!   (no approximation to blame);
 //! - BM25 over single EDUs, without structure;
+//! - BM25 over whole pages of a PDF (a document without pages is one
+//!   page), what page-level retrieval over a PDF returns;
 //! - truncation: the first tokens of the documents in order, what a
 //!   long-context model given the same budget would see.
 //!
@@ -33,6 +35,8 @@ pub enum Baseline {
     VectorChunks(u32),
     /// BM25 over single EDUs.
     Bm25Edus,
+    /// BM25 over the EDUs of each page.
+    Bm25Pages,
     /// The first EDUs in document order.
     Truncate,
 }
@@ -44,15 +48,17 @@ impl Baseline {
             Baseline::Bm25Chunks(n) => format!("bm25-chunk-{n}"),
             Baseline::VectorChunks(n) => format!("vector-chunk-{n}"),
             Baseline::Bm25Edus => "bm25-edu".to_owned(),
+            Baseline::Bm25Pages => "bm25-page".to_owned(),
             Baseline::Truncate => "truncate".to_owned(),
         }
     }
 
-    /// Token size of its chunks; `None` for one unit per EDU.
-    fn chunk_tokens(self) -> Option<u32> {
+    /// Its units over `docs`.
+    fn units(self, docs: &[Document]) -> Vec<Unit> {
         match self {
-            Baseline::Bm25Chunks(n) | Baseline::VectorChunks(n) => Some(n),
-            Baseline::Bm25Edus | Baseline::Truncate => None,
+            Baseline::Bm25Chunks(n) | Baseline::VectorChunks(n) => units(docs, Some(n)),
+            Baseline::Bm25Edus | Baseline::Truncate => units(docs, None),
+            Baseline::Bm25Pages => page_units(docs),
         }
     }
 }
@@ -75,13 +81,32 @@ pub struct Unit {
 /// per EDU when `None`.
 pub fn units(docs: &[Document], max_tokens: Option<u32>) -> Vec<Unit> {
     let limit = max_tokens.map_or(0, u64::from);
+    runs(docs, |_, unit, edu| {
+        unit.tokens + u64::from(edu.tokens) <= limit
+    })
+}
+
+/// The units of `docs`: the EDUs of each page, by the page an EDU starts
+/// on; a document without pages is one unit.
+pub fn page_units(docs: &[Document]) -> Vec<Unit> {
+    runs(docs, |doc, unit, edu| {
+        doc.pages.as_ref().is_none_or(|pages| {
+            let first = doc.edus[unit.first as usize].start;
+            pages.page_at(first) == pages.page_at(edu.start)
+        })
+    })
+}
+
+/// Runs of consecutive EDUs of each document of `docs`: an EDU joins the
+/// current run when `joins(document, run, edu)`, else starts the next.
+fn runs(docs: &[Document], joins: impl Fn(&Document, &Unit, &Edu) -> bool) -> Vec<Unit> {
     let mut out = Vec::new();
     for (index, doc) in docs.iter().enumerate() {
         let mut current: Option<Unit> = None;
         for edu in &doc.edus {
             let tokens = u64::from(edu.tokens);
             match &mut current {
-                Some(unit) if unit.tokens + tokens <= limit => {
+                Some(unit) if joins(doc, unit, edu) => {
                     unit.last = edu.id;
                     unit.tokens += tokens;
                 }
@@ -136,13 +161,13 @@ impl FlatIndex {
         dir: &Path,
         embedder: &dyn Embedder,
     ) -> Result<FlatIndex> {
-        let units = units(docs, baseline.chunk_tokens());
+        let units = baseline.units(docs);
         let mut first_unit = vec![0; docs.len()];
         for (i, unit) in units.iter().enumerate().rev() {
             first_unit[unit.doc] = i;
         }
         let ranker = match baseline {
-            Baseline::Bm25Chunks(_) | Baseline::Bm25Edus => {
+            Baseline::Bm25Chunks(_) | Baseline::Bm25Edus | Baseline::Bm25Pages => {
                 let mut index = FullText::open(dir)?;
                 for (doc_index, doc) in docs.iter().enumerate() {
                     let own = units.iter().filter(|u| u.doc == doc_index);

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use dataset::Body;
 pub use dataset::{Dataset, Record};
 pub use flat::Baseline;
 pub use score::{Observation, Summary, summarise};
@@ -105,6 +106,20 @@ pub fn default_methods() -> Vec<Method> {
     }
     methods.push(Method::baseline(Baseline::Bm25Edus));
     methods.push(Method::baseline(Baseline::Truncate));
+    methods
+}
+
+/// The methods run on `dataset` when none are given: [`default_methods`],
+/// with BM25 over whole pages too when it holds PDF files.
+pub fn default_methods_for(dataset: &Dataset) -> Vec<Method> {
+    let mut methods = default_methods();
+    let has_pdfs = dataset.documents.iter().any(|d| match &d.body {
+        Body::File { format, path } => crate::ingest::pipeline::is_pdf(*format, Some(path), &[]),
+        Body::Text { .. } => false,
+    });
+    if has_pdfs {
+        methods.push(Method::baseline(Baseline::Bm25Pages));
+    }
     methods
 }
 
@@ -211,8 +226,33 @@ pub fn evaluate(
     outcome.map(|()| observations)
 }
 
+/// Whether `stored` is what ingesting `wanted` gives: the same format and
+/// text; for a file, a PDF read from the same bytes (its size and CRC), or
+/// other formats stored as the file's text unchanged.
+fn holds(stored: &Document, wanted: &dataset::EvalDocument) -> Result<bool> {
+    match &wanted.body {
+        Body::Text { format, text } => Ok(stored.meta.format == *format && stored.text == *text),
+        Body::File { format, path } => {
+            if format.is_some_and(|f| f != stored.meta.format) {
+                return Ok(false);
+            }
+            let bytes = std::fs::read(path).map_err(|source| Error::Input {
+                path: path.clone(),
+                source,
+            })?;
+            Ok(match &stored.pages {
+                Some(pages) => {
+                    pages.source_bytes == bytes.len() as u64
+                        && pages.source_crc32 == crc32fast::hash(&bytes)
+                }
+                None => stored.text.as_bytes() == bytes,
+            })
+        }
+    }
+}
+
 /// The group's documents as `db` holds them, when it holds exactly them
-/// (the same ids, formats and texts: a kept store of an earlier run).
+/// (the same ids and bodies, [`holds`]: a kept store of an earlier run).
 fn stored_group(db: &Db, group: &dataset::Group<'_>) -> Result<Option<Vec<Document>>> {
     if db.documents()?.len() != group.documents.len() {
         return Ok(None);
@@ -224,7 +264,7 @@ fn stored_group(db: &Db, group: &dataset::Group<'_>) -> Result<Option<Vec<Docume
             Err(Error::NoSuchDocument(_)) => return Ok(None),
             Err(err) => return Err(err),
         };
-        if stored.meta.format != d.format || stored.text != d.text {
+        if !holds(&stored, d)? {
             return Ok(None);
         }
         docs.push(stored);
@@ -244,23 +284,29 @@ fn load_group(db: &Db, dataset: &Dataset, group: &dataset::Group<'_>) -> Result<
     for meta in &kept {
         db.remove(&meta.id)?;
     }
-    for format in [Format::Markdown, Format::Text] {
-        let sources: Vec<Source> = group
-            .documents
-            .iter()
-            .filter(|d| d.format == format)
-            .map(|d| Source {
-                id: d.id.clone(),
-                origin: Origin::Bytes(d.text.clone().into_bytes()),
-            })
-            .collect();
-        if sources.is_empty() {
-            continue;
+    // One ingest per format asked for (`None`: detected from each file).
+    let mut by_format: Vec<(Option<Format>, Vec<Source>)> = Vec::new();
+    for d in &group.documents {
+        let (format, origin) = match &d.body {
+            Body::Text { format, text } => {
+                (Some(*format), Origin::Bytes(text.clone().into_bytes()))
+            }
+            Body::File { format, path } => (*format, Origin::File(path.clone())),
+        };
+        let source = Source {
+            id: d.id.clone(),
+            origin,
+        };
+        match by_format.iter_mut().find(|(f, _)| *f == format) {
+            Some((_, sources)) => sources.push(source),
+            None => by_format.push((format, vec![source])),
         }
+    }
+    for (format, sources) in by_format {
         let report = db.ingest(
             &sources,
             IngestOptions {
-                format: Some(format),
+                format,
                 ..Default::default()
             },
             &crate::progress::NoProgress,
@@ -352,13 +398,16 @@ impl GroupRun {
         prepared: &[Option<Query>],
         out: &mut Vec<Observation>,
     ) -> Result<()> {
-        let gold = score::gold_sentences(&question.evidence, &self.docs, |id| {
-            self.doc_index.get(id).copied()
-        });
+        let doc_index = |id: &str| self.doc_index.get(id).copied();
+        let gold = score::gold_sentences(&question.evidence, &self.docs, doc_index);
         let max_budget = options.budgets.iter().copied().max().unwrap_or(0);
         for ((method, query), flat) in options.methods.iter().zip(prepared).zip(&self.flat) {
             let mut observe = |budget: u64, picks: &[Unit], seconds: f64| {
-                let scores = score::score(&gold, picks, &self.docs);
+                let scores = if question.passages.is_empty() {
+                    score::score(&gold, picks, &self.docs)
+                } else {
+                    score::score_passages(&question.passages, picks, &self.docs, doc_index)
+                };
                 out.push(Observation {
                     dataset: dataset.name.clone(),
                     question: question.id.clone(),

@@ -6,6 +6,12 @@
 //! Per question: evidence recall = covered gold sentences ÷ gold
 //! sentences; precision = picked tokens in EDUs of any gold sentence ÷
 //! picked tokens (0 when nothing was picked); tokens = picked tokens.
+//!
+//! Gold passages (text whose place in the stored text is not known, as
+//! FinanceBench gives its evidence) are scored by word bigrams instead:
+//! recall = the mean over passages of the share of a passage's bigrams in
+//! the text picked from its document; precision = the share of the picked
+//! text's bigrams that are in some passage.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -13,7 +19,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::dataset::Evidence;
+use super::dataset::{Evidence, Passage};
 use super::flat::Unit;
 use crate::model::document::Document;
 
@@ -56,21 +62,106 @@ pub struct Scores {
     pub tokens: u64,
 }
 
+/// Two consecutive words.
+pub type Bigram = (String, String);
+
+/// A text's word bigrams: consecutive pairs of its words, a word being a
+/// lowercased run of letters and digits (as `benches/pdf/extractors.py`
+/// counts them).
+pub fn word_bigrams(text: &str) -> HashSet<Bigram> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    words
+        .windows(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect()
+}
+
+/// The distinct EDUs `(document index, EDU id)` of `picks`.
+fn picked_edus(picks: &[Unit]) -> HashSet<(usize, u32)> {
+    picks
+        .iter()
+        .flat_map(|u| (u.first..=u.last).map(move |edu| (u.doc, edu)))
+        .collect()
+}
+
+/// Tokens of `edus`.
+fn tokens_of<'a>(edus: impl Iterator<Item = &'a (usize, u32)>, docs: &[Document]) -> u64 {
+    edus.map(|&(doc, edu)| u64::from(docs[doc].edus[edu as usize].tokens))
+        .sum()
+}
+
+/// Scores `picks` (disjoint EDU runs) against gold passages; `doc_index`
+/// maps a document id to its index in `docs`.
+pub fn score_passages(
+    passages: &[Passage],
+    picks: &[Unit],
+    docs: &[Document],
+    doc_index: impl Fn(&str) -> Option<usize>,
+) -> Scores {
+    let mut picked_bigrams: BTreeMap<usize, HashSet<Bigram>> = BTreeMap::new();
+    for unit in picks {
+        let edus = &docs[unit.doc].edus;
+        let span = edus[unit.first as usize].start as usize..edus[unit.last as usize].end as usize;
+        picked_bigrams
+            .entry(unit.doc)
+            .or_default()
+            .extend(word_bigrams(&docs[unit.doc].text[span]));
+    }
+    let wanted: Vec<(Option<usize>, HashSet<Bigram>)> = passages
+        .iter()
+        .map(|p| (doc_index(&p.doc), word_bigrams(&p.text)))
+        .collect();
+    let found = |doc: Option<usize>, bigrams: &HashSet<Bigram>| {
+        let Some(picked) = doc.and_then(|d| picked_bigrams.get(&d)) else {
+            return 0;
+        };
+        bigrams.intersection(picked).count()
+    };
+    let recall = wanted
+        .iter()
+        .map(|(doc, bigrams)| found(*doc, bigrams) as f64 / bigrams.len().max(1) as f64)
+        .sum::<f64>()
+        / wanted.len().max(1) as f64;
+    let picked_total: usize = picked_bigrams.values().map(HashSet::len).sum();
+    let in_gold: usize = picked_bigrams
+        .iter()
+        .map(|(&doc, picked)| {
+            picked
+                .iter()
+                .filter(|bigram| {
+                    wanted
+                        .iter()
+                        .any(|(d, bigrams)| *d == Some(doc) && bigrams.contains(*bigram))
+                })
+                .count()
+        })
+        .sum();
+    Scores {
+        recall,
+        precision: if picked_total == 0 {
+            0.0
+        } else {
+            in_gold as f64 / picked_total as f64
+        },
+        tokens: tokens_of(picked_edus(picks).iter(), docs),
+    }
+}
+
 /// Scores `picks` (disjoint EDU runs) against `gold`. A gold sentence
 /// without EDUs (nothing to retrieve) counts as not covered.
 pub fn score(gold: &[GoldSentence], picks: &[Unit], docs: &[Document]) -> Scores {
-    let picked: HashSet<(usize, u32)> = picks
-        .iter()
-        .flat_map(|u| (u.first..=u.last).map(move |edu| (u.doc, edu)))
-        .collect();
+    let picked = picked_edus(picks);
     let gold_edus: HashSet<(usize, u32)> = gold.iter().flatten().copied().collect();
     let covered = gold
         .iter()
         .filter(|sentence| !sentence.is_empty() && sentence.iter().all(|e| picked.contains(e)))
         .count();
-    let tokens_of = |&(doc, edu): &(usize, u32)| u64::from(docs[doc].edus[edu as usize].tokens);
-    let tokens: u64 = picked.iter().map(tokens_of).sum();
-    let in_gold: u64 = picked.intersection(&gold_edus).map(tokens_of).sum();
+    let tokens = tokens_of(picked.iter(), docs);
+    let in_gold = tokens_of(picked.intersection(&gold_edus), docs);
     Scores {
         recall: if gold.is_empty() {
             0.0

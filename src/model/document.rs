@@ -36,6 +36,13 @@ impl Format {
             Format::Pdf => "pdf",
         }
     }
+
+    /// The format [`Format::name`] calls `name`.
+    pub fn from_name(name: &str) -> Option<Format> {
+        [Format::Text, Format::Markdown, Format::Html, Format::Pdf]
+            .into_iter()
+            .find(|format| format.name() == name)
+    }
 }
 
 /// Summary of one stored document, kept as its own small record so listings

@@ -402,6 +402,80 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
 }
 
 #[test]
+fn eval_converts_financebench_and_runs_it_with_the_page_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("unused");
+    // The dev layout as published: questions.jsonl beside pdfs/.
+    let data = shared_data().join("financebench_dev");
+    let jsonl = dir.path().join("financebench.jsonl");
+    let convert = |questions: &Path, output: &Path| {
+        edudb(
+            &db,
+            &[
+                "eval",
+                "convert",
+                "financebench",
+                questions.to_str().unwrap(),
+                "-o",
+                output.to_str().unwrap(),
+            ],
+        )
+    };
+    let out = convert(&data.join("questions.jsonl"), &jsonl);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = std::fs::read_to_string(data.join("questions.jsonl")).unwrap();
+    let published = lines.lines().filter(|l| !l.trim().is_empty()).count();
+    let filings = std::fs::read_dir(data.join("pdfs")).unwrap().count();
+    assert!(
+        text(&out).contains(&format!("{filings} documents, {published} questions")),
+        "{}",
+        text(&out)
+    );
+    // A small filing of the same layout, run end to end.
+    let small = dir.path().join("small");
+    std::fs::create_dir_all(small.join("pdfs")).unwrap();
+    std::fs::write(
+        small.join("pdfs/ACME_2020_10K.pdf"),
+        crate::support::small_pdf(&[
+            "Net sales were 4,200 million dollars in 2020.",
+            "Capital expenditure was 310 million dollars.",
+        ]),
+    )
+    .unwrap();
+    std::fs::write(
+        small.join("questions.jsonl"),
+        r#"{"financebench_id":"fb1","doc_name":"ACME_2020_10K","question":"What was capital expenditure in 2020?","answer":"$310 million","evidence":[{"doc_name":"ACME_2020_10K","evidence_text":"Capital expenditure was 310 million dollars.","evidence_page_num":0}]}"#,
+    )
+    .unwrap();
+    let jsonl = small.join("acme.jsonl");
+    let out = convert(&small.join("questions.jsonl"), &jsonl);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(
+        &db,
+        &[
+            "eval",
+            "run",
+            jsonl.to_str().unwrap(),
+            "--budgets",
+            "256",
+            "--resamples",
+            "20",
+        ],
+    );
+    let cells = report["cells"].as_array().unwrap();
+    let recall = |method: &str| {
+        cells
+            .iter()
+            .find(|c| c["method"] == method)
+            .unwrap_or_else(|| panic!("no {method} in {cells:?}"))["recall"]["mean"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(recall("edudb"), 1.0);
+    assert_eq!(recall("bm25-page"), 1.0);
+}
+
+#[test]
 fn eval_converts_runs_and_reports_tables_json_plots_and_observations() {
     let dir = tempfile::tempdir().unwrap();
     let data = shared_data().join("hotpotqa");

@@ -13,7 +13,7 @@ use edudb::eval::{self, EvalOptions, Method};
 use edudb::{CancelToken, Db, Error, Format, NoProgress};
 use proptest::prelude::*;
 
-use crate::support::{demo_dir, ingest_markdown, shared_data};
+use crate::support::{demo_dir, ingest_markdown, shared_data, small_pdf};
 
 fn write(dir: &Path, name: &str, lines: &[&str]) -> PathBuf {
     let path = dir.join(name);
@@ -27,7 +27,7 @@ fn slice<'a>(dataset: &'a Dataset, evidence: &edudb::eval::dataset::Evidence) ->
         .iter()
         .find(|d| d.id == evidence.doc)
         .unwrap();
-    &doc.text[evidence.bytes.clone()]
+    &doc.text().unwrap()[evidence.bytes.clone()]
 }
 
 #[test]
@@ -45,10 +45,16 @@ fn every_evidence_form_resolves_to_its_sentence() {
     );
     let dataset = Dataset::load(&path).unwrap();
     assert_eq!(dataset.name, "small");
-    assert_eq!(dataset.documents[0].format, Format::Text);
+    assert!(matches!(
+        dataset.documents[0].body,
+        edudb::eval::dataset::Body::Text {
+            format: Format::Text,
+            ..
+        }
+    ));
     assert_eq!(
-        dataset.documents[1].text,
-        "# Cats\n\nCats purr. They sleep.\n\n# Dogs\n\nDogs bark.\n\n"
+        dataset.documents[1].text(),
+        Some("# Cats\n\nCats purr. They sleep.\n\n# Dogs\n\nDogs bark.\n\n")
     );
     let q = &dataset.questions[0];
     let texts: Vec<&str> = q.evidence.iter().map(|e| slice(&dataset, e)).collect();
@@ -70,6 +76,26 @@ fn bad_records_name_the_file_line_and_fault() {
         (
             r#"{"type":"document","id":"d","text":"x","sections":[]}"#,
             "exactly one of",
+        ),
+        (
+            r#"{"type":"document","id":"d","path":"no-such.pdf"}"#,
+            "no file at",
+        ),
+        (
+            r#"{"type":"document","id":"d","path":"bad.jsonl","format":"docx"}"#,
+            "unknown format \"docx\"",
+        ),
+        (
+            r#"{"type":"question","id":"q","question":"?","evidence":[{"doc":"d","text":"Só one.","bytes":[0,1]}]}"#,
+            "a text passage or a span, not both",
+        ),
+        (
+            r#"{"type":"question","id":"q","question":"?","evidence":[{"doc":"d","text":"one"}]}"#,
+            "fewer than two words",
+        ),
+        (
+            r#"{"type":"question","id":"q","question":"?","evidence":[{"doc":"d","text":"Só one."},{"doc":"d","section":0}]}"#,
+            "mixes text passages and spans",
         ),
         (
             r#"{"type":"document","id":"d","text":"x","format":"html"}"#,
@@ -113,7 +139,7 @@ fn bad_records_name_the_file_line_and_fault() {
         ),
         (
             r#"{"type":"question","id":"q","question":"?","evidence":[{"doc":"d","sentence":0}]}"#,
-            "needs \"bytes\", or \"section\"",
+            "needs \"bytes\", \"section\" with an optional \"sentence\", or \"text\"",
         ),
         (doc, "appears twice"),
     ];
@@ -281,6 +307,205 @@ fn scores_count_whole_gold_sentences_and_gold_tokens() {
     let gold = score::gold_sentences(&[across], &docs, |_| Some(0));
     assert_eq!(score::score(&gold, &[unit(1, 1)], &docs).recall, 0.0);
     assert_eq!(score::score(&gold, &[unit(1, 2)], &docs).recall, 1.0);
+}
+
+#[test]
+fn passages_score_the_share_of_their_word_bigrams_in_the_picked_text() {
+    assert_eq!(
+        score::word_bigrams("Net income, 2018: $5,363"),
+        [
+            ("net", "income"),
+            ("income", "2018"),
+            ("2018", "5"),
+            ("5", "363")
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .collect::<std::collections::HashSet<_>>()
+    );
+    let docs = vec![
+        doc(
+            "a",
+            "# T\n\nCash flow from operations rose. Capital spending fell sharply. Debt was repaid.\n",
+        ),
+        doc("b", "# U\n\nCapital spending fell sharply.\n"),
+    ];
+    let edus = &docs[0].edus;
+    assert_eq!(edus.len(), 4);
+    let passage = |doc: &str, text: &str| edudb::eval::dataset::Passage {
+        doc: doc.into(),
+        text: text.into(),
+        page: None,
+    };
+    let index = |id: &str| ["a", "b"].iter().position(|d| *d == id);
+    let unit = |doc, first, last| flat::unit_of(&docs, doc, edudb::Span { first, last });
+    // "capital spending fell sharply": 3 bigrams, all in EDU 2 of "a".
+    let gold = [passage("a", "Capital spending fell sharply")];
+    let s = score::score_passages(&gold, &[unit(0, 2, 2)], &docs, index);
+    assert_eq!(s.recall, 1.0);
+    assert_eq!(s.precision, 1.0);
+    assert_eq!(s.tokens, u64::from(edus[2].tokens));
+    // The same words in another document do not count.
+    let s = score::score_passages(&gold, &[unit(1, 1, 1)], &docs, index);
+    assert_eq!((s.recall, s.precision), (0.0, 0.0));
+    // Half a passage: "debt was repaid extra words" has 4 bigrams, 2 picked
+    // ("debt was", "was repaid"); precision counts the picked run's bigrams
+    // (operations … repaid) in any passage.
+    let gold = [
+        passage("a", "Capital spending fell sharply"),
+        passage("a", "debt was repaid extra words"),
+    ];
+    let s = score::score_passages(&gold, &[unit(0, 1, 3)], &docs, index);
+    assert_eq!(s.recall, (1.0 + 0.5) / 2.0);
+    let picked = score::word_bigrams(&docs[0].text[edus[1].start as usize..edus[3].end as usize]);
+    assert_eq!(s.precision, 5.0 / picked.len() as f64);
+    let none = score::score_passages(&gold, &[], &docs, index);
+    assert_eq!((none.recall, none.precision, none.tokens), (0.0, 0.0, 0));
+}
+
+#[test]
+fn financebench_converts_each_filing_as_a_pdf_and_evidence_as_page_passages() {
+    let data = shared_data().join("financebench_dev");
+    let questions = data.join("questions.jsonl");
+    let per_filing =
+        convert::financebench(&questions, &data.join("pdfs"), Setting::PerQuestion).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("financebench.jsonl");
+    let mut file = std::fs::File::create(&path).unwrap();
+    edudb::eval::dataset::write_jsonl(&per_filing, &mut file).unwrap();
+    drop(file);
+    // Written with absolute paths: it loads from another directory.
+    let dataset = Dataset::load(&path).unwrap();
+    let published: Vec<serde_json::Value> = std::fs::read_to_string(&questions)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(dataset.questions.len(), published.len());
+    let filings: std::collections::BTreeSet<&str> = published
+        .iter()
+        .map(|q| q["doc_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(dataset.documents.len(), filings.len());
+    for d in &dataset.documents {
+        assert_eq!(
+            d.group.as_deref(),
+            Some(d.id.as_str()),
+            "a store per filing"
+        );
+        let edudb::eval::dataset::Body::File { format, path } = &d.body else {
+            panic!("{} is not a file", d.id);
+        };
+        assert_eq!(*format, Some(Format::Pdf));
+        assert!(path.is_absolute() && path.ends_with(format!("{}.pdf", d.id)));
+    }
+    for (q, p) in dataset.questions.iter().zip(&published) {
+        assert_eq!(q.id, p["financebench_id"].as_str().unwrap());
+        assert_eq!(q.group.as_deref(), p["doc_name"].as_str());
+        assert!(q.evidence.is_empty());
+        let evidence = p["evidence"].as_array().unwrap();
+        assert_eq!(q.passages.len(), evidence.len());
+        for (passage, e) in q.passages.iter().zip(evidence) {
+            assert_eq!(passage.text, e["evidence_text"].as_str().unwrap());
+            // Published 0-based; ours 1-based like every page in edudb.
+            assert_eq!(
+                passage.page,
+                Some(e["evidence_page_num"].as_u64().unwrap() as u32 + 1)
+            );
+        }
+    }
+    // Shared: one store of every filing.
+    let shared = convert::financebench(&questions, &data.join("pdfs"), Setting::Shared).unwrap();
+    let records: Vec<(usize, Record)> = shared.into_iter().enumerate().collect();
+    let dataset = Dataset::from_records("fb", &questions, records).unwrap();
+    assert_eq!(dataset.groups().len(), 1);
+    // A missing filing is named.
+    let empty = tempfile::tempdir().unwrap();
+    let err = convert::financebench(&questions, empty.path(), Setting::PerQuestion).unwrap_err();
+    assert!(err.to_string().contains("no filing"), "{err}");
+}
+
+#[test]
+fn evaluation_ingests_pdf_files_scores_passages_and_reuses_their_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("pdfs")).unwrap();
+    let filing = |name: &str, lines: &[&str]| {
+        std::fs::write(dir.path().join("pdfs").join(name), small_pdf(lines)).unwrap();
+    };
+    filing(
+        "a.pdf",
+        &[
+            "Revenue grew by nine percent in the year.",
+            "Capital expenditure was 1,577 million dollars.",
+            "The board declared a quarterly dividend.",
+        ],
+    );
+    filing(
+        "b.pdf",
+        &["Inventories rose after the acquisition of Acme."],
+    );
+    let path = write(
+        dir.path(),
+        "fb.jsonl",
+        &[
+            r#"{"type":"document","id":"a","group":"a","path":"pdfs/a.pdf"}"#,
+            r#"{"type":"document","id":"b","group":"b","path":"pdfs/b.pdf","format":"pdf"}"#,
+            r#"{"type":"question","id":"q1","group":"a","question":"What was capital expenditure?","evidence":[{"doc":"a","text":"Capital expenditure was 1,577 million dollars.","page":1}]}"#,
+            r#"{"type":"question","id":"q2","group":"b","question":"Why did inventories rise?","evidence":[{"doc":"b","text":"Inventories rose after the acquisition of Acme.","page":1}]}"#,
+        ],
+    );
+    let dataset = Dataset::load(&path).unwrap();
+    let methods = eval::default_methods_for(&dataset);
+    assert!(methods.iter().any(|m| m.name == "bm25-page"));
+    assert!(
+        !eval::default_methods()
+            .iter()
+            .any(|m| m.name == "bm25-page")
+    );
+    let kept = tempfile::tempdir().unwrap();
+    let options = EvalOptions {
+        methods,
+        budgets: vec![8, 256],
+        stores: Some(kept.path().to_owned()),
+        ..EvalOptions::default()
+    };
+    let run = || eval::evaluate(&dataset, &options, &NoProgress, &CancelToken::new()).unwrap();
+    let observations = run();
+    let recall = |method: &str, question: &str, budget: u64| {
+        observations
+            .iter()
+            .find(|o| o.method == method && o.question == question && o.budget == budget)
+            .unwrap()
+            .recall
+    };
+    for question in ["q1", "q2"] {
+        assert_eq!(recall("edudb", question, 256), 1.0, "{question}");
+        assert_eq!(recall("bm25-page", question, 256), 1.0, "{question}");
+    }
+    // Eight tokens hold part of the capital-expenditure line at most.
+    assert!(recall("edudb", "q1", 8) < 1.0);
+    for o in &observations {
+        assert!(o.tokens <= o.budget, "{o:?}");
+    }
+    // The kept stores hold the same PDFs: reused untouched.
+    let last_change = |group: usize| {
+        let db = Db::open(kept.path().join(format!("fb-{group}")).join("store")).unwrap();
+        db.stats().unwrap().last_change
+    };
+    let before = (last_change(0), last_change(1));
+    let again = run();
+    assert_eq!((last_change(0), last_change(1)), before);
+    let pairs = |list: &[Observation]| {
+        list.iter()
+            .map(|o| (o.question.clone(), o.method.clone(), o.budget, o.recall))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(pairs(&again), pairs(&observations));
+    // Another PDF under the same name is ingested again.
+    filing("a.pdf", &["Capital expenditure was 1,577 million dollars."]);
+    run();
+    assert_ne!(last_change(0), before.0);
+    assert_eq!(last_change(1), before.1);
 }
 
 fn observation(method: &str, structured: bool, question: usize, recall: f64) -> Observation {
@@ -534,7 +759,9 @@ fn evaluation_keeps_its_stores_and_reuses_those_holding_the_group() {
     assert_eq!(state(1).0, before[1].0);
     // The same ids and lengths with another text: rebuilt, not reused.
     let mut changed = dataset.clone();
-    let text = &mut changed.documents[0].text;
+    let edudb::eval::dataset::Body::Text { text, .. } = &mut changed.documents[0].body else {
+        panic!("a text document");
+    };
     let at = text.find('a').unwrap();
     text.replace_range(at..at + 1, "e");
     // Per question, the first document is the first group's.
@@ -544,8 +771,8 @@ fn evaluation_keeps_its_stores_and_reuses_those_holding_the_group() {
     let db = Db::open(store(0)).unwrap();
     let stored = db.document(&changed.documents[0].id).unwrap();
     assert_eq!(
-        stored.to_document().unwrap().text,
-        changed.documents[0].text
+        Some(stored.to_document().unwrap().text.as_str()),
+        changed.documents[0].text()
     );
 }
 
