@@ -360,7 +360,11 @@ fn analyze_built(
     build: impl FnOnce(&StructureInput<'_>) -> Result<Tree>,
 ) -> Result<Document> {
     crate::model::ids::check_id(id)?;
-    let Layout { text, blocks } = layout;
+    let Layout {
+        text,
+        blocks,
+        title,
+    } = layout;
     if let Some(pages) = &pages {
         pages
             .validate(text.len() as u32)
@@ -410,7 +414,10 @@ fn analyze_built(
         edus: &edus,
         blocks: &block_edus,
     };
-    let tree = build(&input)?;
+    let mut tree = build(&input)?;
+    if let (Some(title), Some(root)) = (title, tree.nodes.first_mut()) {
+        root.title = title;
+    }
     tree.validate(edus.len() as u32)
         .map_err(|message| Error::Invariant {
             doc: id.to_owned(),

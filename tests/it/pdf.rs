@@ -121,6 +121,11 @@ fn a_pdf_is_stored_as_its_text_with_pages_headings_tables_and_no_furniture_in_ed
         .map(|n| n.title.as_str())
         .collect();
     assert_eq!(sections, ["Overview of the Year", "Cash Flows"]);
+    // The document is titled by what its first page sets largest (the
+    // running header is furniture, not a title), as written in the text.
+    assert_eq!(tree.nodes[0].title, "Overview of the Year");
+    assert_eq!(meta.title, tree.nodes[0].title);
+    assert!(text.contains(&meta.title));
     // The table: one node, one EDU per row, cells in column order.
     let table = (tree.nodes.iter())
         .find(|n| n.kind == edudb::NodeKind::Table)

@@ -70,6 +70,7 @@ pub fn parse(html: &str) -> Layout {
     Layout {
         text: extractor.text,
         blocks: extractor.blocks,
+        title: None,
     }
 }
 

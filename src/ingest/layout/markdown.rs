@@ -39,6 +39,7 @@ pub fn parse(text: &str) -> Layout {
     Layout {
         text: text.to_owned(),
         blocks: walker.blocks,
+        title: None,
     }
 }
 

@@ -54,6 +54,9 @@ pub struct Layout {
     pub text: String,
     /// The blocks, in document order.
     pub blocks: Vec<Block>,
+    /// The document's title where the source sets one apart (a PDF's
+    /// cover), as written in `text`: the tree's root takes it.
+    pub title: Option<String>,
 }
 
 /// Trims ASCII/Unicode whitespace off both ends of `range` within `text`.

@@ -25,6 +25,7 @@ pub fn parse(text: &str) -> Layout {
     Layout {
         text: text.to_owned(),
         blocks,
+        title: None,
     }
 }
 

@@ -116,6 +116,7 @@ pub fn compose(
         Layout {
             text: out.text,
             blocks: out.blocks,
+            title: None,
         },
         out.geometry,
     )

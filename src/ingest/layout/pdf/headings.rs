@@ -4,6 +4,10 @@
 //! a numbered section. Levels come from the numbering where there is one
 //! (`PART II` above `Item 7.` above the rest), then from type size and
 //! weight, larger above smaller.
+//!
+//! The document's title is what its first page sets largest, when that is
+//! larger than the body text: a paper's title, a filing's form and
+//! company, a report's headline ([`cover_title`]).
 
 use std::collections::HashMap;
 
@@ -28,6 +32,8 @@ const HEADING_WORDS: usize = 14;
 const HEADING_CHARS: usize = 150;
 /// A line this much larger than body text is set as a heading.
 const LARGER: f32 = 1.15;
+/// Most lines a cover title takes.
+const TITLE_LINES: usize = 3;
 /// Share of an outline's entries that must name a line for it to be used.
 const OUTLINE_MATCHED: f32 = 0.5;
 
@@ -99,6 +105,38 @@ enum Numbering {
 /// The style that ranks unnumbered headings: size (half points), bold,
 /// capitals.
 type Style = (i32, bool, bool);
+
+/// The title the first page with free lines (not furniture, not table
+/// rows: `taken`) sets: its lines in the largest type, when that is
+/// [`LARGER`] than the body text, at most [`TITLE_LINES`] of them in
+/// reading order, joined by spaces. `None` when nothing stands out, or
+/// what does is not a heading's length.
+pub fn cover_title(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> Option<String> {
+    let (body_size, _) = body_style(pages, taken);
+    let (lines, taken) = pages
+        .iter()
+        .zip(taken)
+        .find(|(lines, taken)| lines.iter().zip(*taken).any(|(_, t)| !*t))?;
+    let free: Vec<&Line> = (lines.iter().zip(taken))
+        .filter(|(_, t)| !**t)
+        .map(|(line, _)| line)
+        .collect();
+    let largest = free.iter().map(|l| half_points(l.size)).max()?;
+    if (largest as f32 / 2.0) < LARGER * body_size {
+        return None;
+    }
+    let title = (free.iter())
+        .filter(|l| half_points(l.size) == largest)
+        .take(TITLE_LINES)
+        .map(|l| l.text())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let title = title.split_whitespace().collect::<Vec<_>>().join(" ");
+    let fits = !title.is_empty()
+        && title.chars().any(char::is_alphabetic)
+        && title.chars().count() <= HEADING_CHARS * 2;
+    fits.then_some(title)
+}
 
 /// Headings found from type and numbering.
 fn from_layout(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> HashMap<At, u8> {
@@ -301,6 +339,53 @@ mod tests {
         assert_eq!(found.get(&(0, 2)), None);
         assert_eq!(found.get(&(0, 7)), None, "a short bold sentence stays body");
         assert_eq!(found.len(), 4);
+    }
+
+    #[test]
+    fn the_cover_title_is_what_the_first_page_sets_largest() {
+        let text =
+            "A sentence of ordinary body text that is long enough to count as body text here.";
+        let cover = vec![
+            line("running header", 20.0, false),
+            line("FORM 10-K", 16.0, true),
+            body(text),
+            line("ADOBE  INC.", 16.0, false),
+            line("UNITED STATES", 14.0, false),
+        ];
+        let second = vec![line("Later and larger", 30.0, true), body(text), body(text)];
+        let pages = [cover, second];
+        let mut taken = vec![vec![false; 5], vec![false; 3]];
+        taken[0][0] = true; // furniture: not the title
+        assert_eq!(
+            cover_title(&pages, &taken).as_deref(),
+            Some("FORM 10-K ADOBE INC.")
+        );
+        // A first page set like the body has no title; nor has one whose
+        // largest lines are all taken.
+        let plain = [vec![body(text), body("Short.")]];
+        assert_eq!(cover_title(&plain, &[vec![false, false]]), None);
+        let only_taken = [vec![line("Big", 20.0, true)], vec![body(text)]];
+        assert_eq!(
+            cover_title(&only_taken, &[vec![true], vec![false]]),
+            None,
+            "the first page with free lines is the body page"
+        );
+        // At most three lines.
+        let many = [vec![
+            line("One", 20.0, false),
+            line("Two", 20.0, false),
+            line("Three", 20.0, false),
+            line("Four", 20.0, false),
+            body(text),
+            body(text),
+            body(text),
+            body(text),
+            body(text),
+        ]];
+        assert_eq!(
+            cover_title(&many, &[vec![false; 9]]).as_deref(),
+            Some("One Two Three")
+        );
     }
 
     #[test]

@@ -164,7 +164,8 @@ fn read(
         .collect();
     let headings = headings::headings(&pages, &taken, &outline);
     let roles = compose::roles(&furniture, &rows, &headings);
-    let (layout, mut geometry) = compose::compose(&pages, &roles, &sizes);
+    let (mut layout, mut geometry) = compose::compose(&pages, &roles, &sizes);
+    layout.title = headings::cover_title(&pages, &taken);
     geometry.source_bytes = source_bytes;
     geometry.source_crc32 = source_crc32;
     Ok((layout, geometry))
