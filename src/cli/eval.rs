@@ -102,11 +102,18 @@ pub enum EvalCommand {
         stores: Option<PathBuf>,
     },
     /// Strip the headings of Markdown files, rebuild each tree from the text
-    /// alone, and score it against the heading tree.
+    /// alone, and score it against the heading tree; with `--rendered`,
+    /// rebuild it from each file rendered to PDF instead.
     Structure {
         /// Markdown files or directories of them.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// A directory holding each Markdown file rendered to PDF, named by
+        /// its document id (`0001-x.md` → `DIR/0001-x.pdf`;
+        /// `benches/pdf/render-rfcs.sh` makes them); a file without its
+        /// PDF is skipped and counted.
+        #[arg(long, value_name = "DIR")]
+        rendered: Option<PathBuf>,
     },
 }
 
@@ -316,9 +323,10 @@ pub fn run(
                 table(out, &summary)?;
             }
         }
-        EvalCommand::Structure { paths } => {
+        EvalCommand::Structure { paths, rendered } => {
             let sources = edudb::ingest::sources::expand(paths, None)?;
             let mut scores: Vec<Recovery> = Vec::new();
+            let mut unrendered = 0usize;
             let bars = Bars::new(quiet || as_json);
             edudb::Progress::start(&bars, "structure", sources.len() as u64);
             for source in &sources {
@@ -327,15 +335,33 @@ pub fn run(
                 };
                 let bytes = std::fs::read(path).map_err(io_error(path))?;
                 let text = edudb::ingest::decode(&source.name(), bytes, false)?;
-                scores.push(structure::recover(&source.id, text)?);
+                match rendered {
+                    None => scores.push(structure::recover(&source.id, text)?),
+                    Some(dir) => {
+                        let pdf = dir.join(format!("{}.pdf", source.id));
+                        match std::fs::read(&pdf) {
+                            Ok(pdf) => {
+                                scores.push(structure::recover_rendered(&source.id, text, pdf)?);
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => unrendered += 1,
+                            Err(e) => return Err(io_error(&pdf)(e).into()),
+                        }
+                    }
+                }
                 edudb::Progress::advance(&bars, 1, &source.id);
             }
             edudb::Progress::finish(&bars);
             let summary = structure::summarise_recovery(&scores);
             if as_json {
-                render::json(out, &json!({ "summary": summary, "documents": scores }))?;
+                render::json(
+                    out,
+                    &json!({ "summary": summary, "documents": scores, "unrendered": unrendered }),
+                )?;
             } else {
                 writeln!(out, "documents            {}", summary.documents)?;
+                if unrendered > 0 {
+                    writeln!(out, "without a PDF        {unrendered} (skipped)")?;
+                }
                 writeln!(out, "exact match          {:.3}", summary.exact_match_rate)?;
                 writeln!(out, "shape match          {:.3}", summary.shape_match_rate)?;
                 writeln!(

@@ -4,9 +4,14 @@
 //! recovered tree is scored against the reference by tree edit distance
 //! (Zhang–Shasha) and exact match.
 //!
+//! The same reference scores a tree recovered from the document rendered
+//! to PDF ([`recover_rendered`]): headings then come back through the PDF
+//! path (its outline, or type size, weight and numbering).
+//!
 //! Both sides are compared as *outline trees*: the root, then every section
 //! and cohesion segment (the builder's structure above paragraphs), each
-//! labelled with its title lower-cased with whitespace collapsed.
+//! labelled with its title's words, lower-cased (so Markdown's inline
+//! markup and a renderer's spacing do not count as differences).
 
 use std::collections::HashSet;
 
@@ -63,7 +68,8 @@ impl OutlineTree {
 
 fn normalise(title: &str) -> String {
     title
-        .split_whitespace()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
         .to_lowercase()
@@ -206,8 +212,21 @@ pub fn recover(name: &str, markdown: String) -> Result<Recovery> {
     let original = crate::ingest::pipeline::analyze("reference", markdown, Format::Markdown)?;
     let stripped = strip_heading_markers(&original);
     let rebuilt = crate::ingest::pipeline::analyze("recovered", stripped, Format::Text)?;
-    let reference = OutlineTree::of(&original.tree);
-    let recovered = OutlineTree::of(&rebuilt.tree);
+    Ok(score(name, &original.tree, &rebuilt.tree))
+}
+
+/// Scores how the PDF path recovers `markdown`'s heading tree from `pdf`,
+/// the same document rendered to PDF.
+pub fn recover_rendered(name: &str, markdown: String, pdf: Vec<u8>) -> Result<Recovery> {
+    let original = crate::ingest::pipeline::analyze("reference", markdown, Format::Markdown)?;
+    let rebuilt = crate::ingest::pipeline::analyze_pdf("recovered", pdf)?;
+    Ok(score(name, &original.tree, &rebuilt.tree))
+}
+
+/// Scores `recovered` against `reference`.
+fn score(name: &str, reference: &Tree, recovered: &Tree) -> Recovery {
+    let reference = OutlineTree::of(reference);
+    let recovered = OutlineTree::of(recovered);
     let titles = |t: &OutlineTree| -> Vec<String> {
         fn walk(t: &OutlineTree, out: &mut Vec<String>) {
             for child in &t.children {
@@ -226,14 +245,14 @@ pub fn recover(name: &str, markdown: String) -> Result<Recovery> {
     } else {
         wanted.iter().filter(|t| found.contains(*t)).count() as f64 / wanted.len() as f64
     };
-    Ok(Recovery {
+    Recovery {
         document: name.to_owned(),
         reference_nodes: reference.size(),
         recovered_nodes: recovered.size(),
         distance: tree_edit_distance(&reference, &recovered, 1),
         shape_distance: tree_edit_distance(&reference, &recovered, 0),
         heading_recall,
-    })
+    }
 }
 
 /// Means over documents.

@@ -272,6 +272,14 @@ pub fn analyze(id: &str, text: String, format: Format) -> Result<Document> {
     analyze_with(id, text, format, &LayoutTreeBuilder)
 }
 
+/// Analyses a PDF's bytes (read as ingest reads them, [`layout::pdf`])
+/// into a complete, validated document.
+pub fn analyze_pdf(id: &str, bytes: Vec<u8>) -> Result<Document> {
+    check_size(id, &bytes)?;
+    let (layout, pages) = layout::pdf::parse(id, bytes, &CancelToken::new(), &|_, _| {})?;
+    Ok(analyze_laid_out(id, layout, Format::Pdf, Some(pages), None)?.0)
+}
+
 /// Like [`analyze`], with a caller-chosen tree builder.
 pub fn analyze_with(
     id: &str,

@@ -6,8 +6,10 @@
 //! weight, larger above smaller.
 //!
 //! The document's title is what its first page sets largest, when that is
-//! larger than the body text: a paper's title, a filing's form and
-//! company, a report's headline ([`cover_title`]).
+//! larger than the body text and than anything on later pages: a paper's
+//! title, a filing's form and company, a report's headline
+//! ([`cover_title`]); a first page whose largest type is a heading style
+//! the rest of the document uses too has none.
 
 use std::collections::HashMap;
 
@@ -32,6 +34,8 @@ const HEADING_WORDS: usize = 14;
 const HEADING_CHARS: usize = 150;
 /// A line this much larger than body text is set as a heading.
 const LARGER: f32 = 1.15;
+/// Words a line of running text has at least (for the body style).
+const BODY_WORDS: usize = 8;
 /// Most lines a cover title takes.
 const TITLE_LINES: usize = 3;
 /// Share of an outline's entries that must name a line for it to be used.
@@ -108,24 +112,28 @@ type Style = (i32, bool, bool);
 
 /// The title the first page with free lines (not furniture, not table
 /// rows: `taken`) sets: its lines in the largest type, when that is
-/// [`LARGER`] than the body text, at most [`TITLE_LINES`] of them in
-/// reading order, joined by spaces. `None` when nothing stands out, or
-/// what does is not a heading's length.
+/// [`LARGER`] than the body text and larger than every free line of the
+/// later pages, at most [`TITLE_LINES`] of them in reading order, joined
+/// by spaces. `None` when nothing stands out, or what does is not a
+/// heading's length.
 pub fn cover_title(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> Option<String> {
     let (body_size, _) = body_style(pages, taken);
-    let (lines, taken) = pages
-        .iter()
-        .zip(taken)
-        .find(|(lines, taken)| lines.iter().zip(*taken).any(|(_, t)| !*t))?;
-    let free: Vec<&Line> = (lines.iter().zip(taken))
-        .filter(|(_, t)| !**t)
-        .map(|(line, _)| line)
-        .collect();
-    let largest = free.iter().map(|l| half_points(l.size)).max()?;
-    if (largest as f32 / 2.0) < LARGER * body_size {
+    let free = |p: usize| -> Vec<&Line> {
+        (pages[p].iter().zip(&taken[p]))
+            .filter(|(_, t)| !**t)
+            .map(|(line, _)| line)
+            .collect()
+    };
+    let first = (0..pages.len()).find(|&p| !free(p).is_empty())?;
+    let cover = free(first);
+    let largest = cover.iter().map(|l| half_points(l.size)).max()?;
+    let later = (first + 1..pages.len())
+        .flat_map(|p| free(p).into_iter().map(|l| half_points(l.size)))
+        .max();
+    if (largest as f32 / 2.0) < LARGER * body_size || later.is_some_and(|size| size >= largest) {
         return None;
     }
-    let title = (free.iter())
+    let title = (cover.iter())
         .filter(|l| half_points(l.size) == largest)
         .take(TITLE_LINES)
         .map(|l| l.text())
@@ -178,16 +186,25 @@ fn from_layout(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> HashMap<At, u8> {
 }
 
 /// The body text's size and whether it is bold: the style of most
-/// characters outside furniture and tables.
+/// characters in lines of running text (at least [`BODY_WORDS`] words)
+/// outside furniture and tables; of all such lines' characters when no
+/// line is that long. Short lines are left out so that code listings, set
+/// smaller than the prose around them, do not pass for the body and make
+/// every line of prose look like a heading.
 fn body_style(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> (f32, bool) {
+    let free = || {
+        (pages.iter().zip(taken))
+            .flat_map(|(lines, taken)| lines.iter().zip(taken).filter(|(_, t)| !**t))
+            .map(|(line, _)| line)
+    };
+    let running = |line: &&Line| line.text().split_whitespace().count() >= BODY_WORDS;
+    let any_running = free().any(|line| running(&line));
     let mut sizes: HashMap<(i32, bool), usize> = HashMap::new();
-    for (lines, taken) in pages.iter().zip(taken) {
-        for (line, _) in lines.iter().zip(taken).filter(|(_, t)| !**t) {
-            let chars: usize = line.cells.iter().map(|c| c.text.len()).sum();
-            *sizes
-                .entry((half_points(line.size), line.bold))
-                .or_default() += chars;
-        }
+    for line in free().filter(|line| !any_running || running(line)) {
+        let chars: usize = line.cells.iter().map(|c| c.text.len()).sum();
+        *sizes
+            .entry((half_points(line.size), line.bold))
+            .or_default() += chars;
     }
     sizes
         .into_iter()
@@ -352,14 +369,18 @@ mod tests {
             line("ADOBE  INC.", 16.0, false),
             line("UNITED STATES", 14.0, false),
         ];
-        let second = vec![line("Later and larger", 30.0, true), body(text), body(text)];
-        let pages = [cover, second];
+        let second = vec![line("Item 1. Business", 14.0, true), body(text), body(text)];
+        let mut pages = [cover, second];
         let mut taken = vec![vec![false; 5], vec![false; 3]];
         taken[0][0] = true; // furniture: not the title
         assert_eq!(
             cover_title(&pages, &taken).as_deref(),
             Some("FORM 10-K ADOBE INC.")
         );
+        // The largest type of the first page is a heading style used later
+        // too: no title.
+        pages[1][0].size = 16.0;
+        assert_eq!(cover_title(&pages, &taken), None);
         // A first page set like the body has no title; nor has one whose
         // largest lines are all taken.
         let plain = [vec![body(text), body("Short.")]];
