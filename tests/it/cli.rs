@@ -590,6 +590,61 @@ fn eval_structure_scores_heading_recovery() {
 }
 
 #[test]
+fn eval_structure_scores_recovery_from_the_rendered_pdf_and_counts_missing_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("unused");
+    let body = "The process keeps every change small enough to review in one sitting, and each review names its reviewer.";
+    let markdown = format!(
+        "# Guide\n\n{body}\n\n## Setup\n\n{body}\n\n## Usage\n\n{body}\n\n### Flags\n\n{body}\n"
+    );
+    std::fs::write(dir.path().join("guide.md"), &markdown).unwrap();
+    std::fs::write(dir.path().join("other.md"), &markdown).unwrap();
+    // Rendered as a renderer sets headings: larger by level, bold.
+    let rendered = dir.path().join("rendered");
+    std::fs::create_dir(&rendered).unwrap();
+    let mut builder = pdf_oxide::writer::DocumentBuilder::new();
+    let mut page = builder.letter_page();
+    let mut y = 720.0;
+    for (heading, size) in [
+        ("Guide", 24.0),
+        ("Setup", 18.0),
+        ("Usage", 18.0),
+        ("Flags", 14.0),
+    ] {
+        page = page
+            .font("Helvetica-Bold", size)
+            .at(72.0, y)
+            .text(heading)
+            .font("Helvetica", 10.0)
+            .at(72.0, y - 24.0)
+            .text(&body[..57])
+            .at(72.0, y - 36.0)
+            .text(&body[57..]);
+        y -= 80.0;
+    }
+    page.done();
+    std::fs::write(rendered.join("guide.pdf"), builder.build().unwrap()).unwrap();
+    let report = json(
+        &db,
+        &[
+            "eval",
+            "structure",
+            dir.path().join("guide.md").to_str().unwrap(),
+            dir.path().join("other.md").to_str().unwrap(),
+            "--rendered",
+            rendered.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(report["summary"]["documents"], 1);
+    assert_eq!(report["unrendered"], 1, "other.md has no PDF");
+    let doc = &report["documents"][0];
+    assert_eq!(doc["document"], "guide");
+    // Every heading comes back from type sizes alone, nested as written.
+    assert_eq!(doc["heading_recall"], 1.0, "{doc}");
+    assert_eq!(doc["distance"], 0, "{doc}");
+}
+
+#[test]
 fn dag_lists_nodes_and_edges_as_json_and_dot() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("store");

@@ -186,8 +186,8 @@ fn from_layout(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> HashMap<At, u8> {
 }
 
 /// The body text's size and whether it is bold: the style of most
-/// characters in lines of running text (at least [`BODY_WORDS`] words)
-/// outside furniture and tables; of all such lines' characters when no
+/// characters in lines of running text (at least [`BODY_WORDS`] words of
+/// letters, [`prose_words`]) outside furniture and tables; of all such lines' characters when no
 /// line is that long. Short lines are left out so that code listings, set
 /// smaller than the prose around them, do not pass for the body and make
 /// every line of prose look like a heading.
@@ -197,7 +197,7 @@ fn body_style(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> (f32, bool) {
             .flat_map(|(lines, taken)| lines.iter().zip(taken).filter(|(_, t)| !**t))
             .map(|(line, _)| line)
     };
-    let running = |line: &&Line| line.text().split_whitespace().count() >= BODY_WORDS;
+    let running = |line: &&Line| prose_words(&line.text()) >= BODY_WORDS;
     let any_running = free().any(|line| running(&line));
     let mut sizes: HashMap<(i32, bool), usize> = HashMap::new();
     for line in free().filter(|line| !any_running || running(line)) {
@@ -210,6 +210,22 @@ fn body_style(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> (f32, bool) {
         .into_iter()
         .max_by_key(|&(style, chars)| (chars, std::cmp::Reverse(style)))
         .map_or((10.0, false), |((size, bold), _)| (size as f32 / 2.0, bold))
+}
+
+/// Words of `text` made of letters (with a word's own punctuation:
+/// `(said),` is one; `=>` and `foo()` are none), as prose has many of.
+fn prose_words(text: &str) -> usize {
+    text.split_whitespace()
+        .filter(|token| {
+            let word = token
+                .trim_start_matches(['(', '"', '\'', '“', '‘'])
+                .trim_end_matches(['.', ',', ';', ':', '!', '?', ')', '"', '\'', '”', '’']);
+            !word.is_empty()
+                && word
+                    .chars()
+                    .all(|c| c.is_alphabetic() || c == '-' || c == '\'' || c == '’')
+        })
+        .count()
 }
 
 /// The line's size in half points, rounded.
@@ -356,6 +372,23 @@ mod tests {
         assert_eq!(found.get(&(0, 2)), None);
         assert_eq!(found.get(&(0, 7)), None, "a short bold sentence stays body");
         assert_eq!(found.len(), 4);
+    }
+
+    #[test]
+    fn prose_sets_the_body_style_even_where_code_has_more_characters() {
+        let code = |t: &str| line(t, 8.5, false);
+        let mut page = vec![line("Motivation", 14.0, true)];
+        page.push(body("Short prose here: a match arm may start with a bar."));
+        for _ in 0..12 {
+            page.push(code("match foo { A => (), B => () }"));
+            page.push(code("let x = Foo::A; // no bar"));
+        }
+        page.push(body("Consider the following example of a long match:"));
+        let taken = vec![vec![false; page.len()]];
+        let found = headings(&[page], &taken, &[]);
+        // Only the heading; prose lines, larger than the code, stay body.
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found.get(&(0, 0)), Some(&1));
     }
 
     #[test]
