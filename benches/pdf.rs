@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use edudb::CancelToken;
-use edudb::eval::score::word_bigrams as bigrams;
+use edudb::eval::bigrams::word_bigrams as bigrams;
 use edudb::ingest::layout::pdf;
 
 /// The share of `wanted`'s bigrams in `found`.

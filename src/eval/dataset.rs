@@ -21,7 +21,7 @@
 //! counts them. Or it is a `text` passage (with the `page` it is on, for
 //! reading), for documents whose stored text is known only once ingested:
 //! recall is then the share of the passage's word bigrams in what was
-//! picked ([`crate::eval::score::word_bigrams`]). A question's evidence is
+//! picked ([`crate::eval::bigrams::word_bigrams`]). A question's evidence is
 //! all spans or all passages. Records with the same `group` form one store
 //! (a per-question store); records without one share the data set's store.
 //!
@@ -342,7 +342,7 @@ impl Dataset {
                             ),
                         ));
                     }
-                    if super::score::word_bigrams(text).is_empty() {
+                    if super::bigrams::word_bigrams(text).is_empty() {
                         return Err(fail(
                             line,
                             format!(

@@ -9,6 +9,7 @@
 //! intervals and paired comparisons. [`structure`] scores how well the
 //! tree builder recovers headings from text alone.
 
+pub mod bigrams;
 pub mod convert;
 pub mod dataset;
 pub mod flat;

@@ -19,6 +19,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use super::bigrams::{Bigram, word_bigrams};
 use super::dataset::{Evidence, Passage};
 use super::flat::Unit;
 use crate::model::document::Document;
@@ -60,24 +61,6 @@ pub struct Scores {
     pub precision: f64,
     /// Tokens picked.
     pub tokens: u64,
-}
-
-/// Two consecutive words.
-pub type Bigram = (String, String);
-
-/// A text's word bigrams: consecutive pairs of its words, a word being a
-/// lowercased run of letters and digits (as `benches/pdf/extractors.py`
-/// counts them).
-pub fn word_bigrams(text: &str) -> HashSet<Bigram> {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    words
-        .windows(2)
-        .map(|pair| (pair[0].clone(), pair[1].clone()))
-        .collect()
 }
 
 /// The distinct EDUs `(document index, EDU id)` of `picks`.

@@ -312,7 +312,7 @@ fn scores_count_whole_gold_sentences_and_gold_tokens() {
 #[test]
 fn passages_score_the_share_of_their_word_bigrams_in_the_picked_text() {
     assert_eq!(
-        score::word_bigrams("Net income, 2018: $5,363"),
+        edudb::eval::bigrams::word_bigrams("Net income, 2018: $5,363"),
         [
             ("net", "income"),
             ("income", "2018"),
@@ -357,7 +357,9 @@ fn passages_score_the_share_of_their_word_bigrams_in_the_picked_text() {
     ];
     let s = score::score_passages(&gold, &[unit(0, 1, 3)], &docs, index);
     assert_eq!(s.recall, (1.0 + 0.5) / 2.0);
-    let picked = score::word_bigrams(&docs[0].text[edus[1].start as usize..edus[3].end as usize]);
+    let picked = edudb::eval::bigrams::word_bigrams(
+        &docs[0].text[edus[1].start as usize..edus[3].end as usize],
+    );
     assert_eq!(s.precision, 5.0 / picked.len() as f64);
     let none = score::score_passages(&gold, &[], &docs, index);
     assert_eq!((none.recall, none.precision, none.tokens), (0.0, 0.0, 0));
