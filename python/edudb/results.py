@@ -151,7 +151,19 @@ class SearchHit(_FromJson):
 
 
 @dataclass(frozen=True)
-class Item(_FromJson):
+class PageBox(_FromJson):
+    """Where one line of a picked span is drawn on its PDF page: the page
+    (1-based) and the box in PDF points from the page's bottom left."""
+
+    page: int
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+
+@dataclass(frozen=True)
+class Item:
     """One span a selection picked, with its coordinates."""
 
     doc: str
@@ -166,7 +178,20 @@ class Item(_FromJson):
     pages: Optional[Span]
     """First and last page (1-based) of a document read from a PDF; None
     for other formats."""
+    boxes: Optional[List[PageBox]]
+    """With ``WITH BOXES`` in the statement, where each line of the span is
+    drawn (empty for documents that are not PDFs); None otherwise."""
     text: str
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Item":
+        """The item the JSON object ``data`` describes."""
+        boxes = data.get("boxes")
+        return _build(
+            cls,
+            data,
+            boxes=None if boxes is None else [PageBox.from_json(b) for b in boxes],
+        )
 
 
 @dataclass(frozen=True)

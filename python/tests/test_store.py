@@ -479,6 +479,14 @@ def test_a_pdf_goes_in_by_its_bytes_and_its_spans_carry_pages(tmp_path: Path) ->
         assert all(e.pages == (1, 1) for e in edus)
         picked = db.query("SELECT SPANS FROM * WHERE page = 1 SEED BM25('ferns') BUDGET 50 TOKENS")
         assert picked.items and all(item.pages == (1, 1) for item in picked.items)
+        assert all(item.boxes is None for item in picked.items)
+        boxed = db.query("SELECT SPANS FROM * SEED BM25('ferns') BUDGET 50 TOKENS WITH BOXES")
+        assert boxed.items
+        for item in boxed.items:
+            assert item.boxes, item
+            for box in item.boxes:
+                assert isinstance(box, edudb.PageBox)
+                assert box.page == 1 and box.x0 < box.x1 and box.y0 < box.y1
         with pytest.raises(edudb.UserError, match="not a readable PDF|PDF"):
             db.ingest(b"%PDF-1.7\nnot really", id="broken")
         assert "broken" not in {d.id for d in db.docs()}

@@ -197,6 +197,9 @@ pub struct Select {
     pub order: Option<(Order, Range<usize>)>,
     /// LIMIT.
     pub limit: Option<Value>,
+    /// WITH BOXES: each item also carries its lines' boxes on its PDF's
+    /// pages.
+    pub boxes: bool,
 }
 
 /// A SHOW statement.

@@ -150,7 +150,7 @@ fn run_show(engine: &Engine, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result
                 span: view.span_of(*node),
                 score: 0.0,
             };
-            let item = view.item(&candidate);
+            let item = view.item(&candidate, false);
             (
                 format!("node {node} of '{doc}'"),
                 Rows::Selection(Selection {
@@ -388,7 +388,7 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
         (candidates.len(), picked.picks.len()),
     );
     let timer = Timer::start();
-    let items = linearise(&views, picked.picks, plan.order, &plan.times);
+    let items = linearise(&views, picked.picks, plan);
     timer.stop(
         stages,
         "linearise",
@@ -935,14 +935,10 @@ fn expand(view: &View, candidate: &Candidate, growth: Growth) -> Candidate {
     }
 }
 
-/// Orders picks and reads their text.
-fn linearise(
-    views: &[View],
-    mut picks: Vec<Candidate>,
-    order: Order,
-    times: &HashMap<String, i64>,
-) -> Vec<Item> {
-    match order {
+/// Orders picks as the plan asks and reads their text (and boxes).
+fn linearise(views: &[View], mut picks: Vec<Candidate>, plan: &SelectPlan) -> Vec<Item> {
+    let times = &plan.times;
+    match plan.order {
         Order::Position => {
             // A session reads as one document: its turns in the order spoken
             // (their ids are zero-padded turn numbers).
@@ -987,5 +983,8 @@ fn linearise(
             });
         }
     }
-    picks.iter().map(|p| views[p.doc].item(p)).collect()
+    picks
+        .iter()
+        .map(|p| views[p.doc].item(p, plan.boxes))
+        .collect()
 }

@@ -10,13 +10,14 @@ use super::lexer::{Token, TokenKind, tokenize};
 
 /// Every word of the grammar, spelt as in `docs/query-language.md` (for
 /// completion in the console; a test keeps it equal to the documented EBNF).
-pub const KEYWORDS: [&str; 54] = [
+pub const KEYWORDS: [&str; 56] = [
     "ACROSS",
     "ALPHA",
     "AND",
     "BETWEEN",
     "BM25",
     "BUDGET",
+    "BOXES",
     "BY",
     "CONTEXT",
     "DAG",
@@ -57,6 +58,7 @@ pub const KEYWORDS: [&str; 54] = [
     "TRAVERSE",
     "TREE",
     "WHERE",
+    "WITH",
     "doc",
     "docs",
     "kind",
@@ -68,7 +70,7 @@ pub const KEYWORDS: [&str; 54] = [
 ];
 
 /// Clause keywords of SELECT after FROM.
-const CLAUSES: [&str; 9] = [
+const CLAUSES: [&str; 10] = [
     "WHERE",
     "SEED",
     "TRAVERSE",
@@ -77,6 +79,7 @@ const CLAUSES: [&str; 9] = [
     "BUDGET",
     "ORDER",
     "LIMIT",
+    "WITH",
     ";",
 ];
 
@@ -263,7 +266,7 @@ impl Parser<'_> {
                 if matches!(token.kind, TokenKind::End | TokenKind::Symbol(";")) {
                     return Ok(select);
                 }
-                return Err(self.unexpected("a clause (WHERE, SEED, TRAVERSE, PROPAGATE, EXPAND, BUDGET, ORDER BY, LIMIT) or the end", &CLAUSES));
+                return Err(self.unexpected("a clause (WHERE, SEED, TRAVERSE, PROPAGATE, EXPAND, BUDGET, ORDER BY, LIMIT, WITH BOXES) or the end", &CLAUSES));
             };
             let keyword = word.to_ascii_uppercase();
             let at = token.start..token.end;
@@ -280,6 +283,7 @@ impl Parser<'_> {
                 "BUDGET" if select.budget.is_some() => return Err(twice()),
                 "ORDER" if select.order.is_some() => return Err(twice()),
                 "LIMIT" if select.limit.is_some() => return Err(twice()),
+                "WITH" if select.boxes => return Err(twice()),
                 _ => {}
             }
             match keyword.as_str() {
@@ -358,9 +362,14 @@ impl Parser<'_> {
                     self.advance();
                     select.limit = Some(self.number("a limit")?);
                 }
+                "WITH" => {
+                    self.advance();
+                    self.expect_word("BOXES")?;
+                    select.boxes = true;
+                }
                 _ => {
                     return Err(self.unexpected(
-                        "a clause (WHERE, SEED, TRAVERSE, PROPAGATE, EXPAND, BUDGET, ORDER BY, LIMIT) or the end",
+                        "a clause (WHERE, SEED, TRAVERSE, PROPAGATE, EXPAND, BUDGET, ORDER BY, LIMIT, WITH BOXES) or the end",
                         &CLAUSES,
                     ));
                 }

@@ -78,6 +78,8 @@ pub struct SelectPlan {
     pub order: Order,
     /// Most items returned.
     pub limit: usize,
+    /// WITH BOXES.
+    pub boxes: bool,
     /// The times of the scope's session turns, by document id (empty
     /// unless the scope is a session).
     pub times: HashMap<String, i64>,
@@ -576,6 +578,7 @@ impl Binder<'_> {
             budget,
             order,
             limit,
+            boxes: select.boxes,
             times,
         })
     }

@@ -37,8 +37,28 @@ pub struct Item {
     /// for other formats.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pages: Option<[u32; 2]>,
+    /// With `WITH BOXES`, where each line of a PDF's span is drawn, in
+    /// text order (an empty list for other formats); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boxes: Option<Vec<PageRect>>,
     /// Exactly `text[bytes]`.
     pub text: String,
+}
+
+/// Where one line of an item is drawn: its page (1-based) and box, in PDF
+/// user-space points (origin at the page's bottom left).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PageRect {
+    /// The page, 1-based.
+    pub page: u32,
+    /// Left edge.
+    pub x0: f32,
+    /// Bottom edge.
+    pub y0: f32,
+    /// Right edge.
+    pub x1: f32,
+    /// Top edge.
+    pub y1: f32,
 }
 
 /// The picks of a SELECT.

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::model::document::Document;
 use crate::model::edu::Span;
 use crate::model::tree::Node;
-use crate::query::result::Item;
+use crate::query::result::{Item, PageRect};
 
 /// One document as a query sees it: decoded, with its token prefix sums.
 pub(crate) struct View {
@@ -112,8 +112,24 @@ impl View {
         (self.document().pages.as_ref()).map(|pages| pages.pages_of(start..end))
     }
 
-    /// The result item `candidate` is.
-    pub(crate) fn item(&self, candidate: &Candidate) -> Item {
+    /// Where each line of `candidate` is drawn on its PDF's pages (empty
+    /// for other formats).
+    fn boxes(&self, candidate: &Candidate) -> Vec<PageRect> {
+        let [start, end] = self.bytes_of(candidate.span);
+        (self.document().pages.iter())
+            .flat_map(|pages| pages.line_boxes(start..end))
+            .map(|b| PageRect {
+                page: b.page + 1,
+                x0: b.rect.x0,
+                y0: b.rect.y0,
+                x1: b.rect.x1,
+                y1: b.rect.y1,
+            })
+            .collect()
+    }
+
+    /// The result item `candidate` is, with its lines' boxes when `boxes`.
+    pub(crate) fn item(&self, candidate: &Candidate, boxes: bool) -> Item {
         let span = candidate.span;
         let node = candidate.node.or_else(|| self.node_of_run(span));
         let (kind, level, title) = match node {
@@ -134,6 +150,7 @@ impl View {
             tokens: self.loaded.tokens.tokens(span),
             score: candidate.score,
             pages: self.pages(candidate).map(|p| [p.start + 1, p.end]),
+            boxes: boxes.then(|| self.boxes(candidate)),
             text: self.text_of(span).to_owned(),
         }
     }

@@ -222,6 +222,55 @@ fn queries_carry_pages_and_filter_on_them() {
     assert!(query(statement).is_empty());
     let statement = "SELECT SPANS FROM doc('notes') SEED BM25('research') BUDGET 50 TOKENS";
     assert!(query(statement).iter().all(|i| i.pages.is_none()));
+    // Boxes on request: one per line of the span, on the item's pages and
+    // within the page; none asked, none given; none to give for notes.
+    let plain = query("SELECT SPANS FROM * SEED BM25('research spending') BUDGET 200 TOKENS");
+    assert!(plain.iter().all(|item| item.boxes.is_none()));
+    let boxed =
+        query("SELECT SPANS FROM * SEED BM25('research spending') BUDGET 200 TOKENS WITH BOXES");
+    let spans = |items: &[edudb::Item]| {
+        items
+            .iter()
+            .map(|i| (i.doc.clone(), i.edus))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(spans(&boxed), spans(&plain), "boxes change nothing picked");
+    let layout = db.pages("report").unwrap().unwrap();
+    for item in boxed.iter().filter(|i| i.doc == "report") {
+        let boxes = item.boxes.as_ref().unwrap();
+        let [first, last] = item.pages.unwrap();
+        let lines = layout.line_boxes(item.bytes[0]..item.bytes[1]);
+        assert_eq!(boxes.len(), lines.len(), "{item:?}");
+        assert!(!boxes.is_empty());
+        for (b, line) in boxes.iter().zip(&lines) {
+            assert_eq!(b.page, line.page + 1);
+            assert!((first..=last).contains(&b.page));
+            let page = &layout.pages[line.page as usize];
+            assert!(b.x0 < b.x1 && b.y0 < b.y1, "{b:?}");
+            assert!(b.x1 <= page.width && b.y1 <= page.height, "{b:?}");
+        }
+    }
+    let statement =
+        "SELECT SPANS FROM doc('notes') SEED BM25('research') BUDGET 50 TOKENS WITH BOXES";
+    let notes = query(statement);
+    assert!(!notes.is_empty());
+    assert!(notes.iter().all(|i| i.boxes.as_deref() == Some(&[][..])));
+    // The clause is checked like any other.
+    let twice = db
+        .query(
+            "SELECT SPANS FROM * SEED BM25('x') WITH BOXES WITH BOXES",
+            &Params::new(),
+        )
+        .unwrap_err();
+    assert!(twice.to_string().contains("WITH is given twice"), "{twice}");
+    let bare = db
+        .query("SELECT SPANS FROM * WITH PAGES", &Params::new())
+        .unwrap_err();
+    assert!(
+        bare.to_string()
+            .contains("line 1, column 26: expected BOXES"),
+        "{bare}"
+    );
 }
 
 #[test]
