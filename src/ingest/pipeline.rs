@@ -383,6 +383,8 @@ fn analyze_built(
     }
     let mut edus: Vec<Edu> = Vec::new();
     let mut block_edus: Vec<BlockEdus> = Vec::with_capacity(blocks.len());
+    // A block kept whole is one EDU, unless longer than an EDU may be.
+    let whole = |block: &layout::Block| segment::cap_length(&text, block.range.clone());
     for block in &blocks {
         let first = edus.len() as u32;
         let (ranges, kind) = match block.kind {
@@ -390,10 +392,15 @@ fn analyze_built(
                 segment::split_edus(&text, block.range.clone()),
                 EduKind::Text,
             ),
-            BlockKind::Heading { .. } => (vec![block.range.clone()], EduKind::Heading),
-            BlockKind::ListItem { .. } => (vec![block.range.clone()], EduKind::Item),
-            BlockKind::Code => (vec![block.range.clone()], EduKind::Code),
-            BlockKind::Table => (table_rows(&text, block.range.clone()), EduKind::Table),
+            BlockKind::Heading { .. } => (whole(block), EduKind::Heading),
+            BlockKind::ListItem { .. } => (whole(block), EduKind::Item),
+            BlockKind::Code => (whole(block), EduKind::Code),
+            BlockKind::Table => (
+                (table_rows(&text, block.range.clone()).into_iter())
+                    .flat_map(|row| segment::cap_length(&text, row))
+                    .collect(),
+                EduKind::Table,
+            ),
         };
         for range in ranges {
             edus.push(Edu {

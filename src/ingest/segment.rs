@@ -11,12 +11,22 @@
 //! Every returned range is trimmed, non-empty, on `char` boundaries, in
 //! order and disjoint; what lies between them is whitespace only. Work is
 //! linear in the length of the input.
+//!
+//! No EDU is longer than [`MAX_EDU_TOKENS`]: text that runs on without a
+//! sentence or clause boundary (a log, a transcript without punctuation,
+//! a long code listing or table row) is cut by [`cap_length`] at the last
+//! line break, clause mark or space within the limit, so that every EDU
+//! can fit a budget.
 
 use std::ops::Range;
 
 use unicode_segmentation::UnicodeSegmentation;
 
 use crate::ingest::layout::trim_range;
+use crate::model::tokens;
+
+/// Longest EDU, in o200k_base tokens.
+pub const MAX_EDU_TOKENS: u32 = 256;
 
 /// Fewest words each side of a clause split must keep.
 pub const MIN_CLAUSE_WORDS: usize = 5;
@@ -53,11 +63,84 @@ const BARE_CONNECTIVES: &[&str] = &["because", "although", "whereas", "unless"];
 
 /// Splits `text[range]` (one paragraph) into EDU byte ranges into `text`.
 pub fn split_edus(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
-    let mut edus = Vec::new();
+    let mut clauses = Vec::new();
     for sentence in sentences(text, range) {
-        split_clauses(text, sentence, &mut edus);
+        split_clauses(text, sentence, &mut clauses);
     }
-    edus
+    clauses
+        .into_iter()
+        .flat_map(|clause| cap_length(text, clause))
+        .collect()
+}
+
+/// `text[range]` (trimmed) cut into pieces of at most [`MAX_EDU_TOKENS`]
+/// tokens: each piece ends at the last line break within the limit, else
+/// after the last clause mark (`,` `;` `:`) or space, else where the limit
+/// falls (on a `char` boundary). A range within the limit is returned
+/// whole. Pieces are trimmed, non-empty and in order.
+pub fn cap_length(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
+    let limit = MAX_EDU_TOKENS as usize;
+    // A token is at least one byte: a range this short is within the limit.
+    if range.len() <= limit || tokens::count(&text[range.clone()]) <= MAX_EDU_TOKENS {
+        return vec![range];
+    }
+    let mut pieces = Vec::new();
+    let mut start = range.start;
+    while start < range.end {
+        // Try the next 4 × limit bytes (about four bytes a token), cut at
+        // a boundary; halve while over the limit (`limit` bytes never are).
+        let mut end = floor_boundary(text, range.end.min(start + 4 * limit));
+        let cut = loop {
+            let cut = if end == range.end {
+                end
+            } else {
+                boundary_before(text, start, end)
+            };
+            if cut - start <= limit || tokens::count(&text[start..cut]) <= MAX_EDU_TOKENS {
+                break cut;
+            }
+            end = floor_boundary(text, start + (cut - start) / 2).max(start + 1);
+            end = ceil_boundary(text, end);
+        };
+        let piece = trim_range(text, start..cut);
+        if !piece.is_empty() {
+            pieces.push(piece);
+        }
+        start = cut;
+    }
+    pieces
+}
+
+/// Where to cut `text[start..end]` (`end` inside the range being capped):
+/// after its last line break, else after its last clause mark followed by
+/// a space, else after its last space, else at `end`; never at `start`.
+fn boundary_before(text: &str, start: usize, end: usize) -> usize {
+    let window = &text[start..end];
+    let last = |wanted: &dyn Fn(usize, char) -> bool| {
+        (window.char_indices().rev())
+            .find(|&(i, c)| wanted(i, c))
+            .map(|(i, c)| start + i + c.len_utf8())
+    };
+    last(&|_, c| c == '\n')
+        .or_else(|| last(&|i, c| matches!(c, ',' | ';' | ':') && window[i + 1..].starts_with(' ')))
+        .or_else(|| last(&|_, c| c.is_whitespace()))
+        .unwrap_or(end)
+}
+
+/// The last `char` boundary of `text` at or before `at`.
+fn floor_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The first `char` boundary of `text` at or after `at`.
+fn ceil_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
 }
 
 /// Sentence ranges of `text[range]`, trimmed and repaired (abbreviations,
@@ -294,5 +377,69 @@ mod tests {
             ranges.iter().map(|r| &text[r.clone()]).collect::<Vec<_>>(),
             ["First one here.", "Second one."]
         );
+    }
+
+    /// Pieces of `cap_length` over the whole of `text`, checked: each within
+    /// the limit, trimmed, in order, and with only whitespace between.
+    fn capped(text: &str) -> Vec<&str> {
+        let pieces = cap_length(text, trim_range(text, 0..text.len()));
+        let mut at = 0;
+        for piece in &pieces {
+            assert!(piece.start >= at && !piece.is_empty());
+            assert!(text[at..piece.start].trim().is_empty());
+            let slice = &text[piece.clone()];
+            assert_eq!(slice, slice.trim());
+            assert!(
+                tokens::count(slice) <= MAX_EDU_TOKENS,
+                "{}",
+                tokens::count(slice)
+            );
+            at = piece.end;
+        }
+        assert!(text[at..].trim().is_empty());
+        pieces.into_iter().map(|r| &text[r]).collect()
+    }
+
+    #[test]
+    fn text_without_boundaries_is_cut_within_the_limit_at_spaces_lines_or_characters() {
+        // Words without punctuation: cut at spaces, so no word is split.
+        let words: String = (0..5000).map(|i| format!("word{} ", i % 97)).collect();
+        let pieces = capped(&words);
+        assert!(pieces.len() > 5, "{}", pieces.len());
+        assert!(pieces.iter().all(|p| p.starts_with("word")));
+        // Lines: cut after a line break, not inside a line.
+        let lines: String = (0..800)
+            .map(|i| format!("let x{i} = f(y{i}) + {i};\n"))
+            .collect();
+        assert!(capped(&lines).iter().all(|p| p.ends_with(';')));
+        // No space at all, multi-byte letters: cut between characters.
+        let solid = "é字".repeat(3000);
+        let pieces = capped(&solid);
+        assert!(pieces.len() > 1);
+        assert_eq!(pieces.concat(), solid);
+        // Within the limit: whole, and the paragraph splitter caps too.
+        assert_eq!(capped("A short line."), ["A short line."]);
+        let paragraph = format!("{} end.", words.trim());
+        let edus = split_edus(&paragraph, 0..paragraph.len());
+        assert!(edus.len() > 5);
+        assert!(
+            edus.iter()
+                .all(|r| tokens::count(&paragraph[r.clone()]) <= MAX_EDU_TOKENS)
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn capped_pieces_keep_every_character_and_the_limit(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof!["[a-z]{1,12}", "[0-9]{1,6}", "[ ]{1,2}", "\n", "[,;:] ", "[éü字ß]{1,4}"],
+                0..1500,
+            )
+        ) {
+            let text = parts.concat();
+            let kept: String = capped(&text).concat().split_whitespace().collect();
+            let all: String = text.split_whitespace().collect();
+            proptest::prop_assert_eq!(kept, all);
+        }
     }
 }

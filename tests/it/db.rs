@@ -388,6 +388,48 @@ fn a_fifty_megabyte_document_is_ingested_whole() {
 }
 
 #[test]
+fn no_edu_is_longer_than_the_limit_so_every_one_fits_a_budget() {
+    use edudb::ingest::segment::MAX_EDU_TOKENS;
+    // Prose without a sentence mark, a long code listing, a huge table
+    // row and a long heading: each would have been one EDU.
+    let words: String = (0..40_000).map(|i| format!("entry{} ", i % 500)).collect();
+    let code: String = (0..2_000).map(|i| format!("let v{i} = w{i};\n")).collect();
+    let row: String = (0..600).map(|i| format!("| c{i} ")).collect::<String>() + "|";
+    let separator: String = (0..600).map(|_| "|---").collect::<String>() + "|";
+    let heading: String = (0..400).map(|i| format!("title{i} ")).collect();
+    let document =
+        format!("# {heading}\n\n{words}\n\n```\n{code}```\n\n{row}\n{separator}\n{row}\n");
+    let (_dir, db) = store();
+    for (id, text, options) in [
+        (
+            "plain",
+            words.clone(),
+            IngestOptions {
+                format: Some(Format::Text),
+                ..Default::default()
+            },
+        ),
+        ("marked", document, markdown()),
+    ] {
+        let meta = db.ingest_bytes(id, text.into_bytes(), options).unwrap();
+        let edus = db.edus(id, None).unwrap();
+        assert!(edus.len() > 10, "{id}: {}", edus.len());
+        assert!(
+            edus.iter().all(|e| e.tokens <= MAX_EDU_TOKENS),
+            "{id}: {:?}",
+            edus.iter().map(|e| e.tokens).max()
+        );
+        assert_eq!(meta.edus as usize, edus.len());
+        db.document(id).unwrap().validate().unwrap();
+    }
+    let picked = selection(
+        &db,
+        "SELECT SPANS FROM doc('plain') SEED BM25('entry17') BUDGET 300 TOKENS",
+    );
+    assert!(!picked.items.is_empty() && picked.tokens_used <= 300);
+}
+
+#[test]
 fn a_change_stored_before_the_index_fails_says_so_and_is_not_lost() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(dir.path()).unwrap();

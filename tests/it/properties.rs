@@ -20,6 +20,7 @@ fn check_document(doc: &Document) -> Result<(), TestCaseError> {
         let slice = &doc.text[start..end];
         prop_assert_eq!(slice, slice.trim(), "EDU {} is not trimmed", index);
         prop_assert_eq!(edu.tokens, edudb::model::tokens::count(slice));
+        prop_assert!(edu.tokens <= edudb::ingest::segment::MAX_EDU_TOKENS);
         previous_end = end;
     }
     doc.tree
