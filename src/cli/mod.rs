@@ -506,16 +506,16 @@ pub fn main() -> ExitCode {
         }
     };
     // Library warnings show; sled's own log lines (its recovery notes
-    // after a crash, routed here through `log`) only when RUST_LOG asks,
-    // and the PDF reader's only when they are errors (it notes every
-    // repair it makes to a damaged stream; a page it cannot read is ours
-    // to report).
+    // after a crash, routed here through `log`) and the PDF reader's only
+    // when RUST_LOG asks: pdf_oxide logs every stream it cannot inflate
+    // as an error, hundreds for a filing whose images are damaged though
+    // all its text reads, and a page it cannot read is ours to report.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,sled=off,pdf_oxide=error".into()),
+                .unwrap_or_else(|_| "warn,sled=off,pdf_oxide=off".into()),
         )
         .init();
     if cli.command.routable()

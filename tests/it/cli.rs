@@ -590,6 +590,21 @@ fn eval_structure_scores_heading_recovery() {
 }
 
 #[test]
+fn a_filing_with_damaged_image_streams_ingests_without_the_readers_log() {
+    // Adobe's 2022 10-K: pdf_oxide cannot inflate some of its image
+    // streams and logs each as an error; all its text reads.
+    let filing = shared_data().join("financebench_dev/pdfs/ADOBE_2022_10K.pdf");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store");
+    let out = edudb(&db, &["-q", "ingest", filing.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "nothing on stderr under -q");
+    let docs = json(&db, &["docs"]);
+    assert_eq!(docs[0]["title"], "ADOBE INC.", "{docs}");
+    assert!(docs[0]["edus"].as_u64().unwrap() > 1000, "{docs}");
+}
+
+#[test]
 fn eval_structure_scores_recovery_from_the_rendered_pdf_and_counts_missing_ones() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("unused");
