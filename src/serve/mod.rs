@@ -418,21 +418,26 @@ fn router(shared: Arc<Shared>, max_body_bytes: usize, command_lines: bool) -> Ro
             authorise,
         ))
         .layer(DefaultBodyLimit::max(max_body_bytes))
-        .layer(middleware::map_response(json_errors))
+        .layer(middleware::map_response(move |response| {
+            json_errors(response, max_body_bytes)
+        }))
         .with_state(shared)
 }
 
 /// Gives the framework's own refusals (a path or query string that does
 /// not parse, a body over the limit, a method a route lacks), which are
-/// plain text or empty, the JSON error shape of every other error; other
-/// headers (`Allow`) are kept.
-async fn json_errors(response: Response) -> Response {
+/// plain text or empty, the JSON error shape of every other error; a body
+/// over the limit, refused by the framework or by a handler's JSON
+/// extractor, is told the limit (`max_body_bytes`). Other headers
+/// (`Allow`) are kept.
+async fn json_errors(response: Response, max_body_bytes: usize) -> Response {
     let status = response.status();
     let is_json = response
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if is_json || !(status.is_client_error() || status.is_server_error()) {
+    let too_large = status == StatusCode::PAYLOAD_TOO_LARGE;
+    if (is_json && !too_large) || !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -440,9 +445,14 @@ async fn json_errors(response: Response) -> Response {
         .await
         .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
         .unwrap_or_default();
-    let message = match text.is_empty() {
-        true => status.canonical_reason().unwrap_or("refused").to_owned(),
-        false => text,
+    let message = if too_large {
+        format!(
+            "the request body is over this server's limit of {max_body_bytes} bytes (GET /v1/health gives it as max_body_bytes)"
+        )
+    } else if text.is_empty() {
+        status.canonical_reason().unwrap_or("refused").to_owned()
+    } else {
+        text
     };
     let class = if status.is_server_error() {
         "internal"

@@ -397,6 +397,8 @@ fn a_body_over_the_limit_is_refused() {
     let (status, body) = server.post("/query", &json!({"statement": long}));
     assert_eq!(status, 413, "{body}");
     error_of(&body, "user");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("limit of 1024 bytes"), "{message}");
     server.stop().unwrap();
 }
 
