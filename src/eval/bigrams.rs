@@ -4,6 +4,8 @@
 
 use std::collections::HashSet;
 
+use crate::compute::embed::hashed::words;
+
 /// Two consecutive words.
 pub type Bigram = (String, String);
 
@@ -11,12 +13,7 @@ pub type Bigram = (String, String);
 /// lowercased run of letters and digits (as `benches/pdf/extractors.py`
 /// counts them).
 pub fn word_bigrams(text: &str) -> HashSet<Bigram> {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    words
+    words(text)
         .windows(2)
         .map(|pair| (pair[0].clone(), pair[1].clone()))
         .collect()

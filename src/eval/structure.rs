@@ -17,6 +17,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
+use crate::compute::embed::hashed::words;
 use crate::error::Result;
 use crate::model::document::{Document, Format};
 use crate::model::edu::EduKind;
@@ -67,12 +68,7 @@ impl OutlineTree {
 }
 
 fn normalise(title: &str) -> String {
-    title
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
+    words(title).join(" ")
 }
 
 /// Postorder labels and leftmost-leaf descendants of a tree.

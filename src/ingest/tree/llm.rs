@@ -39,6 +39,7 @@ use std::ops::Range;
 use serde::Deserialize;
 
 use crate::compute::chat::{ChatError, ChatModel, ChatRequest, ask_checked, clip, parse_reply};
+use crate::compute::embed::hashed::words;
 use crate::ingest::tree::builder::StructureInput;
 use crate::ingest::tree::outline::parse_outline;
 use crate::ingest::tree::title::extractive_title;
@@ -429,12 +430,6 @@ pub const TITLE_CHARS: usize = 80;
 /// character (punctuation, symbols) one the section has; else the
 /// section's extractive title.
 fn checked_title(input: &StructureInput<'_>, span: Span, title: String) -> String {
-    let words = |text: &str| -> Vec<String> {
-        text.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect()
-    };
     let (first, last) = (
         &input.edus[span.first as usize],
         &input.edus[span.last as usize],

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 
 use super::lines::Line;
+use crate::compute::embed::hashed::words;
 
 /// One outline (bookmark) entry: its title, depth (0 at the top) and page.
 #[derive(Debug, Clone, PartialEq)]
@@ -310,14 +311,6 @@ fn unnumbered(mut words: Vec<String>) -> Vec<String> {
         words.drain(..numbers);
     }
     words
-}
-
-/// Lowercased words of letters and digits.
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
 }
 
 #[cfg(test)]
