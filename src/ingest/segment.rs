@@ -99,8 +99,8 @@ pub fn cap_length(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
             if cut - start <= limit || tokens::count(&text[start..cut]) <= MAX_EDU_TOKENS {
                 break cut;
             }
-            end = floor_boundary(text, start + (cut - start) / 2).max(start + 1);
-            end = ceil_boundary(text, end);
+            // Over `limit` bytes, so half is past the first character.
+            end = floor_boundary(text, start + (cut - start) / 2);
         };
         let piece = trim_range(text, start..cut);
         if !piece.is_empty() {
@@ -131,14 +131,6 @@ fn boundary_before(text: &str, start: usize, end: usize) -> usize {
 fn floor_boundary(text: &str, mut at: usize) -> usize {
     while !text.is_char_boundary(at) {
         at -= 1;
-    }
-    at
-}
-
-/// The first `char` boundary of `text` at or after `at`.
-fn ceil_boundary(text: &str, mut at: usize) -> usize {
-    while !text.is_char_boundary(at) {
-        at += 1;
     }
     at
 }

@@ -45,14 +45,18 @@ const OUTLINE_MATCHED: f32 = 0.5;
 /// Where a line is: a page and its index on the page.
 pub type At = (usize, usize);
 
+/// The body text's type: its size in points and whether it is bold.
+pub type BodyStyle = (f32, bool);
+
 /// The heading lines and their levels (1 at the top), given which lines
-/// are furniture or table rows (`taken`): from `outline` when at least
-/// half its entries name a line on their page (or the next), else from
-/// layout.
+/// are furniture or table rows (`taken`) and the `body` style
+/// ([`body_style`]): from `outline` when at least half its entries name a
+/// line on their page (or the next), else from layout.
 pub fn headings(
     pages: &[Vec<Line>],
     taken: &[Vec<bool>],
     outline: &[OutlineEntry],
+    body: BodyStyle,
 ) -> HashMap<At, u8> {
     if !outline.is_empty() {
         let matched = from_outline(pages, taken, outline);
@@ -60,7 +64,7 @@ pub fn headings(
             return matched;
         }
     }
-    from_layout(pages, taken)
+    from_layout(pages, taken, body)
 }
 
 /// Outline entries matched to the first free line, on their page or the
@@ -111,25 +115,26 @@ enum Numbering {
 /// capitals.
 type Style = (i32, bool, bool);
 
+/// The lines of a page that are neither furniture nor table rows.
+fn free_lines<'a>(lines: &'a [Line], taken: &'a [bool]) -> impl Iterator<Item = &'a Line> {
+    (lines.iter().zip(taken))
+        .filter(|(_, t)| !**t)
+        .map(|(line, _)| line)
+}
+
 /// The title the first page with free lines (not furniture, not table
 /// rows: `taken`) sets: its lines in the largest type, when that is
-/// [`LARGER`] than the body text and larger than every free line of the
-/// later pages, at most [`TITLE_LINES`] of them in reading order, joined
-/// by spaces. `None` when nothing stands out, or what does is not a
-/// heading's length.
-pub fn cover_title(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> Option<String> {
-    let (body_size, _) = body_style(pages, taken);
-    let free = |p: usize| -> Vec<&Line> {
-        (pages[p].iter().zip(&taken[p]))
-            .filter(|(_, t)| !**t)
-            .map(|(line, _)| line)
-            .collect()
-    };
-    let first = (0..pages.len()).find(|&p| !free(p).is_empty())?;
-    let cover = free(first);
+/// [`LARGER`] than the body text (`body_size`) and larger than every free
+/// line of the later pages, at most [`TITLE_LINES`] of them in reading
+/// order, joined by spaces. `None` when nothing stands out, or what does
+/// is not a heading's length.
+pub fn cover_title(pages: &[Vec<Line>], taken: &[Vec<bool>], body_size: f32) -> Option<String> {
+    let free = |p: usize| free_lines(&pages[p], &taken[p]);
+    let first = (0..pages.len()).find(|&p| free(p).next().is_some())?;
+    let cover: Vec<&Line> = free(first).collect();
     let largest = cover.iter().map(|l| half_points(l.size)).max()?;
     let later = (first + 1..pages.len())
-        .flat_map(|p| free(p).into_iter().map(|l| half_points(l.size)))
+        .flat_map(|p| free(p).map(|l| half_points(l.size)))
         .max();
     if (largest as f32 / 2.0) < LARGER * body_size || later.is_some_and(|size| size >= largest) {
         return None;
@@ -148,8 +153,7 @@ pub fn cover_title(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> Option<String> {
 }
 
 /// Headings found from type and numbering.
-fn from_layout(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> HashMap<At, u8> {
-    let body = body_style(pages, taken);
+fn from_layout(pages: &[Vec<Line>], taken: &[Vec<bool>], body: BodyStyle) -> HashMap<At, u8> {
     let mut candidates: Vec<(At, Numbering, Style)> = Vec::new();
     for (p, lines) in pages.iter().enumerate() {
         for (i, line) in lines.iter().enumerate() {
@@ -188,20 +192,21 @@ fn from_layout(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> HashMap<At, u8> {
 
 /// The body text's size and whether it is bold: the style of most
 /// characters in lines of running text (at least [`BODY_WORDS`] words of
-/// letters, [`prose_words`]) outside furniture and tables; of all such lines' characters when no
-/// line is that long. Short lines are left out so that code listings, set
-/// smaller than the prose around them, do not pass for the body and make
-/// every line of prose look like a heading.
-fn body_style(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> (f32, bool) {
-    let free = || {
-        (pages.iter().zip(taken))
-            .flat_map(|(lines, taken)| lines.iter().zip(taken).filter(|(_, t)| !**t))
-            .map(|(line, _)| line)
-    };
-    let running = |line: &&Line| prose_words(&line.text()) >= BODY_WORDS;
-    let any_running = free().any(|line| running(&line));
+/// letters, [`prose_words`]) outside furniture and tables; of all their
+/// lines' characters when no line is that long. Short lines are left out
+/// so that code listings, set smaller than the prose around them, do not
+/// pass for the body and make every line of prose look like a heading.
+pub fn body_style(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> BodyStyle {
+    let lines: Vec<(&Line, bool)> = (pages.iter().zip(taken))
+        .flat_map(|(lines, taken)| free_lines(lines, taken))
+        .map(|line| (line, prose_words(&line.text()) >= BODY_WORDS))
+        .collect();
+    let any_running = lines.iter().any(|&(_, running)| running);
     let mut sizes: HashMap<(i32, bool), usize> = HashMap::new();
-    for line in free().filter(|line| !any_running || running(line)) {
+    for (line, _) in lines
+        .iter()
+        .filter(|&&(_, running)| running || !any_running)
+    {
         let chars: usize = line.cells.iter().map(|c| c.text.len()).sum();
         *sizes
             .entry((half_points(line.size), line.bold))
@@ -242,7 +247,7 @@ fn style(line: &Line) -> Style {
 /// How `line` is numbered, when it is a heading: short, one cell, some
 /// letters, not ending like a clause; and larger than the body, or bold
 /// where the body is not, or in capitals, or numbered as a part or item.
-fn heading_numbering(line: &Line, (body_size, body_bold): (f32, bool)) -> Option<Numbering> {
+fn heading_numbering(line: &Line, (body_size, body_bold): BodyStyle) -> Option<Numbering> {
     if line.cells.len() != 1 {
         return None;
     }
@@ -355,8 +360,9 @@ mod tests {
             ),
             line("Net sales were higher.", 10.0, true),
         ];
-        let taken = vec![vec![false; page.len()]];
-        let found = headings(&[page], &taken, &[]);
+        let taken = [vec![false; page.len()]];
+        let pages = [page];
+        let found = headings(&pages, &taken, &[], body_style(&pages, &taken));
         assert_eq!(found.get(&(0, 0)), Some(&1), "the part");
         assert_eq!(found.get(&(0, 1)), Some(&2), "the item");
         // Unnumbered: the larger style ranks above the bold one.
@@ -377,8 +383,9 @@ mod tests {
             page.push(code("let x = Foo::A; // no bar"));
         }
         page.push(body("Consider the following example of a long match:"));
-        let taken = vec![vec![false; page.len()]];
-        let found = headings(&[page], &taken, &[]);
+        let taken = [vec![false; page.len()]];
+        let pages = [page];
+        let found = headings(&pages, &taken, &[], body_style(&pages, &taken));
         // Only the heading; prose lines, larger than the code, stay body.
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found.get(&(0, 0)), Some(&1));
@@ -386,6 +393,9 @@ mod tests {
 
     #[test]
     fn the_cover_title_is_what_the_first_page_sets_largest() {
+        let title_of = |pages: &[Vec<Line>], taken: &[Vec<bool>]| {
+            cover_title(pages, taken, body_style(pages, taken).0)
+        };
         let text =
             "A sentence of ordinary body text that is long enough to count as body text here.";
         let cover = vec![
@@ -400,20 +410,20 @@ mod tests {
         let mut taken = vec![vec![false; 5], vec![false; 3]];
         taken[0][0] = true; // furniture: not the title
         assert_eq!(
-            cover_title(&pages, &taken).as_deref(),
+            title_of(&pages, &taken).as_deref(),
             Some("FORM 10-K ADOBE INC.")
         );
         // The largest type of the first page is a heading style used later
         // too: no title.
         pages[1][0].size = 16.0;
-        assert_eq!(cover_title(&pages, &taken), None);
+        assert_eq!(title_of(&pages, &taken), None);
         // A first page set like the body has no title; nor has one whose
         // largest lines are all taken.
         let plain = [vec![body(text), body("Short.")]];
-        assert_eq!(cover_title(&plain, &[vec![false, false]]), None);
+        assert_eq!(title_of(&plain, &[vec![false, false]]), None);
         let only_taken = [vec![line("Big", 20.0, true)], vec![body(text)]];
         assert_eq!(
-            cover_title(&only_taken, &[vec![true], vec![false]]),
+            title_of(&only_taken, &[vec![true], vec![false]]),
             None,
             "the first page with free lines is the body page"
         );
@@ -430,7 +440,7 @@ mod tests {
             body(text),
         ]];
         assert_eq!(
-            cover_title(&many, &[vec![false; 9]]).as_deref(),
+            title_of(&many, &[vec![false; 9]]).as_deref(),
             Some("One Two Three")
         );
     }
@@ -456,7 +466,7 @@ mod tests {
             entry("1.1 Scope", 1, 0),
             entry("Nowhere", 0, 1),
         ];
-        let found = headings(&pages, &taken, &outline);
+        let found = headings(&pages, &taken, &outline, body_style(&pages, &taken));
         assert_eq!(
             found.get(&(0, 1)),
             Some(&1),
@@ -468,7 +478,7 @@ mod tests {
         // (and finds no heading in plain body text).
         outline.push(entry("Elsewhere", 0, 1));
         outline.push(entry("Nothing", 0, 1));
-        assert!(headings(&pages, &taken, &outline).is_empty());
+        assert!(headings(&pages, &taken, &outline, body_style(&pages, &taken)).is_empty());
     }
 
     #[test]

@@ -162,10 +162,11 @@ fn read(
     let taken: Vec<Vec<bool>> = (furniture.iter().zip(&rows))
         .map(|(f, r)| f.iter().zip(r).map(|(a, b)| *a || *b).collect())
         .collect();
-    let headings = headings::headings(&pages, &taken, &outline);
+    let body = headings::body_style(&pages, &taken);
+    let headings = headings::headings(&pages, &taken, &outline, body);
     let roles = compose::roles(&furniture, &rows, &headings);
     let (mut layout, mut geometry) = compose::compose(&pages, &roles, &sizes);
-    layout.title = headings::cover_title(&pages, &taken);
+    layout.title = headings::cover_title(&pages, &taken, body.0);
     geometry.source_bytes = source_bytes;
     geometry.source_crc32 = source_crc32;
     Ok((layout, geometry))
