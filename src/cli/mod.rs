@@ -22,6 +22,7 @@ mod demo;
 mod eval;
 mod failure;
 mod highlight;
+mod mcp;
 mod render;
 mod route;
 mod session;
@@ -361,6 +362,20 @@ enum Command {
         /// Also how long open requests get to finish at shutdown.
         #[arg(long, default_value_t = 60.0, value_name = "SECS", value_parser = parse_seconds)]
         request_timeout: f64,
+        /// `/mcp` offers only the reading tools.
+        #[arg(long)]
+        mcp_read_only: bool,
+        /// A directory whose files `/mcp`'s ingest may read (repeatable).
+        #[arg(long, value_name = "DIR")]
+        mcp_allow_dir: Vec<PathBuf>,
+    },
+    /// Serve the store to an agent over the Model Context Protocol on
+    /// standard input and output (through the store's server when one
+    /// runs). Tools: search, query, list_documents, document_tree, read,
+    /// remember, recall, list_sessions, forget, ingest, remove.
+    Mcp {
+        #[command(flatten)]
+        access: mcp::McpAccess,
     },
     /// Delete documents completely.
     Rm {
@@ -404,6 +419,7 @@ impl Command {
             Command::Init
             | Command::Console { .. }
             | Command::Serve { .. }
+            | Command::Mcp { .. }
             | Command::Demo
             | Command::Eval { .. } => false,
             Command::Ingest { paths, .. } => !paths.iter().any(|p| p.as_os_str() == "-"),
@@ -527,11 +543,9 @@ pub fn main() -> ExitCode {
         cli: &cli,
         served: None,
     };
-    let result = run(
-        &context,
-        &mut anstream::stdout().lock(),
-        &mut anstream::stderr(),
-    );
+    // Standard output is not held locked: `edudb mcp` writes its messages
+    // to it from the runtime's threads.
+    let result = run(&context, &mut anstream::stdout(), &mut anstream::stderr());
     ExitCode::from(finish(&cli, result, &mut anstream::stderr()))
 }
 
@@ -777,10 +791,13 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             }
         }
         Command::Stats => render::stats(out, &context.open(false)?.stats()?, cli.json)?,
+        Command::Mcp { access } => mcp::run(&cli.db, || context.open(true)?.into_owned(), access)?,
         Command::Serve {
             listen,
             token_env,
             request_timeout,
+            mcp_read_only,
+            mcp_allow_dir,
         } => {
             let token = match token_env {
                 Some(var) => Some(std::env::var(var).map_err(|_| {
@@ -794,6 +811,14 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
                 request_timeout: std::time::Duration::from_secs_f64(*request_timeout),
                 stop_on_signals: true,
                 commands: Some(std::sync::Arc::new(Runner)),
+                mcp: Some(
+                    edudb::serve::mcp::McpOptions {
+                        read_only: *mcp_read_only,
+                        allowed_dirs: mcp_allow_dir.clone(),
+                        ..Default::default()
+                    }
+                    .resolved()?,
+                ),
                 ..Default::default()
             };
             let mut announced = Ok(());

@@ -225,10 +225,11 @@ pub(super) fn ingest_answer(report: IngestReport) -> Value {
     json!({ "documents": documents, "failures": failures, "llm": to_value(&report.llm).unwrap_or_default() })
 }
 
-/// `{class, message, damage?}` of an error, as the error answers carry
-/// them: its class `busy`, `user` or `internal` as [`Error::is_busy`] and
-/// [`Error::is_user_error`] say, and `damage: true` for damage to stored
-/// records ([`Error::is_damage`]).
+/// `{class, message, query?, damage?}` of an error, as the error answers
+/// carry them: its class `busy`, `user` or `internal` as
+/// [`Error::is_busy`] and [`Error::is_user_error`] say, where a statement
+/// is wrong ([`located`]), and `damage: true` for damage to stored records
+/// ([`Error::is_damage`]).
 pub(super) fn described(err: Error) -> Value {
     let class = if err.is_busy() {
         "busy"
@@ -238,10 +239,27 @@ pub(super) fn described(err: Error) -> Value {
         "internal"
     };
     let mut described = json!({"class": class, "message": err.to_string()});
+    if let Some(query) = located(&err) {
+        described["query"] = query;
+    }
     if err.is_damage() {
         described["damage"] = json!(true);
     }
     described
+}
+
+/// Where a statement is wrong: `{line, column, hint, source_line,
+/// underline}` of a query error, here or as a server reported it.
+pub(super) fn located(err: &Error) -> Option<Value> {
+    match err {
+        Error::Query(q) => Some(json!({
+            "line": q.line, "column": q.column, "hint": q.hint,
+            "source_line": q.source_line,
+            "underline": [q.underline.start, q.underline.end],
+        })),
+        Error::Served { query, .. } => query.clone(),
+        _ => None,
+    }
 }
 
 /// `value` as JSON.

@@ -49,6 +49,9 @@
 //! | `POST /sessions/{id}/turns` | `{text, role, at, placement}` (a `session add --jsonl` line) | `session add --json` |
 //! | `GET /sessions/{id}/context` | `budget`, `query` | `session context --json` |
 //! | `POST /cli` (the socket only) | a [`CommandRequest`] | a [`CommandOutput`] |
+//!
+//! Beside them, `/mcp` (not under `/v1`) serves the store to MCP clients
+//! over streamable HTTP ([`mcp`]), behind the same token.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -70,6 +73,7 @@ use tokio::sync::Semaphore;
 mod api;
 mod client;
 mod jobs;
+pub mod mcp;
 mod reads;
 
 pub use api::Api;
@@ -135,6 +139,9 @@ pub struct ServeOptions {
     /// What runs forwarded command lines (`POST /v1/cli`); without it that
     /// route answers 404.
     pub commands: Option<Arc<dyn CommandRunner>>,
+    /// What `/mcp` (the store as an MCP server over streamable HTTP) lets
+    /// a model do; without it that route answers 404.
+    pub mcp: Option<mcp::McpOptions>,
 }
 
 impl Default for ServeOptions {
@@ -148,6 +155,7 @@ impl Default for ServeOptions {
             write_queue: 64,
             stop_on_signals: false,
             commands: None,
+            mcp: Some(mcp::McpOptions::default()),
         }
     }
 }
@@ -278,7 +286,25 @@ async fn serve(
     } else {
         None
     };
-    let app = router(Arc::clone(&shared), options.max_body_bytes, false);
+    // One MCP service for both listeners, so a session opened on one is
+    // known on the other; its streams end when the server stops.
+    let mcp_stop = tokio_util::sync::CancellationToken::new();
+    let mcp = options.mcp.clone().map(|mcp_options| {
+        let api: Arc<dyn Api + Send + Sync> = Arc::clone(&shared.db) as _;
+        mcp::http_service(
+            api,
+            mcp_options,
+            options.token.is_some(),
+            options.max_body_bytes,
+            &mcp_stop,
+        )
+    });
+    let app = router(
+        Arc::clone(&shared),
+        options.max_body_bytes,
+        false,
+        mcp.clone(),
+    );
     // Listening before saying so: a signal sent as soon as the server is
     // ready must stop it, not kill it.
     let signals = options.stop_on_signals.then(StopSignals::listen).flatten();
@@ -312,6 +338,13 @@ async fn serve(
             tokio::time::sleep(grace).await;
         }
     };
+    let ending_streams = tokio::spawn({
+        let stopped = stopped.clone();
+        async move {
+            until_stopped(stopped).await;
+            mcp_stop.cancel();
+        }
+    });
     let over_tcp =
         axum::serve(tcp, app.clone()).with_graceful_shutdown(until_stopped(stopped.clone()));
     let served = async {
@@ -320,7 +353,7 @@ async fn serve(
                 // Forwarded command lines read the server's files, so only
                 // local processes (the socket's file permissions) may send
                 // them.
-                let local = router(shared, options.max_body_bytes, true);
+                let local = router(shared, options.max_body_bytes, true, mcp);
                 let over_unix =
                     axum::serve(unix, local).with_graceful_shutdown(until_stopped(stopped));
                 tokio::try_join!(over_tcp.into_future(), over_unix.into_future()).map(drop)
@@ -333,6 +366,7 @@ async fn serve(
         () = cut_off => Ok(()),
     };
     watcher.abort();
+    ending_streams.abort();
     served.map_err(|e| Error::Serve(format!("serving: {e}")))
 }
 
@@ -383,8 +417,14 @@ async fn wait_for_stop(
     let _ = stop.send(true);
 }
 
-/// The routes; `command_lines` adds `POST /v1/cli` (the socket's only).
-fn router(shared: Arc<Shared>, max_body_bytes: usize, command_lines: bool) -> Router {
+/// The routes; `command_lines` adds `POST /v1/cli` (the socket's only),
+/// `mcp` the MCP service at `/mcp`.
+fn router(
+    shared: Arc<Shared>,
+    max_body_bytes: usize,
+    command_lines: bool,
+    mcp: Option<McpService>,
+) -> Router {
     let routes = Router::new()
         .route("/openapi.json", get(openapi))
         .route("/v1/health", get(health))
@@ -410,6 +450,10 @@ fn router(shared: Arc<Shared>, max_body_bytes: usize, command_lines: bool) -> Ro
         routes.route("/v1/cli", post(command))
     } else {
         routes
+    };
+    let routes = match mcp {
+        Some(service) => routes.nest_service("/mcp", service),
+        None => routes,
     };
     routes
         .fallback(not_found)
@@ -523,14 +567,7 @@ impl From<Error> for Failure {
             | Error::NoSuchTopic { .. } => StatusCode::NOT_FOUND,
             _ => StatusCode::BAD_REQUEST,
         };
-        let located = match &err {
-            Error::Query(q) => Some(json!({
-                "line": q.line, "column": q.column, "hint": q.hint,
-                "source_line": q.source_line,
-                "underline": [q.underline.start, q.underline.end],
-            })),
-            _ => None,
-        };
+        let located = api::located(&err);
         Failure {
             located,
             ..Failure::user(status, message)
@@ -558,6 +595,12 @@ impl IntoResponse for Failure {
 }
 
 type Answer = std::result::Result<Json<Value>, Failure>;
+
+/// `/mcp`'s service.
+type McpService = rmcp::transport::streamable_http_server::StreamableHttpService<
+    mcp::McpServer,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+>;
 
 /// Runs `work` on the served store on a blocking thread.
 fn on_store<T: Send + 'static>(
