@@ -97,3 +97,58 @@ impl McpOptions {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_allowed_only_where_it_really_lies() {
+        let dir = tempfile::tempdir().unwrap();
+        let allowed = dir.path().join("allowed");
+        std::fs::create_dir(&allowed).unwrap();
+        std::fs::write(allowed.join("in.md"), "in").unwrap();
+        std::fs::write(dir.path().join("out.md"), "out").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("out.md"), allowed.join("link.md")).unwrap();
+        let options = McpOptions {
+            allowed_dirs: vec![allowed.clone()],
+            ..McpOptions::default()
+        }
+        .resolved()
+        .unwrap();
+        assert!(options.allowed(&allowed.join("in.md")).is_ok());
+        for outside in [
+            dir.path().join("out.md"),
+            allowed.join("link.md"),
+            allowed.join("../out.md"),
+        ] {
+            let refusal = options.allowed(&outside).unwrap_err().to_string();
+            assert!(refusal.contains("outside the directories"), "{refusal}");
+        }
+        let none = McpOptions::default().allowed(&allowed.join("in.md"));
+        assert!(none.unwrap_err().to_string().contains("--allow-dir"));
+    }
+
+    #[test]
+    fn an_allowed_directory_must_exist_and_budgets_and_texts_are_capped() {
+        let missing = McpOptions {
+            allowed_dirs: vec!["/no/such/dir".into()],
+            ..McpOptions::default()
+        };
+        assert!(
+            missing
+                .resolved()
+                .unwrap_err()
+                .to_string()
+                .contains("/no/such/dir")
+        );
+        let options = McpOptions {
+            max_budget: 100,
+            max_text_bytes: 4,
+            ..McpOptions::default()
+        };
+        assert_eq!(options.budget(100).unwrap(), 100);
+        assert!(options.budget(101).is_err() && options.budget(0).is_err());
+        assert!(options.text_fits("four").is_ok() && options.text_fits("five!").is_err());
+    }
+}
