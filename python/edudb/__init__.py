@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as _datetime
 import json as _json
 import os as _os
+import re as _re
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from . import _edudb
@@ -290,7 +291,15 @@ class Store:
         parameters bound from ``params`` (text or numbers)::
 
             db.query("SELECT SPANS FROM * SEED BM25($q) BUDGET $n TOKENS", q="ramen", n=128)
+
+        ``explain=`` is refused unless the statement names ``$explain``: the
+        plan is :meth:`explain`'s (or ``EXPLAIN`` in the statement).
         """
+        if "explain" in params and not _re.search(r"\$explain\b", statement):
+            raise TypeError(
+                "query() binds keyword arguments as $parameters and the statement has no $explain; "
+                "for the plan call Store.explain(statement, ...) or begin the statement with EXPLAIN"
+            )
         return QueryResult.from_json(self._load(self._native.query(statement, params)))
 
     def explain(self, statement: str, /, **params: Union[str, int, float]) -> List[Stage]:

@@ -4,11 +4,16 @@ coordinate metadata."""
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping, Tuple, Union
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, Union
 
 DEFAULT_STATEMENT = "SELECT SPANS FROM * SEED BM25($q) BUDGET $budget TOKENS"
 """The adapters' default statement: BM25-seeded structure-then-select
 retrieval under the budget."""
+
+Order = Literal["score", "document"]
+"""How an adapter orders what it returns: best score first (what the
+frameworks expect of a retriever; the default), or as the spans lie in
+their documents (edudb's own order, for reading them as a context)."""
 
 
 def retrieve(
@@ -17,14 +22,24 @@ def retrieve(
     query: str,
     budget: int,
     params: Mapping[str, Union[str, int, float]],
+    top: Optional[int] = None,
+    order: Order = "score",
 ) -> List[Tuple[str, Dict[str, Any]]]:
     """Runs ``statement`` with ``$q`` = ``query`` and ``$budget`` =
     ``budget`` (when the statement names it) plus ``params``; each picked
-    span's text and metadata, in document order."""
+    span's text and metadata, best score first (ties in document order)
+    or in document order as ``order`` says, at most ``top`` of them (the
+    best-scored ``top`` either way)."""
+    if top is not None and top < 1:
+        raise ValueError(f"the number of results must be at least 1, got {top}")
+    if order not in ("score", "document"):
+        raise ValueError(f"order must be 'score' or 'document', got {order!r}")
     bound: Dict[str, Union[str, int, float]] = {"q": query, **params}
     if re.search(r"\$budget\b", statement):
         bound.setdefault("budget", budget)
-    result = store.query(statement, **bound)
+    items = list(store.query(statement, **bound).items)
+    best = sorted(range(len(items)), key=lambda i: -items[i].score)[:top]
+    kept = best if order == "score" else sorted(best)
     return [
         (
             item.text,
@@ -40,5 +55,5 @@ def retrieve(
                 "score": item.score,
             },
         )
-        for item in result.items
+        for item in (items[i] for i in kept)
     ]

@@ -8,14 +8,17 @@ Needs ``langchain-core`` (``pip install edudb[langchain]``)::
     docs = retriever.invoke("how are unsafe operations checked?")
 
 Each LangChain document is one span edudb picked under the token budget,
-in document order, with its coordinates as metadata (``doc``, ``node``,
-``kind``, ``level``, ``title``, ``edus``, ``bytes``, ``tokens``,
-``score``), so an answer can cite exactly where its context came from.
+best score first (``order="document"``: as they lie in their documents),
+at most ``k`` of them when ``k`` is set (on the retriever, or per call:
+``retriever.invoke(question, k=3)``), with its coordinates as metadata
+(``doc``, ``node``, ``kind``, ``level``, ``title``, ``edus``, ``bytes``,
+``tokens``, ``score``), so an answer can cite exactly where its context
+came from.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Union
 
 try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -26,7 +29,7 @@ except ImportError as missing:  # pragma: no cover - exercised without the packa
         "edudb.langchain needs langchain-core: pip install 'edudb[langchain]'"
     ) from missing
 
-from ._adapter import DEFAULT_STATEMENT, retrieve
+from ._adapter import DEFAULT_STATEMENT, Order, retrieve
 
 
 class EdudbRetriever(BaseRetriever):
@@ -41,11 +44,19 @@ class EdudbRetriever(BaseRetriever):
     statement: str = DEFAULT_STATEMENT
     budget: int = 512
     params: Dict[str, Union[str, int, float]] = {}
+    k: Optional[int] = None
+    """At most this many documents (the best-scored); all that the budget
+    picked when unset."""
+    order: Order = "score"
+    """``"score"``: best first; ``"document"``: as they lie in their
+    documents."""
+
+    model_config = {"extra": "forbid"}
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Optional[int] = None
     ) -> List[Document]:
-        return [
-            Document(page_content=text, metadata=metadata)
-            for text, metadata in retrieve(self.store, self.statement, query, self.budget, self.params)
-        ]
+        found = retrieve(
+            self.store, self.statement, query, self.budget, self.params, k if k is not None else self.k, self.order
+        )
+        return [Document(page_content=text, metadata=metadata) for text, metadata in found]

@@ -7,8 +7,10 @@ Needs ``llama-index-core`` (``pip install edudb[llama-index]``)::
     retriever = EdudbRetriever(edudb.open("notes.db"), budget=512)
     nodes = retriever.retrieve("how are unsafe operations checked?")
 
-Each node is one span edudb picked under the token budget, in document
-order, scored, with its coordinates as metadata (``doc``, ``node``,
+Each node is one span edudb picked under the token budget, best score
+first (``order="document"``: as they lie in their documents), at most
+``similarity_top_k`` of them when set, scored, with its coordinates as
+metadata (``doc``, ``node``,
 ``kind``, ``level``, ``title``, ``edus``, ``bytes``, ``tokens``,
 ``score``); its id is ``doc:first-last`` (its EDU span).
 """
@@ -25,7 +27,7 @@ except ImportError as missing:  # pragma: no cover - exercised without the packa
         "edudb.llama_index needs llama-index-core: pip install 'edudb[llama-index]'"
     ) from missing
 
-from ._adapter import DEFAULT_STATEMENT, retrieve
+from ._adapter import DEFAULT_STATEMENT, Order, retrieve
 
 
 class EdudbRetriever(BaseRetriever):
@@ -41,16 +43,28 @@ class EdudbRetriever(BaseRetriever):
         statement: str = DEFAULT_STATEMENT,
         budget: int = 512,
         params: Optional[Dict[str, Union[str, int, float]]] = None,
+        similarity_top_k: Optional[int] = None,
+        order: Order = "score",
         **kwargs: Any,
     ) -> None:
         self.store = store
         self.statement = statement
         self.budget = budget
         self.params = dict(params or {})
+        self.similarity_top_k = similarity_top_k
+        self.order: Order = order
         super().__init__(**kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        found = retrieve(self.store, self.statement, query_bundle.query_str, self.budget, self.params)
+        found = retrieve(
+            self.store,
+            self.statement,
+            query_bundle.query_str,
+            self.budget,
+            self.params,
+            self.similarity_top_k,
+            self.order,
+        )
         return [
             NodeWithScore(
                 node=TextNode(

@@ -15,7 +15,10 @@ SPANS = "SELECT SPANS FROM * SEED BM25($q) BUDGET $budget TOKENS"
 
 
 def expected(store: edudb.Store, budget: int) -> list:
-    return store.query(SPANS, q="unsafe operations", budget=budget).items
+    """The spans the adapters return by default: best score first, ties in
+    document order."""
+    items = store.query(SPANS, q="unsafe operations", budget=budget).items
+    return sorted(items, key=lambda item: -item.score)
 
 
 def test_langchain_retriever_returns_budgeted_spans_with_coordinates(store: edudb.Store) -> None:
@@ -85,6 +88,32 @@ def test_adapters_work_on_a_served_store(server: Server) -> None:
         assert [n.node.get_content() for n in LlamaIndexRetriever(db, budget=96).retrieve("unsafe operations")] == [
             i.text for i in items
         ]
+
+
+def test_adapters_honour_their_frameworks_top_k_and_keep_document_order_on_request(store: edudb.Store) -> None:
+    from edudb.langchain import EdudbRetriever as LangChainRetriever
+    from edudb.llama_index import EdudbRetriever as LlamaIndexRetriever
+
+    question = "unsafe operations"
+    in_document_order = store.query(SPANS, q=question, budget=256).items
+    assert len(in_document_order) > 3
+    best = expected(store, 256)
+    assert [i.score for i in best] != [i.score for i in in_document_order], "the two orders must differ here"
+
+    langchain = LangChainRetriever(store=store, budget=256, k=3)
+    assert [d.page_content for d in langchain.invoke(question)] == [i.text for i in best[:3]]
+    assert [d.page_content for d in langchain.invoke(question, k=2)] == [i.text for i in best[:2]]
+    by_position = LangChainRetriever(store=store, budget=256, order="document")
+    assert [d.page_content for d in by_position.invoke(question)] == [i.text for i in in_document_order]
+    with pytest.raises(ValueError):
+        LangChainRetriever(store=store, budget=256, top=3)  # not a knob of LangChain's: refused, not ignored
+
+    llama = LlamaIndexRetriever(store, budget=256, similarity_top_k=2)
+    assert [n.node.get_content() for n in llama.retrieve(question)] == [i.text for i in best[:2]]
+    kept = [n.node.get_content() for n in LlamaIndexRetriever(store, budget=256, similarity_top_k=3, order="document").retrieve(question)]
+    assert kept == [i.text for i in in_document_order if i.text in {b.text for b in best[:3]}]
+    with pytest.raises(ValueError):
+        LlamaIndexRetriever(store, budget=256, similarity_top_k=0).retrieve(question)
 
 
 @pytest.mark.parametrize(

@@ -177,6 +177,11 @@ def test_explain_gives_the_plan_and_errors_keep_their_position(store: edudb.Stor
     assert all(stage.rows_out >= 0 and stage.elapsed >= 0 for stage in plan)
     written = store.query("EXPLAIN " + SPANS, q="unsafe", budget=64).plan
     assert [s.operator for s in written] == [s.operator for s in plan]
+    # explain= is not silently bound as a parameter the statement lacks.
+    with pytest.raises(TypeError, match="Store.explain"):
+        store.query(SPANS, q="unsafe", budget=64, explain=True)
+    named = store.query("SELECT SPANS FROM * SEED BM25($explain) BUDGET 64 TOKENS", explain="unsafe")
+    assert named.items
     bad = "SELECT SPANS\nFROM * WERE level = 1"
     for run in (store.query, store.explain):
         with pytest.raises(edudb.QueryError) as raised:

@@ -21,7 +21,9 @@
 //! within [`SUMMARY_SHARE`]; then an excerpt of every further turn by claim
 //! (its EDU that best matches the query's words, else its summary pick),
 //! so the context reaches many turns rather than a few; what budget is left
-//! goes to more whole turns. Items are grouped by topic (topics in order
+//! goes to more whole turns, then to the path turns not yet in (most recent
+//! first: a path turn that fits is never left out) and the summaries the
+//! plain context would hold. Items are grouped by topic (topics in order
 //! of their first item, the active topic last) and chronological within
 //! one.
 
@@ -175,9 +177,7 @@ pub(crate) fn build(
     budget: u64,
     text_of: &mut dyn FnMut(u32, [u32; 2]) -> Result<String>,
 ) -> Result<SessionContext> {
-    let current = dialogue.current_turn();
     let path = dialogue.active_path();
-    let on_path: HashSet<u32> = path.iter().copied().collect();
     let mut used = 0u64;
     // Path turns, most recent first, while they fit (a contiguous run).
     let mut path_items: Vec<Candidate> = Vec::new();
@@ -190,38 +190,15 @@ pub(crate) fn build(
         path_items.push(whole_turn(dialogue, number, ContextKind::PathTurn, None));
     }
     path_items.reverse();
-    // Summaries: the active topic's other branches, then other topics, most
-    // recent first; picks of turns already on the path are left out.
-    let mut branch_items: Vec<Candidate> = Vec::new();
-    let topic = &dialogue.topics[current.topic as usize];
-    for &branch in topic.branches.iter().rev() {
-        if branch == current.branch {
-            continue;
-        }
-        let b = &dialogue.branches[branch as usize];
-        for p in b.summary.iter().rev() {
-            if !on_path.contains(&p.turn) && used + u64::from(p.tokens) <= budget {
-                used += u64::from(p.tokens);
-                branch_items.push(pick(ContextKind::BranchSummary, b.topic, branch, p));
-            }
-        }
-    }
-    let mut topic_items: Vec<Candidate> = Vec::new();
-    let mut others: Vec<_> = dialogue
-        .topics
-        .iter()
-        .filter(|t| t.id != current.topic)
-        .collect();
-    others.sort_by_key(|t| std::cmp::Reverse(t.last_turn));
-    for t in others {
-        for p in t.summary.iter().rev() {
-            if used + u64::from(p.tokens) <= budget {
-                used += u64::from(p.tokens);
-                let branch = dialogue.turns[p.turn as usize].branch;
-                topic_items.push(pick(ContextKind::TopicSummary, t.id, branch, p));
-            }
-        }
-    }
+    // Summaries, in their order of precedence, while they fit.
+    let (mut branch_items, mut topic_items): (Vec<Candidate>, Vec<Candidate>) =
+        summary_picks(dialogue, &path)
+            .filter(|c| {
+                let fits = used + c.tokens <= budget;
+                used += if fits { c.tokens } else { 0 };
+                fits
+            })
+            .partition(|c| c.kind == ContextKind::BranchSummary);
     branch_items.sort_by_key(|c| (c.branch, c.turn));
     topic_items.sort_by_key(|c| (c.topic, c.turn));
     let candidates = topic_items
@@ -229,6 +206,34 @@ pub(crate) fn build(
         .chain(branch_items)
         .chain(path_items);
     finish(dialogue, budget, &path, candidates.collect(), text_of)
+}
+
+/// The summary picks a context may hold besides the active path, in order
+/// of precedence: the active topic's other branches, then the other
+/// topics, most recent first; picks of turns on `path` are left out.
+fn summary_picks<'a>(dialogue: &'a Dialogue, path: &[u32]) -> impl Iterator<Item = Candidate> + 'a {
+    let current = dialogue.current_turn();
+    let on_path: HashSet<u32> = path.iter().copied().collect();
+    let topic = &dialogue.topics[current.topic as usize];
+    let branches = (topic.branches.iter().rev())
+        .filter(move |&&branch| branch != current.branch)
+        .flat_map(move |&branch| {
+            let b = &dialogue.branches[branch as usize];
+            (b.summary.iter().rev())
+                .map(move |p| pick(ContextKind::BranchSummary, b.topic, branch, p))
+        })
+        .filter(move |c| !on_path.contains(&c.turn));
+    let mut others: Vec<_> = (dialogue.topics.iter())
+        .filter(|t| t.id != current.topic)
+        .collect();
+    others.sort_by_key(|t| std::cmp::Reverse(t.last_turn));
+    let topics = others.into_iter().flat_map(move |t| {
+        t.summary.iter().rev().map(move |p| {
+            let branch = dialogue.turns[p.turn as usize].branch;
+            pick(ContextKind::TopicSummary, t.id, branch, p)
+        })
+    });
+    branches.chain(topics)
 }
 
 /// The context items of `candidates` in their order, with their texts;
@@ -453,6 +458,24 @@ pub(crate) fn build_for_query(
     }
     // 5. What is left goes to more whole turns.
     take_relevant(&mut used, budget, &mut picked, &mut chosen);
+    // 6. Then to the path turns not yet in, most recent first (a path turn
+    // that fits is never left out, whatever the query matched), and last
+    // to the summaries the plain context would hold.
+    for &number in path.iter().rev() {
+        let tokens = dialogue.turns[number as usize].tokens;
+        if !chosen[number as usize] && used + tokens <= budget {
+            used += tokens;
+            chosen[number as usize] = true;
+            picked.push(whole_turn(dialogue, number, ContextKind::PathTurn, None));
+        }
+    }
+    for candidate in summary_picks(dialogue, &path) {
+        if !chosen[candidate.turn as usize] && used + candidate.tokens <= budget {
+            used += candidate.tokens;
+            chosen[candidate.turn as usize] = true;
+            picked.push(candidate);
+        }
+    }
     // Grouped by topic (first item's turn order, the active topic last),
     // chronological inside a topic; a summary before the turns it sits among.
     let active = dialogue.current_turn().topic;

@@ -1203,13 +1203,51 @@ fn a_query_aware_context_answers_from_the_whole_history() {
         );
         last = Some(topic);
     }
-    // A query with no indexed words is a context of recent turns only.
+    // A query with no indexed words finds nothing relevant: its context is
+    // the path's recent turns and then summaries, as without a query.
     let none = db.session_context("long", budget, Some("?!")).unwrap();
-    assert!(none.items.iter().all(|i| i.kind == ContextKind::PathTurn));
+    assert!(none.items.iter().all(|i| matches!(
+        i.kind,
+        ContextKind::PathTurn | ContextKind::BranchSummary | ContextKind::TopicSummary
+    )));
+    assert!(none.items.iter().any(|i| i.turn == dialogue.current));
     assert!(matches!(
         db.session_context("long", 0, Some("cat")),
         Err(Error::Usage(_))
     ));
+}
+
+/// Issue 53's reproduction: a query that matches nothing must not leave
+/// the budget unused while path turns that fit are left out.
+#[test]
+fn a_query_aware_context_fills_its_budget_and_keeps_every_path_turn_that_fits() {
+    use edudb::{CancelToken, NoProgress, TurnInput};
+    let (_dir, db) = store();
+    let said = [
+        "We fly to Sapporo on Monday.",
+        "Then we take the train to Otaru.",
+        "After crash turn.",
+        "We fly on Monday.",
+    ];
+    let inputs: Vec<TurnInput> = said
+        .iter()
+        .map(|t| TurnInput::new(Role::User, *t))
+        .collect();
+    db.append_turns("trip", &inputs, &NoProgress, &CancelToken::new())
+        .unwrap();
+    let history = db.dialogue("trip").unwrap().tokens();
+    for query in ["when", "Monday", "Otaru train"] {
+        let context = db.session_context("trip", 64, Some(query)).unwrap();
+        assert_eq!(context.path_turns_dropped, 0, "{query}: {context:?}");
+        assert_eq!(context.tokens_used, history, "{query}: everything fits");
+        let texts: HashSet<&str> = context.items.iter().map(|i| i.text.as_str()).collect();
+        assert!(said.iter().all(|t| texts.contains(t)), "{query}: {texts:?}");
+    }
+    // Under a budget that holds only part, the path keeps its most recent
+    // turns first once the relevant ones are in.
+    let tight = db.session_context("trip", 14, Some("when")).unwrap();
+    assert!(tight.tokens_used <= 14);
+    assert!(tight.items.iter().any(|i| i.text == "We fly on Monday."));
 }
 
 #[test]
