@@ -179,9 +179,10 @@ def open(  # noqa: A001 - the package's entry point, as sqlite3.connect is its
 
 def connect(target: PathLike, token: Optional[str] = None) -> "Store":
     """Connects to a store served by ``edudb serve``: ``target`` is its
-    ``http://HOST:PORT`` URL, the store's directory (its server's socket)
-    or a socket path; ``token`` is the server's bearer token, if it has
-    one. Raises :class:`InternalError` when no server answers there."""
+    ``http://HOST:PORT`` URL (or ``HOST:PORT``), the store's directory
+    (its server's socket) or a socket path; ``token`` is the server's
+    bearer token, if it has one. Raises :class:`UserError` saying what was
+    tried when nothing is there or no server answers."""
     return Store(_edudb.Store.connect(_os.fspath(target), token))
 
 

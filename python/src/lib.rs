@@ -236,15 +236,22 @@ impl Store {
             chat,
             ..OpenOptions::default()
         };
-        let db = py
-            .detach(|| Db::open_with(&path, &options))
-            .map_err(to_python)?;
+        let db = py.detach(|| Db::open_with(&path, &options)).map_err(|err| {
+            // A store a server holds is used through the server.
+            match (&err, edudb::serve::live_socket(&path)) {
+                (Error::Locked { .. }, Some(_)) => StoreBusy::new_err(format!(
+                    "{err}: `edudb serve` holds it; use edudb.connect({:?}) to go through the server",
+                    path.display().to_string()
+                )),
+                _ => to_python(err),
+            }
+        })?;
         Ok(Store::new(Backend::Local(Box::new(db))))
     }
 
-    /// Connects to `edudb serve` at `target`: an `http://HOST:PORT` URL, a
-    /// store directory (its server's socket) or a socket path; `token` is
-    /// the server's bearer token.
+    /// Connects to `edudb serve` at `target`: an `http://HOST:PORT` URL (or
+    /// `HOST:PORT`), a store directory (its server's socket) or a socket
+    /// path; `token` is the server's bearer token.
     #[staticmethod]
     #[pyo3(signature = (target, token=None))]
     fn connect(py: Python<'_>, target: &str, token: Option<&str>) -> PyResult<Store> {

@@ -102,7 +102,7 @@ def test_served_errors_have_the_local_classes_and_locations(server: Server, tmp_
             db._native.rust_query_seconds(SPANS, {"q": "x", "budget": 8}, 1)
 
 
-def test_a_token_is_required_where_set_and_a_missing_server_is_internal(tmp_path: Path) -> None:
+def test_a_token_is_required_where_set_and_a_missing_server_is_a_user_error(tmp_path: Path) -> None:
     secured = start_server(tmp_path / "s.db", "--token-env", "EDUDB_TEST_TOKEN", env={"EDUDB_TEST_TOKEN": "s3cret"})
     try:
         with pytest.raises(edudb.UserError, match="token"):
@@ -111,10 +111,23 @@ def test_a_token_is_required_where_set_and_a_missing_server_is_internal(tmp_path
             assert db.docs() == []
     finally:
         stop_server(secured)
-    with pytest.raises(edudb.InternalError):
+    with pytest.raises(edudb.UserError, match=f"no edudb server answers at {secured.url}"):
         edudb.connect(secured.url)
-    with pytest.raises(edudb.InternalError):
+    with pytest.raises(edudb.UserError, match="no server runs on the store"):
         edudb.connect(tmp_path / "s.db")
+    with pytest.raises(edudb.UserError, match="no such store, socket or address"):
+        edudb.connect(tmp_path / "nowhere")
+
+
+def test_opening_a_served_store_says_to_connect(tmp_path: Path) -> None:
+    running = start_server(tmp_path / "s.db")
+    try:
+        with pytest.raises(edudb.StoreBusy, match=r"edudb serve` holds it; use edudb.connect"):
+            edudb.open(tmp_path / "s.db")
+        with edudb.connect(running.url.removeprefix("http://")) as db:  # HOST:PORT
+            assert db.docs() == []
+    finally:
+        stop_server(running)
 
 
 def test_a_client_whose_server_stopped_fails_as_internal(tmp_path: Path) -> None:

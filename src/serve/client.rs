@@ -60,6 +60,17 @@ const JOB_ENVELOPE: u64 = 64;
 /// How often [`Client::ingest`] asks a job how far it got.
 const JOB_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// Whether `target` reads as `HOST:PORT` (a port of digits after the
+/// last colon, a host without slashes).
+fn is_address(target: &str) -> bool {
+    target.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty()
+            && !host.contains('/')
+            && !port.is_empty()
+            && port.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 /// A connection to a server of a store.
 #[derive(Debug)]
 pub struct Client {
@@ -75,25 +86,46 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the server at `target`: an `http://HOST:PORT` URL, a
-    /// store directory (its server's `serve.sock`) or a socket path; with
-    /// `token`, every request presents it (`Authorization: Bearer`). Fails
-    /// unless the server answers `GET /v1/health`.
+    /// Connects to the server at `target`: an `http://HOST:PORT` URL (or
+    /// `HOST:PORT`), a store directory (its server's `serve.sock`) or a
+    /// socket path; with `token`, every request presents it
+    /// (`Authorization: Bearer`). Fails unless the server answers `GET
+    /// /v1/health`: a target that names nothing, a store no server runs
+    /// on, or a server that cannot be reached is a user error saying what
+    /// was tried and why it failed.
     pub fn connect(target: &str, token: Option<&str>) -> Result<Client> {
+        let path = Path::new(target);
         let mut client = if target.starts_with("http://") || target.starts_with("https://") {
-            let base = Url::parse(target).map_err(|e| Error::Serve(format!("{target}: {e}")))?;
+            let base = Url::parse(target).map_err(|e| Error::Usage(format!("{target}: {e}")))?;
             Client::new(reqwest::Client::builder(), base, target.to_owned())?
+        } else if is_address(target) && !path.exists() {
+            let url = format!("http://{target}");
+            let base = Url::parse(&url).map_err(|e| Error::Usage(format!("{target}: {e}")))?;
+            Client::new(reqwest::Client::builder(), base, url)?
+        } else if !path.exists() {
+            return Err(Error::Usage(format!(
+                "{target}: no such store, socket or address (give http://HOST:PORT, HOST:PORT, a store directory or its {SOCKET_FILE})"
+            )));
+        } else if path.is_dir() && !path.join(SOCKET_FILE).exists() {
+            return Err(Error::Usage(format!(
+                "no server runs on the store {target} (it has no {SOCKET_FILE}): start `edudb serve` there, or open the store itself"
+            )));
+        } else if path.is_dir() {
+            Client::over_socket(&path.join(SOCKET_FILE))?
         } else {
-            let path = Path::new(target);
-            let socket = if path.is_dir() {
-                path.join(SOCKET_FILE)
-            } else {
-                path.to_owned()
-            };
-            Client::over_socket(&socket)?
+            Client::over_socket(path)?
         };
         client.token = token.map(str::to_owned);
-        client.max_body = client.health()?["max_body_bytes"].as_u64();
+        let health = client.health().map_err(|err| match err {
+            // Nothing answered: the transport's error, said as a refusal
+            // of what the caller gave.
+            Error::Serve(cause) => Error::Usage(format!(
+                "no edudb server answers at {}: {cause}",
+                client.name
+            )),
+            other => other,
+        })?;
+        client.max_body = health["max_body_bytes"].as_u64();
         Ok(client)
     }
 

@@ -194,12 +194,33 @@ fn a_client_presents_its_token_and_names_a_missing_server() {
         client.documents().unwrap().as_array().map(Vec::len),
         Some(2)
     );
+    // HOST:PORT without a scheme is an address.
+    let bare = running.bound.address.to_string();
+    assert!(Client::connect(&bare, Some("s3cret")).is_ok());
     running.stop().unwrap();
-    // Once stopped, nothing answers: a plain error naming the target.
+    // Once stopped, nothing runs on the store: a user error saying so.
     let gone = Client::connect(path.to_str().unwrap(), None).unwrap_err();
     assert!(
-        matches!(gone, Error::Serve(_)) && gone.to_string().contains("serve.sock"),
+        matches!(gone, Error::Usage(_)) && gone.to_string().contains("no server runs on the store"),
         "{gone}"
+    );
+    // An address nothing answers at, and a target that names nothing:
+    // what was tried, and why it failed.
+    let silent = Client::connect(&bare, None).unwrap_err();
+    assert!(
+        silent.is_user_error()
+            && silent
+                .to_string()
+                .contains(&format!("no edudb server answers at http://{bare}")),
+        "{silent}"
+    );
+    let nowhere = Client::connect("/no/such/store", None).unwrap_err();
+    assert!(
+        nowhere.is_user_error()
+            && nowhere
+                .to_string()
+                .contains("/no/such/store: no such store"),
+        "{nowhere}"
     );
 }
 
