@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, mpsc};
 use std::time::Instant;
 
-use edudb::query::lexer::split_statements;
+use edudb::query::lexer::{opens_string, split_statements};
 use edudb::query::parser::KEYWORDS;
 use edudb::query::plan::KIND_NAMES;
 use edudb::serve::CommandOutput;
@@ -28,6 +28,8 @@ use super::route::Server;
 const PROMPT: &str = "edudb> ";
 /// Prompt while a statement continues over more lines.
 const CONTINUATION: &str = "   ...> ";
+/// Prompt while a string of a statement is still open (a quote to close).
+const IN_STRING: &str = "  '...> ";
 /// How deeply `.read` files may read further files.
 const MAX_READ_DEPTH: usize = 16;
 /// Console commands, for `.help` and completion.
@@ -176,6 +178,8 @@ fn interactive(console: &mut Console) -> Result<(), Failure> {
     loop {
         let prompt = if console.pending.is_empty() {
             PROMPT
+        } else if opens_string(&console.pending) {
+            IN_STRING
         } else {
             CONTINUATION
         };

@@ -91,6 +91,12 @@ pub fn split_statements(source: &str) -> (Vec<&str>, &str) {
     }
 }
 
+/// Whether `source` ends inside a string: a quote opened and not yet
+/// closed (the console's cue that a statement's text goes on).
+pub fn opens_string(source: &str) -> bool {
+    matches!(tokenize(source), Err(err) if err.message == UNTERMINATED_STRING)
+}
+
 /// Splits `source` into tokens, ending with [`TokenKind::End`]. Comments run
 /// from `--` to the end of the line.
 pub fn tokenize(source: &str) -> Result<Vec<Token>, QueryError> {
@@ -209,6 +215,15 @@ fn take_while(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_string_is_open_until_its_quote_closes() {
+        assert!(opens_string("SELECT FROM doc('a"));
+        assert!(opens_string("SEED BM25('it''s\nstill"));
+        assert!(!opens_string("SEED BM25('it''s')"));
+        assert!(!opens_string("SHOW DOCS -- it's a comment"));
+        assert!(!opens_string("SELECT FROM *"));
+    }
 
     #[test]
     fn statements_end_at_semicolons_outside_strings_and_comments() {

@@ -105,6 +105,14 @@ fn a_person_types_statements_and_commands_and_reads_results() {
     assert!(screen.contains("borrow checker rejects"), "{screen}");
     assert!(screen.contains("of a 40-token budget"), "{screen}");
 
+    // A quote left open says so in the prompt until it is closed.
+    session
+        .send_line("SELECT FROM * SEED BM25('borrow")
+        .unwrap();
+    session.exp_string("'...> ").unwrap();
+    let screen = type_line(&mut session, "checker') BUDGET 40 TOKENS;");
+    assert!(screen.contains("of a 40-token budget"), "{screen}");
+
     // Tab completes a keyword, then a document id inside doc('…').
     session.send("SHOW TRE\t").unwrap();
     session.flush().unwrap();

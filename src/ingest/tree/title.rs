@@ -18,6 +18,7 @@ pub(super) fn extractive_title(text: &str, edus: &[Edu], span: Span) -> String {
     let prose: Vec<&Edu> = candidates
         .iter()
         .filter(|e| !matches!(e.kind, EduKind::Code | EduKind::Table))
+        .filter(|e| !is_label(e, &text[e.start as usize..e.end as usize]))
         .collect();
     let pool: Vec<&Edu> = if prose.is_empty() {
         candidates.iter().collect()
@@ -40,6 +41,22 @@ pub(super) fn extractive_title(text: &str, edus: &[Edu], span: Span) -> String {
         .map_or(0, |(i, _)| i);
     let edu = pool[best];
     opening_words(&text[edu.start as usize..edu.end as usize])
+}
+
+/// Whether an EDU is a label rather than something said: text ending in a
+/// colon ("Rust Issue:"), or a list item of metadata, a short key and its
+/// value ("- Start Date: 2014-03-11"). Neither makes a title.
+fn is_label(edu: &Edu, text: &str) -> bool {
+    let text = text.trim();
+    if text.ends_with(':') {
+        return true;
+    }
+    let item = text.trim_start_matches(['-', '*', '+', ' ']);
+    edu.kind == EduKind::Item
+        && item.split_once(": ").is_some_and(|(key, _)| {
+            key.split_whitespace().count() <= 3
+                && key.chars().next().is_some_and(char::is_uppercase)
+        })
 }
 
 /// The opening words of `text`, whitespace runs (line breaks included)
@@ -106,6 +123,37 @@ mod tests {
         assert_eq!(
             extractive_title(text, &edus, Span::new(0, 2)),
             "Traits define shared behaviour."
+        );
+    }
+
+    #[test]
+    fn labels_and_metadata_items_never_make_a_title() {
+        // RFC 1194's and RFC 0002's openings: metadata bullets, then prose.
+        let text =
+            "- Start Date: 2015-06-15\nRust Issue:\nSets gain a way to take items out of them.";
+        let pieces = [
+            (0, 24, EduKind::Item),
+            (25, 36, EduKind::Text),
+            (37, 79, EduKind::Text),
+        ];
+        let edus: Vec<Edu> = (pieces.iter().enumerate())
+            .map(|(i, &(start, end, kind))| Edu {
+                id: i as u32,
+                start,
+                end,
+                tokens: 1,
+                kind,
+            })
+            .collect();
+        assert_eq!(&text[25..36], "Rust Issue:");
+        assert_eq!(
+            extractive_title(text, &edus, Span::new(0, 2)),
+            "Sets gain a way to take items out of them."
+        );
+        // With nothing else to say, a label still titles its node.
+        assert_eq!(
+            extractive_title(text, &edus, Span::new(1, 1)),
+            "Rust Issue:"
         );
     }
 }
