@@ -102,43 +102,38 @@ pub(super) fn context(answer: &Value) -> String {
 
 /// One line per document: id, title and size.
 pub(super) fn documents(documents: &Value) -> String {
-    let listed = documents.as_array().map(Vec::as_slice).unwrap_or(&[]);
-    if listed.is_empty() {
-        return "The store holds no documents.".into();
-    }
-    let mut said = String::new();
-    for doc in listed {
-        let _ = writeln!(
-            said,
+    lines(documents, "documents", |doc| {
+        format!(
             "{}: {} ({} EDUs, {} tokens)",
             doc["id"].as_str().unwrap_or("?"),
             doc["title"].as_str().unwrap_or("untitled"),
             doc["edus"],
             doc["tokens"]
-        );
-    }
-    said
+        )
+    })
 }
 
 /// One line per session: id and its counts.
 pub(super) fn sessions(sessions: &Value) -> String {
-    let listed = sessions.as_array().map(Vec::as_slice).unwrap_or(&[]);
-    if listed.is_empty() {
-        return "The store holds no sessions.".into();
-    }
-    let mut said = String::new();
-    for session in listed {
-        let _ = writeln!(
-            said,
+    lines(sessions, "sessions", |session| {
+        format!(
             "{}: {} turns, {} topics, {} branches, {} tokens",
             session["id"].as_str().unwrap_or("?"),
             session["turns"],
             session["topics"],
             session["branches"],
             session["tokens"]
-        );
+        )
+    })
+}
+
+/// One line per element of a JSON array of `what`, or that the store
+/// holds none.
+fn lines(listed: &Value, what: &str, line: impl Fn(&Value) -> String) -> String {
+    match listed.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        [] => format!("The store holds no {what}."),
+        listed => listed.iter().map(|v| line(v) + "\n").collect(),
     }
-    said
 }
 
 /// A document's tree as an indented outline, to `depth` levels below the
