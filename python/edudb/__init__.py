@@ -231,8 +231,9 @@ class Store:
         stored text is the text read from its pages, and its EDUs and
         picks carry ``pages``. A document of an existing id replaces it. A
         file whose content is refused (binary, empty, not UTF-8, a PDF
-        that cannot be read) is listed in ``failures`` while the rest go
-        in.
+        that cannot be read) is listed in ``failures`` while the rest of a
+        directory or list go in; a single file refused raises its error
+        (:class:`UserError`), as bytes do.
 
         ``progress(done, total)``, in bytes, is called from the calling
         thread as an ingest of paths advances (about every 50 ms, and at
@@ -255,7 +256,12 @@ class Store:
         else:
             paths = [_os.fspath(p) for p in source]
         answer = self._native.ingest_paths(paths, id, format, progress, structurer, ip_maker)
-        return IngestReport.from_json(_json.loads(answer))
+        report = IngestReport.from_json(_json.loads(answer))
+        if isinstance(source, (str, _os.PathLike)) and not _os.path.isdir(source) and report.failures:
+            # One file asked for and refused: its error, as for bytes.
+            failure = report.failures[0]
+            raise {"busy": StoreBusy, "internal": InternalError}.get(failure.cls, UserError)(failure.message)
+        return report
 
     def docs(self) -> List[Document]:
         """Every document, in id order."""

@@ -71,6 +71,11 @@ def test_content_refused_is_a_failure_while_the_rest_go_in(tmp_path: Path) -> No
             db.ingest(b"\x00\x00", id="nul")
         with pytest.raises(edudb.UserError):
             db.ingest(tmp_path / "missing.md")
+        # One file refused raises its error; in a list it is a failure.
+        with pytest.raises(edudb.UserError, match="binary"):
+            db.ingest(docs / "binary.md")
+        listed = db.ingest([docs / "binary.md"])
+        assert [f.cls for f in listed.failures] == ["user"]
 
 
 def test_edus_are_exact_byte_ranges_that_tile_the_text(tmp_path: Path) -> None:

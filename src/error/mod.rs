@@ -38,6 +38,15 @@ pub enum Error {
         /// Offset of the first NUL byte.
         offset: usize,
     },
+    /// A ZIP container (an office document such as DOCX, ODT, PPTX or
+    /// XLSX, an EPUB, or an archive), which edudb does not read.
+    #[error(
+        "{source_name}: a ZIP container (DOCX, ODT, PPTX, XLSX, EPUB or an archive), which edudb does not read; convert it to PDF, HTML, Markdown or text first (for example with pandoc or LibreOffice); not ingested"
+    )]
+    Container {
+        /// File name or document id.
+        source_name: String,
+    },
     /// A PDF that cannot be read: damaged, encrypted with a password,
     /// without a text layer, or refused by the reader.
     #[error("{source_name}: {message}; not ingested")]
@@ -366,6 +375,7 @@ impl Error {
             self,
             Error::InvalidUtf8 { .. }
                 | Error::Binary { .. }
+                | Error::Container { .. }
                 | Error::Pdf { .. }
                 | Error::EmptyDocument { .. }
                 | Error::TooLarge { .. }

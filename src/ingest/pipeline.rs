@@ -239,10 +239,16 @@ pub fn decode(source_name: &str, bytes: Vec<u8>, lossy: bool) -> Result<String> 
     }
 }
 
-/// Checks input bytes before decoding: at most [`MAX_DOCUMENT_BYTES`], and
-/// no NUL byte near the start (a binary file).
+/// Checks input bytes before decoding: at most [`MAX_DOCUMENT_BYTES`], not
+/// a ZIP container (DOCX and its kin, said as such), and no NUL byte near
+/// the start (a binary file).
 pub fn check_bytes(source_name: &str, bytes: &[u8]) -> Result<()> {
     check_size(source_name, bytes)?;
+    if bytes.starts_with(b"PK\x03\x04") {
+        return Err(Error::Container {
+            source_name: source_name.to_owned(),
+        });
+    }
     if let Some(offset) = bytes[..bytes.len().min(SNIFF_BYTES)]
         .iter()
         .position(|&b| b == 0)

@@ -258,6 +258,11 @@ fn bad_inputs_fail_alone_with_clear_errors() {
         source("blank", " \n\t\n  "),
         source("only-headings", "# \n\n## \n\n###\n"),
         source("good", "This one is fine."),
+        Source {
+            id: "report".into(),
+            // A DOCX file's first bytes: a ZIP container.
+            origin: Origin::Bytes(b"PK\x03\x04\x14\x00\x06\x00[Content_Types].xml".to_vec()),
+        },
     ];
     let report = db
         .ingest(
@@ -280,7 +285,22 @@ fn bad_inputs_fail_alone_with_clear_errors() {
         .iter()
         .map(|f| f.error.to_string())
         .collect();
-    assert_eq!(errors.len(), 5, "{errors:?}");
+    assert_eq!(errors.len(), 6, "{errors:?}");
+    let docx = report
+        .failures
+        .iter()
+        .find(|f| f.source == "report")
+        .unwrap();
+    assert!(
+        matches!(docx.error, Error::Container { .. })
+            && docx.error.is_user_error()
+            && docx
+                .error
+                .to_string()
+                .contains("convert it to PDF, HTML, Markdown or text"),
+        "{}",
+        docx.error
+    );
     let utf8 = report.failures.iter().find(|f| f.source == "utf8").unwrap();
     assert!(
         matches!(
