@@ -164,6 +164,10 @@ def test_wrong_arguments_bad_statements_and_missing_things_are_tool_errors(tmp_p
             assert error["class"] == "user"
             assert (error["query"]["line"], error["query"]["column"]) == (2, 1)
             assert "line 2, column 1" in text and "BUDGET" in text
+            text, error = await refusal(session, "query", statement="SELECT FROM * SEED BM25($q)", params={"q": True})
+            assert "parameter $q is true: give a string or a number" in text and error["class"] == "user"
+            text, _ = await refusal(session, "ingest", id="x", text="hi", format="docx")
+            assert "unknown format" in text
             text, error = await refusal(session, "document_tree", document="nowhere")
             assert "nowhere" in text and error["class"] == "user"
             text, _ = await refusal(session, "read", document="nowhere", first=0, last=3)

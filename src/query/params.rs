@@ -3,6 +3,10 @@
 
 use std::collections::HashMap;
 
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
 /// A parameter value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Param {
@@ -37,6 +41,21 @@ impl Params {
         self
     }
 
+    /// Parameters from a JSON object of strings and numbers, keyed by name
+    /// (without the `$`), as the HTTP API and the MCP `query` tool take
+    /// them; any other value is a usage error naming the parameter.
+    pub fn from_json(values: &serde_json::Map<String, Value>) -> Result<Params> {
+        values
+            .iter()
+            .try_fold(Params::new(), |params, (name, value)| match value {
+                Value::String(text) => Ok(params.text(name, text.as_str())),
+                Value::Number(n) => Ok(params.number(name, n.as_f64().unwrap_or(f64::NAN))),
+                other => Err(Error::Usage(format!(
+                    "parameter ${name} is {other}: give a string or a number"
+                ))),
+            })
+    }
+
     /// The value bound to `$name`.
     pub fn get(&self, name: &str) -> Option<&Param> {
         self.values.get(name)
@@ -47,5 +66,25 @@ impl Params {
         self.values
             .iter()
             .map(|(name, value)| (name.as_str(), value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_parameters_bind_strings_and_numbers_and_refuse_the_rest() {
+        let values = serde_json::json!({"q": "ramen", "n": 128});
+        let params = Params::from_json(values.as_object().unwrap()).unwrap();
+        assert_eq!(params.get("q"), Some(&Param::Text("ramen".into())));
+        assert_eq!(params.get("n"), Some(&Param::Number(128.0)));
+        let values = serde_json::json!({"q": true});
+        let refused = Params::from_json(values.as_object().unwrap()).unwrap_err();
+        assert!(matches!(refused, Error::Usage(_)));
+        assert_eq!(
+            refused.to_string(),
+            "parameter $q is true: give a string or a number"
+        );
     }
 }

@@ -1011,19 +1011,7 @@ async fn query(
     body: std::result::Result<Json<QueryBody>, JsonRejection>,
 ) -> Answer {
     let Json(body) = body?;
-    let mut params = Params::new();
-    for (name, value) in body.params {
-        params = match value {
-            Value::String(text) => params.text(name, text),
-            Value::Number(n) => params.number(name, n.as_f64().unwrap_or(f64::NAN)),
-            other => {
-                return Err(Failure::user(
-                    StatusCode::BAD_REQUEST,
-                    format!("parameter ${name} is {other}: give a string or a number"),
-                ));
-            }
-        };
-    }
+    let params = Params::from_json(&body.params)?;
     read(&shared, move |db| {
         Api::query(db, &body.statement, &params, body.explain)
     })

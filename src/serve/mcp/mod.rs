@@ -205,10 +205,9 @@ pub fn serve_stdio(api: Arc<dyn Api + Send + Sync>, options: McpOptions) -> Resu
 /// plain JSON unless the call sends notifications first (an SSE stream
 /// per call and sessions measured about 4 ms more per `remember` through
 /// the official Python client). Hosts other than loopback names are
-/// refused unless `open_hosts` (the
-/// server checks a bearer token then, so a page in a browser cannot use it
-/// through DNS rebinding either); cancelling `stop` ends the sessions'
-/// streams.
+/// refused unless `open_hosts` (the server checks a bearer token then, so
+/// a page in a browser cannot use it through DNS rebinding either);
+/// cancelling `stop` ends the streams still open.
 pub(super) fn http_service(
     api: Arc<dyn Api + Send + Sync>,
     options: McpOptions,

@@ -2,11 +2,10 @@
 //! schemars, are what a model sees) and what it asks of the store.
 
 use std::path::PathBuf;
-
-use rmcp::handler::server::wrapper::Parameters;
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::{ErrorData, Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
@@ -157,7 +156,8 @@ pub struct QueryArgs {
     /// TREE doc('x') DEPTH 2`. Put user text in parameters, never in the
     /// statement.
     pub statement: String,
-    /// Values of the statement's `$name` parameters: strings or numbers.
+    /// Values of the statement's `$name` parameters, keyed by name without
+    /// the `$`: strings or numbers.
     #[serde(default)]
     pub params: serde_json::Map<String, Value>,
     /// Also return the plan: each operator with its rows in and out and
@@ -294,7 +294,7 @@ impl McpServer {
         annotations(read_only_hint = true)
     )]
     async fn query(&self, Parameters(args): Parameters<QueryArgs>) -> Answer {
-        let params = match bind(&args.params) {
+        let params = match Params::from_json(&args.params) {
             Ok(params) => params,
             Err(err) => return Ok(refused(err)),
         };
@@ -343,7 +343,7 @@ impl McpServer {
     async fn read(&self, Parameters(args): Parameters<ReadArgs>) -> Answer {
         let limit = self.options.max_budget;
         let answer = self.on_store(move |api| read(api, &args, limit)).await;
-        reply(answer, |(said, value)| (said, value))
+        reply(answer, |shown| shown)
     }
 
     #[tool(
@@ -501,29 +501,9 @@ async fn announce(peer: &Peer<RoleServer>) {
     let _ = peer.notify_resource_list_changed().await;
 }
 
-/// Statement parameters from a JSON object of strings and numbers.
-fn bind(values: &serde_json::Map<String, Value>) -> Result<Params> {
-    values
-        .iter()
-        .try_fold(Params::new(), |params, (name, value)| {
-            let name = name.trim_start_matches('$');
-            match value {
-                Value::String(text) => Ok(params.text(name, text.as_str())),
-                Value::Number(number) => match number.as_f64() {
-                    Some(n) => Ok(params.number(name, n)),
-                    None => Err(Error::Usage(format!(
-                        "parameter ${name}: {number} is not a number edudb can bind"
-                    ))),
-                },
-                other => Err(Error::Usage(format!(
-                    "parameter ${name} is {other}: a parameter is a string or a number"
-                ))),
-            }
-        })
-}
-
 /// `read`: the EDUs asked for (a node's span, or `first..=last`), cut
-/// after `limit` tokens; the text and `{document, edus, truncated, next}`.
+/// after `limit` tokens; the text and `{document, edus, tokens, next}`
+/// (`next`: the EDU to continue from when cut).
 fn read(api: &dyn Api, args: &ReadArgs, limit: u64) -> Result<(String, Value)> {
     let (first, last) = match args.node {
         Some(node) => {
@@ -598,14 +578,11 @@ fn find_node(node: &Value, id: u32) -> Option<[u32; 2]> {
 
 /// `ingest`: a text under its id, or the files of an allowed path.
 fn ingest(api: &dyn Api, args: IngestArgs, options: &McpOptions) -> Result<Value> {
-    let format = match args.format.as_deref() {
-        Some(name) => Some(Format::from_name(name).ok_or_else(|| {
-            Error::Usage(format!(
-                "unknown format {name:?}: text, markdown, html or pdf"
-            ))
-        })?),
-        None => None,
-    };
+    let format = args
+        .format
+        .as_deref()
+        .map(str::parse::<Format>)
+        .transpose()?;
     let ingest_options = IngestOptions {
         format,
         ..IngestOptions::default()
