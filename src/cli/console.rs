@@ -111,7 +111,7 @@ impl Target {
 /// Runs an `edudb` command line on `server`, from this directory.
 fn run_on(server: &Server, args: &[&str]) -> edudb::Result<CommandOutput> {
     let args = args.iter().map(|arg| (*arg).to_owned()).collect();
-    server.run(args, std::env::current_dir().unwrap_or_default())
+    server.run(args, std::env::current_dir().unwrap_or_default(), None)
 }
 
 /// Runs the console on `target` until `.quit` or end of input. Reading

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use edudb::compute::embed::EmbedderConfig;
 use edudb::compute::embed::http::HttpConfig;
+use edudb::ingest::sources::Origin;
 use edudb::serve::{CommandOutput, CommandRequest, CommandRunner};
 use edudb::{
     AskOptions, CancelToken, ChatConfig, ChatModel, Db, Error, Format, HttpChat, IngestOptions,
@@ -176,6 +177,8 @@ impl EmbedderArgs {
 struct Context<'a> {
     cli: &'a Cli,
     served: Option<&'a Db>,
+    /// Where `-` reads from.
+    stdin: route::Stdin<'a>,
 }
 
 impl<'a> Context<'a> {
@@ -411,20 +414,28 @@ enum Command {
 }
 
 impl Command {
-    /// Whether the command is forwarded whole to a server of its store:
-    /// every command on an existing store that reads no standard input,
-    /// except the console (which sends its statements one by one).
+    /// Whether the command is forwarded whole to a server of its store
+    /// (with its standard input when it [reads one](Command::reads_stdin)):
+    /// every command on an existing store except the console (which sends
+    /// its statements one by one).
     fn routable(&self) -> bool {
-        match self {
+        !matches!(
+            self,
             Command::Init
-            | Command::Console { .. }
-            | Command::Serve { .. }
-            | Command::Mcp { .. }
-            | Command::Demo
-            | Command::Eval { .. } => false,
-            Command::Ingest { paths, .. } => !paths.iter().any(|p| p.as_os_str() == "-"),
-            Command::Session { command } => !command.reads_stdin(),
-            _ => true,
+                | Command::Console { .. }
+                | Command::Serve { .. }
+                | Command::Mcp { .. }
+                | Command::Demo
+                | Command::Eval { .. }
+        )
+    }
+
+    /// Whether the command reads standard input (`ingest -`, `session add -`).
+    fn reads_stdin(&self) -> bool {
+        match self {
+            Command::Ingest { paths, .. } => paths.iter().any(|p| p.as_os_str() == "-"),
+            Command::Session { command } => command.reads_stdin(),
+            _ => false,
         }
     }
 
@@ -432,7 +443,7 @@ impl Command {
     /// directory of the process that forwarded it).
     fn resolve_paths(&mut self, cwd: &std::path::Path) {
         let resolve = |path: &mut PathBuf| {
-            if path.is_relative() {
+            if path.is_relative() && path.as_os_str() != "-" {
                 *path = cwd.join(&*path);
             }
         };
@@ -535,13 +546,14 @@ pub fn main() -> ExitCode {
         )
         .init();
     if cli.command.routable()
-        && let Some(code) = route::forward(&cli.db)
+        && let Some(code) = route::forward(&cli.db, cli.command.reads_stdin())
     {
         return ExitCode::from(code);
     }
     let context = Context {
         cli: &cli,
         served: None,
+        stdin: route::Stdin::Own,
     };
     // Standard output is not held locked: `edudb mcp` writes its messages
     // to it from the runtime's threads.
@@ -572,10 +584,23 @@ impl CommandRunner for Runner {
         }
         cli.command.resolve_paths(&request.cwd);
         cli.quiet = true;
+        let decode = |text: &str| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.decode(text)
+        };
+        let stdin = match request.stdin_base64.as_deref().map(decode).transpose() {
+            Ok(stdin) => stdin,
+            Err(err) => {
+                return refused(format!(
+                    "error: the forwarded standard input is not base64: {err}\n"
+                ));
+            }
+        };
         let (mut out, mut errors) = (Vec::new(), Vec::new());
         let context = Context {
             cli: &cli,
             served: Some(db),
+            stdin: route::Stdin::Forwarded(stdin.as_deref()),
         };
         let result = run(&context, &mut out, &mut errors);
         let code = finish(&cli, result, &mut errors);
@@ -638,8 +663,15 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             ip_maker,
             vectors,
         } => {
-            let (sources, skipped) =
+            let (mut sources, skipped) =
                 edudb::ingest::sources::expand_listing_skipped(paths, id.as_deref())?;
+            if let route::Stdin::Forwarded(_) = context.stdin {
+                for source in &mut sources {
+                    if source.origin == Origin::Stdin {
+                        source.origin = Origin::Bytes(context.stdin.read()?);
+                    }
+                }
+            }
             let db = context.open(true)?;
             let options = IngestOptions {
                 format: *format,
@@ -922,6 +954,7 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             out,
             command,
             &|create| context.open(create),
+            context.stdin,
             &bars::Bars::new(cli.quiet || cli.json),
             cli.json,
         )?,

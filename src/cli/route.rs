@@ -51,6 +51,37 @@ impl Store<'_> {
     }
 }
 
+/// Where a command's standard input (`-`) comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Stdin<'a> {
+    /// This process's.
+    Own,
+    /// The bytes the caller of a forwarded command sent (`None`: it sent
+    /// none).
+    Forwarded(Option<&'a [u8]>),
+}
+
+impl Stdin<'_> {
+    /// All of it.
+    pub fn read(self) -> edudb::Result<Vec<u8>> {
+        match self {
+            Stdin::Own => edudb::ingest::sources::read_stdin(),
+            Stdin::Forwarded(Some(bytes)) => Ok(bytes.to_vec()),
+            Stdin::Forwarded(None) => Err(Error::Usage(
+                "the command reads standard input, and its caller sent none to the server".into(),
+            )),
+        }
+    }
+
+    /// All of it, as UTF-8 text.
+    pub fn read_text(self) -> edudb::Result<String> {
+        String::from_utf8(self.read()?).map_err(|e| Error::Input {
+            path: "<stdin>".into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+        })
+    }
+}
+
 /// A live server of a store, which runs `edudb` command lines on it.
 pub struct Server {
     store: PathBuf,
@@ -72,22 +103,44 @@ impl Server {
     }
 
     /// Runs the command line `args` (after the program name) there, its
-    /// relative paths read from `cwd`; returns what it printed.
-    pub fn run(&self, args: Vec<String>, cwd: PathBuf) -> edudb::Result<CommandOutput> {
-        edudb::serve::forward(&self.socket, &CommandRequest { args, cwd })
+    /// relative paths read from `cwd` and its standard input `stdin` when
+    /// it reads one; returns what it printed.
+    pub fn run(
+        &self,
+        args: Vec<String>,
+        cwd: PathBuf,
+        stdin: Option<&[u8]>,
+    ) -> edudb::Result<CommandOutput> {
+        use base64::Engine as _;
+        let stdin_base64 =
+            stdin.map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes));
+        edudb::serve::forward(
+            &self.socket,
+            &CommandRequest {
+                args,
+                cwd,
+                stdin_base64,
+            },
+        )
     }
 }
 
 /// Forwards this process's command line to the server of the store at
-/// `store` when one is live, prints what the command printed there and
-/// returns its exit code; `None` to run the command here.
-pub fn forward(store: &Path) -> Option<u8> {
+/// `store` when one is live, with all of standard input when the command
+/// `reads_stdin`, prints what the command printed there and returns its
+/// exit code; `None` to run the command here.
+pub fn forward(store: &Path, reads_stdin: bool) -> Option<u8> {
     let server = Server::find(store)?;
     let args = std::env::args_os()
         .skip(1)
         .map(|arg| arg.to_string_lossy().into_owned())
         .collect();
-    Some(match server.run(args, std::env::current_dir().ok()?) {
+    let cwd = std::env::current_dir().ok()?;
+    let forwarded = match reads_stdin.then(|| Stdin::Own.read()).transpose() {
+        Ok(stdin) => server.run(args, cwd, stdin.as_deref()),
+        Err(err) => Err(err),
+    };
+    Some(match forwarded {
         Ok(output) => {
             let printed = anstream::stdout()
                 .write_all(output.stdout.as_bytes())

@@ -1,6 +1,6 @@
 //! `edudb session …`: agent memory from the command line.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use clap::Subcommand;
 use edudb::{Error, Placement, Role, TurnInput};
@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::failure::Failure;
 use super::render;
-use super::route::Store;
+use super::route::{Stdin, Store};
 
 /// What `edudb session` does.
 #[derive(Debug, Subcommand)]
@@ -150,29 +150,24 @@ fn input_name(path: &str) -> &str {
     if path == "-" { "<stdin>" } else { path }
 }
 
-/// The whole of `path` (`-`: standard input) as text.
-fn read_input(path: &str) -> Result<String, Error> {
-    let mut buffer = String::new();
-    let read = if path == "-" {
-        std::io::stdin().read_to_string(&mut buffer).map(drop)
-    } else {
-        std::fs::File::open(path)
-            .and_then(|mut f| f.read_to_string(&mut buffer))
-            .map(drop)
-    };
-    read.map_err(|source| Error::Input {
-        path: input_name(path).into(),
+/// The whole of `path` (`-`: `stdin`) as text.
+fn read_input(path: &str, stdin: Stdin) -> Result<String, Error> {
+    if path == "-" {
+        return stdin.read_text();
+    }
+    std::fs::read_to_string(path).map_err(|source| Error::Input {
+        path: path.into(),
         source,
-    })?;
-    Ok(buffer)
+    })
 }
 
 /// Runs one `edudb session` command on the store `open` opens (creating it
-/// for `add`).
+/// for `add`), `-` read from `stdin`.
 pub fn run<'a>(
     out: &mut dyn Write,
     command: &SessionCommand,
     open: &dyn Fn(bool) -> edudb::Result<Store<'a>>,
+    stdin: Stdin,
     progress: &dyn edudb::Progress,
     as_json: bool,
 ) -> Result<(), Failure> {
@@ -183,7 +178,7 @@ pub fn run<'a>(
             ..
         } => {
             // Bad input fails before a store is opened or created.
-            let turns = read_turn_lines(path, session, &read_input(path)?)?;
+            let turns = read_turn_lines(path, session, &read_input(path, stdin)?)?;
             let receipts =
                 open(true)?.append_turns(session, &turns, progress, &edudb::CancelToken::new())?;
             render::receipts(out, &receipts, as_json)?;
@@ -209,7 +204,7 @@ pub fn run<'a>(
                 _ => Placement::Auto,
             };
             let text = match text.as_deref() {
-                Some("-") | None => read_input("-")?,
+                Some("-") | None => stdin.read_text()?,
                 Some(text) => text.to_owned(),
             };
             // Bad input fails before a store is opened or created.

@@ -67,20 +67,23 @@ impl Source {
                 path: path.clone(),
                 source,
             }),
-            Origin::Stdin => {
-                let mut bytes = Vec::new();
-                std::io::stdin()
-                    .lock()
-                    .read_to_end(&mut bytes)
-                    .map_err(|source| Error::Input {
-                        path: "<stdin>".into(),
-                        source,
-                    })?;
-                Ok(bytes)
-            }
+            Origin::Stdin => read_stdin(),
             Origin::Bytes(bytes) => Ok(bytes.clone()),
         }
     }
+}
+
+/// All of this process's standard input.
+pub fn read_stdin() -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .map_err(|source| Error::Input {
+            path: "<stdin>".into(),
+            source,
+        })?;
+    Ok(bytes)
 }
 
 /// Expands command-line inputs into sources. `-` is standard input; a

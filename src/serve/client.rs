@@ -36,6 +36,10 @@ pub struct CommandRequest {
     pub args: Vec<String>,
     /// The caller's working directory, which relative paths are read from.
     pub cwd: PathBuf,
+    /// The caller's standard input, base64 (standard alphabet, padded),
+    /// for a command that reads it (`-`); absent for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_base64: Option<String>,
 }
 
 /// What a forwarded command printed, and its exit code.
@@ -159,7 +163,14 @@ impl Client {
 
     /// Runs an `edudb` command line on the served store (`POST /v1/cli`,
     /// the socket only) and returns what it printed.
-    pub fn run_command(&self, request: &CommandRequest) -> Result<CommandOutput> {
+    pub fn run_command(&mut self, request: &CommandRequest) -> Result<CommandOutput> {
+        if let Some(stdin) = &request.stdin_base64 {
+            if self.max_body.is_none() {
+                self.max_body = self.health()?["max_body_bytes"].as_u64();
+            }
+            self.fits("the standard input forwarded", stdin.len() as u64)
+                .map_err(|e| Error::Usage(format!("{e}; give the input as a file instead")))?;
+        }
         let body = serde_json::to_value(request)
             .map_err(|e| Error::Serve(format!("encoding the command: {e}")))?;
         let answer = self.call(Method::POST, &["cli"], &[], Body::Json(body))?;

@@ -402,6 +402,33 @@ fn a_body_over_the_limit_is_refused() {
     server.stop().unwrap();
 }
 
+#[test]
+fn forwarded_stdin_over_the_limit_is_refused_before_sending() {
+    let (dir, path) = fixture();
+    let server = start(
+        &path,
+        ServeOptions {
+            max_body_bytes: 1024,
+            unix_socket: true,
+            ..Default::default()
+        },
+    );
+    let request = serve::CommandRequest {
+        args: vec!["ingest".into(), "-".into()],
+        cwd: dir.path().to_owned(),
+        stdin_base64: Some("QUFB".repeat(1000)),
+    };
+    let err = serve::forward(&path.join(serve::SOCKET_FILE), &request).unwrap_err();
+    assert!(err.is_user_error(), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("4000 bytes to send") && message.contains("at most 1024 bytes"),
+        "{message}"
+    );
+    assert!(message.contains("give the input as a file"), "{message}");
+    server.stop().unwrap();
+}
+
 /// Runs the CLI on `path` from `cwd`, failing at once on a held store.
 fn cli(path: &Path, cwd: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_edudb"))
@@ -551,10 +578,15 @@ fn cli_commands_go_through_a_running_server() {
 
 /// Pipes `statements` into `edudb console` on `path`.
 fn console(path: &Path, cwd: &Path, statements: &str) -> std::process::Output {
+    piped(path, cwd, &["console"], statements.as_bytes())
+}
+
+/// [`cli`] with `input` piped to its standard input.
+fn piped(path: &Path, cwd: &Path, args: &[&str], input: &[u8]) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_edudb"))
         .arg("--db")
         .arg(path)
-        .arg("console")
+        .args(args)
         .current_dir(cwd)
         .env("EDUDB_WAIT", "0")
         .stdin(Stdio::piped())
@@ -562,8 +594,65 @@ fn console(path: &Path, cwd: &Path, statements: &str) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), statements.as_bytes()).unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input).unwrap();
     child.wait_with_output().unwrap()
+}
+
+#[test]
+fn commands_reading_stdin_send_it_through_a_running_server() {
+    let (dir, path) = fixture();
+    let here = dir.path();
+    let (child, _, socket) = spawn_server(&path);
+    let ok = |out: std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Issue 53 item 7: this waited for the store and failed, advising --wait.
+    ok(piped(
+        &path,
+        here,
+        &["session", "add", "trip", "-"],
+        b"We fly to Sapporo on Monday.",
+    ));
+    ok(piped(
+        &path,
+        here,
+        &["session", "add", "trip", "--role", "assistant", "-"],
+        b"Then we take the train to Otaru.",
+    ));
+    let lines = "{\"text\": \"Which hotel?\"}\n{\"text\": \"The one by the canal.\", \"role\": \"assistant\"}\n";
+    ok(piped(
+        &path,
+        here,
+        &["session", "add", "trip", "--jsonl", "-"],
+        lines.as_bytes(),
+    ));
+    ok(piped(
+        &path,
+        here,
+        &["ingest", "-", "--id", "piped"],
+        b"# Piped\n\nMoss grows on the north side.",
+    ));
+    // Text that is not UTF-8 is refused as it is without a server.
+    let bad = piped(&path, here, &["session", "add", "trip", "-"], b"\xff\xfe");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("<stdin>: invalid utf-8"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    stop_server(child, &socket);
+    let db = Db::open(&path).unwrap();
+    let session = db.session("trip").unwrap();
+    assert_eq!(session.turns, 4);
+    assert_eq!(
+        db.document("piped").unwrap().text().unwrap(),
+        "# Piped\n\nMoss grows on the north side."
+    );
 }
 
 #[test]
