@@ -857,6 +857,28 @@ mod tests {
     }
 
     #[test]
+    fn a_documents_own_heading_or_page_title_titles_it() {
+        // Issue 53 item 9: metadata lines before the one top heading.
+        let body = "Moss needs shade. It holds water. Water it weekly.\n\n".repeat(3);
+        let badges = format!("- Status: draft\n- Owner: garden team\n\n# Moss care\n\n{body}");
+        let doc = analyze("m", badges, Format::Markdown).unwrap();
+        assert_eq!(doc.tree.nodes[0].title, "Moss care");
+        // A lone heading near the end of a long unheaded text does not.
+        let appendix = format!("{body}{body}# Appendix\n\nOne more line.");
+        let doc = analyze("a", appendix, Format::Markdown).unwrap();
+        assert_ne!(doc.tree.nodes[0].title, "Appendix");
+        // An HTML page's <title>, kept in the stored text.
+        let html = "<title>Moss care | Garden</title><h2>Light</h2><p>Shade.</p><h2>Water</h2><p>Weekly.</p>";
+        let doc = analyze("h", html.into(), Format::Html).unwrap();
+        assert_eq!(doc.tree.nodes[0].title, "Moss care | Garden");
+        assert!(
+            doc.text.starts_with("Moss care | Garden\n\n"),
+            "{}",
+            doc.text
+        );
+    }
+
+    #[test]
     fn an_embedder_that_loses_a_vector_is_refused_and_tiny_rows_are_kept() {
         let doc = analyze("t", "One sentence. Another one.\n".to_owned(), Format::Text).unwrap();
         let faulty = |good| Faulty {

@@ -67,11 +67,61 @@ pub fn parse(html: &str) -> Layout {
         }
     }
     extractor.boundary();
-    Layout {
+    let mut layout = Layout {
         text: extractor.text,
         blocks: extractor.blocks,
         title: None,
+    };
+    if let Some(title) = page_title(&document) {
+        entitle(&mut layout, title);
     }
+    layout
+}
+
+/// The text of the document's `<title>`, whitespace collapsed, if it has
+/// one that is not blank.
+fn page_title(document: &Html) -> Option<String> {
+    let selector = scraper::Selector::parse("title").expect("a valid selector");
+    let title = document.select(&selector).next()?;
+    let words: Vec<&str> = title.text().flat_map(str::split_whitespace).collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// Makes the page's `title` the layout's: as its first heading when that
+/// reads the same, else written at the start of the text as a block of its
+/// own, so that the title stays a span of the stored text.
+fn entitle(layout: &mut Layout, title: String) {
+    let first_heading = layout
+        .blocks
+        .first()
+        .filter(|b| matches!(b.kind, BlockKind::Heading { .. }))
+        .map(|b| &layout.text[b.range.clone()]);
+    if first_heading.is_some_and(|heading| heading.eq_ignore_ascii_case(&title)) {
+        layout.title = first_heading.map(str::to_owned);
+        return;
+    }
+    let shift = if layout.text.is_empty() {
+        title.len()
+    } else {
+        title.len() + 2
+    };
+    for block in &mut layout.blocks {
+        block.range = block.range.start + shift..block.range.end + shift;
+    }
+    layout.blocks.insert(
+        0,
+        Block {
+            kind: BlockKind::Paragraph,
+            range: 0..title.len(),
+        },
+    );
+    let rest = std::mem::take(&mut layout.text);
+    layout.text = if rest.is_empty() {
+        title.clone()
+    } else {
+        format!("{title}\n\n{rest}")
+    };
+    layout.title = Some(title);
 }
 
 /// Accumulates text and blocks while walking the element tree.
@@ -212,7 +262,7 @@ mod tests {
 
     #[test]
     fn extracts_headings_paragraphs_and_lists() {
-        let html = "<html><head><title>T</title><style>p{}</style></head><body>\
+        let html = "<html><head><title>Intro</title><style>p{}</style></head><body>\
             <nav><a href='/'>Home</a></nav><h1>Intro</h1><p>Hello   <b>bold</b>\n world.</p>\
             <ul><li>one</li><li>two<ul><li>deep</li></ul></li></ul>\
             <script>var x = 1;</script><h2>Code</h2><pre>fn main() {\n    x\n}</pre></body></html>";
@@ -228,6 +278,32 @@ mod tests {
                 (BlockKind::Code, "fn main() {\n    x\n}".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn the_page_title_titles_the_layout_and_stays_in_its_text() {
+        // A title unlike the first heading is written first, as its own block.
+        let layout = parse(
+            "<html><head><title> Moss  care | Garden </title></head>\
+             <body><h1>Moss</h1><p>Keep it damp.</p></body></html>",
+        );
+        assert_eq!(layout.title.as_deref(), Some("Moss care | Garden"));
+        assert_eq!(layout.text, "Moss care | Garden\n\nMoss\n\nKeep it damp.");
+        let texts: Vec<&str> = layout
+            .blocks
+            .iter()
+            .map(|b| &layout.text[b.range.clone()])
+            .collect();
+        assert_eq!(texts, ["Moss care | Garden", "Moss", "Keep it damp."]);
+        assert_eq!(layout.blocks[0].kind, BlockKind::Paragraph);
+        // One that reads as the first heading is that heading.
+        let layout = parse("<title>MOSS</title><h1>Moss</h1><p>Keep it damp.</p><h1>Ferns</h1>");
+        assert_eq!(layout.title.as_deref(), Some("Moss"));
+        assert_eq!(layout.text, "Moss\n\nKeep it damp.\n\nFerns");
+        // A page of nothing but a title; a blank title is none.
+        assert_eq!(parse("<title>Only</title>").text, "Only");
+        let untitled = parse("<title> </title><p>Text.</p>");
+        assert_eq!((untitled.title, untitled.text.as_str()), (None, "Text."));
     }
 
     #[test]

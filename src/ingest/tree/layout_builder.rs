@@ -341,8 +341,12 @@ fn finish(input: &StructureInput<'_>, drafts: &[Draft]) -> Tree {
     Tree { nodes }
 }
 
-/// A document whose top level is one headed section takes that heading as its title.
+/// A document whose top level is one headed section takes that heading as
+/// its title, when the section starts it or holds at least half of its
+/// EDUs (a preamble of badges or metadata lines before it aside; a lone
+/// appendix after a long unheaded text does not title it).
 fn retitle_root(nodes: &mut [Node]) {
+    let edus = nodes[0].span.len();
     let top_sections: Vec<&Node> = nodes[0]
         .children
         .iter()
@@ -350,7 +354,7 @@ fn retitle_root(nodes: &mut [Node]) {
         .filter(|n| n.kind == NodeKind::Section)
         .collect();
     if let [only] = top_sections.as_slice()
-        && only.span.first == 0
+        && (only.span.first == 0 || 2 * only.span.len() >= edus)
     {
         nodes[0].title = only.title.clone();
     }
