@@ -306,15 +306,18 @@ pub fn run(
                 render::json(out, &json!({ "summary": summary, "loading": times }))?;
             } else {
                 for (conversation, loaded) in loaded.iter().zip(&times.conversations) {
-                    let how = loaded.2.map_or_else(
+                    let how = loaded.seconds.map_or_else(
                         || "already in the kept store".to_owned(),
                         |seconds| format!("loaded in {seconds:.2} s"),
                     );
                     writeln!(
                         out,
-                        "{}: {} turns {how}, {} questions ({} evidence ids name no turn)",
+                        "{}: {} turns {how} ({} topics, {} branches; {} dated sessions), {} questions ({} evidence ids name no turn)",
                         conversation.name,
-                        loaded.1,
+                        loaded.turns,
+                        loaded.topics,
+                        loaded.branches,
+                        loaded.dated_sessions,
                         conversation.questions.len(),
                         conversation.unknown_evidence
                     )?;

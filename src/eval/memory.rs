@@ -212,10 +212,28 @@ fn session_id(conversation: &Conversation) -> String {
 /// What [`evaluate_memory`] measured besides the observations.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct LoadTimes {
-    /// Per conversation: its name, its turns and the seconds
-    /// [`Db::append_turns`] took to load them (`None`: a kept store already
-    /// held them).
-    pub conversations: Vec<(String, usize, Option<f64>)>,
+    /// Per conversation, in order.
+    pub conversations: Vec<Loaded>,
+}
+
+/// One conversation as loaded: how long it took and the dialogue tree
+/// automatic placement made of it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Loaded {
+    /// The conversation's name.
+    pub name: String,
+    /// Its turns.
+    pub turns: usize,
+    /// Seconds [`Db::append_turns`] took to load them (`None`: a kept
+    /// store already held them).
+    pub seconds: Option<f64>,
+    /// Topics of its dialogue tree.
+    pub topics: u32,
+    /// Branches of its dialogue tree.
+    pub branches: u32,
+    /// Its dated sessions (distinct turn times): a rough reference for
+    /// its topics.
+    pub dated_sessions: usize,
 }
 
 /// Loads each conversation into its own store (built with `options`) and
@@ -264,11 +282,17 @@ pub fn evaluate_memory(
                 db.append_turns(&session, &conversation.turns, &NoProgress, cancel)?;
                 Some(started.elapsed().as_secs_f64())
             };
-            times.conversations.push((
-                conversation.name.clone(),
-                conversation.turns.len(),
+            let tree = db.dialogue(&session)?.meta();
+            let dated: std::collections::HashSet<i64> =
+                conversation.turns.iter().filter_map(|t| t.at).collect();
+            times.conversations.push(Loaded {
+                name: conversation.name.clone(),
+                turns: conversation.turns.len(),
                 seconds,
-            ));
+                topics: tree.topics,
+                branches: tree.branches,
+                dated_sessions: dated.len(),
+            });
             let run = ConversationRun::build(&db, &session, &dir)?;
             for question in &conversation.questions {
                 cancel.check()?;

@@ -12,12 +12,19 @@
 //!    [`SWITCH_THRESHOLD`] and either the active topic is under
 //!    [`CONTINUE_THRESHOLD`] or the other beats it by [`SWITCH_MARGIN`];
 //!    else stay on the active topic when it is at least
-//!    [`CONTINUE_THRESHOLD`]; else start a new topic.
+//!    [`CONTINUE_THRESHOLD`] or the turn opens as a continuation (a
+//!    connective or a pronoun pointing back: "Then …", "It …"; see
+//!    [`opens_as_continuation`]); else start a new topic.
 //! 2. **Fork point.** Inside the chosen topic, the turn most similar to
-//!    the new one. When it is not the leaf the turn would continue (the
-//!    current turn, or the topic's latest turn after a switch) and beats
-//!    the leaf's similarity by [`FORK_MARGIN`], a new branch forks there;
-//!    else the turn continues the leaf's branch.
+//!    the new one outside the thread it would continue (the leaf, the
+//!    current turn or the topic's latest turn after a switch, and the
+//!    [`THREAD_TURNS`]` - 1` turns before it on its path). A new branch
+//!    forks there only when it beats the thread's best similarity by
+//!    [`FORK_MARGIN`], stands out among all of the topic's similarities
+//!    by [`FORK_OUTLIER`] standard deviations (the best of hundreds of
+//!    noisy cosines is high by chance: LoCoMo's 509-turn conversation
+//!    forked 279 branches without it), and the turn does not open as a
+//!    continuation; else the turn continues the leaf's branch.
 //!
 //! The explicit placements skip the decisions they name; unknown topics and
 //! turns are errors, found by one check before the turn is analysed.
@@ -87,6 +94,50 @@ pub const SWITCH_MARGIN: f32 = 0.15;
 /// resembles the previous question more than the answer between them.
 pub const FORK_MARGIN: f32 = 0.2;
 
+/// Turns at the end of a thread (the leaf and those just before it on its
+/// path) that a new turn continues: a reply may answer the turn before the
+/// last one as well, so its similarity to any of them counts as
+/// continuing, and none of them is a fork point.
+pub const THREAD_TURNS: usize = 3;
+/// A fork point's similarity must lie this many standard deviations above
+/// the mean of the topic's turns' similarities ([`stands_out`]).
+pub const FORK_OUTLIER: f32 = 2.5;
+/// First words of a turn that continues what came before: connectives,
+/// pronouns pointing back, acknowledgements (lowercase).
+pub const CONTINUATION_OPENERS: &[&str] = &[
+    "then",
+    "and",
+    "but",
+    "so",
+    "also",
+    "afterwards",
+    "next",
+    "yes",
+    "yeah",
+    "no",
+    "ok",
+    "okay",
+    "sure",
+    "thanks",
+    "thank",
+    "it",
+    "it's",
+    "that",
+    "that's",
+    "this",
+    "those",
+    "these",
+    "they",
+    "them",
+    "there",
+    "he",
+    "she",
+    "his",
+    "her",
+    "their",
+    "which",
+];
+
 /// A similarity this close to the threshold it is compared with leaves
 /// the decision in doubt, which [`Placement::Llm`] asks the chat model to
 /// settle.
@@ -147,7 +198,8 @@ pub struct Decision {
     pub best_other_topic: Option<(u32, f32)>,
     /// The chosen topic's turn most similar to the new turn and its cosine (Auto).
     pub fork_candidate: Option<(u32, f32)>,
-    /// Cosine of the leaf the turn would continue (Auto).
+    /// Cosine of the thread the turn would continue (Auto): the largest
+    /// over its leaf and the turns just before it ([`THREAD_TURNS`]).
     pub leaf_similarity: Option<f32>,
     /// What settled it.
     pub decided_by: DecidedBy,
@@ -217,14 +269,47 @@ pub(crate) fn check(
     Ok(Checked(placement))
 }
 
+/// Whether a similarity `s` stands out among all of a topic's
+/// `similarities` (at least [`FORK_OUTLIER`] standard deviations above
+/// their mean): the best of hundreds of noisy cosines is high by chance,
+/// and only a clear outlier is evidence of a return to an earlier point.
+fn stands_out(s: f32, similarities: &[f32]) -> bool {
+    let n = similarities.len() as f32;
+    let mean = similarities.iter().sum::<f32>() / n;
+    let variance = similarities.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / n;
+    s >= mean + FORK_OUTLIER * variance.sqrt()
+}
+
+/// Whether `text` opens as a continuation of what came before: its first
+/// word (after a speaker's label such as `Ann:`) is a connective, a
+/// pronoun pointing back or a short acknowledgement
+/// ([`CONTINUATION_OPENERS`]).
+pub(crate) fn opens_as_continuation(text: &str) -> bool {
+    let text = text.trim_start();
+    let unlabelled = match text.split_once(':') {
+        Some((label, rest)) if label.split_whitespace().count() <= 3 && !label.is_empty() => rest,
+        _ => text,
+    };
+    let first: String = unlabelled
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphabetic() || *c == '\'')
+        .flat_map(char::to_lowercase)
+        .collect();
+    CONTINUATION_OPENERS.contains(&first.as_str())
+}
+
 /// Resolves `placement`, checked against `dialogue` (`None` for a new
-/// session), for a turn with unit vector `vector`. `turn_vector` gives an
-/// existing turn's unit vector (zero when it has none), so a turn's cosine
-/// is a dot product.
+/// session), for a turn with unit vector `vector`; `cue` says that its
+/// text [opens as a continuation](opens_as_continuation), which keeps it
+/// on the active topic and its branch unless another topic clearly
+/// matches. `turn_vector` gives an existing turn's unit vector (zero when
+/// it has none), so a turn's cosine is a dot product.
 pub(crate) fn resolve(
     dialogue: Option<&Dialogue>,
     Checked(placement): Checked,
     vector: &[f32],
+    cue: bool,
     turn_vector: &mut dyn FnMut(u32) -> Result<std::sync::Arc<Vec<f32>>>,
 ) -> Result<Resolved> {
     let mut decision = Decision {
@@ -308,7 +393,7 @@ pub(crate) fn resolve(
                 .filter(|t| t.id != active)
                 .map(|t| (t.id, similarity(t.id)))
                 .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
-            let stay = active_similarity >= CONTINUE_THRESHOLD;
+            let stay = active_similarity >= CONTINUE_THRESHOLD || cue;
             let (topic, choice, leaf) = match decision.best_other_topic {
                 Some((other, s))
                     if s >= SWITCH_THRESHOLD
@@ -328,21 +413,34 @@ pub(crate) fn resolve(
                     }));
                 }
             };
+            // The thread the turn would continue: the leaf and the turns
+            // just before it on its path.
+            let mut thread = Vec::with_capacity(THREAD_TURNS);
+            let mut at = Some(leaf);
+            while let Some(turn) = at.filter(|_| thread.len() < THREAD_TURNS) {
+                thread.push(turn);
+                at = dialogue.turns[turn as usize].parent;
+            }
             let mut best: Option<(u32, f32)> = None;
-            let mut leaf_similarity = 0.0;
+            let mut thread_similarity = 0.0f32;
+            let mut similarities = Vec::new();
             for turn in dialogue.turns.iter().filter(|t| t.topic == topic) {
                 let s = dot(&turn_vector(turn.number)?, vector);
-                if turn.number == leaf {
-                    leaf_similarity = s;
-                }
-                if best.is_none_or(|(_, b)| s > b) {
+                similarities.push(s);
+                if thread.contains(&turn.number) {
+                    thread_similarity = thread_similarity.max(s);
+                } else if best.is_none_or(|(_, b)| s > b) {
                     best = Some((turn.number, s));
                 }
             }
             decision.fork_candidate = best;
-            decision.leaf_similarity = Some(leaf_similarity);
+            decision.leaf_similarity = Some(thread_similarity);
             match best {
-                Some((turn, s)) if turn != leaf && s >= leaf_similarity + FORK_MARGIN => {
+                Some((turn, s))
+                    if !cue
+                        && s >= thread_similarity + FORK_MARGIN
+                        && stands_out(s, &similarities) =>
+                {
                     Ok(fork_at(turn, choice, decision))
                 }
                 _ => Ok(continue_at(leaf, choice, decision)),
@@ -382,6 +480,38 @@ mod tests {
             ..decision(0.15, None, None)
         };
         assert!(!first.in_doubt());
+    }
+
+    #[test]
+    fn openers_that_point_back_mark_a_continuation() {
+        for text in [
+            "Then we take the train to Otaru.",
+            "  and after that?",
+            "Ann: That sounds lovely!",
+            "Dr. Li Wei: It's late.",
+            "Thanks!",
+        ] {
+            assert!(opens_as_continuation(text), "{text}");
+        }
+        for text in [
+            "We fly to Sapporo on Monday.",
+            "Thenceforth we walk.",
+            "What about Thailand?",
+            "",
+        ] {
+            assert!(!opens_as_continuation(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn only_an_outlier_among_a_topics_similarities_stands_out() {
+        let noisy: Vec<f32> = (0..200)
+            .map(|i| 0.2 + 0.1 * ((i * 37 % 11) as f32 / 10.0))
+            .collect();
+        let best = noisy.iter().copied().fold(0.0, f32::max);
+        assert!(!stands_out(best, &noisy), "the best of the noise");
+        assert!(stands_out(0.9, &noisy));
+        assert!(stands_out(0.5, &[0.5]), "one turn: nothing to compare with");
     }
 
     #[test]

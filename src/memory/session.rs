@@ -358,8 +358,10 @@ fn place_turn(
     let dimension = doc_vectors.dimension as usize;
     let edu_vectors = doc_vectors.edus.to_f32(dimension);
     let vector = centroid(&edu_vectors, dimension);
-    let mut resolved =
-        placement::resolve(existing, placement, &vector, &mut |turn| vectors.turn(turn))?;
+    let cue = placement::opens_as_continuation(&doc.text);
+    let mut resolved = placement::resolve(existing, placement, &vector, cue, &mut |turn| {
+        vectors.turn(turn)
+    })?;
     if let Some(dialogue) = existing
         && input.placement == Placement::Llm
         && resolved.decision.in_doubt()
@@ -458,7 +460,8 @@ fn placed_by_model(
         return Ok(fallback);
     };
     let checked = placement::check(session, Some(dialogue), decided)?;
-    let mut resolved = placement::resolve(Some(dialogue), checked, vector, &mut |turn| {
+    // The model's placement is explicit: no cue is weighed.
+    let mut resolved = placement::resolve(Some(dialogue), checked, vector, false, &mut |turn| {
         vectors.turn(turn)
     })?;
     resolved.decision = placement::Decision {

@@ -926,10 +926,12 @@ fn memory_eval_scores_each_method_per_category_on_a_locomo_conversation() {
         &CancelToken::new(),
     )
     .unwrap();
-    assert_eq!(times.conversations[0].1, 42);
+    let loading = &times.conversations[0];
+    assert_eq!((loading.turns, loading.dated_sessions), (42, 2));
+    assert!(loading.seconds.is_some(), "a fresh store is loaded");
     assert!(
-        times.conversations[0].2.is_some(),
-        "a fresh store is loaded"
+        loading.topics >= 1 && loading.branches >= loading.topics,
+        "{loading:?}"
     );
     // Every method at every budget, under the category and under "all".
     assert_eq!(observations.len(), METHODS.len() * 2 * 2);
@@ -962,7 +964,7 @@ fn memory_eval_scores_each_method_per_category_on_a_locomo_conversation() {
     };
     let (first, built) = run();
     let (second, reused) = run();
-    assert!(built.conversations[0].2.is_some() && reused.conversations[0].2.is_none());
+    assert!(built.conversations[0].seconds.is_some() && reused.conversations[0].seconds.is_none());
     let recalls = |o: &[Observation]| o.iter().map(|o| o.recall).collect::<Vec<_>>();
     assert_eq!(recalls(&first), recalls(&second));
     let err = memory::load_locomo(&dir.path().join("missing.json")).unwrap_err();

@@ -8,7 +8,7 @@ use edudb::memory::{
     BranchChoice, ContextKind, DecidedBy, Dialogue, Placement, Role, TopicChoice, is_turn_id,
     turn_doc_id,
 };
-use edudb::{Db, Error, IngestOptions, Params, Rows};
+use edudb::{CancelToken, Db, Error, IngestOptions, NoProgress, Params, Rows};
 use proptest::prelude::*;
 use tempfile::TempDir;
 
@@ -260,6 +260,58 @@ fn auto_placement_stays_starts_new_topics_and_returns() {
     assert_eq!(other, 0);
     assert!(s >= edudb::memory::placement::SWITCH_THRESHOLD);
     assert!(back.parent.is_some_and(|p| p < 4), "{back:#?}");
+}
+
+#[test]
+fn a_follow_up_stays_on_its_branch() {
+    // Issue 53 item 2: the hashed vectors of these two share almost
+    // nothing (0.08), and the second started a new topic.
+    let (_dir, db) = store();
+    let first = "We fly to Sapporo on Monday.";
+    db.append_turn("t", Role::User, first, Placement::Auto)
+        .unwrap();
+    let then = db
+        .append_turn(
+            "t",
+            Role::User,
+            "Then we take the train to Otaru.",
+            Placement::Auto,
+        )
+        .unwrap();
+    assert_eq!(
+        (then.topic, then.branch, then.parent),
+        (0, 0, Some(0)),
+        "{then:#?}"
+    );
+    assert_eq!(
+        (then.decision.topic, then.decision.branch),
+        (TopicChoice::Stay, BranchChoice::Continue)
+    );
+}
+
+#[test]
+fn long_conversations_do_not_fragment_into_branches() {
+    // LoCoMo's dev conversations (509 and 568 turns between two people,
+    // one subject leading to the next): every earlier turn is a fork
+    // candidate, and the best of hundreds of noisy cosines beat the leaf's
+    // by the margin for over half of the turns (279 and 298 branches).
+    for name in ["49", "50"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/data/locomo_dev")
+            .join(format!("{name}.json"));
+        let conversation = edudb::eval::memory::load_locomo(&path).unwrap();
+        let (_dir, db) = store();
+        db.append_turns("c", &conversation.turns, &NoProgress, &CancelToken::new())
+            .unwrap();
+        let meta = db.dialogue("c").unwrap().meta();
+        assert_eq!(meta.turns as usize, conversation.turns.len());
+        assert!(
+            meta.branches * 4 <= meta.turns,
+            "{name}: {} branches for {} turns",
+            meta.branches,
+            meta.turns
+        );
+    }
 }
 
 /// A session with an inactive branch and an inactive topic: topic 0 has
@@ -1007,7 +1059,7 @@ fn filler(n: usize) -> String {
 
 #[test]
 fn append_turns_is_one_write_that_places_turns_as_one_by_one_appends_do() {
-    use edudb::{CancelToken, NoProgress, TurnInput};
+    use edudb::TurnInput;
     let (_dir, db) = store();
     let inputs: Vec<TurnInput> = TRAVEL
         .iter()
