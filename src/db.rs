@@ -442,4 +442,14 @@ impl Db {
     pub fn remove_session(&self, id: &str) -> Result<()> {
         memory::session::remove_session(&self.engine, id)
     }
+
+    /// Forgets turn `turn` of session `session`: its document (text,
+    /// records, index entries) is removed, while the turn keeps its place
+    /// in the dialogue tree (number, role, time, parent) so later turns and
+    /// their citations keep theirs; its branch's and topic's summaries are
+    /// rebuilt without it; one atomic batch. Contexts, queries and views
+    /// leave it out from then on. Forgetting it again does nothing.
+    pub fn forget_turn(&self, session: &str, turn: u32) -> Result<()> {
+        memory::session::forget_turn(&self.engine, session, turn)
+    }
 }

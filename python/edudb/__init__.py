@@ -382,6 +382,12 @@ class Store:
         """Deletes session ``id`` with all its turns."""
         self._native.remove_session(id)
 
+    def forget_turn(self, session: str, turn: int) -> None:
+        """Forgets turn ``turn`` of ``session``: its text goes, while it
+        keeps its place in the dialogue tree so later turns keep their
+        numbers; contexts and queries leave it out."""
+        self._native.forget_turn(session, turn)
+
     # The store
 
     def stats(self) -> Stats:

@@ -452,6 +452,11 @@ impl Store {
         self.call(py, |api| api.remove_session(id))
     }
 
+    /// Forgets turn `turn` of `session` (`session forget --json`).
+    fn forget_turn(&self, py: Python<'_>, session: &str, turn: u32) -> Answer {
+        self.call(py, |api| api.forget_turn(session, turn))
+    }
+
     /// For the benchmark: seconds per run of `statement` with `params`
     /// through the Rust library alone (no Python, no JSON), over `runs`
     /// runs; a local store only.

@@ -141,6 +141,12 @@ def test_every_tool_answers_with_text_and_structure(tmp_path: Path) -> None:
             shown = (await session.read_resource("edudb://session/trip")).contents[0].text
             assert "Sapporo" in shown
             await call(session, "remove", document="note")
+            text, forgot = await call(session, "forget", session="trip", turn=0)
+            assert forgot == {"session": "trip", "forgotten": 0} and "turn 0" in text
+            text, context = await call(session, "recall", session="trip", query="when do we fly", budget=64)
+            assert "Sapporo" not in text and all(i["turn"] != 0 for i in context["items"])
+            shown = (await session.read_resource("edudb://session/trip")).contents[0].text
+            assert "#0 user: (forgotten)" in shown
             await call(session, "forget", session="trip")
             assert (await call(session, "list_sessions"))[1]["sessions"] == []
             assert "note" not in [d["id"] for d in (await call(session, "list_documents"))[1]["documents"]]

@@ -245,6 +245,15 @@ def test_a_session_round_trip(tmp_path: Path) -> None:
         plain = db.context("trip", budget=256)
         assert all(item.kind != "relevant_turn" for item in plain.items)
 
+        db.forget_turn("trip", 0)
+        forgotten = db.context("trip", budget=256, query="when do we fly to Sapporo?")
+        assert all("Sapporo" not in item.text and item.turn != 0 for item in forgotten.items)
+        [summary] = db.sessions()
+        assert (summary.turns, summary.current) == (4, 3)
+        assert db.session("trip")["topics"][0]["branches"][0]["turns"][0]["summary"] is None
+        with pytest.raises(edudb.NotFound):
+            db.forget_turn("trip", 9)
+
         db.remove_session("trip")
         assert db.sessions() == []
         with pytest.raises(edudb.NotFound):

@@ -513,9 +513,20 @@ pub fn session(out: &mut dyn Write, view: &SessionView, as_json: bool) -> io::Re
             )?;
             let prefix = format!("{prefix}{}", indent(last_branch));
             for (n, turn) in branch.turns.iter().enumerate() {
+                let said = match &turn.summary {
+                    Some(summary) => format!(
+                        "{COORDINATES}[{}-{}] {}..{}{COORDINATES:#} {}",
+                        summary.edus[0],
+                        summary.edus[1],
+                        summary.bytes[0],
+                        summary.bytes[1],
+                        one_line(&summary.text, 80),
+                    ),
+                    None => "(forgotten)".to_owned(),
+                };
                 writeln!(
                     out,
-                    "{prefix}{}#{} {}{} {COORDINATES}[{}-{}] {}..{}{COORDINATES:#} {}{}",
+                    "{prefix}{}#{} {}{} {said}{}",
                     mark(n + 1 == branch.turns.len()),
                     turn.number,
                     turn.role,
@@ -523,11 +534,6 @@ pub fn session(out: &mut dyn Write, view: &SessionView, as_json: bool) -> io::Re
                         " {}",
                         edudb::model::time::format(at)
                     )),
-                    turn.summary.edus[0],
-                    turn.summary.edus[1],
-                    turn.summary.bytes[0],
-                    turn.summary.bytes[1],
-                    one_line(&turn.summary.text, 80),
                     if turn.current { "  ◀ current" } else { "" }
                 )?;
             }

@@ -80,6 +80,14 @@ pub enum SessionCommand {
         /// Session id.
         session: String,
     },
+    /// Forget one turn: its text goes, while it keeps its place (later
+    /// turns keep their numbers); contexts and queries leave it out.
+    Forget {
+        /// Session id.
+        session: String,
+        /// The turn's number.
+        turn: u32,
+    },
 }
 
 impl SessionCommand {
@@ -236,6 +244,14 @@ pub fn run<'a>(
             render::context(out, &context, as_json)?;
         }
         SessionCommand::Ls => render::sessions(out, &open(false)?.sessions()?, as_json)?,
+        SessionCommand::Forget { session, turn } => {
+            open(false)?.forget_turn(session, *turn)?;
+            if as_json {
+                render::json(out, &json!({ "session": session, "forgotten": turn }))?;
+            } else {
+                writeln!(out, "forgot turn {turn} of session {session}")?;
+            }
+        }
         SessionCommand::Rm { session } => {
             open(false)?.remove_session(session)?;
             if as_json {

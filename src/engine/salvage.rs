@@ -156,16 +156,16 @@ impl Engine {
         Ok(Some((doc, vectors.to_packed()?, dag)))
     }
 
-    /// Session `id`'s dialogue and every turn's records, each readable and
-    /// the dialogue consistent with its turns, as `check` requires.
+    /// Session `id`'s dialogue and every turn's records (a forgotten turn
+    /// has none), each readable and the dialogue consistent with its
+    /// turns, as `check` requires.
     fn readable_session(&self, id: &str) -> Result<(Vec<Record>, Dialogue)> {
         let dialogue = self
             .store()
             .dialogue(id)?
             .ok_or_else(|| Error::NoSuchSession(id.to_owned()))?;
-        let turns = dialogue
-            .turns
-            .iter()
+        let turns = (dialogue.turns.iter())
+            .filter(|turn| !turn.is_forgotten())
             .map(|turn| {
                 let invariant = |message: String| Error::Invariant {
                     doc: turn.doc.clone(),

@@ -373,7 +373,7 @@ pub(crate) fn build_for_query(
                 .fold(0.0f32, f32::max);
             (t as u32, relevance_of(t).max(NEIGHBOUR_WEIGHT * neighbour))
         })
-        .filter(|&(_, claim)| claim > 0.0)
+        .filter(|&(t, claim)| claim > 0.0 && !dialogue.turns[t as usize].is_forgotten())
         .collect();
     claims.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
     let summary_cap = (budget as f64 * SUMMARY_SHARE) as u64;

@@ -103,7 +103,8 @@ pub(crate) fn add_turn(
 
 /// The sum of the unit vectors of the turns on the branch `resolved`
 /// places a turn on (`turn_vector` gives an earlier turn's), in turn
-/// order as the branch grew; empty for a new branch.
+/// order as the branch grew, forgotten turns left out; empty for a new
+/// branch.
 pub(crate) fn branch_sum(
     dialogue: &Dialogue,
     resolved: &placement::Resolved,
@@ -111,7 +112,11 @@ pub(crate) fn branch_sum(
 ) -> Result<Vec<f32>> {
     let mut sum = Vec::new();
     if let Some(branch) = resolved.branch {
-        for &turn in &dialogue.branches[branch as usize].turns {
+        let branch = &dialogue.branches[branch as usize];
+        for &turn in &branch.turns {
+            if dialogue.turns[turn as usize].is_forgotten() {
+                continue;
+            }
             let vector = turn_vector(turn)?;
             sum.resize(vector.len(), 0.0);
             add_into(&mut sum, &vector);

@@ -274,7 +274,7 @@ pub(crate) fn check(
 /// their mean): the best of hundreds of noisy cosines is high by chance,
 /// and only a clear outlier is evidence of a return to an earlier point.
 fn stands_out(s: f32, similarities: &[f32]) -> bool {
-    let n = similarities.len() as f32;
+    let n = similarities.len().max(1) as f32;
     let mean = similarities.iter().sum::<f32>() / n;
     let variance = similarities.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / n;
     s >= mean + FORK_OUTLIER * variance.sqrt()
@@ -384,8 +384,12 @@ pub(crate) fn resolve(
             let active = current.topic;
             let similarity =
                 |topic: u32| cosine(vector, &dialogue.topics[topic as usize].vector_sum);
-            let active_similarity =
-                similarity(active).max(dot(&turn_vector(current.number)?, vector));
+            // A forgotten current turn has no vector: the topic's alone counts.
+            let current_similarity = match current.is_forgotten() {
+                true => 0.0,
+                false => dot(&turn_vector(current.number)?, vector),
+            };
+            let active_similarity = similarity(active).max(current_similarity);
             decision.active_topic_similarity = Some(active_similarity);
             decision.best_other_topic = dialogue
                 .topics
@@ -424,7 +428,8 @@ pub(crate) fn resolve(
             let mut best: Option<(u32, f32)> = None;
             let mut thread_similarity = 0.0f32;
             let mut similarities = Vec::new();
-            for turn in dialogue.turns.iter().filter(|t| t.topic == topic) {
+            let said = |t: &&crate::model::dialogue::Turn| t.topic == topic && !t.is_forgotten();
+            for turn in dialogue.turns.iter().filter(said) {
                 let s = dot(&turn_vector(turn.number)?, vector);
                 similarities.push(s);
                 if thread.contains(&turn.number) {

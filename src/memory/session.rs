@@ -425,13 +425,14 @@ fn placed_by_model(
         step: "the LLM placement",
     })?;
     let chosen = llm_placement::topics_shown(dialogue, auto.decision.best_other_topic);
+    // Each topic by its latest turn still said (a topic all forgotten is
+    // not shown).
     let topics = chosen
         .into_iter()
-        .map(|topic| {
-            Ok((
-                topic,
-                vectors.text(dialogue.topics[topic as usize].last_turn)?,
-            ))
+        .filter_map(|topic| {
+            let latest =
+                (dialogue.turns.iter().rev()).find(|t| t.topic == topic && !t.is_forgotten())?;
+            Some(vectors.text(latest.number).map(|text| (topic, text)))
         })
         .collect::<Result<Vec<_>>>()?;
     let path = dialogue.active_path();
@@ -505,7 +506,10 @@ pub(crate) fn session(engine: &Engine, id: &str) -> Result<SessionView> {
                     at: turn.at,
                     tokens: turn.tokens,
                     current: number == dialogue.current,
-                    summary: texts.pick(&turn.summary)?,
+                    summary: match turn.is_forgotten() {
+                        true => None,
+                        false => Some(texts.pick(&turn.summary)?),
+                    },
                 });
             }
             branches.push(BranchView {
@@ -646,10 +650,12 @@ fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<T
     let vector = engine.embed_query(query)?;
     // Each turn's node vectors alone (no tree or EDUs read): a turn is a
     // few nodes.
-    let cosine = ids
-        .iter()
-        .map(|id| {
-            let (rows, dimension) = engine.node_vectors(id)?;
+    let cosine = (dialogue.turns.iter())
+        .map(|turn| {
+            if turn.is_forgotten() {
+                return Ok(0.0);
+            }
+            let (rows, dimension) = engine.node_vectors(&turn.doc)?;
             Ok(rows
                 .chunks_exact(dimension.max(1))
                 .filter(|row| row.len() == vector.len())
@@ -703,6 +709,85 @@ pub(crate) fn remove_session(engine: &Engine, id: &str) -> Result<()> {
     })
 }
 
+/// The work of [`crate::Db::forget_turn`]: turn `turn` of session
+/// `session` keeps its place in the tree while its document goes; the
+/// summaries of its branch and topic, and its topic's vector sum, are
+/// rebuilt from their turns still said, as appends would have built them
+/// without it; all in one batch. Forgetting a forgotten turn writes
+/// nothing.
+pub(crate) fn forget_turn(engine: &Engine, session: &str, turn: u32) -> Result<()> {
+    validate_session_id(session)?;
+    engine.write(|| {
+        let mut dialogue = engine
+            .dialogue_to_change(session)?
+            .ok_or_else(|| Error::NoSuchSession(session.to_owned()))?;
+        let forgotten = dialogue.turn(turn)?;
+        if forgotten.is_forgotten() {
+            return Ok(((), Written::default()));
+        }
+        let (doc, branch, topic) = (forgotten.doc.clone(), forgotten.branch, forgotten.topic);
+        dialogue.turns[turn as usize].forget();
+        let mut vectors = TurnVectors {
+            engine,
+            session,
+            first: dialogue.turns.len() as u32,
+            prepared: &[],
+            means: HashMap::new(),
+            id: String::new(),
+        };
+        let on_branch: Vec<u32> = (dialogue.branches[branch as usize].turns.iter())
+            .copied()
+            .filter(|&n| !dialogue.turns[n as usize].is_forgotten())
+            .collect();
+        let on_topic: Vec<u32> = (dialogue.turns.iter())
+            .filter(|t| t.topic == topic && !t.is_forgotten())
+            .map(|t| t.number)
+            .collect();
+        dialogue.branches[branch as usize].summary =
+            summarise(&dialogue, &on_branch, &mut vectors)?.0;
+        let (summary, sum) = summarise(&dialogue, &on_topic, &mut vectors)?;
+        let topic = &mut dialogue.topics[topic as usize];
+        topic.summary = summary;
+        match sum.is_empty() {
+            true => topic.vector_sum.iter_mut().for_each(|x| *x = 0.0),
+            false => topic.vector_sum = sum,
+        }
+        dialogue.check_tree().map_err(|message| Error::Invariant {
+            doc: format!("session {session}"),
+            message,
+        })?;
+        engine.store().forget_turn(&doc, &dialogue)?;
+        Ok((
+            (),
+            Written {
+                removed: vec![doc],
+                sessions: vec![dialogue],
+                ..Written::default()
+            },
+        ))
+    })
+}
+
+/// The summary and vector sum of `turns` (in order), folded as their
+/// appends built them.
+fn summarise(
+    dialogue: &Dialogue,
+    turns: &[u32],
+    vectors: &mut TurnVectors<'_>,
+) -> Result<(Vec<SummaryPick>, Vec<f32>)> {
+    let mut picks = Vec::new();
+    let mut sum = Vec::new();
+    for &number in turns {
+        let vector = vectors.turn(number)?;
+        sum.resize(vector.len(), 0.0);
+        crate::compute::vector::add_into(&mut sum, &vector);
+        let pick = dialogue.turns[number as usize].summary;
+        let new = (pick, vectors.pick(&pick)?);
+        picks = summary::update(&picks, new, &sum, &mut |p| vectors.pick(p))?;
+    }
+    Ok((picks, sum))
+}
+
 /// Checks every session's turns against their stored documents
 /// ([`crate::memory::Turn::check_document`]: EDUs, byte ranges and
 /// token counts of turns and their summaries), naming each session at
@@ -717,7 +802,7 @@ pub(crate) fn check_session_documents(engine: &Engine) -> Vec<Damaged> {
         .iter()
         .filter_map(|id| store.dialogue(id).ok().flatten())
     {
-        for turn in &dialogue.turns {
+        for turn in dialogue.turns.iter().filter(|t| !t.is_forgotten()) {
             let checked = engine
                 .document(&turn.doc)
                 .and_then(|doc| doc.to_document())
@@ -743,9 +828,12 @@ pub(crate) fn check_session_documents(engine: &Engine) -> Vec<Damaged> {
 /// time, or `None` when the session does not exist (for the
 /// `session('id')` query scope).
 pub(crate) fn session_turns(engine: &Engine, id: &str) -> Result<Option<TimedTurns>> {
-    Ok(engine
-        .dialogue(id)?
-        .map(|d| d.turns.iter().map(|t| (t.doc.clone(), t.at)).collect()))
+    Ok(engine.dialogue(id)?.map(|d| {
+        (d.turns.iter())
+            .filter(|t| !t.is_forgotten())
+            .map(|t| (t.doc.clone(), t.at))
+            .collect()
+    }))
 }
 
 /// Reads turn texts for summary picks, each document once.

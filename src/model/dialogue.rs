@@ -334,13 +334,17 @@ impl Dialogue {
         &self.turns[self.current as usize]
     }
 
-    /// The turns from the current turn's topic root down to it, in order.
+    /// The turns from the current turn's topic root down to it, in order,
+    /// [forgotten](Turn::is_forgotten) ones left out.
     pub fn active_path(&self) -> Vec<u32> {
-        let mut path = vec![self.current];
-        let mut at = self.current_turn().parent;
+        let mut path = Vec::new();
+        let mut at = Some(self.current);
         while let Some(turn) = at {
-            path.push(turn);
-            at = self.turns[turn as usize].parent;
+            let turn = &self.turns[turn as usize];
+            if !turn.is_forgotten() {
+                path.push(turn.number);
+            }
+            at = turn.parent;
         }
         path.reverse();
         path
@@ -390,13 +394,15 @@ impl Dialogue {
     /// dialogue read from a store has passed it; the methods above rely on
     /// it): a valid session id; turns dense from 0, naming their own
     /// documents, with a non-empty byte range and a summary that is an EDU
-    /// span inside it; the current turn is the last one; parents precede
+    /// span inside it (a forgotten turn: none, and an empty summary); the
+    /// current turn is the last one; parents precede
     /// children and stay in their topic; every turn is on exactly one
     /// branch, whose turns form a chain from its fork; each topic lists its
     /// branches once each, its root branch (no fork) first and only that
     /// one without a fork, and records its turn count and latest turn;
     /// every branch and topic summary holds 1 to [`MAX_SUMMARY_PICKS`]
-    /// picks in turn order, each the summary of one of its turns.
+    /// picks in turn order, each the summary of one of its turns not
+    /// forgotten (none when all of them are).
     pub fn check_tree(&self) -> Result<(), String> {
         validate_session_id(&self.id).map_err(|e| e.to_string())?;
         let last = self
@@ -436,8 +442,17 @@ impl Dialogue {
                 }
             }
             let pick = &turn.summary;
-            if turn.edus == 0
-                || turn.bytes[0] >= turn.bytes[1]
+            if turn.is_forgotten() {
+                if turn.bytes != [0, 0] || turn.tokens != 0 || *pick != forgotten_pick(turn.number)
+                {
+                    return Err(format!(
+                        "forgotten turn {index} keeps bytes {:?}, {} tokens or summary {pick:?}",
+                        turn.bytes, turn.tokens
+                    ));
+                }
+                continue;
+            }
+            if turn.bytes[0] >= turn.bytes[1]
                 || pick.turn != turn.number
                 || pick.edus.first > pick.edus.last
                 || pick.edus.last >= turn.edus
@@ -531,11 +546,20 @@ impl Dialogue {
     }
 
     /// [`Dialogue::check_tree`], and every turn's document exists with the
-    /// EDUs it records; `edus_of` gives the number of EDUs of a stored
+    /// EDUs it records (a forgotten turn's does not exist); `edus_of` gives the number of EDUs of a stored
     /// document (`None`: no such document).
     pub fn validate(&self, edus_of: &dyn Fn(&str) -> Option<u32>) -> Result<(), String> {
         self.check_tree()?;
         for turn in &self.turns {
+            if turn.is_forgotten() {
+                if edus_of(&turn.doc).is_some() {
+                    return Err(format!(
+                        "forgotten turn {}'s document {:?} is still stored",
+                        turn.number, turn.doc
+                    ));
+                }
+                continue;
+            }
             let edus = edus_of(&turn.doc).ok_or_else(|| {
                 format!("turn {}'s document {:?} is missing", turn.number, turn.doc)
             })?;
@@ -551,7 +575,8 @@ impl Dialogue {
 
     /// Checks a branch's or topic's summary: 1 to
     /// [`MAX_SUMMARY_PICKS`] picks in increasing turn order, each
-    /// the stored summary of a turn that `belongs`.
+    /// the stored summary of a turn that `belongs` and is not forgotten;
+    /// none when every such turn is forgotten.
     fn check_summary(
         &self,
         picks: &[SummaryPick],
@@ -559,6 +584,10 @@ impl Dialogue {
         what: &str,
         index: usize,
     ) -> Result<(), String> {
+        let said = self.turns.iter().any(|t| belongs(t) && !t.is_forgotten());
+        if !said && picks.is_empty() {
+            return Ok(());
+        }
         if picks.is_empty() || picks.len() > MAX_SUMMARY_PICKS {
             return Err(format!(
                 "{what} {index}'s summary has {} picks, not 1 to {}",
@@ -575,7 +604,7 @@ impl Dialogue {
             let ok = self
                 .turns
                 .get(pick.turn as usize)
-                .is_some_and(|t| belongs(t) && t.summary == *pick);
+                .is_some_and(|t| belongs(t) && !t.is_forgotten() && t.summary == *pick);
             if !ok {
                 return Err(format!(
                     "{what} {index}'s summary names turn {} EDUs {}, not the summary of one of its turns",
@@ -587,7 +616,34 @@ impl Dialogue {
     }
 }
 
+/// The summary a forgotten turn keeps: an empty span of no text.
+fn forgotten_pick(turn: u32) -> SummaryPick {
+    SummaryPick {
+        turn,
+        edus: Span::new(0, 0),
+        bytes: [0, 0],
+        tokens: 0,
+    }
+}
+
 impl Turn {
+    /// Whether the turn was forgotten ([`crate::Db::forget_turn`]): it keeps
+    /// its place in the tree (number, role, time, parent, topic, branch),
+    /// while its document is removed and it records no EDUs, bytes or
+    /// tokens.
+    pub fn is_forgotten(&self) -> bool {
+        self.edus == 0
+    }
+
+    /// Forgets the turn's text: no EDUs, bytes or tokens are recorded from
+    /// now on (its document is the caller's to remove).
+    pub fn forget(&mut self) {
+        self.edus = 0;
+        self.bytes = [0, 0];
+        self.tokens = 0;
+        self.summary = forgotten_pick(self.number);
+    }
+
     /// Checks the turn's recorded coordinates against `doc`, its stored
     /// document: the EDU count; `bytes` from its first EDU's start to its
     /// last EDU's end and `tokens` the count of exactly that text; its
@@ -705,8 +761,8 @@ pub struct TurnView {
     pub tokens: u64,
     /// It is the current turn.
     pub current: bool,
-    /// Its summary EDU span with text.
-    pub summary: SummaryText,
+    /// Its summary EDU span with text; `None` for a forgotten turn.
+    pub summary: Option<SummaryText>,
 }
 
 /// One branch in a [`SessionView`].

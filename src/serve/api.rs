@@ -94,6 +94,9 @@ pub trait Api {
     /// Removes session `id` with all its turns (`session rm --json`).
     fn remove_session(&self, id: &str) -> Result<Value>;
 
+    /// Forgets turn `turn` of `session` (`session forget --json`).
+    fn forget_turn(&self, session: &str, turn: u32) -> Result<Value>;
+
     /// Answers `question` from the store with its chat model, as
     /// [`Db::ask`] does (`ask --json`).
     fn ask(&self, question: &str, options: &AskOptions) -> Result<Value>;
@@ -202,6 +205,11 @@ impl Api for Db {
     fn remove_session(&self, id: &str) -> Result<Value> {
         self.remove_session(id)?;
         Ok(json!({ "removed": id }))
+    }
+
+    fn forget_turn(&self, session: &str, turn: u32) -> Result<Value> {
+        self.forget_turn(session, turn)?;
+        Ok(json!({ "session": session, "forgotten": turn }))
     }
 
     fn ask(&self, question: &str, options: &AskOptions) -> Result<Value> {

@@ -534,6 +534,16 @@ impl Api for Client {
         self.call(Method::DELETE, &["sessions", id], &[], Body::None)
     }
 
+    fn forget_turn(&self, session: &str, turn: u32) -> Result<Value> {
+        let turn = turn.to_string();
+        self.call(
+            Method::DELETE,
+            &["sessions", session, "turns", &turn],
+            &[],
+            Body::None,
+        )
+    }
+
     fn ask(&self, question: &str, options: &AskOptions) -> Result<Value> {
         let body = json!({
             "question": question,

@@ -46,6 +46,7 @@
 //! | `GET /sessions` | | `session ls --json` |
 //! | `GET /sessions/{id}` | | `session show --json` |
 //! | `DELETE /sessions/{id}` | | `session rm --json` |
+//! | `DELETE /sessions/{id}/turns/{turn}` | | `session forget --json` |
 //! | `POST /sessions/{id}/turns` | `{text, role, at, placement}` (a `session add --jsonl` line) | `session add --json` |
 //! | `GET /sessions/{id}/context` | `budget`, `query` | `session context --json` |
 //! | `POST /cli` (the socket only) | a [`CommandRequest`] | a [`CommandOutput`] |
@@ -63,7 +64,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -445,6 +446,7 @@ fn router(
         .route("/v1/sessions", get(sessions))
         .route("/v1/sessions/{id}", get(session).delete(remove_session))
         .route("/v1/sessions/{id}/turns", post(add_turn))
+        .route("/v1/sessions/{id}/turns/{turn}", delete(forget_turn))
         .route("/v1/sessions/{id}/context", get(context));
     let routes = if command_lines {
         routes.route("/v1/cli", post(command))
@@ -974,6 +976,19 @@ async fn session(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> A
 
 async fn remove_session(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
     write(&shared, move |db| Api::remove_session(db, &id)).await
+}
+
+async fn forget_turn(
+    State(shared): State<Arc<Shared>>,
+    Path((id, turn)): Path<(String, String)>,
+) -> Answer {
+    let Ok(turn) = turn.parse::<u32>() else {
+        return Err(Failure::user(
+            StatusCode::BAD_REQUEST,
+            format!("{turn:?} is not a turn number"),
+        ));
+    };
+    write(&shared, move |db| Api::forget_turn(db, &id, turn)).await
 }
 
 async fn stats(State(shared): State<Arc<Shared>>) -> Answer {

@@ -63,7 +63,7 @@ use crate::storage::record_files::{RecordFile, RecordFiles};
 use crate::storage::vector_record::VectorRecord;
 
 /// Version of the on-disk layout; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 
 /// Older layouts this one upgrades at open, in one batch with the new
 /// [`FORMAT_VERSION`] record: version 3 had no large records apart, and its
@@ -78,12 +78,13 @@ pub const FORMAT_VERSION: u32 = 9;
 /// upgrade: a document's next write stores them in 8 bits), so opening
 /// such a store rewrites none of them; versions 4 to 6 kept large records
 /// as pieces in sled, which are read and removed as they are. Version 8
-/// had no PDF documents (their format and page records), so it needs
-/// nothing rewritten.
-const UPGRADABLE_VERSIONS: [u32; 6] = [3, 4, 5, 6, 7, 8];
+/// had no PDF documents (their format and page records) and version 9 no
+/// forgotten turns, so they need nothing rewritten (a binary of version 9
+/// refuses a store that may hold them, rather than call it corrupt).
+const UPGRADABLE_VERSIONS: [u32; 7] = [3, 4, 5, 6, 7, 8, 9];
 
-/// The versions whose dialogue records are upgraded at open (version 8
-/// has this layout's dialogues).
+/// The versions whose dialogue records are upgraded at open (versions 8
+/// and 9 have this layout's dialogues).
 const OLD_DIALOGUE_VERSIONS: [u32; 5] = [3, 4, 5, 6, 7];
 
 /// The versions whose DAG records are upgraded at open.
@@ -1078,28 +1079,29 @@ impl Store {
 
     /// Writes new turns of a session: each turn's document, vectors and DAG
     /// (as [`Store::put`]) and the session's updated `dialogue`, whose
-    /// latest turns must be those documents in order, in one atomic batch
-    /// with a change-log entry per turn; returns the last one's sequence
-    /// number. A dialogue
-    /// that does not end with them is refused and nothing is written.
+    /// latest turns not forgotten must be those documents in order, in one
+    /// atomic batch with a change-log entry per turn; returns the last
+    /// one's sequence number. A dialogue that does not end with them is
+    /// refused and nothing is written.
     pub fn put_turns(
         &self,
         turns: &[(Document, PackedVectors, Dag)],
         dialogue: &Dialogue,
     ) -> Result<u64> {
         let ids: Vec<&str> = turns.iter().map(|(doc, ..)| doc.meta.id.as_str()).collect();
-        let latest = dialogue
-            .turns
-            .len()
-            .checked_sub(ids.len())
-            .map(|from| &dialogue.turns[from..]);
+        let said: Vec<&crate::model::dialogue::Turn> = (dialogue.turns.iter())
+            .filter(|t| !t.is_forgotten())
+            .collect();
+        let latest = said.len().checked_sub(ids.len()).map(|from| &said[from..]);
         let names_docs = latest.is_some_and(|latest| {
             latest.iter().zip(&ids).all(|(turn, id)| {
                 turn.doc == *id
                     && crate::model::ids::parse_turn_id(id).is_some_and(|(s, _)| s == dialogue.id)
             })
         });
-        if ids.is_empty() || !names_docs {
+        // No documents only for a dialogue whose every turn is forgotten
+        // (a salvage copies such a session whole).
+        if !names_docs || (ids.is_empty() && !said.is_empty()) {
             return Err(Error::Invariant {
                 doc: ids
                     .first()
@@ -1116,6 +1118,25 @@ impl Store {
         }
         batch.insert(&key(SESSION, &dialogue.id), &archive(dialogue)?);
         self.apply_logged(batch, &ids)
+    }
+
+    /// Removes the document of a turn its session's `dialogue` now records
+    /// as forgotten and stores that dialogue, in one batch.
+    pub fn forget_turn(&self, doc: &str, dialogue: &Dialogue) -> Result<u64> {
+        let forgotten = (dialogue.turns.iter()).any(|t| t.doc == doc && t.is_forgotten());
+        if !forgotten {
+            return Err(Error::Invariant {
+                doc: doc.to_owned(),
+                message: format!(
+                    "session {:?} does not record it as a forgotten turn",
+                    dialogue.id
+                ),
+            });
+        }
+        let mut batch = Batch::reclaiming();
+        self.remove_document(&mut batch, doc)?;
+        batch.insert(&key(SESSION, &dialogue.id), &archive(dialogue)?);
+        self.apply_logged(batch, &[doc])
     }
 
     /// The dialogue record of session `id`, if it exists.

@@ -1033,6 +1033,26 @@ fn session_add_show_context_ls_rm() {
         "{}",
         stderr(&out)
     );
+    assert!(
+        stderr(&out).contains("session forget trip 1"),
+        "{}",
+        stderr(&out)
+    );
+    let forgot = json(&db, &["session", "forget", "trip", "1"]);
+    assert_eq!(
+        forgot,
+        serde_json::json!({"session": "trip", "forgotten": 1})
+    );
+    let show = edudb(&db, &["session", "show", "trip"]);
+    assert!(
+        String::from_utf8_lossy(&show.stdout).contains("#1 "),
+        "{show:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&show.stdout).contains("(forgotten)"),
+        "{show:?}"
+    );
+    assert_eq!(json(&db, &["check"])["damaged"], serde_json::json!([]));
     assert_eq!(json(&db, &["session", "rm", "trip"])["removed"], "trip");
     let out = edudb(&db, &["session", "show", "trip"]);
     assert_eq!(out.status.code(), Some(1));

@@ -165,6 +165,15 @@ fn a_client_writes_and_its_refusals_keep_their_class() {
         );
     }
 
+    assert_eq!(
+        client.forget_turn("trip", 0).unwrap(),
+        serde_json::json!({"session": "trip", "forgotten": 0})
+    );
+    let missing = client.forget_turn("trip", 99).unwrap_err();
+    assert!(
+        matches!(missing, Error::Served { status: 404, .. }),
+        "{missing}"
+    );
     client.remove_session("trip").unwrap();
     client.remove("notes/a b").unwrap();
     assert!(client.session("trip").unwrap_err().is_user_error());

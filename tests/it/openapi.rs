@@ -842,6 +842,28 @@ fn every_route_answers_as_the_document_says() {
     get("/v1/sessions/trip/context?budget=0").error(400, "user");
     get("/v1/sessions/absent/context?budget=100").error(404, "user");
 
+    // Forgetting a turn: it stays in the view without text; its numbers hold.
+    assert_eq!(
+        delete("/v1/sessions/trip/turns/1").expect(200),
+        json!({"session": "trip", "forgotten": 1})
+    );
+    delete("/v1/sessions/trip/turns/1").expect(200);
+    let view = get("/v1/sessions/trip").expect(200);
+    assert_eq!(view["turns"], 6, "{view}");
+    let turns: Vec<&Value> = (view["topics"].as_array().into_iter().flatten())
+        .flat_map(|t| t["branches"].as_array().into_iter().flatten())
+        .flat_map(|b| b["turns"].as_array().into_iter().flatten())
+        .collect();
+    assert!(
+        turns
+            .iter()
+            .any(|t| t["number"] == 1 && t["summary"].is_null()),
+        "{view}"
+    );
+    delete("/v1/sessions/trip/turns/99").error(404, "user");
+    delete("/v1/sessions/absent/turns/0").error(404, "user");
+    delete("/v1/sessions/trip/turns/x").error(400, "user");
+
     // Queries: every shape of result, and the errors.
     let statement = "SELECT SPANS FROM * SEED BM25($q) BUDGET 64 TOKENS";
     let result = post(

@@ -221,7 +221,7 @@ pub(super) fn session(session: &Value) -> String {
                     "    #{} {}: {}",
                     turn["number"],
                     turn["role"].as_str().unwrap_or("?"),
-                    turn["summary"]["text"].as_str().unwrap_or_default()
+                    turn["summary"]["text"].as_str().unwrap_or("(forgotten)")
                 );
             }
         }

@@ -232,8 +232,11 @@ pub struct RecallArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForgetArgs {
-    /// The session to remove, with all its turns.
+    /// The session: removed with all its turns unless `turn` is given.
     pub session: String,
+    /// One turn of it to forget instead: its text goes, the numbers of
+    /// the turns after it stay.
+    pub turn: Option<u32>,
 }
 
 /// `ingest`'s arguments.
@@ -420,7 +423,7 @@ impl McpServer {
     }
 
     #[tool(
-        description = "Forget a session: remove it with all its turns.",
+        description = "Forget a session (remove it with all its turns), or one turn of it: that turn's text goes and recall leaves it out, while later turns keep their numbers.",
         annotations(read_only_hint = false, destructive_hint = true)
     )]
     async fn forget(
@@ -429,6 +432,20 @@ impl McpServer {
         Parameters(args): Parameters<ForgetArgs>,
     ) -> Answer {
         let session = args.session;
+        if let Some(turn) = args.turn {
+            let answer = self
+                .on_store(move |api| api.forget_turn(&session, turn))
+                .await;
+            return reply(answer, |receipt| {
+                (
+                    format!(
+                        "Forgot turn {turn} of session {}.",
+                        receipt["session"].as_str().unwrap_or("?")
+                    ),
+                    receipt,
+                )
+            });
+        }
         let answer = self.on_store(move |api| api.remove_session(&session)).await;
         if answer.is_ok() {
             announce(&peer).await;
