@@ -323,7 +323,7 @@ pub enum Error {
     },
     /// The document is a session's turn, which only its session may change.
     #[error(
-        "document {doc:?} is turn {turn} of session {session:?}; turns are removed with their session (remove_session / `edudb session rm`) or forgotten one by one (forget_turn / `edudb session forget {session} {turn}`)"
+        "document {doc:?} is turn {turn} of session {session:?}; turns are removed with their session (remove_session / `edudb session rm`) or forgotten one by one (forget_turn / `edudb session forget SESSION TURN`)"
     )]
     TurnDocument {
         /// The turn document's id.

@@ -1034,7 +1034,7 @@ fn session_add_show_context_ls_rm() {
         stderr(&out)
     );
     assert!(
-        stderr(&out).contains("session forget trip 1"),
+        stderr(&out).contains("session forget SESSION TURN"),
         "{}",
         stderr(&out)
     );
