@@ -77,9 +77,13 @@ pub fn split_edus(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
 /// tokens: each piece ends at the last line break within the limit, else
 /// after the last clause mark (`,` `;` `:`) or space, else where the limit
 /// falls (on a `char` boundary). A range within the limit is returned
-/// whole. Pieces are trimmed, non-empty and in order.
+/// whole; a blank range gives none. Pieces are trimmed, non-empty and in
+/// order.
 pub fn cap_length(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
     let limit = MAX_EDU_TOKENS as usize;
+    if text[range.clone()].trim().is_empty() {
+        return Vec::new();
+    }
     // A token is at least one byte: a range this short is within the limit.
     if range.len() <= limit || tokens::count(&text[range.clone()]) <= MAX_EDU_TOKENS {
         return vec![range];
@@ -411,6 +415,9 @@ mod tests {
         assert_eq!(pieces.concat(), solid);
         // Within the limit: whole, and the paragraph splitter caps too.
         assert_eq!(capped("A short line."), ["A short line."]);
+        // Nothing but spaces: no piece (an empty one broke the promise
+        // that pieces are non-empty; the property below found it).
+        assert!(capped("").is_empty() && capped(" \n ").is_empty());
         let paragraph = format!("{} end.", words.trim());
         let edus = split_edus(&paragraph, 0..paragraph.len());
         assert!(edus.len() > 5);
