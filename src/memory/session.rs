@@ -824,9 +824,9 @@ pub(crate) fn check_session_documents(engine: &Engine) -> Vec<Damaged> {
     damaged
 }
 
-/// The turn document ids of session `id` in turn order, each with its
-/// time, or `None` when the session does not exist (for the
-/// `session('id')` query scope).
+/// The turn document ids of session `id` in turn order (forgotten turns,
+/// which have none, left out), each with its time, or `None` when the
+/// session does not exist (for the `session('id')` query scope).
 pub(crate) fn session_turns(engine: &Engine, id: &str) -> Result<Option<TimedTurns>> {
     Ok(engine.dialogue(id)?.map(|d| {
         (d.turns.iter())
