@@ -386,7 +386,7 @@ class Store:
         """Forgets turn ``turn`` of ``session``: its text goes, while it
         keeps its place in the dialogue tree so later turns keep their
         numbers; contexts and queries leave it out."""
-        self._native.forget_turn(session, turn)
+        self._native.forget_turn(session, _whole("turn", turn, _U32))
 
     # The store
 

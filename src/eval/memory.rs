@@ -272,11 +272,16 @@ pub fn evaluate_memory(
                 },
             )?;
             let started = Instant::now();
-            let loaded = db.dialogue(&session).ok().map(|d| d.turns.len());
-            let seconds = if loaded == Some(conversation.turns.len()) {
+            // A kept store is reused only with every turn there and said.
+            let kept = db.dialogue(&session).ok();
+            let whole = kept.as_ref().is_some_and(|d| {
+                d.turns.len() == conversation.turns.len()
+                    && d.turns.iter().all(|t| !t.is_forgotten())
+            });
+            let seconds = if whole {
                 None
             } else {
-                if loaded.is_some() {
+                if kept.is_some() {
                     db.remove_session(&session)?;
                 }
                 db.append_turns(&session, &conversation.turns, &NoProgress, cancel)?;

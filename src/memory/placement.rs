@@ -384,10 +384,11 @@ pub(crate) fn resolve(
             let active = current.topic;
             let similarity =
                 |topic: u32| cosine(vector, &dialogue.topics[topic as usize].vector_sum);
-            // A forgotten current turn has no vector: the topic's alone counts.
-            let current_similarity = match current.is_forgotten() {
-                true => 0.0,
-                false => dot(&turn_vector(current.number)?, vector),
+            // The latest turn said on the active path (the current one
+            // unless it was forgotten).
+            let current_similarity = match dialogue.active_path().last() {
+                Some(&latest) => dot(&turn_vector(latest)?, vector),
+                None => 0.0,
             };
             let active_similarity = similarity(active).max(current_similarity);
             decision.active_topic_similarity = Some(active_similarity);
@@ -418,11 +419,13 @@ pub(crate) fn resolve(
                 }
             };
             // The thread the turn would continue: the leaf and the turns
-            // just before it on its path.
+            // just before it on its path (those said).
             let mut thread = Vec::with_capacity(THREAD_TURNS);
             let mut at = Some(leaf);
             while let Some(turn) = at.filter(|_| thread.len() < THREAD_TURNS) {
-                thread.push(turn);
+                if !dialogue.turns[turn as usize].is_forgotten() {
+                    thread.push(turn);
+                }
                 at = dialogue.turns[turn as usize].parent;
             }
             let mut best: Option<(u32, f32)> = None;

@@ -485,10 +485,44 @@ pub(crate) fn dialogue(engine: &Engine, id: &str) -> Result<Arc<Dialogue>> {
         .ok_or_else(|| Error::NoSuchSession(id.to_owned()))
 }
 
+/// Runs `read` on session `id`'s dialogue; when a turn's document it
+/// reads is gone because that turn was forgotten meanwhile (a write
+/// beside this read), runs it again on the dialogue as it is now, up to
+/// [`READ_RETRIES`] times.
+fn read_session<T>(engine: &Engine, id: &str, read: impl Fn(&Dialogue) -> Result<T>) -> Result<T> {
+    let mut dialogue = dialogue(engine, id)?;
+    for _ in 0..READ_RETRIES {
+        match read(&dialogue) {
+            Err(Error::NoSuchDocument(doc)) if is_turn_doc_id_of(&doc, id) => {
+                let now = self::dialogue(engine, id)?;
+                if !(now.turns.iter()).any(|t| t.doc == doc && t.is_forgotten()) {
+                    return Err(Error::NoSuchDocument(doc));
+                }
+                dialogue = now;
+            }
+            outcome => return outcome,
+        }
+    }
+    read(&dialogue)
+}
+
+/// How many times [`read_session`] reads again after meeting turns
+/// forgotten meanwhile.
+const READ_RETRIES: usize = 3;
+
+/// Whether `doc` names a turn document of session `session`.
+fn is_turn_doc_id_of(doc: &str, session: &str) -> bool {
+    crate::model::ids::parse_turn_id(doc).is_some_and(|(s, _)| s == session)
+}
+
 /// The work of [`crate::Db::session`].
 pub(crate) fn session(engine: &Engine, id: &str) -> Result<SessionView> {
-    let dialogue = dialogue(engine, id)?;
-    let mut texts = TurnTexts::new(engine, &dialogue);
+    read_session(engine, id, |dialogue| session_view(engine, dialogue))
+}
+
+/// Session `dialogue`'s view with its texts.
+fn session_view(engine: &Engine, dialogue: &Dialogue) -> Result<SessionView> {
+    let mut texts = TurnTexts::new(engine, dialogue);
     let current = dialogue.current_turn();
     let mut topics = Vec::with_capacity(dialogue.topics.len());
     for topic in &dialogue.topics {
@@ -559,19 +593,22 @@ pub(crate) fn session_context(
             "a context budget of 0 tokens; give at least 1".into(),
         ));
     }
-    let dialogue = dialogue(engine, id)?;
-    let mut texts = TurnTexts::new(engine, &dialogue);
-    let mut text_of = |turn, bytes| texts.span(turn, bytes);
-    match query {
-        None => context::build(&dialogue, budget, &mut text_of),
-        Some(query) => {
-            crate::ingest::pipeline::check_bytes("context query", query.as_bytes())?;
-            let relevance = turn_relevance(engine, &dialogue, query)?;
-            let mut excerpt_of = |turn: u32| relevance.excerpt(engine, &dialogue, turn);
-            let scores = &relevance.scores;
-            context::build_for_query(&dialogue, budget, scores, &mut excerpt_of, &mut text_of)
-        }
+    if let Some(query) = query {
+        crate::ingest::pipeline::check_bytes("context query", query.as_bytes())?;
     }
+    read_session(engine, id, |dialogue| {
+        let mut texts = TurnTexts::new(engine, dialogue);
+        let mut text_of = |turn, bytes| texts.span(turn, bytes);
+        match query {
+            None => context::build(dialogue, budget, &mut text_of),
+            Some(query) => {
+                let relevance = turn_relevance(engine, dialogue, query)?;
+                let mut excerpt_of = |turn: u32| relevance.excerpt(engine, dialogue, turn);
+                let scores = &relevance.scores;
+                context::build_for_query(dialogue, budget, scores, &mut excerpt_of, &mut text_of)
+            }
+        }
+    })
 }
 
 /// Each turn's relevance to a query, and where its best match lies.
@@ -962,6 +999,35 @@ mod tests {
         let receipt = append_turn(&db, "s", turn(Role::User, said[0], Placement::Auto)).unwrap();
         assert_eq!(receipt.turn, 0);
         assert_cached_is_stored(&db, "s", 1);
+    }
+
+    #[test]
+    fn a_read_that_meets_a_turn_forgotten_meanwhile_reads_again() {
+        let (_dir, db) = empty_store();
+        for text in ["Apples are red.", "Pears are green."] {
+            append_turn(&db, "s", turn(Role::User, text, Placement::Auto)).unwrap();
+        }
+        let before = dialogue(&db, "s").unwrap();
+        forget_turn(&db, "s", 0).unwrap();
+        // A reader holding the dialogue from before the forget.
+        let stale = session_view(&db, &before).unwrap_err();
+        assert!(matches!(stale, Error::NoSuchDocument(_)), "{stale}");
+        let calls = std::cell::Cell::new(0);
+        let view = read_session(&db, "s", |now| {
+            calls.set(calls.get() + 1);
+            session_view(&db, if calls.get() == 1 { &before } else { now })
+        })
+        .unwrap();
+        assert_eq!(calls.get(), 2);
+        assert!(view.topics[0].branches[0].turns[0].summary.is_none());
+        // A reader that keeps reading the forgotten turn gives up.
+        let stuck = read_session(&db, "s", |_| session_view(&db, &before));
+        assert!(matches!(stuck, Err(Error::NoSuchDocument(_))));
+        // A document missing for another reason is still an error.
+        let gone = read_session(&db, "s", |_| -> Result<()> {
+            Err(Error::NoSuchDocument(turn_doc_id("s", 1)))
+        });
+        assert!(matches!(gone, Err(Error::NoSuchDocument(_))));
     }
 
     #[test]

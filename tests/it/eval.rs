@@ -967,6 +967,15 @@ fn memory_eval_scores_each_method_per_category_on_a_locomo_conversation() {
     assert!(built.conversations[0].seconds.is_some() && reused.conversations[0].seconds.is_none());
     let recalls = |o: &[Observation]| o.iter().map(|o| o.recall).collect::<Vec<_>>();
     assert_eq!(recalls(&first), recalls(&second));
+    // A kept store with a forgotten turn is loaded afresh, not reused.
+    let store = std::fs::read_dir(&kept).unwrap().next().unwrap().unwrap().path();
+    let db = edudb::Db::open(store.join("store")).unwrap();
+    let session = db.sessions().unwrap()[0].id.clone();
+    db.forget_turn(&session, 0).unwrap();
+    drop(db);
+    let (third, reloaded) = run();
+    assert!(reloaded.conversations[0].seconds.is_some());
+    assert_eq!(recalls(&first), recalls(&third));
     let err = memory::load_locomo(&dir.path().join("missing.json")).unwrap_err();
     assert!(err.to_string().contains("missing.json"), "{err}");
 }
