@@ -968,7 +968,12 @@ fn memory_eval_scores_each_method_per_category_on_a_locomo_conversation() {
     let recalls = |o: &[Observation]| o.iter().map(|o| o.recall).collect::<Vec<_>>();
     assert_eq!(recalls(&first), recalls(&second));
     // A kept store with a forgotten turn is loaded afresh, not reused.
-    let store = std::fs::read_dir(&kept).unwrap().next().unwrap().unwrap().path();
+    let store = std::fs::read_dir(&kept)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let db = edudb::Db::open(store.join("store")).unwrap();
     let session = db.sessions().unwrap()[0].id.clone();
     db.forget_turn(&session, 0).unwrap();
