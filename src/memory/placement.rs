@@ -386,8 +386,8 @@ pub(crate) fn resolve(
                 |topic: u32| cosine(vector, &dialogue.topics[topic as usize].vector_sum);
             // The latest turn said on the active path (the current one
             // unless it was forgotten).
-            let current_similarity = match dialogue.active_path().last() {
-                Some(&latest) => dot(&turn_vector(latest)?, vector),
+            let current_similarity = match dialogue.said_path_from(current.number).next() {
+                Some(latest) => dot(&turn_vector(latest)?, vector),
                 None => 0.0,
             };
             let active_similarity = similarity(active).max(current_similarity);
@@ -420,14 +420,7 @@ pub(crate) fn resolve(
             };
             // The thread the turn would continue: the leaf and the turns
             // just before it on its path (those said).
-            let mut thread = Vec::with_capacity(THREAD_TURNS);
-            let mut at = Some(leaf);
-            while let Some(turn) = at.filter(|_| thread.len() < THREAD_TURNS) {
-                if !dialogue.turns[turn as usize].is_forgotten() {
-                    thread.push(turn);
-                }
-                at = dialogue.turns[turn as usize].parent;
-            }
+            let thread: Vec<u32> = dialogue.said_path_from(leaf).take(THREAD_TURNS).collect();
             let mut best: Option<(u32, f32)> = None;
             let mut thread_similarity = 0.0f32;
             let mut similarities = Vec::new();

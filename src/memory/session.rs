@@ -224,14 +224,7 @@ pub(crate) fn append_turns(
             branches: Vec::new(),
             current: 0,
         });
-        let mut vectors = TurnVectors {
-            engine,
-            session,
-            first,
-            prepared: &prepared,
-            means: HashMap::new(),
-            id: String::new(),
-        };
+        let mut vectors = TurnVectors::new(engine, session, first, &prepared);
         let mut receipts = Vec::with_capacity(inputs.len());
         for (input, (doc, doc_vectors, _)) in inputs.iter().zip(&prepared) {
             receipts.push(place_turn(
@@ -272,7 +265,25 @@ struct TurnVectors<'a> {
     id: String,
 }
 
-impl TurnVectors<'_> {
+impl<'a> TurnVectors<'a> {
+    /// The vectors of session `session`'s turns, those from `first` on
+    /// being `prepared` (not yet stored).
+    fn new(
+        engine: &'a Engine,
+        session: &'a str,
+        first: u32,
+        prepared: &'a [Prepared],
+    ) -> TurnVectors<'a> {
+        TurnVectors {
+            engine,
+            session,
+            first,
+            prepared,
+            means: HashMap::new(),
+            id: String::new(),
+        }
+    }
+
     /// Turn `turn`'s EDU vectors (row-major) and their dimension.
     fn edus(&self, turn: u32) -> Result<(std::borrow::Cow<'_, [f32]>, usize)> {
         let fresh = turn
@@ -764,14 +775,7 @@ pub(crate) fn forget_turn(engine: &Engine, session: &str, turn: u32) -> Result<(
         }
         let (doc, branch, topic) = (forgotten.doc.clone(), forgotten.branch, forgotten.topic);
         dialogue.turns[turn as usize].forget();
-        let mut vectors = TurnVectors {
-            engine,
-            session,
-            first: dialogue.turns.len() as u32,
-            prepared: &[],
-            means: HashMap::new(),
-            id: String::new(),
-        };
+        let mut vectors = TurnVectors::new(engine, session, dialogue.turns.len() as u32, &[]);
         let on_branch: Vec<u32> = (dialogue.branches[branch as usize].turns.iter())
             .copied()
             .filter(|&n| !dialogue.turns[n as usize].is_forgotten())

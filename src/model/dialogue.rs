@@ -337,17 +337,16 @@ impl Dialogue {
     /// The turns from the current turn's topic root down to it, in order,
     /// [forgotten](Turn::is_forgotten) ones left out.
     pub fn active_path(&self) -> Vec<u32> {
-        let mut path = Vec::new();
-        let mut at = Some(self.current);
-        while let Some(turn) = at {
-            let turn = &self.turns[turn as usize];
-            if !turn.is_forgotten() {
-                path.push(turn.number);
-            }
-            at = turn.parent;
-        }
+        let mut path: Vec<u32> = self.said_path_from(self.current).collect();
         path.reverse();
         path
+    }
+
+    /// Turn `turn` and its ancestors up to its topic's root, nearest
+    /// first, [forgotten](Turn::is_forgotten) ones left out.
+    pub fn said_path_from(&self, turn: u32) -> impl Iterator<Item = u32> + '_ {
+        std::iter::successors(Some(turn), |&t| self.turns[t as usize].parent)
+            .filter(|&t| !self.turns[t as usize].is_forgotten())
     }
 
     /// Total tokens of every turn (each turn's whole text span).

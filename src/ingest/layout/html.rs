@@ -100,11 +100,8 @@ fn entitle(layout: &mut Layout, title: String) {
         layout.title = first_heading.map(str::to_owned);
         return;
     }
-    let shift = if layout.text.is_empty() {
-        title.len()
-    } else {
-        title.len() + 2
-    };
+    let separator = if layout.text.is_empty() { "" } else { "\n\n" };
+    let shift = title.len() + separator.len();
     for block in &mut layout.blocks {
         block.range = block.range.start + shift..block.range.end + shift;
     }
@@ -115,12 +112,7 @@ fn entitle(layout: &mut Layout, title: String) {
             range: 0..title.len(),
         },
     );
-    let rest = std::mem::take(&mut layout.text);
-    layout.text = if rest.is_empty() {
-        title.clone()
-    } else {
-        format!("{title}\n\n{rest}")
-    };
+    layout.text = format!("{title}{separator}{}", layout.text);
     layout.title = Some(title);
 }
 
