@@ -285,6 +285,43 @@ fn an_outline_gives_the_sections() {
     assert_eq!(sections, [("Overview of the Year", 1), ("Cash Flows", 1)]);
 }
 
+/// A 10-Q whose contents page lists its items: the items it names are
+/// sections where they start (even those set like body text or too long
+/// for a heading), under their part; the contents' own `PART I` is none.
+#[test]
+fn a_filings_table_of_contents_names_its_sections() {
+    let (_dir, db) = support::store();
+    let path = support::shared_data().join("financebench_dev/pdfs/BESTBUY_2024Q2_10Q.pdf");
+    ingest(&db, "q", std::fs::read(path).unwrap()).unwrap();
+    let tree = db.tree("q").unwrap();
+    let sections: Vec<&edudb::Node> = (tree.nodes.iter())
+        .filter(|n| n.kind == edudb::NodeKind::Section)
+        .collect();
+    let starting = |prefix: &str| -> Vec<&edudb::Node> {
+        let words = |title: &str| title.split_whitespace().collect::<Vec<_>>().join(" ");
+        (sections.iter().copied())
+            .filter(|n| words(&n.title).starts_with(prefix))
+            .collect()
+    };
+    assert_eq!(starting("PART I ").len(), 1, "PART I once, where it starts");
+    assert_eq!(
+        starting("TABLE OF CONTENTS").len(),
+        1,
+        "the contents, a section"
+    );
+    let part_two = starting("PART II")[0];
+    for item in [
+        "Item 1. Legal Proceedings",
+        "Item 2. Unregistered Sales of Equity Securities",
+        "Item 5. Other Information",
+        "Item 6. Exhibits",
+    ] {
+        let found = starting(item);
+        assert_eq!(found.len(), 1, "{item}");
+        assert_eq!(found[0].parent, Some(part_two.id), "{item} is in part II");
+    }
+}
+
 #[test]
 fn bad_pdfs_are_clear_errors_and_write_nothing() {
     let (_dir, db) = support::store();

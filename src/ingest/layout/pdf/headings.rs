@@ -1,7 +1,8 @@
 //! Headings of a PDF: from its outline (bookmarks) when it has one that
 //! names lines of its pages; otherwise from layout: a short line set
 //! larger or bolder than the body text, or numbered as a part, an item or
-//! a numbered section. Levels come from the numbering where there is one
+//! a numbered section, or named by a table of contents ([`contents`],
+//! whose own lines are none). Levels come from the numbering where there is one
 //! (`PART II` above `Item 7.` above the rest), then from type size and
 //! weight, larger above smaller.
 //!
@@ -11,8 +12,9 @@
 //! ([`cover_title`]); a first page whose largest type is a heading style
 //! the rest of the document uses too has none.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use super::contents::{self, Contents};
 use super::lines::Line;
 use crate::compute::embed::hashed::words;
 
@@ -49,14 +51,16 @@ pub type At = (usize, usize);
 pub type BodyStyle = (f32, bool);
 
 /// The heading lines and their levels (1 at the top), given which lines
-/// are furniture or table rows (`taken`) and the `body` style
-/// ([`body_style`]): from `outline` when at least half its entries name a
-/// line on their page (or the next), else from layout.
+/// are furniture or table rows (`taken`), the `body` style
+/// ([`body_style`]) and the document's tables of `contents`: from
+/// `outline` when at least half its entries name a line on their page (or
+/// the next), else from layout.
 pub fn headings(
     pages: &[Vec<Line>],
     taken: &[Vec<bool>],
     outline: &[OutlineEntry],
     body: BodyStyle,
+    contents: &Contents,
 ) -> HashMap<At, u8> {
     if !outline.is_empty() {
         let matched = from_outline(pages, taken, outline);
@@ -64,7 +68,7 @@ pub fn headings(
             return matched;
         }
     }
-    from_layout(pages, taken, body)
+    from_layout(pages, taken, body, contents)
 }
 
 /// Outline entries matched to the first free line, on their page or the
@@ -152,17 +156,30 @@ pub fn cover_title(pages: &[Vec<Line>], taken: &[Vec<bool>], body_size: f32) -> 
     fits.then_some(title)
 }
 
-/// Headings found from type and numbering.
-fn from_layout(pages: &[Vec<Line>], taken: &[Vec<bool>], body: BodyStyle) -> HashMap<At, u8> {
+/// Headings found from type and numbering, and lines a table of
+/// `contents` names whatever their type; the contents' own lines are none.
+fn from_layout(
+    pages: &[Vec<Line>],
+    taken: &[Vec<bool>],
+    body: BodyStyle,
+    contents: &Contents,
+) -> HashMap<At, u8> {
     let mut candidates: Vec<(At, Numbering, Style)> = Vec::new();
     for (p, lines) in pages.iter().enumerate() {
         for (i, line) in lines.iter().enumerate() {
-            if taken[p][i] {
+            if taken[p][i] || contents.lines.contains(&(p, i)) {
                 continue;
             }
             if let Some(numbering) = heading_numbering(line, body) {
                 candidates.push(((p, i), numbering, style(line)));
             }
+        }
+    }
+    let styled: HashSet<At> = candidates.iter().map(|c| c.0).collect();
+    for at in contents::name_headings(pages, taken, contents, &styled).into_keys() {
+        if !styled.contains(&at) {
+            let line = &pages[at.0][at.1];
+            candidates.push((at, numbering(&line.text()), style(line)));
         }
     }
     let has_part = candidates.iter().any(|c| c.1 == Numbering::Part);
@@ -304,7 +321,7 @@ fn is_capitals(text: &str) -> bool {
 }
 
 /// `words` without the numbering in front (`1`, `2.1`, `IV`, `Item 7`).
-fn unnumbered(mut words: Vec<String>) -> Vec<String> {
+pub(super) fn unnumbered(mut words: Vec<String>) -> Vec<String> {
     let is_number = |w: &str| {
         w.chars().all(|c| c.is_ascii_digit())
             || (w.len() <= 4 && w.chars().all(|c| "ivxl".contains(c)))
@@ -362,7 +379,13 @@ mod tests {
         ];
         let taken = [vec![false; page.len()]];
         let pages = [page];
-        let found = headings(&pages, &taken, &[], body_style(&pages, &taken));
+        let found = headings(
+            &pages,
+            &taken,
+            &[],
+            body_style(&pages, &taken),
+            &Contents::default(),
+        );
         assert_eq!(found.get(&(0, 0)), Some(&1), "the part");
         assert_eq!(found.get(&(0, 1)), Some(&2), "the item");
         // Unnumbered: the larger style ranks above the bold one.
@@ -385,7 +408,13 @@ mod tests {
         page.push(body("Consider the following example of a long match:"));
         let taken = [vec![false; page.len()]];
         let pages = [page];
-        let found = headings(&pages, &taken, &[], body_style(&pages, &taken));
+        let found = headings(
+            &pages,
+            &taken,
+            &[],
+            body_style(&pages, &taken),
+            &Contents::default(),
+        );
         // Only the heading; prose lines, larger than the code, stay body.
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found.get(&(0, 0)), Some(&1));
@@ -466,7 +495,13 @@ mod tests {
             entry("1.1 Scope", 1, 0),
             entry("Nowhere", 0, 1),
         ];
-        let found = headings(&pages, &taken, &outline, body_style(&pages, &taken));
+        let found = headings(
+            &pages,
+            &taken,
+            &outline,
+            body_style(&pages, &taken),
+            &Contents::default(),
+        );
         assert_eq!(
             found.get(&(0, 1)),
             Some(&1),
@@ -478,7 +513,16 @@ mod tests {
         // (and finds no heading in plain body text).
         outline.push(entry("Elsewhere", 0, 1));
         outline.push(entry("Nothing", 0, 1));
-        assert!(headings(&pages, &taken, &outline, body_style(&pages, &taken)).is_empty());
+        assert!(
+            headings(
+                &pages,
+                &taken,
+                &outline,
+                body_style(&pages, &taken),
+                &Contents::default()
+            )
+            .is_empty()
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! PDF layout: the text of a PDF, read with `pdf_oxide` (pure Rust), as
 //! lines with boxes ([`lines`]); running headers, footers and folios
-//! recognised ([`furniture`]); tables ([`tables`]) and headings
-//! ([`headings`]: the outline, else type and numbering) found; and the
+//! recognised ([`furniture`]); tables ([`tables`]), tables of contents
+//! ([`contents`]) and headings ([`headings`]: the outline, else type,
+//! numbering and what the contents name) found; and the
 //! stored text, its blocks and every line's page and box composed
 //! ([`compose`]).
 //!
@@ -13,6 +14,7 @@
 //! on a hostile file is that error too.
 
 pub mod compose;
+pub mod contents;
 pub mod furniture;
 pub mod headings;
 pub mod highlight;
@@ -163,7 +165,8 @@ fn read(
         .map(|(f, r)| f.iter().zip(r).map(|(a, b)| *a || *b).collect())
         .collect();
     let body = headings::body_style(&pages, &taken);
-    let headings = headings::headings(&pages, &taken, &outline, body);
+    let contents = contents::find(&pages, &furniture);
+    let headings = headings::headings(&pages, &taken, &outline, body, &contents);
     let roles = compose::roles(&furniture, &rows, &headings);
     let (mut layout, mut geometry) = compose::compose(&pages, &roles, &sizes);
     layout.title = headings::cover_title(&pages, &taken, body.0);
