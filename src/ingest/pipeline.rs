@@ -688,6 +688,16 @@ mod tests {
     }
 
     #[test]
+    fn a_caption_wrapped_over_lines_titles_its_table_on_one_line() {
+        let text = "Net sales by\nregion\n\n| Region | 2022 |\n|---|---|\n| Americas | 12 |\n| Europe | 7 |\n";
+        let doc = analyze("t", text.to_owned(), Format::Markdown).unwrap();
+        let table = (doc.tree.nodes.iter())
+            .find(|n| n.kind == NodeKind::Table)
+            .expect("a table node");
+        assert_eq!(table.title, "Net sales by region");
+    }
+
+    #[test]
     fn valid_tree_passes_and_paths_descend() {
         let (tree, count) = sample();
         tree.validate(count).unwrap();

@@ -5,7 +5,7 @@
 use crate::ingest::layout::BlockKind;
 use crate::ingest::tree::builder::{BlockEdus, MAX_FANOUT, StructureInput, TreeBuilder};
 use crate::ingest::tree::cohesion::{TermVector, cut_points};
-use crate::ingest::tree::title::extractive_title;
+use crate::ingest::tree::title::{extractive_title, one_line};
 use crate::model::edu::Span;
 use crate::model::tree::Tree;
 use crate::model::tree::{Node, NodeKind};
@@ -158,7 +158,7 @@ fn place_blocks(
                 }
                 let parent = sections.last().map_or(root, |s| s.1);
                 let first = &input.edus[block.edus.start as usize];
-                let title = input.text[first.start as usize..first.end as usize].to_owned();
+                let title = one_line(&input.text[first.start as usize..first.end as usize]);
                 let draft = Draft {
                     kind: NodeKind::Section,
                     title: Some(title),
@@ -223,7 +223,7 @@ fn caption(input: &StructureInput<'_>, block: &BlockEdus) -> Option<String> {
     }
     let edu = &input.edus[block.edus.start as usize];
     let text = input.text[edu.start as usize..edu.end as usize].trim();
-    (text.split_whitespace().count() <= CAPTION_WORDS).then(|| text.to_owned())
+    (text.split_whitespace().count() <= CAPTION_WORDS).then(|| one_line(text))
 }
 
 /// Groups the items of draft `index` into cohesion segments, recursively,

@@ -59,6 +59,13 @@ fn is_label(edu: &Edu, text: &str) -> bool {
         })
 }
 
+/// `text` on one line: its whitespace runs (line breaks included)
+/// collapsed to one space, as a heading or caption wrapped over lines is a
+/// title.
+pub(super) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The opening words of `text`, whitespace runs (line breaks included)
 /// collapsed to one space, cut after at most [`TITLE_WORDS`] words and
 /// [`TITLE_BYTES`] bytes at a word (or, failing that, char) boundary.
