@@ -175,6 +175,11 @@ class Item:
     bytes: Span
     tokens: int
     score: float
+    match_score: Optional[float]
+    """The seed's own score of the item before its ranking was divided by
+    its best (BM25, cosine similarity, or HYBRID's fused score): comparable
+    across queries, what ``SEED … MIN x`` cuts on. None when the item is no
+    seed hit (no SEED, a walk leaf, a propagated node, an expansion)."""
     pages: Optional[Span]
     """First and last page (1-based) of a document read from a PDF; None
     for other formats."""

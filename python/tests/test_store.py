@@ -161,6 +161,16 @@ def test_query_binds_text_and_numbers_and_keeps_the_budget(store: edudb.Store) -
         text = (DEMO / f"{item.doc}.md").read_bytes()
         assert text[item.bytes[0] : item.bytes[1]].decode() == item.text
     assert large.text == "\n\n".join(item.text for item in large.items)
+    # Seed hits carry their BM25 score as it is; MIN keeps those above it.
+    seeded = [item for item in large.items if item.match_score is not None]
+    assert seeded and all(item.match_score > 0 for item in seeded)
+    least = min(item.match_score for item in seeded)
+    cut = store.query(
+        "SELECT SPANS FROM * SEED BM25($q) MIN $least BUDGET 512 TOKENS",
+        q="unsafe operations",
+        least=least + 1e-3,
+    )
+    assert all(item.match_score is None or item.match_score > least for item in cut.items)
     assert large.plan == []
     with pytest.raises(edudb.UserError, match="bool"):
         store.query(SPANS, q="x", budget=True)

@@ -725,11 +725,19 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             let pages = (page.as_deref())
                 .map(|p| parse_range(p, "page range"))
                 .transpose()?;
-            let mut edus = context.open(false)?.edus(doc, range)?;
+            let db = context.open(false)?;
+            let mut edus = db.edus(doc, range)?;
             if let Some((first, last)) = pages {
-                if edus.iter().all(|e| e.pages.is_none()) {
+                let Some(layout) = db.pages(doc)? else {
                     return Err(Failure::Db(Error::Usage(format!(
                         "{doc} has no pages: --page is for documents read from a PDF"
+                    ))));
+                };
+                let count = layout.pages.len() as u32;
+                if first > count {
+                    let noun = if count == 1 { "page" } else { "pages" };
+                    return Err(Failure::Db(Error::Usage(format!(
+                        "{doc} has {count} {noun}: --page {first} is past its last"
                     ))));
                 }
                 edus.retain(|e| e.pages.is_some_and(|[a, b]| a <= last && first <= b));

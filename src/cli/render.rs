@@ -777,7 +777,7 @@ fn selection(out: &mut dyn Write, selection: &Selection, output: Output) -> io::
         writeln!(
             out,
             "{HEADING}──{HEADING:#} {} {COORDINATES}[{}-{}]{COORDINATES:#} {what}  \
-             {COORDINATES}bytes {}..{}{}{COORDINATES:#}  {DETAIL}{} tok  score {:.3}{DETAIL:#}",
+             {COORDINATES}bytes {}..{}{}{COORDINATES:#}  {DETAIL}{} tok  score {:.3}{}{DETAIL:#}",
             item.doc,
             item.edus[0],
             item.edus[1],
@@ -785,7 +785,8 @@ fn selection(out: &mut dyn Write, selection: &Selection, output: Output) -> io::
             item.bytes[1],
             pages(item.pages),
             item.tokens,
-            item.score
+            item.score,
+            (item.match_score).map_or_else(String::new, |m| format!(" (match {m:.3})")),
         )?;
         if output == Output::Text {
             writeln!(out, "{}", item.text.trim_end())?;

@@ -185,6 +185,8 @@ pub struct Select {
     pub filter: Option<Pred>,
     /// SEED and where it was.
     pub seed: Option<(Seed, Range<usize>)>,
+    /// SEED's `MIN x`: the least match score a seed hit keeps.
+    pub seed_min: Option<Value>,
     /// TRAVERSE and where it was.
     pub traverse: Option<(Traverse, Range<usize>)>,
     /// PROPAGATE and where it was.

@@ -224,7 +224,7 @@ fn fused(bm25: Vec<RankedHit>, near: Vec<RankedHit>, alpha: f32, wanted: usize) 
 }
 
 fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Selection> {
-    let seeded = match &plan.seed {
+    let mut seeded = match &plan.seed {
         Some(how) => {
             let timer = Timer::start();
             let seeded = seed(engine, plan, how)?;
@@ -233,6 +233,10 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
                 SeedMethod::Bm25 => format!("BM25('{quoted}')"),
                 SeedMethod::Near => format!("NEAR('{quoted}')"),
                 SeedMethod::Hybrid { alpha } => format!("HYBRID('{quoted}', {alpha})"),
+            };
+            let method = match how.min {
+                Some(min) => format!("{method} MIN {min}"),
+                None => method,
             };
             timer.stop(
                 stages,
@@ -262,6 +266,8 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
         format!("{} documents read from the store", views.len()),
         (passing, passing),
     );
+    let match_scores =
+        (seeded.as_mut()).map_or_else(MatchScores::default, |s| std::mem::take(&mut s.matches));
     let mut candidates = match seeded {
         Some(seeded) => {
             let index: HashMap<&str, usize> = doc_ids
@@ -388,7 +394,7 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
         (candidates.len(), picked.picks.len()),
     );
     let timer = Timer::start();
-    let items = linearise(&views, picked.picks, plan);
+    let items = linearise(&views, picked.picks, plan, &match_scores);
     timer.stop(
         stages,
         "linearise",
@@ -414,10 +420,12 @@ fn limit_text(limit: usize) -> String {
     }
 }
 
-/// What a seed found: node and EDU hits, each ranking normalised by its best.
+/// What a seed found: node and EDU hits, each ranking normalised by its
+/// best, and their match scores before that.
 struct Seeded {
     nodes: Vec<RankedHit>,
     edus: Vec<RankedHit>,
+    matches: MatchScores,
 }
 
 impl Seeded {
@@ -452,6 +460,7 @@ fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
         return Ok(Seeded {
             nodes: Vec::new(),
             edus: Vec::new(),
+            matches: MatchScores::default(),
         });
     }
     let scope = scope_ids(plan);
@@ -461,18 +470,20 @@ fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
         SeedMethod::Bm25 => None,
         SeedMethod::Near | SeedMethod::Hybrid { .. } => Some(engine.embed_query(text)?),
     };
-    let rank = |target| -> Result<Vec<RankedHit>> {
+    // A target's hits with their match scores (those under MIN dropped),
+    // and how many matched at all.
+    let rank = |target| -> Result<(Vec<RankedHit>, usize)> {
         let bm25 = || reader.rank(text, target, scope.as_deref(), wanted);
         let near = || match &query_vector {
             Some(query) => engine.vector_search(target, query, wanted, scope.as_deref()),
             None => Ok(Vec::new()),
         };
-        Ok(match how.method {
-            SeedMethod::Bm25 => normalised(bm25()?),
-            SeedMethod::Near => normalised(near()?),
+        let hits = match how.method {
+            SeedMethod::Bm25 => bm25()?,
+            SeedMethod::Near => near()?,
             // Both on a fixed scale before fusing, so a weak match in one
             // ranking is not lifted to 1 just for being that ranking's best.
-            SeedMethod::Hybrid { alpha } => normalised(fused(
+            SeedMethod::Hybrid { alpha } => fused(
                 scaled(
                     bm25()?,
                     reader.rank_ceiling(text, target, scope.as_deref())?,
@@ -480,13 +491,28 @@ fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
                 scaled(near()?, 1.0),
                 alpha,
                 wanted,
-            )),
+            ),
+        };
+        let matched = hits.len();
+        Ok(match how.min {
+            Some(min) => (
+                hits.into_iter().filter(|h| h.score >= min).collect(),
+                matched,
+            ),
+            None => (hits, matched),
         })
     };
+    let mut matches = MatchScores::default();
+    let mut seeded = |(hits, _): (Vec<RankedHit>, usize)| {
+        matches.record(&hits);
+        normalised(hits)
+    };
     if plan.output == Output::Nodes {
+        let nodes = seeded(rank(Target::Nodes)?);
         return Ok(Seeded {
-            nodes: rank(Target::Nodes)?,
+            nodes,
             edus: Vec::new(),
+            matches,
         });
     }
     // The two rankings are independent searches: run them side by side, on
@@ -494,12 +520,46 @@ fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
     let (nodes, edus) = rayon::join(|| rank(Target::Nodes), || rank(Target::Edus));
     let nodes = nodes?;
     // No node matched BM25: no EDU can either (node texts cover every EDU).
-    let edus = if nodes.is_empty() && how.method == SeedMethod::Bm25 {
-        Vec::new()
+    let edus = if nodes.1 == 0 && how.method == SeedMethod::Bm25 {
+        (Vec::new(), 0)
     } else {
         edus?
     };
-    Ok(Seeded { nodes, edus })
+    let (nodes, edus) = (seeded(nodes), seeded(edus));
+    Ok(Seeded {
+        nodes,
+        edus,
+        matches,
+    })
+}
+
+/// The seed's own scores of its hits (BM25, cosine similarity, HYBRID's
+/// fused score on its fixed scale), before each ranking is divided by its
+/// best: what a result item reports as its `match_score`.
+#[derive(Debug, Default)]
+struct MatchScores(HashMap<(String, Option<u32>, u32), f32>);
+
+impl MatchScores {
+    /// Keeps the scores of `hits`.
+    fn record(&mut self, hits: &[RankedHit]) {
+        for hit in hits {
+            let key = (hit.doc.clone(), hit.node, hit.span.first);
+            self.0.insert(key, hit.score);
+        }
+    }
+
+    /// The match score of a pick in document `doc`: its node's, or the best
+    /// of its EDUs'; `None` when it is no seed hit (a walk leaf, a
+    /// propagated node, an expansion).
+    fn of(&self, doc: &str, pick: &Candidate) -> Option<f32> {
+        let score = |node, first| self.0.get(&(doc.to_owned(), node, first)).copied();
+        match pick.node {
+            Some(node) => score(Some(node), pick.span.first),
+            None => (pick.span.first..=pick.span.last)
+                .filter_map(|e| score(None, e))
+                .reduce(f32::max),
+        }
+    }
 }
 
 /// Without a seed: every node (and EDU, when `edus`) in scope, score 0.
@@ -936,7 +996,12 @@ fn expand(view: &View, candidate: &Candidate, growth: Growth) -> Candidate {
 }
 
 /// Orders picks as the plan asks and reads their text (and boxes).
-fn linearise(views: &[View], mut picks: Vec<Candidate>, plan: &SelectPlan) -> Vec<Item> {
+fn linearise(
+    views: &[View],
+    mut picks: Vec<Candidate>,
+    plan: &SelectPlan,
+    matches: &MatchScores,
+) -> Vec<Item> {
     let times = &plan.times;
     match plan.order {
         Order::Position => {
@@ -985,6 +1050,12 @@ fn linearise(views: &[View], mut picks: Vec<Candidate>, plan: &SelectPlan) -> Ve
     }
     picks
         .iter()
-        .map(|p| views[p.doc].item(p, plan.boxes))
+        .map(|p| {
+            let view = &views[p.doc];
+            Item {
+                match_score: matches.of(&view.id, p),
+                ..view.item(p, plan.boxes)
+            }
+        })
         .collect()
 }

@@ -10,7 +10,7 @@ use super::lexer::{Token, TokenKind, tokenize};
 
 /// Every word of the grammar, spelt as in `docs/query-language.md` (for
 /// completion in the console; a test keeps it equal to the documented EBNF).
-pub const KEYWORDS: [&str; 56] = [
+pub const KEYWORDS: [&str; 57] = [
     "ACROSS",
     "ALPHA",
     "AND",
@@ -31,6 +31,7 @@ pub const KEYWORDS: [&str; 56] = [
     "JSON",
     "LEVEL",
     "LIMIT",
+    "MIN",
     "NEAR",
     "NODE",
     "NODES",
@@ -294,6 +295,9 @@ impl Parser<'_> {
                 "SEED" => {
                     self.advance();
                     let seed = self.seed()?;
+                    if self.eat_word("MIN") {
+                        select.seed_min = Some(self.number("the least match score to keep")?);
+                    }
                     select.seed = Some((seed, at.start..self.previous_end()));
                 }
                 "TRAVERSE" => {

@@ -30,6 +30,9 @@ pub const MAX_PAGE: u64 = 1_000_000;
 pub const MAX_CONTEXT: u64 = 10_000;
 /// Longest accepted compiled regex, in bytes.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Largest `MIN` a BM25 seed takes (BM25 scores are unbounded; real ones
+/// stay far below this).
+const MAX_BM25_MIN: f64 = 1000.0;
 /// Longest seed text (BM25, NEAR, HYBRID), inline or a parameter, in
 /// bytes: about 3,000 words, more than any question; the cost of a full-text
 /// query grows with its terms.
@@ -112,6 +115,10 @@ pub struct SeedPlan {
     pub text: String,
     /// How.
     pub method: SeedMethod,
+    /// `MIN x`: hits whose match score (BM25, cosine, HYBRID's fused
+    /// score on its fixed scale) is below it are dropped before the
+    /// ranking is divided by its best.
+    pub min: Option<f32>,
 }
 
 /// How a SEED scores nodes and EDUs.
@@ -449,23 +456,33 @@ impl Binder<'_> {
         let filter = select.filter.as_ref().map(|p| self.filter(p)).transpose()?;
         let seed = match &select.seed {
             None => None,
-            Some((Seed::Bm25(text), _)) => Some(SeedPlan {
-                text: self.seed_text(text)?,
-                method: SeedMethod::Bm25,
-            }),
-            Some((Seed::Near(text), _)) => Some(SeedPlan {
-                text: self.seed_text(text)?,
-                method: SeedMethod::Near,
-            }),
-            Some((Seed::Hybrid(text, alpha), _)) => Some(SeedPlan {
-                text: self.seed_text(text)?,
-                method: SeedMethod::Hybrid {
-                    alpha: match alpha {
-                        Some(v) => self.real(v, "HYBRID's alpha", 0.0..1.0)? as f32,
-                        None => DEFAULT_HYBRID_ALPHA,
-                    },
-                },
-            }),
+            Some((seed, _)) => {
+                let (text, method) = match seed {
+                    Seed::Bm25(text) => (text, SeedMethod::Bm25),
+                    Seed::Near(text) => (text, SeedMethod::Near),
+                    Seed::Hybrid(text, alpha) => (
+                        text,
+                        SeedMethod::Hybrid {
+                            alpha: match alpha {
+                                Some(v) => self.real(v, "HYBRID's alpha", 0.0..1.0)? as f32,
+                                None => DEFAULT_HYBRID_ALPHA,
+                            },
+                        },
+                    ),
+                };
+                let most = match method {
+                    SeedMethod::Bm25 => MAX_BM25_MIN,
+                    SeedMethod::Near | SeedMethod::Hybrid { .. } => 1.0,
+                };
+                let min = (select.seed_min.as_ref())
+                    .map(|v| self.real(v, "SEED's MIN", 0.0..most))
+                    .transpose()?;
+                Some(SeedPlan {
+                    text: self.seed_text(text)?,
+                    method,
+                    min: min.map(|m| m as f32),
+                })
+            }
         };
         let propagate = match &select.propagate {
             None => None,

@@ -149,6 +149,7 @@ impl View {
             bytes: self.bytes_of(span),
             tokens: self.loaded.tokens.tokens(span),
             score: candidate.score,
+            match_score: None,
             pages: self.pages(candidate).map(|p| [p.start + 1, p.end]),
             boxes: boxes.then(|| self.boxes(candidate)),
             text: self.text_of(span).to_owned(),

@@ -226,6 +226,38 @@ fn user_errors_exit_1_with_clear_messages() {
 }
 
 #[test]
+fn show_page_lists_a_pages_edus_and_names_pages_past_the_last() {
+    let (dir, db) = fixture();
+    let pdf = dir.path().join("acme.pdf");
+    std::fs::write(
+        &pdf,
+        crate::support::small_pdf(&["Net sales rose in 2020.", "Capital spending fell."]),
+    )
+    .unwrap();
+    let out = edudb(&db, &["ingest", pdf.to_str().unwrap(), "-q"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = json(&db, &["show", "acme", "--page", "1"]);
+    let texts: Vec<&str> = (shown.as_array().unwrap().iter())
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Net sales rose in 2020.", "Capital spending fell."]);
+    for (args, message) in [
+        (
+            vec!["show", "acme", "--page", "2"],
+            "acme has 1 page: --page 2 is past its last",
+        ),
+        (
+            vec!["show", "guide", "--page", "1"],
+            "guide has no pages: --page is for documents read from a PDF",
+        ),
+    ] {
+        let out = edudb(&db, &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
 fn a_second_process_gets_busy_after_its_timeout() {
     let (_dir, db) = fixture();
     let held = edudb::Db::open(&db).unwrap();
@@ -336,6 +368,16 @@ fn query_prints_results_json_and_located_errors() {
     assert!(result["tokens_used"].as_u64().unwrap() <= 40);
     assert_eq!(result["budget"], 40);
     assert_eq!(result["results"][0]["doc"], "guide");
+    let best = "SELECT SPANS FROM * SEED BM25('byte ranges') LIMIT 1";
+    let match_score = json(&db, &["query", best])["results"][0]["match_score"]
+        .as_f64()
+        .unwrap();
+    let printed = edudb(&db, &["query", best]);
+    assert!(
+        text(&printed).contains(&format!("score 1.000 (match {match_score:.3})")),
+        "{}",
+        text(&printed)
+    );
     let same = edudb(
         &db,
         &[

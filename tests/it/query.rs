@@ -364,7 +364,17 @@ fn the_json_contract() {
     assert_eq!(
         fields,
         [
-            "bytes", "doc", "edus", "kind", "level", "node", "score", "text", "title", "tokens"
+            "bytes",
+            "doc",
+            "edus",
+            "kind",
+            "level",
+            "match_score",
+            "node",
+            "score",
+            "text",
+            "title",
+            "tokens"
         ]
     );
     assert!(
@@ -386,6 +396,67 @@ fn the_json_contract() {
         assert_eq!(stage["device"], "cpu");
         assert!(stage["elapsed"].as_f64().unwrap() >= 0.0);
     }
+}
+
+/// A seed's scores are each divided by the ranking's best, so the best hit
+/// scores 1 however poorly it matches; `match_score` keeps the seed's own
+/// score, and `MIN` cuts on it.
+#[test]
+fn match_scores_are_the_seeds_own_and_min_cuts_on_them() {
+    let (_dir, db) = store();
+    let unrelated = "SELECT FROM * SEED NEAR('hazardous actions within perilous procedures')";
+    let best = &selection(&db, &format!("{unrelated} LIMIT 1")).items[0];
+    let raw = best.match_score.expect("a seed hit has its match score");
+    assert_eq!(best.score, 1.0, "divided by the best");
+    assert!(raw > 0.0 && raw < 1.0, "a cosine similarity: {raw}");
+    let kept = selection(&db, &format!("{unrelated} MIN {raw} LIMIT 1")).items;
+    assert_eq!(
+        kept.first().map(|i| (&i.doc, i.edus)),
+        Some((&best.doc, best.edus))
+    );
+    let above = raw + 1e-4;
+    let cut = selection(&db, &format!("{unrelated} MIN {above} LIMIT 50")).items;
+    assert!(
+        cut.iter().all(|i| i.match_score.unwrap() >= above),
+        "{cut:?}"
+    );
+    assert!(!cut.iter().any(|i| i.doc == best.doc && i.edus == best.edus));
+    // BM25: an EDU's match score is its BM25 score, ranked as scored.
+    let hits = selection(
+        &db,
+        "SELECT FROM doc('garden') SEED BM25('water soil') ORDER BY SCORE LIMIT 5",
+    )
+    .items;
+    let scores: Vec<f32> = hits.iter().map(|i| i.match_score.unwrap()).collect();
+    assert!(
+        scores.windows(2).all(|w| w[0] >= w[1]) && scores[0] > 1.0,
+        "{scores:?}"
+    );
+    let over = selection(
+        &db,
+        "SELECT FROM doc('garden') SEED BM25('water soil') MIN 999 LIMIT 5",
+    );
+    assert!(over.items.is_empty(), "nothing scores 999");
+    // No seed, no match score; EXPLAIN shows the cut.
+    let scanned = selection(&db, "SELECT FROM doc('garden') LIMIT 3").items;
+    assert!(scanned.iter().all(|i| i.match_score.is_none()));
+    let explained = run(&db, &format!("EXPLAIN {unrelated} MIN 0.25 LIMIT 1")).to_json();
+    let seed = explained["plan"][0]["detail"].as_str().unwrap();
+    assert!(seed.contains(" MIN 0.25 "), "{seed}");
+    // Out of range: a cosine (or HYBRID's fused score) is at most 1.
+    let error = query_error(&db, "SELECT FROM * SEED NEAR('x') MIN 2");
+    assert!(
+        error
+            .to_string()
+            .contains("SEED's MIN must be a number from 0 to 1"),
+        "{error}"
+    );
+    assert_eq!((error.line, error.column), (1, 34));
+    let error = query_error(&db, "SELECT FROM * SEED BM25('x') MIN LIMIT 3");
+    assert!(
+        error.to_string().contains("the least match score to keep"),
+        "{error}"
+    );
 }
 
 #[test]
