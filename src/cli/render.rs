@@ -83,10 +83,10 @@ pub fn ingest_report(
     skipped: &[std::path::PathBuf],
     as_json: bool,
 ) -> io::Result<()> {
-    let skip_reason = format!(
-        "not a known extension ({})",
-        edudb::ingest::sources::KNOWN_EXTENSIONS.join(", ")
-    );
+    let known: Vec<&str> = (edudb::ingest::pipeline::EXTENSIONS.iter())
+        .map(|(name, _)| *name)
+        .collect();
+    let skip_reason = format!("not a known extension ({})", known.join(", "));
     let seconds = report.elapsed.as_secs_f64();
     let rate = if seconds > 0.0 {
         megabytes(report.bytes()) / seconds

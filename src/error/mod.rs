@@ -47,6 +47,19 @@ pub enum Error {
         /// File name or document id.
         source_name: String,
     },
+    /// A file whose extension names no format edudb reads (a directory
+    /// walk leaves such files out the same way).
+    #[error(
+        "{source_name}: .{extension} files are not read (edudb reads {known}); give --format text, markdown, html or pdf to read it as one of those; not ingested"
+    )]
+    UnreadExtension {
+        /// The file's path.
+        source_name: String,
+        /// Its extension, as written.
+        extension: String,
+        /// The extensions edudb reads.
+        known: String,
+    },
     /// A PDF that cannot be read: damaged, encrypted with a password,
     /// without a text layer, or refused by the reader.
     #[error("{source_name}: {message}; not ingested")]
@@ -376,6 +389,7 @@ impl Error {
             Error::InvalidUtf8 { .. }
                 | Error::Binary { .. }
                 | Error::Container { .. }
+                | Error::UnreadExtension { .. }
                 | Error::Pdf { .. }
                 | Error::EmptyDocument { .. }
                 | Error::TooLarge { .. }

@@ -165,22 +165,57 @@ impl std::str::FromStr for Format {
     }
 }
 
+/// The file extensions edudb reads, each with the format it names: a
+/// directory ingests the files that have one, and a file named with any
+/// other extension is refused the same way ([`check_extension`]).
+pub const EXTENSIONS: &[(&str, Format)] = &[
+    ("md", Format::Markdown),
+    ("markdown", Format::Markdown),
+    ("mdown", Format::Markdown),
+    ("mkd", Format::Markdown),
+    ("html", Format::Html),
+    ("htm", Format::Html),
+    ("xhtml", Format::Html),
+    ("txt", Format::Text),
+    ("text", Format::Text),
+    ("pdf", Format::Pdf),
+];
+
 /// The format for a file: from its extension, else sniffed from its text.
 pub fn detect_format(path: Option<&Path>, text: &str) -> Format {
     format_of_extension(path).unwrap_or_else(|| sniff_format(text))
 }
 
-/// The format a file's extension names, if it names one.
-fn format_of_extension(path: Option<&Path>) -> Option<Format> {
-    path.and_then(|p| p.extension())
-        .and_then(|e| e.to_str())
-        .and_then(|e| match e.to_ascii_lowercase().as_str() {
-            "md" | "markdown" | "mdown" | "mkd" => Some(Format::Markdown),
-            "html" | "htm" | "xhtml" => Some(Format::Html),
-            "txt" | "text" => Some(Format::Text),
-            "pdf" => Some(Format::Pdf),
-            _ => None,
-        })
+/// The format a file's extension names, if it is one of [`EXTENSIONS`].
+pub fn format_of_extension(path: Option<&Path>) -> Option<Format> {
+    let extension = extension(path)?.to_ascii_lowercase();
+    (EXTENSIONS.iter())
+        .find(|(name, _)| *name == extension)
+        .map(|&(_, format)| format)
+}
+
+/// Refuses a file whose extension is not one of [`EXTENSIONS`] when no
+/// `format` is given, as a directory walk leaves such files out (a file
+/// without an extension, or standard input, is sniffed instead).
+pub fn check_extension(format: Option<Format>, path: Option<&Path>) -> Result<()> {
+    match (format, extension(path)) {
+        (None, Some(extension)) if format_of_extension(path).is_none() => {
+            Err(Error::UnreadExtension {
+                source_name: path.map(|p| p.display().to_string()).unwrap_or_default(),
+                extension: extension.to_owned(),
+                known: (EXTENSIONS.iter())
+                    .map(|(name, _)| format!(".{name}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A path's extension, when it has one in UTF-8.
+fn extension(path: Option<&Path>) -> Option<&str> {
+    path.and_then(Path::extension).and_then(|e| e.to_str())
 }
 
 /// Guesses the format of text with no telling extension.
@@ -500,6 +535,7 @@ pub fn prepare(
 ) -> Result<Prepared> {
     // Sources built by library callers skip `sources::expand`'s check.
     crate::model::ids::validate_id(&source.id)?;
+    check_extension(options.format, source.path())?;
     let bytes = source.read()?;
     let (layout, format, pages) = if is_pdf(options.format, source.path(), &bytes) {
         check_size(&source.name(), &bytes)?;

@@ -6,12 +6,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::ingest::pipeline::format_of_extension;
 use crate::model::ids::validate_id;
-
-/// File extensions picked up when a directory is ingested.
-pub const KNOWN_EXTENSIONS: &[&str] = &[
-    "md", "markdown", "txt", "text", "html", "htm", "xhtml", "pdf",
-];
 
 /// Where one input's bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +83,7 @@ pub fn read_stdin() -> Result<Vec<u8>> {
 }
 
 /// Expands command-line inputs into sources. `-` is standard input; a
-/// directory contributes every file with a [`KNOWN_EXTENSIONS`] extension
+/// directory contributes every file with one of [`EXTENSIONS`](crate::ingest::pipeline::EXTENSIONS)
 /// below it, with ids `sub/dir/name`; a file's id is its name without the
 /// extension. `id` overrides the id and is only allowed with one input that
 /// is not a directory. Ids are checked and must be unique.
@@ -96,7 +92,7 @@ pub fn expand(inputs: &[PathBuf], id: Option<&str>) -> Result<Vec<Source>> {
 }
 
 /// [`expand`], also returning the files found in directories that were
-/// skipped because their extension is not one of [`KNOWN_EXTENSIONS`]
+/// skipped because their extension is not one of [`EXTENSIONS`](crate::ingest::pipeline::EXTENSIONS)
 /// (sorted), so a caller can say what it left out.
 pub fn expand_listing_skipped(
     inputs: &[PathBuf],
@@ -206,9 +202,7 @@ fn walk(root: &Path, sources: &mut Vec<Source>, skipped: &mut Vec<PathBuf>) -> R
 }
 
 fn has_known_extension(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| KNOWN_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+    format_of_extension(Some(path)).is_some()
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::ask::AskOptions;
 use crate::error::{Error, Result};
 use crate::ingest::pipeline::{
-    IngestOptions, IpMakerKind, Structurer, decode, detect_format, is_pdf,
+    IngestOptions, IpMakerKind, Structurer, check_extension, decode, detect_format, is_pdf,
 };
 use crate::ingest::sources::{Origin, Source};
 use crate::memory::TurnInput;
@@ -308,6 +308,7 @@ impl Client {
 fn job_document(source: &Source, bytes: Vec<u8>, options: IngestOptions) -> Result<(Value, u64)> {
     use base64::Engine as _;
     let name = source.name();
+    check_extension(options.format, source.path())?;
     if is_pdf(options.format, source.path(), &bytes) {
         let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
         let document = json!({"id": source.id, "data_base64": data, "format": "pdf"});

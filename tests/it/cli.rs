@@ -77,6 +77,55 @@ fn ingest_says_which_files_it_skipped() {
     assert!(shown.contains("LICENSE"), "{shown}");
 }
 
+/// A file whose extension edudb does not read is refused when named, as a
+/// directory walk leaves it out; `--format` reads it anyway.
+#[test]
+fn a_file_of_an_unread_extension_is_refused_alone_and_skipped_in_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let rst = docs.join("notes.rst");
+    std::fs::write(&rst, "Notes\n=====\n\nThe lamp is lit.\n").unwrap();
+    std::fs::write(docs.join("notes.mkd"), "# Notes\n\nThe lamp is lit.\n").unwrap();
+    let db = dir.path().join("db");
+    let out = edudb(&db, &["ingest", rst.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("notes.rst: .rst files are not read (edudb reads .md, .markdown")
+            && stderr(&out).contains("give --format text"),
+        "{}",
+        stderr(&out)
+    );
+    let out = edudb(&db, &["ingest", docs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text(&out).contains("skipped 1 file, not a known extension")
+            && text(&out).contains("notes.rst"),
+        "{}",
+        text(&out)
+    );
+    let ids: Vec<String> = (json(&db, &["docs"]).as_array().unwrap().iter())
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        ids,
+        ["notes"],
+        "the .mkd file, read as Markdown in both places"
+    );
+    let out = edudb(
+        &db,
+        &[
+            "ingest",
+            "--format",
+            "text",
+            "--id",
+            "rst",
+            rst.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 #[test]
 fn listings_have_the_documented_json_shapes() {
     let (_dir, db) = fixture();
