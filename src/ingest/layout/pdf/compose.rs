@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::headings::At;
+use super::lines::At;
 use super::lines::Line;
 use super::tables::row_text;
 use crate::ingest::layout::{Block, BlockKind, Layout};

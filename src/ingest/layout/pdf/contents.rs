@@ -11,8 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::headings::{At, unnumbered};
-use super::lines::Line;
+use super::lines::{At, Line, unnumbered};
 use crate::compute::embed::hashed::words;
 
 /// Words a number after which numbers a heading (`Item 5`), not a page.
@@ -55,6 +54,9 @@ pub struct Entry {
     pub last_line: Vec<String>,
     /// The page number printed beside it.
     pub printed: usize,
+    /// The (0-based) page of the contents it is listed on: the headings it
+    /// names come after it.
+    pub listed_on: usize,
 }
 
 /// The tables of contents of a document: their entries in order and every
@@ -100,6 +102,7 @@ pub fn find(pages: &[Vec<Line>], furniture: &[Vec<bool>]) -> Contents {
                 title: unnumbered(joined),
                 last_line: unnumbered(own),
                 printed,
+                listed_on: p,
             });
             previous = Some(i);
         }
@@ -142,7 +145,7 @@ pub fn name_headings(
     contents: &Contents,
     styled: &HashSet<At>,
 ) -> HashMap<At, usize> {
-    let Some(start) = contents.lines.iter().map(|&(p, _)| p).max() else {
+    let Some(start) = contents.entries.iter().map(|e| e.listed_on).min() else {
         return HashMap::new();
     };
     let candidates: Vec<(At, Vec<String>)> = (start..pages.len())
@@ -156,7 +159,7 @@ pub fn name_headings(
     let naming: Vec<Vec<At>> = (contents.entries.iter())
         .map(|entry| {
             (candidates.iter())
-                .filter(|(_, line)| names(entry, line))
+                .filter(|(at, line)| at.0 >= entry.listed_on && names(entry, line))
                 .map(|(at, _)| *at)
                 .collect()
         })
@@ -240,9 +243,8 @@ fn without_number(text: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::ingest::layout::pdf::headings::{body_style, headings};
     use crate::ingest::layout::pdf::lines::Cell;
     use crate::model::pages::BoxPt;
 
@@ -267,7 +269,9 @@ mod tests {
         texts.iter().map(|t| line(t)).collect()
     }
 
-    fn filing() -> Vec<Vec<Line>> {
+    /// A cover, a contents page and the pages its entries name (printed
+    /// page n is file page n + 1), then an appendix.
+    pub(crate) fn filing() -> Vec<Vec<Line>> {
         let mut pages = vec![
             page(&["FORM 10-K", "ACME CORP"]),
             page(&[
@@ -350,7 +354,16 @@ mod tests {
 
     #[test]
     fn entries_name_their_headings_where_the_printed_pages_say() {
-        let pages = filing();
+        let mut pages = filing();
+        // A second contents page near the end (an index of schedules) does
+        // not hide the headings the first one names before it.
+        pages.push(page(&[
+            "Schedule A | 9",
+            "Schedule B | 9",
+            "Schedule C | 9",
+            "Schedule D | 9",
+            "Schedule E | 9",
+        ]));
         let taken: Vec<Vec<bool>> = pages.iter().map(|p| vec![false; p.len()]).collect();
         let contents = find(&pages, &taken);
         let named = name_headings(&pages, &taken, &contents, &HashSet::new());
@@ -370,28 +383,5 @@ mod tests {
         );
         assert_eq!(named.len(), 5, "{named:?}");
         assert!(!named.contains_key(&(4, 2)), "a subheading no entry names");
-    }
-
-    #[test]
-    fn the_contents_make_headings_of_what_they_name_and_none_of_their_own_lines() {
-        let pages = filing();
-        let taken: Vec<Vec<bool>> = pages.iter().map(|p| vec![false; p.len()]).collect();
-        let body = body_style(&pages, &taken);
-        let contents = find(&pages, &taken);
-        let found = headings(&pages, &taken, &[], body, &contents);
-        assert!(!found.contains_key(&(1, 2)), "PART I on the contents page");
-        assert!(!found.contains_key(&(1, 6)), "Item 5. on the contents page");
-        assert!(found.contains_key(&(3, 0)), "PART I where it starts");
-        let statement = (7, 1);
-        assert!(
-            found.contains_key(&statement),
-            "a heading set like body text, named by the contents"
-        );
-        let without = headings(&pages, &taken, &[], body, &Contents::default());
-        assert!(!without.contains_key(&statement));
-        assert!(
-            without.contains_key(&(1, 2)),
-            "without contents, PART I is taken"
-        );
     }
 }

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::contents::{self, Contents};
-use super::lines::Line;
+use super::lines::{At, Line, unnumbered};
 use crate::compute::embed::hashed::words;
 
 /// One outline (bookmark) entry: its title, depth (0 at the top) and page.
@@ -43,9 +43,6 @@ const BODY_WORDS: usize = 8;
 const TITLE_LINES: usize = 3;
 /// Share of an outline's entries that must name a line for it to be used.
 const OUTLINE_MATCHED: f32 = 0.5;
-
-/// Where a line is: a page and its index on the page.
-pub type At = (usize, usize);
 
 /// The body text's type: its size in points and whether it is bold.
 pub type BodyStyle = (f32, bool);
@@ -320,24 +317,10 @@ fn is_capitals(text: &str) -> bool {
     letters >= 4 && upper * 10 >= letters * 8
 }
 
-/// `words` without the numbering in front (`1`, `2.1`, `IV`, `Item 7`).
-pub(super) fn unnumbered(mut words: Vec<String>) -> Vec<String> {
-    let is_number = |w: &str| {
-        w.chars().all(|c| c.is_ascii_digit())
-            || (w.len() <= 4 && w.chars().all(|c| "ivxl".contains(c)))
-            || w == "item"
-            || w == "part"
-    };
-    let numbers = words.iter().take_while(|w| is_number(w)).count();
-    if numbers < words.len() {
-        words.drain(..numbers);
-    }
-    words
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::layout::pdf::contents::tests::filing;
     use crate::ingest::layout::pdf::lines::Cell;
     use crate::model::pages::BoxPt;
 
@@ -357,6 +340,17 @@ mod tests {
 
     fn body(text: &str) -> Line {
         line(text, 10.0, false)
+    }
+
+    /// Headings from type and numbering alone: no outline, no contents.
+    fn from_type(pages: &[Vec<Line>], taken: &[Vec<bool>]) -> HashMap<At, u8> {
+        headings(
+            pages,
+            taken,
+            &[],
+            body_style(pages, taken),
+            &Contents::default(),
+        )
     }
 
     #[test]
@@ -379,13 +373,7 @@ mod tests {
         ];
         let taken = [vec![false; page.len()]];
         let pages = [page];
-        let found = headings(
-            &pages,
-            &taken,
-            &[],
-            body_style(&pages, &taken),
-            &Contents::default(),
-        );
+        let found = from_type(&pages, &taken);
         assert_eq!(found.get(&(0, 0)), Some(&1), "the part");
         assert_eq!(found.get(&(0, 1)), Some(&2), "the item");
         // Unnumbered: the larger style ranks above the bold one.
@@ -408,13 +396,7 @@ mod tests {
         page.push(body("Consider the following example of a long match:"));
         let taken = [vec![false; page.len()]];
         let pages = [page];
-        let found = headings(
-            &pages,
-            &taken,
-            &[],
-            body_style(&pages, &taken),
-            &Contents::default(),
-        );
+        let found = from_type(&pages, &taken);
         // Only the heading; prose lines, larger than the code, stay body.
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found.get(&(0, 0)), Some(&1));
@@ -533,5 +515,28 @@ mod tests {
         assert_eq!(numbering("2.1 Scope of work"), Numbering::Decimal(2));
         assert_eq!(numbering("2018 was a good year"), Numbering::None);
         assert_eq!(numbering("Partners in growth"), Numbering::None);
+    }
+
+    #[test]
+    fn the_contents_make_headings_of_what_they_name_and_none_of_their_own_lines() {
+        let pages = filing();
+        let taken: Vec<Vec<bool>> = pages.iter().map(|p| vec![false; p.len()]).collect();
+        let body = body_style(&pages, &taken);
+        let contents = contents::find(&pages, &taken);
+        let found = headings(&pages, &taken, &[], body, &contents);
+        assert!(!found.contains_key(&(1, 2)), "PART I on the contents page");
+        assert!(!found.contains_key(&(1, 6)), "Item 5. on the contents page");
+        assert!(found.contains_key(&(3, 0)), "PART I where it starts");
+        let statement = (7, 1);
+        assert!(
+            found.contains_key(&statement),
+            "a heading set like body text, named by the contents"
+        );
+        let without = headings(&pages, &taken, &[], body, &Contents::default());
+        assert!(!without.contains_key(&statement));
+        assert!(
+            without.contains_key(&(1, 2)),
+            "without contents, PART I is taken"
+        );
     }
 }

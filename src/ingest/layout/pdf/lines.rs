@@ -190,6 +190,24 @@ pub fn plain_text(text: &str) -> String {
     out
 }
 
+/// Where a line is: a page and its index on the page.
+pub type At = (usize, usize);
+
+/// `words` without the numbering in front (`1`, `2.1`, `IV`, `Item 7`).
+pub fn unnumbered(mut words: Vec<String>) -> Vec<String> {
+    let is_number = |w: &str| {
+        w.chars().all(|c| c.is_ascii_digit())
+            || (w.len() <= 4 && w.chars().all(|c| "ivxl".contains(c)))
+            || w == "item"
+            || w == "part"
+    };
+    let numbers = words.iter().take_while(|w| is_number(w)).count();
+    if numbers < words.len() {
+        words.drain(..numbers);
+    }
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
