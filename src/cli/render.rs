@@ -83,7 +83,7 @@ pub fn ingest_report(
     skipped: &[std::path::PathBuf],
     as_json: bool,
 ) -> io::Result<()> {
-    let known: Vec<&str> = (edudb::ingest::pipeline::EXTENSIONS.iter())
+    let known: Vec<&str> = (edudb::ingest::sources::EXTENSIONS.iter())
         .map(|(name, _)| *name)
         .collect();
     let skip_reason = format!("not a known extension ({})", known.join(", "));

@@ -17,7 +17,7 @@ use crate::ingest::dag::llm::LlmIpWriter;
 use crate::ingest::dag::model_attention::ModelAttention;
 use crate::ingest::layout::{self, BlockKind, Layout};
 use crate::ingest::segment;
-use crate::ingest::sources::Source;
+use crate::ingest::sources::{Source, check_extension, format_of_extension};
 use crate::ingest::tree::llm::LlmStructurer;
 use crate::ingest::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, Tree, TreeBuilder};
 use crate::model::cost::LlmCost;
@@ -165,57 +165,9 @@ impl std::str::FromStr for Format {
     }
 }
 
-/// The file extensions edudb reads, each with the format it names: a
-/// directory ingests the files that have one, and a file named with any
-/// other extension is refused the same way ([`check_extension`]).
-pub const EXTENSIONS: &[(&str, Format)] = &[
-    ("md", Format::Markdown),
-    ("markdown", Format::Markdown),
-    ("mdown", Format::Markdown),
-    ("mkd", Format::Markdown),
-    ("html", Format::Html),
-    ("htm", Format::Html),
-    ("xhtml", Format::Html),
-    ("txt", Format::Text),
-    ("text", Format::Text),
-    ("pdf", Format::Pdf),
-];
-
 /// The format for a file: from its extension, else sniffed from its text.
 pub fn detect_format(path: Option<&Path>, text: &str) -> Format {
     format_of_extension(path).unwrap_or_else(|| sniff_format(text))
-}
-
-/// The format a file's extension names, if it is one of [`EXTENSIONS`].
-pub fn format_of_extension(path: Option<&Path>) -> Option<Format> {
-    let extension = extension(path)?.to_ascii_lowercase();
-    (EXTENSIONS.iter())
-        .find(|(name, _)| *name == extension)
-        .map(|&(_, format)| format)
-}
-
-/// Refuses a file whose extension is not one of [`EXTENSIONS`] when no
-/// `format` is given, as a directory walk leaves such files out (a file
-/// without an extension, or standard input, is sniffed instead).
-pub fn check_extension(format: Option<Format>, path: Option<&Path>) -> Result<()> {
-    match (format, extension(path)) {
-        (None, Some(extension)) if format_of_extension(path).is_none() => {
-            Err(Error::UnreadExtension {
-                source_name: path.map(|p| p.display().to_string()).unwrap_or_default(),
-                extension: extension.to_owned(),
-                known: (EXTENSIONS.iter())
-                    .map(|(name, _)| format!(".{name}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A path's extension, when it has one in UTF-8.
-fn extension(path: Option<&Path>) -> Option<&str> {
-    path.and_then(Path::extension).and_then(|e| e.to_str())
 }
 
 /// Guesses the format of text with no telling extension.

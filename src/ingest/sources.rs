@@ -6,8 +6,56 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::ingest::pipeline::format_of_extension;
+use crate::model::document::Format;
 use crate::model::ids::validate_id;
+
+/// The file extensions edudb reads, each with the format it names: a
+/// directory ingests the files that have one, and a file named with any
+/// other extension is refused the same way ([`check_extension`]).
+pub const EXTENSIONS: &[(&str, Format)] = &[
+    ("md", Format::Markdown),
+    ("markdown", Format::Markdown),
+    ("mdown", Format::Markdown),
+    ("mkd", Format::Markdown),
+    ("html", Format::Html),
+    ("htm", Format::Html),
+    ("xhtml", Format::Html),
+    ("txt", Format::Text),
+    ("text", Format::Text),
+    ("pdf", Format::Pdf),
+];
+
+/// The format a file's extension names, if it is one of [`EXTENSIONS`].
+pub fn format_of_extension(path: Option<&Path>) -> Option<Format> {
+    let extension = extension(path)?.to_ascii_lowercase();
+    (EXTENSIONS.iter())
+        .find(|(name, _)| *name == extension)
+        .map(|&(_, format)| format)
+}
+
+/// Refuses a file whose extension is not one of [`EXTENSIONS`] when no
+/// `format` is given, as a directory walk leaves such files out (a file
+/// without an extension, or standard input, is sniffed instead).
+pub fn check_extension(format: Option<Format>, path: Option<&Path>) -> Result<()> {
+    match (format, extension(path)) {
+        (None, Some(extension)) if format_of_extension(path).is_none() => {
+            Err(Error::UnreadExtension {
+                source_name: path.map(|p| p.display().to_string()).unwrap_or_default(),
+                extension: extension.to_owned(),
+                known: (EXTENSIONS.iter())
+                    .map(|(name, _)| format!(".{name}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A path's extension, when it has one in UTF-8.
+fn extension(path: Option<&Path>) -> Option<&str> {
+    path.and_then(Path::extension).and_then(|e| e.to_str())
+}
 
 /// Where one input's bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +131,7 @@ pub fn read_stdin() -> Result<Vec<u8>> {
 }
 
 /// Expands command-line inputs into sources. `-` is standard input; a
-/// directory contributes every file with one of [`EXTENSIONS`](crate::ingest::pipeline::EXTENSIONS)
+/// directory contributes every file with one of [`EXTENSIONS`]
 /// below it, with ids `sub/dir/name`; a file's id is its name without the
 /// extension. `id` overrides the id and is only allowed with one input that
 /// is not a directory. Ids are checked and must be unique.
@@ -92,7 +140,7 @@ pub fn expand(inputs: &[PathBuf], id: Option<&str>) -> Result<Vec<Source>> {
 }
 
 /// [`expand`], also returning the files found in directories that were
-/// skipped because their extension is not one of [`EXTENSIONS`](crate::ingest::pipeline::EXTENSIONS)
+/// skipped because their extension is not one of [`EXTENSIONS`]
 /// (sorted), so a caller can say what it left out.
 pub fn expand_listing_skipped(
     inputs: &[PathBuf],

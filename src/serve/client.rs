@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use crate::ask::AskOptions;
 use crate::error::{Error, Result};
 use crate::ingest::pipeline::{
-    IngestOptions, IpMakerKind, Structurer, check_extension, decode, detect_format, is_pdf,
+    IngestOptions, IpMakerKind, Structurer, decode, detect_format, is_pdf,
 };
-use crate::ingest::sources::{Origin, Source};
+use crate::ingest::sources::{Origin, Source, check_extension};
 use crate::memory::TurnInput;
 use crate::model::cost::LlmCost;
 use crate::progress::{CancelToken, NoProgress, Progress};
