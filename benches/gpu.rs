@@ -19,6 +19,12 @@
 //! which the GPU wins: what `GPU_MIN_PROPAGATION_WORK`,
 //! `GPU_MIN_ATTENTION_WORK` and `GPU_MIN_SEGMENT_MEAN_WORK` are set from.
 //!
+//! With `EDUDB_GPU_JSON=PATH` it also writes one JSON report (what
+//! `.ci/gpu-check` collects): the device, its copy bandwidth, propagation
+//! at 1k, 100k and 10M edges by 1, 64 and 1,024 queries per batch beside
+//! the CPU reference, and the attention rows; without a GPU, the same
+//! shape with every measurement `null` and each row saying why.
+//!
 //! `cargo bench --features cuda --bench gpu`
 
 use std::ffi::c_void;
@@ -34,22 +40,177 @@ use edudb::compute::gpu::{Gpu, KernelDevice};
 use edudb::compute::propagate::{self, PropagateOptions, PropagationGraph};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
 
 fn main() {
+    let report = std::env::var_os("EDUDB_GPU_JSON").map(std::path::PathBuf::from);
     let gpu = match Gpu::open() {
         Ok(gpu) => gpu,
         Err(why) => {
             println!("no GPU ({why}): nothing to benchmark");
+            if let Some(path) = report {
+                let reason = format!("not measured: no GPU ({why})");
+                write_report(&path, &unmeasured(&reason));
+            }
             return;
         }
     };
     println!("device: {}", gpu.name());
     let copy = copy_bandwidth(&gpu);
     println!("device-to-device copy: {copy:.0} GB/s (bytes read + written)\n");
+    let grid = grid(&gpu, copy);
     propagation(&gpu, copy);
     lanes_per_node(&gpu);
-    attention(&gpu);
+    let attention = attention(&gpu);
     crossover(&gpu);
+    if let Some(path) = report {
+        write_report(
+            &path,
+            &json!({
+                "device": gpu.name(),
+                "copy_gbs": copy,
+                "propagation": grid,
+                "attention": attention,
+            }),
+        );
+    }
+}
+
+/// Edges of the grid's graphs (`.ci/gpu-check`'s JSON).
+const GRID_EDGES: [usize; 3] = [1_000, 100_000, 10_000_000];
+/// Queries per batch of the grid.
+const GRID_BATCHES: [usize; 3] = [1, 64, 1024];
+/// Largest edges × queries the CPU reference is timed at in the grid (past
+/// it, one CPU call takes minutes of the device machine's time).
+const GRID_CPU_WORK: usize = 1 << 30;
+/// Steps of propagation per call in the grid.
+const GRID_STEPS: u32 = 3;
+/// Windows × tokens of the attention rows.
+const ATTENTION_SHAPES: [(usize, u32); 4] = [(16, 512), (4, 2048), (1, 4096), (1, 8192)];
+
+/// Writes the JSON `report` to `path`.
+fn write_report(path: &std::path::Path, report: &Value) {
+    let text = serde_json::to_string_pretty(report).expect("JSON");
+    std::fs::write(path, text + "\n").expect("the report is writable");
+    println!("report written to {}", path.display());
+}
+
+/// The report's shape with every measurement `null` and each row's
+/// `status` saying why.
+fn unmeasured(reason: &str) -> Value {
+    let propagation: Vec<Value> = (GRID_EDGES.iter())
+        .flat_map(|&edges| GRID_BATCHES.map(|batch| (edges, batch)))
+        .map(|(edges, batch)| grid_row(edges, batch, None, reason))
+        .collect();
+    let attention: Vec<Value> = (ATTENTION_SHAPES.iter())
+        .map(|&(windows, tokens)| attention_row(windows, tokens, None, reason))
+        .collect();
+    json!({
+        "device": null,
+        "copy_gbs": null,
+        "propagation": propagation,
+        "attention": attention,
+    })
+}
+
+/// One propagation cell of the grid: `measured` is (ms per call, GB/s,
+/// share of a copy, ms of the CPU reference or `None`).
+fn grid_row(
+    edges: usize,
+    batch: usize,
+    measured: Option<(f64, f64, f64, Option<f64>)>,
+    status: &str,
+) -> Value {
+    let (ms, gbs, of_copy, cpu_ms) = measured.map_or((None, None, None, None), |(a, b, c, d)| {
+        (Some(a), Some(b), Some(c), d)
+    });
+    json!({
+        "edges": edges,
+        "queries": batch,
+        "steps": GRID_STEPS,
+        "gpu_ms": ms,
+        "gbs": gbs,
+        "of_copy": of_copy,
+        "cpu_ms": cpu_ms,
+        "gpu_faster": cpu_ms.zip(ms).map(|(cpu, gpu)| cpu > gpu),
+        "status": status,
+    })
+}
+
+/// One attention row: `measured` is (fused ms, materialised ms, CPU ms).
+fn attention_row(
+    windows: usize,
+    tokens: u32,
+    measured: Option<(f64, f64, f64)>,
+    status: &str,
+) -> Value {
+    let (fused, materialised, cpu) =
+        measured.map_or((None, None, None), |(a, b, c)| (Some(a), Some(b), Some(c)));
+    json!({
+        "windows": windows,
+        "tokens": tokens,
+        "fused_ms": fused,
+        "materialised_ms": materialised,
+        "cpu_ms": cpu,
+        "status": status,
+    })
+}
+
+/// Propagation at [`GRID_EDGES`] × [`GRID_BATCHES`] on local DAG-like
+/// graphs (ten parents per node on average, among the 512 nodes before
+/// it), as whole device calls of [`GRID_STEPS`] steps, with the CPU
+/// reference beside each cell small enough ([`GRID_CPU_WORK`]); the 1,000
+/// edges and 1 query cell is the launch-overhead floor of one small
+/// document.
+fn grid(gpu: &Gpu, copy: f64) -> Vec<Value> {
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut rows = Vec::new();
+    println!("grid, {GRID_STEPS} steps: ms per call | GB/s (of copy) | CPU ms");
+    for edges in GRID_EDGES {
+        let nodes = edges / 10;
+        let graph = dag(&mut rng, nodes, 10, Some(512));
+        let device = gpu.upload(&graph).expect("upload");
+        for batch in GRID_BATCHES {
+            let seeds: Vec<f32> = (0..nodes * batch).map(|_| rng.random()).collect();
+            let on_device = device.upload_seeds(&seeds, batch).expect("seeds");
+            let options = PropagateOptions {
+                steps: GRID_STEPS,
+                alpha: 0.5,
+            };
+            let ms = device_ms(gpu, 10, || {
+                device
+                    .propagate_device(&on_device, batch, options)
+                    .expect("propagate");
+            });
+            let cpu_ms = (graph.edges() * batch <= GRID_CPU_WORK).then(|| {
+                wall_ms(1, || {
+                    propagate::propagate(&graph, &seeds, batch, options);
+                })
+            });
+            let scores = (nodes * batch) as f64;
+            let bytes = GRID_STEPS as f64
+                * ((nodes + 1) as f64 * 4.0 + graph.edges() as f64 * 8.0 + 3.0 * scores * 4.0);
+            let gbs = bytes / (ms * 1e-3) / 1e9;
+            println!(
+                "  E {edges:>9}, B {batch:>4}: {ms:>9.3} ms | {gbs:>6.0} GB/s ({:>3.0}%) | {}",
+                100.0 * gbs / copy,
+                cpu_ms.map_or("not timed".to_owned(), |ms| format!("{ms:.3}"))
+            );
+            let status = if cpu_ms.is_some() {
+                "measured"
+            } else {
+                "measured; the CPU reference not timed (too large)"
+            };
+            rows.push(grid_row(
+                edges,
+                batch,
+                Some((ms, gbs, gbs / copy, cpu_ms)),
+                status,
+            ));
+        }
+    }
+    println!();
+    rows
 }
 
 /// Median time in ms of `f`'s device work over `reps` runs after a warm-up,
@@ -370,13 +531,16 @@ fn pointer<T>(gpu: &Gpu, buffer: &CudaSlice<T>) -> *mut c_void {
     address as *mut c_void
 }
 
-fn attention(gpu: &Gpu) {
+/// Fused attention against materialise-then-aggregate and the CPU at
+/// [`ATTENTION_SHAPES`], printed and returned as report rows.
+fn attention(gpu: &Gpu) -> Vec<Value> {
+    let mut rows = Vec::new();
     let mut rng = StdRng::seed_from_u64(11);
     let dimension = 64;
     println!(
         "attention, d = {dimension}, nodes of 64 tokens: ms | fused GFLOP/s | materialised | CPU"
     );
-    for (windows, tokens) in [(16usize, 512u32), (4, 2048), (1, 4096), (1, 8192)] {
+    for (windows, tokens) in ATTENTION_SHAPES {
         let segments = Segments::from_lengths(std::iter::repeat_n(64, tokens as usize / 64));
         let vectors: Vec<(Vec<f32>, Vec<f32>)> = (0..windows)
             .map(|_| {
@@ -414,7 +578,14 @@ fn attention(gpu: &Gpu) {
             materialised / fused,
             cpu / fused
         );
+        rows.push(attention_row(
+            windows,
+            tokens,
+            Some((fused, materialised, cpu)),
+            "measured",
+        ));
     }
+    rows
 }
 
 /// One row of a crossover sweep: the work, the CPU's and the GPU's median
