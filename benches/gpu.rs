@@ -100,7 +100,7 @@ fn write_report(path: &std::path::Path, report: &Value) {
 fn unmeasured(reason: &str) -> Value {
     let propagation: Vec<Value> = (GRID_EDGES.iter())
         .flat_map(|&edges| GRID_BATCHES.map(|batch| (edges, batch)))
-        .map(|(edges, batch)| grid_row(edges, batch, None, reason))
+        .map(|(edges, batch)| grid_row(edges, None, batch, None, reason))
         .collect();
     let attention: Vec<Value> = (ATTENTION_SHAPES.iter())
         .map(|&(windows, tokens)| attention_row(windows, tokens, None, reason))
@@ -113,10 +113,12 @@ fn unmeasured(reason: &str) -> Value {
     })
 }
 
-/// One propagation cell of the grid: `measured` is (ms per call, GB/s,
+/// One propagation cell of the grid, for a graph of about `edges` edges
+/// (`graph_edges` exactly, when built): `measured` is (ms per call, GB/s,
 /// share of a copy, ms of the CPU reference or `None`).
 fn grid_row(
     edges: usize,
+    graph_edges: Option<usize>,
     batch: usize,
     measured: Option<(f64, f64, f64, Option<f64>)>,
     status: &str,
@@ -126,6 +128,7 @@ fn grid_row(
     });
     json!({
         "edges": edges,
+        "graph_edges": graph_edges,
         "queries": batch,
         "steps": GRID_STEPS,
         "gpu_ms": ms,
@@ -203,6 +206,7 @@ fn grid(gpu: &Gpu, copy: f64) -> Vec<Value> {
             };
             rows.push(grid_row(
                 edges,
+                Some(graph.edges()),
                 batch,
                 Some((ms, gbs, gbs / copy, cpu_ms)),
                 status,

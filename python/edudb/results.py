@@ -176,10 +176,12 @@ class Item:
     tokens: int
     score: float
     match_score: Optional[float]
-    """The seed's own score of the item before its ranking was divided by
-    its best (BM25, cosine similarity, or HYBRID's fused score): comparable
-    across queries, what ``SEED … MIN x`` cuts on. None when the item is no
-    seed hit (no SEED, a walk leaf, a propagated node, an expansion)."""
+    """The seed's own score, before its ranking was divided by its best
+    (BM25, cosine similarity, or HYBRID's fused score), of the hit the item
+    is: a node's, or for a run of EDUs the best of the EDU hits it holds.
+    Comparable across queries, what ``SEED … MIN x`` cuts on. None when the
+    item is or holds no seed hit (no SEED, a walk leaf, a propagated
+    node)."""
     pages: Optional[Span]
     """First and last page (1-based) of a document read from a PDF; None
     for other formats."""

@@ -734,6 +734,11 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
                     ))));
                 };
                 let count = layout.pages.len() as u32;
+                if first == 0 || first > last {
+                    return Err(Failure::Db(Error::Usage(format!(
+                        "bad page range {first}..{last}: pages are numbered from 1, first to last"
+                    ))));
+                }
                 if first > count {
                     let noun = if count == 1 { "page" } else { "pages" };
                     return Err(Failure::Db(Error::Usage(format!(

@@ -61,7 +61,9 @@ pub struct DocumentRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     /// `text` or `markdown` (the default), for a `text` document; for a
-    /// `path`, any format `edudb ingest --format` takes (default: detected).
+    /// `path`, any format `edudb ingest --format` takes (default: from the
+    /// extension, as `edudb ingest` reads it: another extension is
+    /// refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
     /// The whole text (exclusive with `sections` and `path`).

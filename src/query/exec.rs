@@ -548,9 +548,9 @@ impl MatchScores {
         }
     }
 
-    /// The match score of a pick in document `doc`: its node's, or the best
-    /// of its EDUs'; `None` when it is no seed hit (a walk leaf, a
-    /// propagated node, an expansion).
+    /// The match score of a pick in document `doc`: its node's, or for a
+    /// run of EDUs the best of its EDUs'; `None` when it is or holds no
+    /// seed hit (a walk leaf, a propagated node).
     fn of(&self, doc: &str, pick: &Candidate) -> Option<f32> {
         let score = |node, first| self.0.get(&(doc.to_owned(), node, first)).copied();
         match pick.node {

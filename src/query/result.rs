@@ -33,11 +33,12 @@ pub struct Item {
     pub tokens: u64,
     /// Relevance in `[0, 1]` (0 without a SEED).
     pub score: f32,
-    /// The seed's own score of this item, before its ranking was divided
-    /// by its best: BM25, cosine similarity, or HYBRID's fused score on its
-    /// fixed 0–1 scale. Comparable across queries (and what `SEED … MIN x`
-    /// cuts on), unlike `score`. Absent when the item is not itself a seed
-    /// hit: no SEED, a walk leaf, a propagated node, an expansion.
+    /// The seed's own score, before its ranking was divided by its best
+    /// (BM25, cosine similarity, or HYBRID's fused score on its fixed 0–1
+    /// scale), of the hit this item is: a node's, or for a run of EDUs the
+    /// best of the EDU hits it holds. Comparable across queries (and what
+    /// `SEED … MIN x` cuts on), unlike `score`. Absent when the item is or
+    /// holds no seed hit: no SEED, a walk leaf, a propagated node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub match_score: Option<f32>,
     /// First and last page (1-based, inclusive) of a PDF's span; absent

@@ -296,6 +296,14 @@ fn show_page_lists_a_pages_edus_and_names_pages_past_the_last() {
             "acme has 1 page: --page 2 is past its last",
         ),
         (
+            vec!["show", "acme", "--page", "0"],
+            "bad page range 0..0: pages are numbered from 1",
+        ),
+        (
+            vec!["show", "acme", "--page", "3..1"],
+            "bad page range 3..1",
+        ),
+        (
             vec!["show", "guide", "--page", "1"],
             "guide has no pages: --page is for documents read from a PDF",
         ),

@@ -14,9 +14,11 @@ use std::collections::{HashMap, HashSet};
 use super::lines::{At, Line, unnumbered};
 use crate::compute::embed::hashed::words;
 
-/// Words a number after which numbers a heading (`Item 5`), not a page.
-const NUMBERED: [&str; 7] = [
-    "item", "part", "note", "section", "chapter", "article", "page",
+/// Words a number after which numbers something (`Item 5`, `Step 3`,
+/// `Table 2`), not a page.
+const NUMBERED: [&str; 14] = [
+    "item", "part", "note", "section", "chapter", "article", "page", "step", "table", "figure",
+    "exhibit", "schedule", "appendix", "question",
 ];
 /// What a list item starts with.
 const BULLETS: [char; 9] = ['•', '·', '●', '○', '▪', '■', '◦', '–', '-'];
@@ -210,29 +212,53 @@ fn names(entry: &Entry, line: &[String]) -> bool {
 }
 
 /// The page number a contents entry ends with: the last word of its last
-/// cell, a number from 1 to `pages`, after a word with letters in that
-/// cell (dot leaders aside) or, when the number is a cell of its own, after
-/// a cell with letters (a table row of amounts is no entry), and not after
-/// a word that numbers headings ([`NUMBERED`]: `Item 5.` is no entry).
+/// cell, a number from 1 to `pages`, after a word with letters in that cell
+/// (dot leaders aside) that does not number something (`Item 5`, `Step 3`:
+/// [`NUMBERED`]); or a cell of its own after a cell with letters (a table
+/// row of amounts is no entry) that does not end in such a numbering
+/// (`Item 5. | 14`, `Notes 3 | 12`).
 fn page_number(line: &Line, pages: usize) -> Option<usize> {
     let cells: Vec<&str> = (line.cells.iter())
         .map(|cell| cell.text.trim_matches(LEADERS))
         .filter(|cell| !cell.is_empty())
         .collect();
     let (last_cell, earlier) = cells.split_last()?;
-    let (before, last) = match last_cell.rsplit_once(char::is_whitespace) {
+    let number = match last_cell.rsplit_once(char::is_whitespace) {
         Some((rest, number)) => {
-            let rest = rest.trim_end_matches(LEADERS);
-            (rest.split_whitespace().next_back()?, number)
+            let before = rest
+                .trim_end_matches(LEADERS)
+                .split_whitespace()
+                .next_back()?;
+            let titled = before.chars().any(char::is_alphabetic) && !numbers(before, false);
+            titled.then_some(number)?
         }
-        None => (*earlier.last()?, *last_cell),
+        None => {
+            let title = earlier.last()?;
+            let words: Vec<&str> = title.split_whitespace().collect();
+            let numbered = match words.as_slice() {
+                [.., word, number] => is_number(number) && numbers(word, true),
+                _ => false,
+            };
+            let titled = title.chars().any(char::is_alphabetic) && !numbered;
+            titled.then_some(*last_cell)?
+        }
     };
-    let numbers = NUMBERED.iter().any(|w| before.eq_ignore_ascii_case(w));
-    if !before.chars().any(char::is_alphabetic) || numbers {
-        return None;
-    }
-    let number: usize = last.parse().ok()?;
+    let number: usize = number.parse().ok()?;
     (1..=pages).contains(&number).then_some(number)
+}
+
+/// Whether `word` is one of [`NUMBERED`] (or, with `plural`, its plural).
+fn numbers(word: &str, plural: bool) -> bool {
+    let singular = (word.strip_suffix(['s', 'S']))
+        .filter(|_| plural)
+        .unwrap_or(word);
+    (NUMBERED.iter()).any(|w| word.eq_ignore_ascii_case(w) || singular.eq_ignore_ascii_case(w))
+}
+
+/// Whether `word` is a number (`5`, `5.`).
+fn is_number(word: &str) -> bool {
+    let digits = word.trim_end_matches('.');
+    !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
 }
 
 /// `text` without the page number (and dot leaders) it ends with.
@@ -350,6 +376,32 @@ pub(crate) mod tests {
             "Net income | 204 | 220",
         ])];
         assert!(find(&table, &[vec![false; 5]]).entries.is_empty());
+        // Nor are numbered steps or notes, in a cell of their own or not...
+        let mut steps = vec![page(&[
+            "Step 1",
+            "Step 2",
+            "Notes 3 | 12",
+            "Item 5. | 14",
+            "Table 4",
+            "Exhibit 6",
+        ])];
+        steps.resize(20, Vec::new());
+        let furniture: Vec<Vec<bool>> = steps.iter().map(|p| vec![false; p.len()]).collect();
+        assert!(find(&steps, &furniture).entries.is_empty());
+        // ...while a title that only looks like one is an entry.
+        let mut titled = vec![page(&[
+            "Notes | 12",
+            "Exhibits 13",
+            "Item 6. | Exhibits | 14",
+            "Steps taken in 2022 | 15",
+            "Schedules ..... 16",
+        ])];
+        titled.resize(20, Vec::new());
+        let furniture: Vec<Vec<bool>> = titled.iter().map(|p| vec![false; p.len()]).collect();
+        let printed: Vec<usize> = (find(&titled, &furniture).entries.iter())
+            .map(|e| e.printed)
+            .collect();
+        assert_eq!(printed, [12, 13, 14, 15, 16]);
     }
 
     #[test]
