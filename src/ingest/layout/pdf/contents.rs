@@ -153,8 +153,9 @@ pub fn name_headings(
     let candidates: Vec<(At, Vec<String>)> = (start..pages.len())
         .flat_map(|p| (0..pages[p].len()).map(move |i| (p, i)))
         .filter(|&(p, i)| !taken[p][i] && !contents.lines.contains(&(p, i)))
-        .filter(|&(p, i)| !pages[p][i].text().starts_with(BULLETS))
-        .map(|(p, i)| (p, i, words(&pages[p][i].text())))
+        .map(|(p, i)| (p, i, pages[p][i].text()))
+        .filter(|(_, _, text)| !text.starts_with(BULLETS))
+        .map(|(p, i, text)| (p, i, words(&text)))
         .filter(|(_, _, w)| !w.is_empty() && w.len() <= HEADING_WORDS)
         .map(|(p, i, w)| ((p, i), unnumbered(w)))
         .collect();
