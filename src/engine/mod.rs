@@ -5,21 +5,21 @@
 //! store's embedder and device, and the store-wide DAG index. Crate-private:
 //! [`crate::Db`] is its public face, `query` and `memory` run over it.
 //!
-//! Directory layout: `LOCK` (held exclusively while open), `sled/` (the
+//! Directory layout: `LOCK` (held exclusively while open, [`lock`]), `sled/` (the
 //! [`Store`]), `fulltext/` (the [`FullText`] index), `vectors/` (the
 //! [`VectorIndex`] dumps).
 
 pub(crate) mod cache;
 pub(crate) mod dag_index;
 mod indexes;
+mod lock;
 pub(crate) mod reads;
 pub(crate) mod salvage;
 pub(crate) mod write;
 
-use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::compute::chat::ChatModel;
 use crate::compute::dag_index::DagIndex;
@@ -29,12 +29,12 @@ use crate::engine::cache::{
     CENTROID_CACHE_BYTES, CentroidCache, DEFAULT_CACHE_BYTES, DocumentCache, SESSION_CACHE_BYTES,
     SessionCache,
 };
+use crate::engine::lock::{LOCK_FILE, StoreLock};
 use crate::error::{Error, Result};
 use crate::storage::fulltext::{FullText, FullTextReader};
 use crate::storage::store::Store;
 use crate::storage::vectors::VectorIndex;
 
-const LOCK_FILE: &str = "LOCK";
 const STORE_DIR: &str = "sled";
 const FULLTEXT_DIR: &str = "fulltext";
 pub(crate) const VECTORS_DIR: &str = "vectors";
@@ -79,54 +79,7 @@ pub(crate) struct Engine {
     /// applied.
     fulltext_behind: std::sync::atomic::AtomicBool,
     /// Held for the lifetime of the `Engine`; the OS releases it on exit or crash.
-    _lock: File,
-}
-
-/// Why [`lock_within`] did not take the lock.
-enum LockFailure {
-    /// Another process still held it when the time ran out.
-    Held,
-    /// The lock call itself failed.
-    Io(std::io::Error),
-}
-
-/// Takes `file`'s exclusive lock, polling for up to `timeout` while
-/// another process holds it (at first every 5 ms, backing off to 100 ms).
-/// A timeout too long to represent as an instant waits without end.
-fn lock_within(file: &File, timeout: Duration) -> std::result::Result<(), LockFailure> {
-    let deadline = Instant::now().checked_add(timeout);
-    let mut pause = Duration::from_millis(5);
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(TryLockError::Error(source)) => return Err(LockFailure::Io(source)),
-            Err(TryLockError::WouldBlock) => {
-                let now = Instant::now();
-                let left =
-                    deadline.map_or(pause, |deadline| deadline.saturating_duration_since(now));
-                if left.is_zero() {
-                    return Err(LockFailure::Held);
-                }
-                std::thread::sleep(pause.min(left));
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-        }
-    }
-}
-
-/// Writes this process's id into the held `LOCK` file, for the error a
-/// process waiting on the store gets ([`lock_holder`]).
-fn record_holder(mut lock: &File) -> std::io::Result<()> {
-    use std::io::{Seek, Write};
-    lock.set_len(0)?;
-    lock.seek(std::io::SeekFrom::Start(0))?;
-    writeln!(lock, "{}", std::process::id())
-}
-
-/// The process id the holder of the `LOCK` file at `path` recorded, if it
-/// can be read.
-fn lock_holder(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    _lock: StoreLock,
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -153,7 +106,10 @@ pub struct OpenOptions {
     pub custom_embedder: Option<Arc<dyn Embedder>>,
     /// How long to wait for another process to release the store before
     /// failing with [`Error::Locked`], polling its lock (SQLite's busy
-    /// timeout). Zero, the default, fails at once.
+    /// timeout). Zero, the default, fails at once; only a lock left to a
+    /// child process this process is starting (which holds copies of its
+    /// open files until it runs its program) is waited for a moment
+    /// regardless.
     pub busy_timeout: Duration,
     /// The chat model for the language-model steps (the LLM structurer,
     /// `IngestOptions::structurer`; `Db::ask`; `Placement::Llm`); not
@@ -188,28 +144,7 @@ impl Engine {
             }
             std::fs::create_dir_all(dir).map_err(io_error(dir))?;
         }
-        let lock_path = dir.join(LOCK_FILE);
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_error(&lock_path))?;
-        lock_within(&lock, options.busy_timeout).map_err(|e| match e {
-            LockFailure::Held => Error::Locked {
-                path: dir.to_owned(),
-                holder: lock_holder(&lock_path),
-            },
-            LockFailure::Io(source) => Error::Io {
-                path: lock_path.clone(),
-                source,
-            },
-        })?;
-        // The pid is for others' error messages only: a full disk (or a
-        // read-only mount) must not stop the open.
-        if let Err(e) = record_holder(&lock) {
-            tracing::warn!("the holder's pid could not be written to {LOCK_FILE}: {e}");
-        }
+        let lock = StoreLock::take(dir, options.busy_timeout)?;
         // A dead server's socket: remove it, so that no client tries it.
         match std::fs::remove_file(dir.join(SOCKET_FILE)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
