@@ -581,6 +581,55 @@ impl Engine {
         self.store.costs()
     }
 
+    /// The documents and sessions found lost when the store was opened
+    /// (its change log cut by damage; the index has been rebuilt since, so
+    /// only the store's record names them) and not stored again since: each
+    /// is damage until it is ingested again or its loss acknowledged by
+    /// removing it. An unreadable record of losses is damage itself.
+    pub(crate) fn unrecovered_losses(&self) -> Result<Vec<Damage>> {
+        let losses = match self.store.losses() {
+            Ok(losses) => losses,
+            Err(error) => {
+                return Ok(vec![Damage {
+                    doc: "the record of lost documents".into(),
+                    error,
+                }]);
+            }
+        };
+        let mut damaged = Vec::new();
+        for loss in losses {
+            let lost = |doc: String, what: &str| Damage {
+                error: Error::Invariant {
+                    doc: doc.clone(),
+                    message: format!(
+                        "lost to damage: the store's change log was cut at change {} (its full-text index had reached {}), found {}; {what}",
+                        loss.store_change,
+                        loss.index_change,
+                        crate::model::time::format(loss.found_at)
+                    ),
+                },
+                doc,
+            };
+            for id in &loss.ids {
+                if !self.store.contains(id)? {
+                    damaged.push(lost(
+                        id.clone(),
+                        "ingest it again, or remove it to acknowledge the loss",
+                    ));
+                }
+            }
+            for id in &loss.sessions {
+                if self.store.dialogue(id)?.is_none() {
+                    damaged.push(lost(
+                        format!("session {id}"),
+                        "remove the session to acknowledge the loss",
+                    ));
+                }
+            }
+        }
+        Ok(damaged)
+    }
+
     /// The work of [`crate::Db::check`].
     pub(crate) fn check(&self) -> Result<CheckReport> {
         let mut store = self.store.check_all(&self.reader.document_ids()?)?;
@@ -604,48 +653,7 @@ impl Engine {
                 store.damaged.push(Damage { doc: id, error });
             }
         }
-        // Documents and sessions found lost when the store was opened (the
-        // index has been rebuilt since, so only the record names them),
-        // until each is stored again or its loss acknowledged by removing
-        // it.
-        match self.store.losses() {
-            Ok(losses) => {
-                for loss in losses {
-                    let lost = |what: &str| Error::Invariant {
-                        doc: String::new(),
-                        message: format!(
-                            "lost to damage: the store's change log was cut at change {} (its full-text index had reached {}), found {}; {what}",
-                            loss.store_change,
-                            loss.index_change,
-                            crate::model::time::format(loss.found_at)
-                        ),
-                    };
-                    for id in &loss.ids {
-                        if !self.store.contains(id)? {
-                            let error =
-                                lost("ingest it again, or remove it to acknowledge the loss");
-                            store.damaged.push(Damage {
-                                doc: id.clone(),
-                                error,
-                            });
-                        }
-                    }
-                    for id in &loss.sessions {
-                        if self.store.dialogue(id)?.is_none() {
-                            let error = lost("remove the session to acknowledge the loss");
-                            store.damaged.push(Damage {
-                                doc: format!("session {id}"),
-                                error,
-                            });
-                        }
-                    }
-                }
-            }
-            Err(error) => store.damaged.push(Damage {
-                doc: "the record of lost documents".into(),
-                error,
-            }),
-        }
+        store.damaged.extend(self.unrecovered_losses()?);
         // An unreadable change counter, or one the index disagrees with, is
         // damage to name like a record's.
         let last = match last {

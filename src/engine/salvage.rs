@@ -85,6 +85,11 @@ impl Engine {
         );
         progress.finish();
         result?;
+        // What a damaged change log lost before this salvage is left out
+        // too, and named with it.
+        for lost in self.unrecovered_losses()? {
+            skip(&mut report, &lost.doc, &lost.error);
+        }
         Ok(report)
     }
 

@@ -1354,6 +1354,17 @@ fn changes_a_restored_older_store_lacks_are_reported_as_lost() {
             "{named:?}"
         );
     }
+    // A salvage copies what is kept and names what was lost as left out.
+    let salvaged = dir.path().join("salvaged");
+    let out = edudb(&db, &["salvage", "--json", salvaged.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["documents"], 1, "{report}");
+    let left_out = report["skipped"].as_array().unwrap();
+    assert!(
+        matches!(&left_out[..], [one] if one["doc"] == "lost" && one["problem"].as_str().unwrap().contains("lost to damage")),
+        "{report}"
+    );
     ingest("lost", "Zebras gallop across the savannah at dawn.");
     assert!(edudb(&db, &["check"]).status.success());
     // Stored again, its loss is forgotten: removing it later is an

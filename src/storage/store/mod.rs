@@ -34,9 +34,10 @@
 //! - a failure in the file system abandons the handle ([`Store::failure`]):
 //!   sled 0.34 can hang in any later flush, so later calls fail at once
 //!   and dropping the store does not flush;
-//! - a snapshot sled left half-written (`snap.*.generating`, which sled
-//!   0.34 would read as the newest snapshot and call corrupt) is removed
-//!   before sled opens the directory.
+//! - sled's own metadata is checked before sled opens the directory
+//!   ([`engine_files`]): a half-written snapshot is removed, a damaged one
+//!   moved aside (sled replays its log instead) and a damaged
+//!   configuration rewritten, so one bad byte there never bricks a store.
 //!
 //! Swapping the engine means rewriting this module only.
 
@@ -46,7 +47,7 @@ use rkyv::rancor::BoxedError;
 use rkyv::vec::ArchivedVec;
 
 use crate::compute::quantize::pack;
-use crate::error::{Error, Result, panic_message};
+use crate::error::{Error, Result};
 use crate::model::cost::LlmCost;
 use crate::model::dag::{ArchivedDag, Dag};
 use crate::model::dialogue::{ArchivedDialogue, Dialogue};
@@ -61,6 +62,8 @@ use crate::model::rank::Target;
 use crate::model::tree::{ArchivedTree, Tree};
 use crate::storage::record_files::{RecordFile, RecordFiles};
 use crate::storage::vector_record::VectorRecord;
+
+mod engine_files;
 
 /// Version of the on-disk layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 10;
@@ -337,19 +340,33 @@ pub struct StoredDoc {
     pages: Option<sled::IVec>,
 }
 
-/// A failed sled call as an error: damage sled detected as
-/// [`Error::Corrupt`], anything else as a storage error. (A failure in the
-/// file system goes through [`Store::failure`] instead.)
-fn storage(err: sled::Error) -> Error {
+/// A failed sled call on the store in `dir` as an error: damage sled
+/// detected as [`Error::Corrupt`] naming the data log and the next step,
+/// anything else as a storage error. (A failure in the file system goes
+/// through [`Store::failure`] instead.)
+fn storage(dir: &Path, err: sled::Error) -> Error {
     match err {
         sled::Error::Corruption { at, .. } => Error::Corrupt {
-            key: match at {
-                Some(at) => format!("sled page at {at:?}"),
-                None => "a sled page".into(),
-            },
-            message: "its checksum does not match: the file was damaged".into(),
+            key: format!(
+                "{} (the data log){}",
+                dir.join(engine_files::LOG_FILE).display(),
+                at.map(|at| format!(", page at {at:?}")).unwrap_or_default()
+            ),
+            message: "its checksum does not match: the file was damaged; `edudb check` names the documents this affects, and `edudb salvage NEW_DIR` copies every one that still reads".into(),
         },
         other => Error::Storage(other.to_string()),
+    }
+}
+
+/// [`storage`] for a failed open: damage to the data log stops the engine
+/// from opening the store at all, so the next step is a copy.
+fn unopenable(dir: &Path, err: sled::Error) -> Error {
+    match storage(dir, err) {
+        Error::Corrupt { key, .. } => Error::Corrupt {
+            key,
+            message: "its checksum does not match, and the store's engine cannot open the store without it; restore the store's directory from a copy".into(),
+        },
+        other => other,
     }
 }
 
@@ -367,47 +384,6 @@ fn io_failed(dir: &Path, err: std::io::Error) -> Error {
     } else {
         Error::Storage(format!("{}: {err}", dir.display()))
     }
-}
-
-/// Opens sled in `dir`. sled 0.34 panics while recovering from some
-/// damage to its files (it serialises a page it could not read into its
-/// new snapshot); that panic becomes [`Error::Corrupt`] here, so a damaged
-/// store is an error, never a crash of the program that opened it.
-fn open_sled(dir: &Path) -> Result<sled::Result<sled::Db>> {
-    std::panic::catch_unwind(|| sled::Config::new().path(dir).open()).map_err(|panic| {
-        Error::Corrupt {
-            key: dir.display().to_string(),
-            message: format!(
-                "sled could not recover its files: {}",
-                panic_message(&*panic)
-            ),
-        }
-    })
-}
-
-/// Removes the snapshots sled left half-written in `dir`. sled writes a
-/// snapshot to `snap.N.generating` and renames it to `snap.N` once complete
-/// and synced, but 0.34 counts the `.generating` file among the snapshots
-/// at open; one left by a write that failed (a full disk) sorts last and
-/// makes every later open fail as corrupt. Such a file is never a complete
-/// snapshot, so removing it loses nothing: sled rebuilds from its log.
-fn remove_unfinished_snapshots(dir: &Path) -> Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::Storage(format!("reading {}: {e}", dir.display()))),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::Storage(format!("reading {}: {e}", dir.display())))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("snap.") && name.ends_with(".generating") {
-            let path = entry.path();
-            std::fs::remove_file(&path)
-                .map_err(|e| Error::Storage(format!("removing {}: {e}", path.display())))?;
-        }
-    }
-    Ok(())
 }
 
 fn key(kind: u8, id: &str) -> Vec<u8> {
@@ -643,7 +619,7 @@ impl Store {
     /// through it fail with [`Error::Abandoned`].
     fn failure(&self, err: sled::Error) -> Error {
         let sled::Error::Io(err) = err else {
-            return storage(err);
+            return storage(&self.dir, err);
         };
         if self.abandoned.set(err.to_string()).is_ok() {
             ABANDONED
@@ -698,10 +674,12 @@ impl Store {
                 cause,
             });
         }
-        remove_unfinished_snapshots(dir)?;
+        for repair in engine_files::check_and_repair(dir)? {
+            tracing::warn!("{repair}");
+        }
         let started = std::time::Instant::now();
         let db = loop {
-            match open_sled(dir)? {
+            match engine_files::open(dir)? {
                 Err(sled::Error::Io(e))
                     // sled reports its lock conflict as `Other` with this text.
                     if e.to_string().starts_with("could not acquire lock")
@@ -710,7 +688,7 @@ impl Store {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
                 Err(sled::Error::Io(e)) => return Err(io_failed(dir, e)),
-                other => break other.map_err(storage)?,
+                other => break other.map_err(|e| unopenable(dir, e))?,
             }
         };
         let store = Store {
@@ -1756,7 +1734,7 @@ impl Store {
                 message: format!("orphan {}", what()),
             })),
             Err(err @ sled::Error::Io(_)) => Err(self.failure(err)),
-            Err(err) => Ok(Some(storage(err))),
+            Err(err) => Ok(Some(storage(&self.dir, err))),
         }
     }
 
