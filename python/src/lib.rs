@@ -87,6 +87,12 @@ struct Store {
     backend: RwLock<Option<Backend>>,
     /// Whether a server answers (fixed when connected).
     served: bool,
+    /// The process that opened or connected it. A process forked from that
+    /// one (multiprocessing's default start method on Linux) has only a
+    /// copy of its state, not its threads: calls there are refused
+    /// (`Error::Forked`), and the copy is never closed (closing would wait
+    /// on those threads).
+    opened_in: u32,
 }
 
 /// A library result as a Python one.
@@ -117,6 +123,18 @@ impl Store {
         Store {
             served: matches!(backend, Backend::Served(_)),
             backend: RwLock::new(Some(backend)),
+            opened_in: std::process::id(),
+        }
+    }
+
+    /// Closes `backend` (call without the GIL); in a process forked from
+    /// the one that opened it, leaves it unclosed, since closing would wait
+    /// on threads that exist only in that process.
+    fn release(&self, backend: Option<Backend>) {
+        if std::process::id() == self.opened_in {
+            drop(backend);
+        } else {
+            std::mem::forget(backend);
         }
     }
 
@@ -136,6 +154,11 @@ impl Store {
         &self,
         work: impl FnOnce(&Backend) -> edudb::Result<T>,
     ) -> Result<T, Failed> {
+        if std::process::id() != self.opened_in {
+            return Err(Failed::Edudb(Error::Forked {
+                parent: self.opened_in,
+            }));
+        }
         let backend = self.backend.read().unwrap_or_else(PoisonError::into_inner);
         let backend = backend.as_ref().ok_or(Failed::Closed)?;
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(backend))) {
@@ -157,7 +180,7 @@ impl Drop for Store {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if backend.is_some() {
-            Python::attach(|py| py.detach(|| drop(backend)));
+            Python::attach(|py| py.detach(|| self.release(backend)));
         }
     }
 }
@@ -276,7 +299,7 @@ impl Store {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .take();
-            drop(backend);
+            self.release(backend);
         });
     }
 

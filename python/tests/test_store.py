@@ -4,6 +4,8 @@ their invariants, parameters, errors, reopening."""
 from __future__ import annotations
 
 import datetime
+import multiprocessing
+import multiprocessing.queues
 import threading
 from pathlib import Path
 
@@ -519,3 +521,56 @@ def test_a_pdf_goes_in_by_its_bytes_and_its_spans_carry_pages(tmp_path: Path) ->
         with pytest.raises(edudb.UserError, match="not a readable PDF|PDF"):
             db.ingest(b"%PDF-1.7\nnot really", id="broken")
         assert "broken" not in {d.id for d in db.docs()}
+
+
+def _open_after_fork(path: str, answers: multiprocessing.queues.Queue) -> None:
+    """In a child: opens the store at `path`, and says what happened."""
+    try:
+        with edudb.open(path) as db:
+            answers.put(f"opened, {len(db.docs())} documents")
+    except edudb.UserError as err:
+        answers.put(f"refused: {err}")
+
+
+def _use_inherited(db: edudb.Store, answers: multiprocessing.queues.Queue) -> None:
+    """In a forked child: calls the store the parent opened, then closes it."""
+    try:
+        db.docs()
+        answers.put("answered")
+    except edudb.UserError as err:
+        answers.put(f"refused: {err}")
+    db.close()
+
+
+def _outcome(context: str, target: object, *args: object) -> str:
+    """Runs `target(*args, answers)` in a child process started by the
+    start method `context`; what it put on the queue (it must not hang)."""
+    ctx = multiprocessing.get_context(context)
+    answers = ctx.Queue()
+    child = ctx.Process(target=target, args=(*args, answers))
+    child.start()
+    child.join(120)
+    if child.is_alive():
+        child.kill()
+        pytest.fail(f"the {context} child hung")
+    assert child.exitcode == 0
+    return str(answers.get(timeout=10))
+
+
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork here"
+)
+def test_a_forked_child_is_refused_with_the_way_out_and_spawn_works(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    with edudb.open(path) as db:
+        db.ingest(MARKDOWN, id="trips", format="markdown")
+        # A copy of an open store in a forked child refuses its calls, and
+        # closing it there neither hangs nor closes the parent's.
+        said = _outcome("fork", _use_inherited, db)
+        assert said.startswith("refused") and "'spawn'" in said, said
+        assert [d.id for d in db.docs()] == ["trips"]
+    # Opened and closed before the fork: the child still cannot open one.
+    said = _outcome("fork", _open_after_fork, path)
+    assert said.startswith("refused") and "forkserver" in said, said
+    # The way out the error names.
+    assert _outcome("spawn", _open_after_fork, path) == "opened, 1 documents"

@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -43,6 +43,7 @@ impl StoreLock {
     /// up to `busy_timeout` while another process holds it, and records
     /// this process's id in it for others' error messages.
     pub(crate) fn take(dir: &Path, busy_timeout: Duration) -> Result<StoreLock> {
+        refuse_in_forked_child()?;
         let path = dir.join(LOCK_FILE);
         let file = File::options()
             .create(true)
@@ -92,6 +93,22 @@ impl Drop for StoreLock {
         if let Some(held) = HELD.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
             held.remove(&self.dir);
         }
+    }
+}
+
+/// The process that first opened a store in this address space.
+static FIRST_OPENED_BY: OnceLock<u32> = OnceLock::new();
+
+/// Refuses ([`Error::Forked`]) in a process forked from one that had
+/// opened a store: the thread pools sled and edudb started there exist in
+/// the child only as state (a pool that believes it has threads, a lock a
+/// vanished thread held), so a store opened in the child would hang on the
+/// first task given to them.
+pub(crate) fn refuse_in_forked_child() -> Result<()> {
+    let this = std::process::id();
+    match *FIRST_OPENED_BY.get_or_init(|| this) {
+        parent if parent != this => Err(Error::Forked { parent }),
+        _ => Ok(()),
     }
 }
 

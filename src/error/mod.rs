@@ -346,6 +346,15 @@ pub enum Error {
         /// Its turn number.
         turn: String,
     },
+    /// This process was forked from one that had opened a store, and
+    /// edudb's background threads do not survive a fork.
+    #[error(
+        "this process was forked from process {parent} after it had opened an edudb store, and edudb's threads do not survive fork(): open stores in processes started afresh (Python's multiprocessing: the 'spawn' or 'forkserver' start method, e.g. multiprocessing.get_context('spawn')), or open the store only after forking, or go through a server (`edudb serve`, edudb.connect)"
+    )]
+    Forked {
+        /// The process that had opened a store.
+        parent: u32,
+    },
     /// Other I/O on the store directory failed.
     #[error("I/O on {path}: {source}")]
     Io {
@@ -416,6 +425,7 @@ impl Error {
                 | Error::SessionFull { .. }
                 | Error::TurnDocument { .. }
                 | Error::NoChatModel { .. }
+                | Error::Forked { .. }
                 | Error::Chat(ChatError::Config(_))
         )
     }

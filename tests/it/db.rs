@@ -500,3 +500,35 @@ fn a_change_stored_before_the_index_fails_says_so_and_is_not_lost() {
     assert_eq!(db.dialogue("s").unwrap().turns.len(), 2);
     assert_eq!(found(&db, "otters"), 1);
 }
+
+#[test]
+fn a_process_forked_after_a_store_was_opened_is_refused_rather_than_left_to_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Db::create(dir.path()).unwrap());
+    // SAFETY: the child only opens the store, which refuses before it
+    // starts any thread or takes any lock, and ends with `_exit`.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork failed");
+    if child == 0 {
+        let refused = matches!(
+            Db::open(dir.path()),
+            Err(Error::Forked { parent }) if parent == unsafe { libc::getppid() } as u32
+        );
+        unsafe { libc::_exit(if refused { 0 } else { 1 }) };
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut status = 0;
+    while unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) } == 0 {
+        if std::time::Instant::now() > deadline {
+            unsafe { libc::kill(child, libc::SIGKILL) };
+            panic!("the forked child hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child was not refused with Error::Forked (status {status})"
+    );
+    // This process opens it as ever.
+    Db::open(dir.path()).unwrap();
+}
