@@ -558,6 +558,11 @@ fn run_within_a_minute(db: &Path, args: &[&str], on: &str) -> std::process::Outp
 /// returns whether it succeeded. A failure must be the full disk's clear
 /// error.
 fn run_on_full_disk(db: &Path, args: &[&str]) -> bool {
+    run_on_full_disk_output(db, args).status.success()
+}
+
+/// [`run_on_full_disk`], with the command's output.
+fn run_on_full_disk_output(db: &Path, args: &[&str]) -> std::process::Output {
     let out = run_within_a_minute(db, args, "a full disk");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let args = &args[..args.len().min(4)];
@@ -569,7 +574,7 @@ fn run_on_full_disk(db: &Path, args: &[&str]) -> bool {
             "edudb {args:?} failed without the full disk's error: {stderr}"
         );
     }
-    out.status.success()
+    out
 }
 
 /// The ids of the store's documents and, when `session` is given, how
@@ -667,7 +672,7 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
     let mut rng = StdRng::seed_from_u64(seed);
     let db = disk.path().join("store");
     let files = rfc_files();
-    let (mut refused_ingests, mut refused_writes) = (0, 0);
+    let (mut refused_ingests, mut refused_writes, mut partly_stored) = (0, 0, 0);
     for round in 0..8 {
         // Remove a third of the documents (refused, clearly, once even the
         // smaller removal reserve is gone: sled does not give space back),
@@ -688,12 +693,46 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
             .choose_multiple(&mut rng, 60)
             .map(|path| path.to_string_lossy().into_owned())
             .collect();
-        let mut args = vec!["ingest", "-q", "--format", "markdown"];
+        let mut args = vec!["ingest", "-q", "--json", "--format", "markdown"];
         args.extend(batch.iter().map(String::as_str));
-        if !run_on_full_disk(&db, &args) {
+        let out = run_on_full_disk_output(&db, &args);
+        if !out.status.success() {
             refused_ingests += 1;
         }
         let (mut expected, _) = committed(&disk, &db, seed, None);
+        // An ingest that failed after storing some documents says which
+        // (stdout, --json) and which not: every one said stored is in the
+        // store, and together they are the whole batch.
+        if let (false, Ok(said)) = (
+            out.status.success(),
+            serde_json::from_slice::<serde_json::Value>(&out.stdout),
+        ) {
+            let ids = |field: &str| -> Vec<String> {
+                serde_json::from_value(said[field].clone()).unwrap()
+            };
+            let (stored, not_stored) = (ids("stored"), ids("not_stored"));
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("were stored before that"),
+                "the message says what was stored"
+            );
+            for id in &stored {
+                assert!(expected.contains(id), "{id} said stored, not in the store");
+            }
+            let mut said: Vec<String> = stored.into_iter().chain(not_stored).collect();
+            said.sort();
+            let mut batch_ids: Vec<String> = (batch.iter())
+                .map(|p| {
+                    Path::new(p)
+                        .file_stem()
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect();
+            batch_ids.sort();
+            assert_eq!(said, batch_ids, "stored and not stored are the whole batch");
+            partly_stored += 1;
+        }
 
         // Another program fills the disk, leaving from nothing to a little
         // more than a write needs; reads must still answer or fail clearly,
@@ -768,6 +807,10 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
     assert!(
         refused_writes >= 2,
         "the disk refused only {refused_writes} single writes"
+    );
+    assert!(
+        partly_stored >= 1,
+        "no ingest failed part-way ({refused_ingests} refused)"
     );
 }
 

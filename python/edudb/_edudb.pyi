@@ -7,7 +7,16 @@ from typing import Callable, Dict, List, Optional, Union
 __version__: str
 
 class EdudbError(Exception):
-    """Every error edudb raises."""
+    """Every error edudb raises. One that stopped an ingest of several
+    documents part-way also has ``stored`` and ``not_stored``."""
+
+    stored: List[str]
+    """Set only when an ingest failed part-way: the ids of the documents it
+    stored before the failure, each whole (they stay)."""
+    not_stored: List[str]
+    """Set with ``stored``: the ids of the documents it did not store
+    (those refused for their content are in neither); ingesting them again
+    resumes it."""
 
 class UserError(EdudbError):
     """The caller's input is wrong; repeating the call cannot succeed."""

@@ -711,6 +711,16 @@ fn to_python(err: Error) -> PyErr {
     if let Some(location) = located {
         Python::attach(|py| location.attach(py, &raised));
     }
+    if let Error::PartlyIngested {
+        stored, not_stored, ..
+    } = err
+    {
+        Python::attach(|py| {
+            let value = raised.value(py);
+            let _ = value.setattr("stored", stored);
+            let _ = value.setattr("not_stored", not_stored);
+        });
+    }
     raised
 }
 

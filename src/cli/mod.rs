@@ -680,7 +680,15 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
                 ip_maker: *ip_maker,
             };
             let progress = bars::Bars::new(cli.quiet || cli.json);
-            let report = db.ingest(&sources, options, &progress, &CancelToken::new())?;
+            let report = match db.ingest(&sources, options, &progress, &CancelToken::new()) {
+                Ok(report) => report,
+                Err(err) => {
+                    if cli.json {
+                        render::unfinished_ingest(out, &err)?;
+                    }
+                    return Err(Failure::Db(err));
+                }
+            };
             render::ingest_report(out, errors, &report, &skipped, cli.json)?;
             if *vectors {
                 db.build_vectors(&progress, &CancelToken::new())?;

@@ -75,6 +75,25 @@ pub fn hint(out: &mut dyn Write, message: &str) -> io::Result<()> {
     writeln!(out, "  hint: {message}")
 }
 
+/// Writes, for `--json`, which documents an ingest that failed part-way
+/// ([`Error::PartlyIngested`]) stored and which it did not, so a caller can
+/// resume; nothing for any other error (the error itself goes to standard
+/// error).
+pub fn unfinished_ingest(out: &mut dyn Write, err: &Error) -> io::Result<()> {
+    let Error::PartlyIngested {
+        cause,
+        stored,
+        not_stored,
+    } = err
+    else {
+        return Ok(());
+    };
+    json(
+        out,
+        &json!({"stored": stored, "not_stored": not_stored, "error": cause.to_string()}),
+    )
+}
+
 /// Writes the summary of an ingest run; failures go to `errors`.
 pub fn ingest_report(
     out: &mut dyn Write,

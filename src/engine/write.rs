@@ -190,8 +190,26 @@ impl Engine {
         } else {
             self.finish_writes(fulltext)
         };
-        outcome?;
-        finished?;
+        match (outcome, finished) {
+            (Ok(()), finished) => finished?,
+            // Those written are durable: the caller learns which.
+            (Err(cause), Ok(())) if !written.is_empty() && !matches!(cause, Error::Cancelled) => {
+                let done: std::collections::HashSet<String> = (report.failures.iter())
+                    .map(|f| f.source.clone())
+                    .chain(written.iter().cloned())
+                    .collect();
+                let not_stored = (sources.iter())
+                    .filter(|s| !done.contains(&s.id) && !done.contains(&s.name()))
+                    .map(|s| s.id.clone())
+                    .collect();
+                return Err(Error::PartlyIngested {
+                    cause: Box::new(cause),
+                    stored: written,
+                    not_stored,
+                });
+            }
+            (Err(cause), _) => return Err(cause),
+        }
         report.elapsed = started.elapsed();
         Ok(report)
     }

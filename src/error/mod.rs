@@ -346,6 +346,23 @@ pub enum Error {
         /// Its turn number.
         turn: String,
     },
+    /// An ingest of several documents failed part-way: those in `stored`
+    /// were written before the failure, each whole, and stay; those in
+    /// `not_stored` were not written (documents refused for their content
+    /// are in neither: the ingest's report lists them). Ingesting
+    /// `not_stored` again resumes it. Classed as its cause.
+    #[error(
+        "{cause}; of this ingest's documents, {} were stored before that, each whole ({}), and {} were not ({}): ingest those again to finish",
+        stored.len(), listed(stored), not_stored.len(), listed(not_stored)
+    )]
+    PartlyIngested {
+        /// What stopped the ingest.
+        cause: Box<Error>,
+        /// The ids of the documents written before it.
+        stored: Vec<String>,
+        /// The ids of the documents not written.
+        not_stored: Vec<String>,
+    },
     /// This process was forked from one that had opened a store, and
     /// edudb's background threads do not survive a fork.
     #[error(
@@ -365,13 +382,37 @@ pub enum Error {
     },
 }
 
+/// The first few of `ids`, and how many more there are.
+fn listed(ids: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut listed = ids
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() > SHOWN {
+        listed.push_str(&format!(" and {} more", ids.len() - SHOWN));
+    }
+    listed
+}
+
 impl Error {
+    /// The error itself, or what stopped an ingest part-way
+    /// ([`Error::PartlyIngested`]): what the classes follow.
+    fn cause(&self) -> &Error {
+        match self {
+            Error::PartlyIngested { cause, .. } => cause.cause(),
+            other => other,
+        }
+    }
+
     /// Whether this is damage to stored records (an unreadable record, or
     /// records that disagree), which salvage can skip past, rather than a
     /// failure to read or write at all.
     pub fn is_damage(&self) -> bool {
         matches!(
-            self,
+            self.cause(),
             Error::Corrupt { .. } | Error::Invariant { .. } | Error::Served { damage: true, .. }
         )
     }
@@ -379,7 +420,7 @@ impl Error {
     /// True when another process holds the store ([`Error::Locked`]): the
     /// same call may succeed later (exit code 3 in the CLI).
     pub fn is_busy(&self) -> bool {
-        match self {
+        match self.cause() {
             Error::Served { class, .. } => class == "busy",
             other => matches!(other, Error::Locked { .. }),
         }
@@ -389,12 +430,13 @@ impl Error {
     /// the CLI); false for internal failures (exit code 2) and a busy store
     /// ([`Error::is_busy`]).
     pub fn is_user_error(&self) -> bool {
-        if let Error::Served { class, .. } = self {
+        let this = self.cause();
+        if let Error::Served { class, .. } = this {
             return class == "user";
         }
         // Listed, not excluded: a new variant is internal until added here.
         matches!(
-            self,
+            this,
             Error::InvalidUtf8 { .. }
                 | Error::Binary { .. }
                 | Error::Container { .. }

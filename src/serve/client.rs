@@ -238,7 +238,7 @@ impl Client {
             Some("cancelled") => Err(Error::Cancelled),
             _ => {
                 let class = status["error"]["class"].as_str().unwrap_or("internal");
-                Err(Error::Served {
+                let served = Error::Served {
                     class: class.to_owned(),
                     status: status_of(class),
                     message: status["error"]["message"]
@@ -247,6 +247,17 @@ impl Client {
                         .to_owned(),
                     query: None,
                     damage: status["error"]["damage"] == true,
+                };
+                let ids = |field: &str| -> Option<Vec<String>> {
+                    serde_json::from_value(status.get(field)?.clone()).ok()
+                };
+                Err(match (ids("stored"), ids("not_stored")) {
+                    (Some(stored), Some(not_stored)) => Error::PartlyIngested {
+                        cause: Box::new(served),
+                        stored,
+                        not_stored,
+                    },
+                    _ => served,
                 })
             }
         }
@@ -420,13 +431,20 @@ impl Api for Client {
         );
         let mut documents = Vec::new();
         let mut llm = LlmCost::default();
-        for (batch, _, _) in jobs.into_iter().filter(|(batch, _, _)| !batch.is_empty()) {
+        let jobs: Vec<Vec<Value>> = (jobs.into_iter())
+            .map(|(batch, _, _)| batch)
+            .filter(|batch| !batch.is_empty())
+            .collect();
+        for (number, batch) in jobs.iter().enumerate() {
             if cancel.is_cancelled() {
                 progress.finish();
                 return Err(Error::Cancelled);
             }
-            let done = self.run_job(batch, options, progress, cancel);
-            let done = done.inspect_err(|_| progress.finish())?;
+            let done = self.run_job(batch.clone(), options, progress, cancel);
+            let done = done.map_err(|err| {
+                progress.finish();
+                partly_ingested(err, &documents, batch, &jobs[number + 1..])
+            })?;
             let listed = |field: &str| match &done[field] {
                 Value::Array(items) => Ok(items.clone()),
                 other => Err(Error::Serve(format!(
@@ -562,6 +580,43 @@ enum Body {
     None,
     Bytes(Vec<u8>),
     Json(Value),
+}
+
+/// `err`, which stopped the ingest job of `batch`, as what the whole
+/// ingest did: the ids of `written` (earlier jobs' documents) and any the
+/// failed job stored are `stored`; its other documents and those of the
+/// jobs `not_sent` are `not_stored` ([`Error::PartlyIngested`]). A
+/// cancellation, or a failure before anything was stored, stays as it is.
+fn partly_ingested(
+    err: Error,
+    written: &[Value],
+    batch: &[Value],
+    not_sent: &[Vec<Value>],
+) -> Error {
+    let ids = |documents: &[Value]| -> Vec<String> {
+        (documents.iter())
+            .filter_map(|d| d["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let (cause, mut stored, mut not_stored) = match err {
+        Error::PartlyIngested {
+            cause,
+            stored,
+            not_stored,
+        } => (*cause, stored, not_stored),
+        Error::Cancelled => return Error::Cancelled,
+        other => (other, Vec::new(), ids(batch)),
+    };
+    stored.splice(0..0, ids(written));
+    if stored.is_empty() {
+        return cause;
+    }
+    not_stored.extend(not_sent.iter().flat_map(|batch| ids(batch)));
+    Error::PartlyIngested {
+        cause: Box::new(cause),
+        stored,
+        not_stored,
+    }
 }
 
 /// The HTTP status a request refused with `class` would have had: how a

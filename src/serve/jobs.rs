@@ -106,7 +106,19 @@ impl Job {
                 } else {
                     "failed"
                 };
-                json!({"state": state, "error": described(err)})
+                let partly = match &err {
+                    Error::PartlyIngested {
+                        stored, not_stored, ..
+                    } => Some(json!({"stored": stored, "not_stored": not_stored})),
+                    _ => None,
+                };
+                let mut outcome = json!({"state": state, "error": described(err)});
+                if let (Some(Value::Object(partly)), Some(fields)) =
+                    (partly, outcome.as_object_mut())
+                {
+                    fields.extend(partly);
+                }
+                outcome
             }
         };
         *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
@@ -114,7 +126,7 @@ impl Job {
 
     /// `{job, state, sources, processed, done, total}` and, once it ended,
     /// `documents`, `failures` and `llm` (done) or `error` (failed,
-    /// cancelled).
+    /// cancelled), with `stored` and `not_stored` when it failed part-way.
     pub fn status(&self) -> Value {
         let mut status = json!({
             "job": self.id,

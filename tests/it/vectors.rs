@@ -701,3 +701,84 @@ fn a_process_answers_its_first_vector_searches_exactly_from_the_flat_tables() {
     let after: Vec<_> = texts.iter().map(|t| answer(&db, t)).collect();
     assert_eq!(after, got);
 }
+
+/// The hashed embedder, failing (after a pause, so the documents before it
+/// are written first) on any text that holds `POISON`.
+#[derive(Debug)]
+struct FailingEmbedder;
+
+impl edudb::Embedder for FailingEmbedder {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, edudb::EmbedError> {
+        if texts.iter().any(|t| t.contains("POISON")) {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            return Err(edudb::EmbedError::Model {
+                dir: "failing".into(),
+                message: "the model refused".into(),
+            });
+        }
+        edudb::compute::embed::hashed::HashedEmbedder::new(16)
+            .unwrap()
+            .embed(texts)
+    }
+    fn dimension(&self) -> usize {
+        16
+    }
+    fn identity(&self) -> String {
+        "failing".into()
+    }
+}
+
+#[test]
+fn an_ingest_that_fails_part_way_names_what_it_stored_and_what_it_did_not() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::open_with(
+        dir.path().join("db"),
+        &with_custom(true, std::sync::Arc::new(FailingEmbedder)),
+    )
+    .unwrap();
+    let source = |id: &str, text: &str| edudb::ingest::sources::Source {
+        id: id.into(),
+        origin: edudb::ingest::sources::Origin::Bytes(text.as_bytes().to_vec()),
+    };
+    let sources = [
+        source("first", "# First\n\nHerons wade in the shallows."),
+        source("second", "# Second\n\nOtters float on their backs."),
+        source("poisoned", "# Poisoned\n\nThis one holds POISON."),
+        source("empty", ""),
+        source("last", "# Last\n\nZebras gallop at dawn."),
+    ];
+    let err = db
+        .ingest(
+            &sources,
+            markdown(),
+            &edudb::NoProgress,
+            &edudb::CancelToken::new(),
+        )
+        .unwrap_err();
+    let Error::PartlyIngested {
+        cause,
+        stored,
+        not_stored,
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert!(matches!(**cause, Error::Embedding(_)), "{cause}");
+    assert!(!err.is_user_error(), "classed as its cause");
+    assert!(err.to_string().contains("the model refused"), "{err}");
+    // Each document is stored or not, and the store holds exactly those
+    // said stored; the empty one was refused for its content, in neither.
+    for id in ["first", "second"] {
+        assert!(stored.contains(&id.to_owned()), "{err}");
+    }
+    assert!(not_stored.contains(&"poisoned".to_owned()), "{err}");
+    let mut said: Vec<&String> = stored.iter().chain(not_stored).collect();
+    said.sort();
+    assert_eq!(said, ["first", "last", "poisoned", "second"]);
+    let mut held: Vec<String> = db.documents().unwrap().into_iter().map(|d| d.id).collect();
+    held.sort();
+    let mut stored = stored.clone();
+    stored.sort();
+    assert_eq!(held, stored);
+    assert!(db.check().unwrap().damaged.is_empty());
+}
