@@ -61,6 +61,23 @@ impl Catalog for Engine {
     }
 }
 
+/// The query's rule for a document it reads as one among others: damage
+/// (a record that does not read whole) leaves the document out of the
+/// query with a warning, as listings do, so one damaged document never
+/// fails a query over the rest; any other failure fails the query.
+fn unless_damaged<T>(id: &str, read: Result<T>) -> Result<Option<T>> {
+    match read {
+        Ok(value) => Ok(Some(value)),
+        Err(err) if err.is_damage() => {
+            tracing::warn!(
+                "document {id} is damaged and was left out of the query ({err}); `edudb check` names every damaged document"
+            );
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
 /// Runs `plan` on `engine`.
 pub fn execute(engine: &Engine, plan: &Plan) -> Result<QueryResult> {
     let mut stages = Vec::new();
@@ -255,15 +272,26 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
         (None, Some(ids)) => ids.clone(),
         (None, None) => engine.documents()?.into_iter().map(|m| m.id).collect(),
     };
-    let mut views: Vec<View> = doc_ids
-        .iter()
-        .map(|id| View::load(engine, id))
-        .collect::<Result<_>>()?;
+    let mut views: Vec<View> = Vec::with_capacity(doc_ids.len());
+    for id in &doc_ids {
+        if let Some(view) = unless_damaged(id, View::load(engine, id))? {
+            views.push(view);
+        }
+    }
+    let left_out = doc_ids.len() - views.len();
+    let doc_ids: Vec<String> = views.iter().map(|view| view.id.clone()).collect();
     let passing = seeded.as_ref().map_or(0, |s| s.nodes.len() + s.edus.len());
     timer.stop(
         stages,
         "load",
-        format!("{} documents read from the store", views.len()),
+        if left_out == 0 {
+            format!("{} documents read from the store", views.len())
+        } else {
+            format!(
+                "{} documents read from the store, {left_out} damaged left out",
+                views.len()
+            )
+        },
         (passing, passing),
     );
     let match_scores =
@@ -275,14 +303,17 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
                 .enumerate()
                 .map(|(i, id)| (id.as_str(), i))
                 .collect();
-            let to_candidate = |hit: &RankedHit| Candidate {
-                doc: index[hit.doc.as_str()],
-                node: hit.node,
-                span: hit.span,
-                score: hit.score,
+            // A damaged document's hits went with it.
+            let to_candidate = |hit: &RankedHit| {
+                Some(Candidate {
+                    doc: *index.get(hit.doc.as_str())?,
+                    node: hit.node,
+                    span: hit.span,
+                    score: hit.score,
+                })
             };
-            let nodes: Vec<Candidate> = seeded.nodes.iter().map(to_candidate).collect();
-            let edus: Vec<Candidate> = seeded.edus.iter().map(to_candidate).collect();
+            let nodes: Vec<Candidate> = seeded.nodes.iter().filter_map(to_candidate).collect();
+            let edus: Vec<Candidate> = seeded.edus.iter().filter_map(to_candidate).collect();
             match (plan.traverse, plan.propagate) {
                 (_, Some(how)) => {
                     let timer = Timer::start();
@@ -855,14 +886,10 @@ fn link_named_sections(
         scope.as_deref(),
         &sources,
         |doc, section| match engine.cached_document(doc) {
-            Ok(loaded) => Ok(loaded
-                .document
-                .tree
-                .nodes
-                .get(section as usize)
-                .map(|node| node.title.clone())),
             Err(Error::NoSuchDocument(_)) => Ok(None),
-            Err(err) => Err(err),
+            read => Ok(unless_damaged(doc, read)?.and_then(|loaded| {
+                (loaded.document.tree.nodes.get(section as usize)).map(|node| node.title.clone())
+            })),
         },
     )?;
     let mut index: HashMap<String, usize> = views
@@ -874,13 +901,15 @@ fn link_named_sections(
         let doc = match index.get(&section.doc) {
             Some(&doc) => doc,
             None => match View::load(engine, &section.doc) {
-                Ok(view) => {
-                    views.push(view);
-                    index.insert(section.doc, views.len() - 1);
-                    views.len() - 1
-                }
                 Err(Error::NoSuchDocument(_)) => continue,
-                Err(err) => return Err(err),
+                read => match unless_damaged(&section.doc, read)? {
+                    Some(view) => {
+                        views.push(view);
+                        index.insert(section.doc, views.len() - 1);
+                        views.len() - 1
+                    }
+                    None => continue,
+                },
             },
         };
         let view = &views[doc];
