@@ -772,6 +772,12 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
                 ],
             ),
         };
+        // Removing is how space comes back: it works on a full disk too,
+        // in the room the store keeps for it.
+        assert!(
+            written || !matches!(write, FullDiskWrite::Remove(_)),
+            "round {round}: a removal with {free} bytes free was refused"
+        );
         match (written, &write) {
             (false, _) => refused_writes += 1,
             (true, FullDiskWrite::Ingest(id)) => {

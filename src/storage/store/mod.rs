@@ -28,7 +28,8 @@
 //! - a write is refused with [`Error::DiskFull`] before anything reaches
 //!   sled unless the file system has twice the write's bytes free plus a
 //!   reserve ([`SPACE_RESERVE`], or the smaller [`REMOVAL_RESERVE`] for a
-//!   write that removes records, so space can still be reclaimed): sled
+//!   write that removes records, so space can still be reclaimed, using
+//!   the space a [`ballast`] file holds for it when the disk is full): sled
 //!   0.34 can hang in `flush` once the disk fills under it, so edudb keeps
 //!   its own writes from filling it;
 //! - a failure in the file system abandons the handle ([`Store::failure`]):
@@ -62,7 +63,9 @@ use crate::model::rank::Target;
 use crate::model::tree::{ArchivedTree, Tree};
 use crate::storage::record_files::{RecordFile, RecordFiles};
 use crate::storage::vector_record::VectorRecord;
+use ballast::Ballast;
 
+mod ballast;
 mod engine_files;
 
 /// Version of the on-disk layout; bumped on any incompatible change.
@@ -216,6 +219,8 @@ pub struct Store {
     /// Files of replaced or removed records, deleted at the next flush
     /// (once the batches that dropped them are durable).
     stale_files: std::sync::Mutex<Vec<String>>,
+    /// Disk space held for removals on a full disk.
+    ballast: Ballast,
     /// Why the handle was abandoned: the first file-system failure sled
     /// reported through it.
     abandoned: std::sync::OnceLock<String>,
@@ -677,6 +682,15 @@ impl Store {
         for repair in engine_files::check_and_repair(dir)? {
             tracing::warn!("{repair}");
         }
+        // sled writes a snapshot whenever it opens: on a full disk, the
+        // room kept for removals lets it, and a removal after it.
+        let ballast = Ballast::new(dir);
+        if fs4::available_space(dir).is_ok_and(|free| free < REMOVAL_RESERVE) && ballast.release() {
+            tracing::warn!(
+                "the disk holding {} is full: the room kept for removals was used to open the store; it is kept again once the disk has room",
+                dir.display()
+            );
+        }
         let started = std::time::Instant::now();
         let db = loop {
             match engine_files::open(dir)? {
@@ -696,6 +710,7 @@ impl Store {
             dir: dir.to_owned(),
             files: RecordFiles::new(dir.join(RECORD_FILES_DIR)),
             stale_files: std::sync::Mutex::default(),
+            ballast,
             abandoned: std::sync::OnceLock::new(),
             #[cfg(test)]
             fail_next_flush: Default::default(),
@@ -738,6 +753,7 @@ impl Store {
             store.flush()?;
         }
         store.sweep_record_files()?;
+        store.ballast.restore(REMOVAL_RESERVE);
         Ok(store)
     }
 
@@ -986,7 +1002,18 @@ impl Store {
         } else {
             SPACE_RESERVE
         };
-        self.ensure_space(reserve + 2 * batch.bytes, batch.bytes)?;
+        let needed = reserve + 2 * batch.bytes;
+        if let Err(full) = self.ensure_space(needed, batch.bytes) {
+            // A removal on a full disk uses the room kept for it.
+            if !(batch.reclaims && self.ballast.release()) {
+                return Err(full);
+            }
+            tracing::warn!(
+                "the disk holding {} is full: the room kept for removals was used; it is kept again once the disk has room",
+                self.dir.display()
+            );
+            self.ensure_space(needed, batch.bytes)?;
+        }
         let writes = std::mem::take(&mut batch.writes);
         let applied = self.sled()?.apply_batch(writes);
         // Applied, the batch's files are named by it. A failed apply may
@@ -995,6 +1022,9 @@ impl Store {
         batch.written = None;
         applied.map_err(|e| self.failure(e))?;
         self.stale_files().append(&mut batch.stale);
+        if batch.reclaims {
+            self.ballast.restore(REMOVAL_RESERVE);
+        }
         Ok(())
     }
 
