@@ -528,13 +528,23 @@ impl Engine {
                 continue;
             };
             let bytes = [first.start.to_native(), last.end.to_native()];
+            // Coordinates from a damaged index entry slice nothing.
+            let Some(edu_text) = text.get(bytes[0] as usize..bytes[1] as usize) else {
+                tracing::warn!(
+                    "a full-text entry of {} names EDUs {}-{}, which do not slice its text: the index is damaged (`edudb reindex` rebuilds it)",
+                    hit.doc,
+                    hit.span.first,
+                    hit.span.last
+                );
+                continue;
+            };
             let text = match hit.node {
                 Some(node) => stored
                     .tree()?
                     .nodes
                     .get(node as usize)
                     .map_or_else(String::new, |n| n.title.to_string()),
-                None => text[bytes[0] as usize..bytes[1] as usize].to_owned(),
+                None => edu_text.to_owned(),
             };
             out.push(SearchHit {
                 doc: hit.doc,

@@ -303,10 +303,28 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
                 .enumerate()
                 .map(|(i, id)| (id.as_str(), i))
                 .collect();
-            // A damaged document's hits went with it.
+            // A damaged document's hits went with it, and a hit whose
+            // coordinates its document does not have (a damaged index
+            // entry) is left out.
             let to_candidate = |hit: &RankedHit| {
+                let doc = *index.get(hit.doc.as_str())?;
+                let view = &views[doc];
+                let nodes = view.document().tree.nodes.len();
+                let within = hit.span.first <= hit.span.last
+                    && hit.span.last <= view.last_edu()
+                    && hit.node.is_none_or(|node| (node as usize) < nodes);
+                if !within {
+                    tracing::warn!(
+                        "an index entry of {} names coordinates it does not have (EDUs {}-{}, node {:?}): the index is damaged (`edudb reindex` rebuilds it)",
+                        hit.doc,
+                        hit.span.first,
+                        hit.span.last,
+                        hit.node
+                    );
+                    return None;
+                }
                 Some(Candidate {
-                    doc: *index.get(hit.doc.as_str())?,
+                    doc,
                     node: hit.node,
                     span: hit.span,
                     score: hit.score,
