@@ -634,10 +634,24 @@ fn a_server_that_stops_answering_mid_ingest_leaves_whole_documents_only() {
             &edudb::CancelToken::new(),
         )
         .unwrap_err();
-    assert!(matches!(err, Error::Chat(_)), "{err:?}");
-    // At most the one answered document was written, and it is whole.
+    // At most the one answered document was written, and it is whole;
+    // when one was, the error says which, and which were not.
+    let said_stored = match &err {
+        Error::Chat(_) => Vec::new(),
+        Error::PartlyIngested {
+            cause,
+            stored,
+            not_stored,
+        } if matches!(**cause, Error::Chat(_)) => {
+            assert_eq!(stored.len() + not_stored.len(), 3, "{err:?}");
+            stored.clone()
+        }
+        other => panic!("{other:?}"),
+    };
     let stored = db.documents().unwrap();
     assert!(stored.len() <= 1, "{stored:?}");
+    let ids: Vec<String> = stored.iter().map(|m| m.id.clone()).collect();
+    assert_eq!(ids, said_stored);
     assert_eq!(db.check().unwrap().documents, stored.len());
     for meta in &stored {
         assert_eq!(db.document(&meta.id).unwrap().text().unwrap(), THREE_TOPICS);
