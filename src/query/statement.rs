@@ -47,3 +47,43 @@ impl Query {
         Ok(result)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Query;
+    use crate::engine::three_fruit_store;
+    use crate::query::result::Rows;
+
+    #[test]
+    fn every_kind_of_statement_leaves_damaged_documents_out_and_says_so() {
+        let (_dir, engine) = three_fruit_store();
+        engine.store().damage("pears", false);
+        engine.store().damage("plums", true);
+        // The full-text index still holds them (the vector index left
+        // them out when it caught up, with its own warning): every seed
+        // and walk answers from the rest, as listings do, and the load
+        // stage counts what it left out.
+        for how in ["", "TRAVERSE", "PROPAGATE"] {
+            for seed in ["BM25", "NEAR", "HYBRID"] {
+                let statement = format!(
+                    "EXPLAIN SELECT SPANS FROM * SEED {seed}('apples orchards pears picking plums prunes') {how} BUDGET 256 TOKENS"
+                );
+                let result = Query::parse(&statement)
+                    .unwrap()
+                    .run(&engine, &Default::default())
+                    .unwrap_or_else(|e| panic!("{statement}: {e}"));
+                let Rows::Selection(selection) = &result.rows else {
+                    panic!("{statement}: not a selection")
+                };
+                let docs: Vec<&str> = selection.items.iter().map(|i| i.doc.as_str()).collect();
+                assert!(docs.contains(&"apples"), "{statement}: {docs:?}");
+                assert!(docs.iter().all(|&d| d == "apples"), "{statement}: {docs:?}");
+                let load = result.stages.iter().find(|s| s.operator == "load").unwrap();
+                assert!(
+                    seed == "NEAR" || load.detail.contains("2 damaged left out"),
+                    "{statement}: {load:?}"
+                );
+            }
+        }
+    }
+}
