@@ -11,7 +11,7 @@
 //! holder is this process but which no open store of it holds is such a
 //! leftover copy, waited for up to [`LEFTOVER_GRACE`].
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -24,10 +24,10 @@ pub(crate) const LOCK_FILE: &str = "LOCK";
 
 /// How long an open waits, whatever its busy timeout, for a lock that only
 /// a starting child process's copy of this process's files can hold.
-pub(crate) const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
+const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
 /// The store directories this process holds open.
-static HELD: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+static HELD: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 
 /// The held lock of one store directory, released when dropped.
 #[derive(Debug)]
@@ -78,7 +78,6 @@ impl StoreLock {
         }
         HELD.lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert_with(HashSet::new)
             .insert(key.clone());
         Ok(StoreLock {
             dir: key,
@@ -90,9 +89,9 @@ impl StoreLock {
 impl Drop for StoreLock {
     /// Forgets the directory, then (as the fields drop) releases the lock.
     fn drop(&mut self) {
-        if let Some(held) = HELD.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
-            held.remove(&self.dir);
-        }
+        HELD.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.dir);
     }
 }
 
@@ -104,7 +103,7 @@ static FIRST_OPENED_BY: OnceLock<u32> = OnceLock::new();
 /// the child only as state (a pool that believes it has threads, a lock a
 /// vanished thread held), so a store opened in the child would hang on the
 /// first task given to them.
-pub(crate) fn refuse_in_forked_child() -> Result<()> {
+fn refuse_in_forked_child() -> Result<()> {
     let this = std::process::id();
     match *FIRST_OPENED_BY.get_or_init(|| this) {
         parent if parent != this => Err(Error::Forked { parent }),
@@ -116,8 +115,7 @@ pub(crate) fn refuse_in_forked_child() -> Result<()> {
 fn is_held(key: &Path) -> bool {
     HELD.lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .is_some_and(|held| held.contains(key))
+        .contains(key)
 }
 
 /// Why [`lock_within`] did not take the lock.

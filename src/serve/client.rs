@@ -200,7 +200,7 @@ impl Client {
     /// say) and follows it to its end; its final status.
     fn run_job(
         &self,
-        documents: Vec<Value>,
+        documents: &[Value],
         options: IngestOptions,
         progress: &dyn Progress,
         cancel: &CancelToken,
@@ -440,7 +440,7 @@ impl Api for Client {
                 progress.finish();
                 return Err(Error::Cancelled);
             }
-            let done = self.run_job(batch.clone(), options, progress, cancel);
+            let done = self.run_job(batch, options, progress, cancel);
             let done = done.map_err(|err| {
                 progress.finish();
                 partly_ingested(err, &documents, batch, &jobs[number + 1..])

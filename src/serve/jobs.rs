@@ -106,18 +106,15 @@ impl Job {
                 } else {
                     "failed"
                 };
-                let partly = match &err {
-                    Error::PartlyIngested {
-                        stored, not_stored, ..
-                    } => Some(json!({"stored": stored, "not_stored": not_stored})),
-                    _ => None,
-                };
-                let mut outcome = json!({"state": state, "error": described(err)});
-                if let (Some(Value::Object(partly)), Some(fields)) =
-                    (partly, outcome.as_object_mut())
+                let mut outcome = json!({"state": state});
+                if let Error::PartlyIngested {
+                    stored, not_stored, ..
+                } = &err
                 {
-                    fields.extend(partly);
+                    outcome["stored"] = json!(stored);
+                    outcome["not_stored"] = json!(not_stored);
                 }
+                outcome["error"] = described(err);
                 outcome
             }
         };

@@ -70,10 +70,18 @@ impl Ballast {
         }
     }
 
-    /// Deletes the ballast file, giving its space back to the file system;
-    /// false when there was none to delete.
+    /// Deletes the ballast file, giving its space back to the file system
+    /// (with a warning: the disk is full); false when there was none to
+    /// delete.
     pub(super) fn release(&self) -> bool {
-        std::fs::remove_file(&self.path).is_ok()
+        let released = std::fs::remove_file(&self.path).is_ok();
+        if released {
+            tracing::warn!(
+                "the disk holding {} is full: the room kept for removals was used; it is kept again once the disk has room",
+                self.path.parent().unwrap_or(&self.path).display()
+            );
+        }
+        released
     }
 }
 

@@ -685,11 +685,8 @@ impl Store {
         // sled writes a snapshot whenever it opens: on a full disk, the
         // room kept for removals lets it, and a removal after it.
         let ballast = Ballast::new(dir);
-        if fs4::available_space(dir).is_ok_and(|free| free < REMOVAL_RESERVE) && ballast.release() {
-            tracing::warn!(
-                "the disk holding {} is full: the room kept for removals was used to open the store; it is kept again once the disk has room",
-                dir.display()
-            );
+        if fs4::available_space(dir).is_ok_and(|free| free < REMOVAL_RESERVE) {
+            ballast.release();
         }
         let started = std::time::Instant::now();
         let db = loop {
@@ -1008,10 +1005,6 @@ impl Store {
             if !(batch.reclaims && self.ballast.release()) {
                 return Err(full);
             }
-            tracing::warn!(
-                "the disk holding {} is full: the room kept for removals was used; it is kept again once the disk has room",
-                self.dir.display()
-            );
             self.ensure_space(needed, batch.bytes)?;
         }
         let writes = std::mem::take(&mut batch.writes);
