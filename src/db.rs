@@ -138,6 +138,31 @@ impl Db {
         self.engine.salvage(to.as_ref(), progress, cancel)
     }
 
+    /// Salvages the store at `from` into a new store at `to`, as
+    /// [`Db::salvage`] does, also where the store's engine would lose part
+    /// of it or cannot open it at all: the data log is first read page by
+    /// page, without the engine; where it shows damage (which the engine
+    /// would cut the log short at), or the engine cannot open `from`, the
+    /// store is salvaged from what that reading holds, through a scratch
+    /// store inside `from` (removed when done), and
+    /// [`SalvageReport::from_log`] says so. Run it before opening a
+    /// damaged store again: each open lets the engine reuse the space past
+    /// a cut. `from` is opened with `options` (`create` is ignored); `to`
+    /// must be absent or empty.
+    pub fn salvage_store(
+        from: impl AsRef<Path>,
+        to: impl AsRef<Path>,
+        options: &OpenOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<SalvageReport> {
+        let options = OpenOptions {
+            create: false,
+            ..options.clone()
+        };
+        Engine::salvage_store(from.as_ref(), to.as_ref(), &options, progress, cancel)
+    }
+
     /// Brings the vector graph up to the store's latest change now, with
     /// progress, and saves it: ingest leaves the graph to the first search
     /// that needs it (inserts cost more than the rest of ingest), which is

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import multiprocessing
 import multiprocessing.queues
+import multiprocessing.synchronize
 import threading
 from pathlib import Path
 
@@ -574,3 +575,31 @@ def test_a_forked_child_is_refused_with_the_way_out_and_spawn_works(tmp_path: Pa
     assert said.startswith("refused") and "forkserver" in said, said
     # The way out the error names.
     assert _outcome("spawn", _open_after_fork, path) == "opened, 1 documents"
+
+
+def _wait_for(release: multiprocessing.synchronize.Event) -> None:
+    """In a forked child: waits until told to end."""
+    release.wait(120)
+
+
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork here"
+)
+def test_a_child_forked_while_the_store_is_open_does_not_keep_it_locked(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "s.db")
+    ctx = multiprocessing.get_context("fork")
+    release = ctx.Event()
+    with edudb.open(path) as db:
+        db.ingest(MARKDOWN, id="trips", format="markdown")
+        child = ctx.Process(target=_wait_for, args=(release,))
+        child.start()
+    try:
+        # The parent reopens the store while the child lives.
+        with edudb.open(path) as db:
+            assert [d.id for d in db.docs()] == ["trips"]
+    finally:
+        release.set()
+        child.join(60)
+    assert child.exitcode == 0

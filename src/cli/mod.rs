@@ -188,22 +188,24 @@ impl<'a> Context<'a> {
         if let Some(db) = self.served {
             return Ok(route::Store::Served(db));
         }
+        Db::open_with(&self.cli.db, &self.open_options(create)?)
+            .map(|db| route::Store::Owned(Box::new(db)))
+    }
+
+    /// How the store at `--db` is opened (created when `create`).
+    fn open_options(&self, create: bool) -> edudb::Result<OpenOptions> {
         let cli = self.cli;
-        Db::open_with(
-            &cli.db,
-            &OpenOptions {
-                create,
-                embedder: cli.embedder.config()?,
-                busy_timeout: cli.wait,
-                chat: if cli.command.may_ask_a_model() {
-                    cli.llm.chat()?
-                } else {
-                    None
-                },
-                ..Default::default()
+        Ok(OpenOptions {
+            create,
+            embedder: cli.embedder.config()?,
+            busy_timeout: cli.wait,
+            chat: if cli.command.may_ask_a_model() {
+                cli.llm.chat()?
+            } else {
+                None
             },
-        )
-        .map(|db| route::Store::Owned(Box::new(db)))
+            ..Default::default()
+        })
     }
 }
 
@@ -913,12 +915,26 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
             }
         }
         Command::Salvage { to } => {
-            let db = context.open(false)?;
             let bars = bars::Bars::new(cli.quiet || cli.json);
-            let report = db.salvage(to, &bars, &CancelToken::new())?;
+            let cancel = CancelToken::new();
+            // A served store is open; one that is not is first read from
+            // its data log, before its engine can cut it short.
+            let report = match context.served {
+                Some(db) => db.salvage(to, &bars, &cancel)?,
+                None => {
+                    Db::salvage_store(&cli.db, to, &context.open_options(false)?, &bars, &cancel)?
+                }
+            };
             if cli.json {
                 render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
             } else {
+                if let Some(log) = &report.from_log {
+                    writeln!(
+                        out,
+                        "its data log is damaged, or its engine could not open it, so it was read page by page: {} pages, {} records, {} damaged stretches left out (a document removed or replaced just before the damage may be back in its earlier form)",
+                        log.pages, log.records, log.damaged
+                    )?;
+                }
                 writeln!(
                     out,
                     "salvaged into {}: {} documents and {} sessions, {} left out",

@@ -133,9 +133,17 @@ impl Engine {
             latest.insert(id, seq);
         }
         for id in latest.keys() {
-            match self.store.get(id)? {
-                Some(stored) => fulltext.replace(&stored.to_document()?)?,
-                None => fulltext.remove(id)?,
+            let stored = (self.store.get(id))
+                .and_then(|stored| stored.map(|stored| stored.to_document()).transpose());
+            match stored {
+                Ok(Some(doc)) => fulltext.replace(&doc)?,
+                Ok(None) => fulltext.remove(id)?,
+                // As in every read: left out, with a warning, and named by
+                // `check`; its earlier entries stay for salvage to list.
+                Err(err) if err.is_damage() => {
+                    tracing::warn!("document {id} left out of the full-text index: {err}")
+                }
+                Err(err) => return Err(err),
             }
         }
         Ok(())
@@ -467,6 +475,19 @@ mod tests {
     use crate::engine::{Engine, OpenOptions, three_fruit_store};
     use crate::ingest::pipeline::IngestOptions;
     use crate::progress::{CancelToken, NoProgress};
+
+    #[test]
+    fn catching_up_leaves_a_damaged_document_out_instead_of_failing() {
+        let (_dir, engine) = three_fruit_store();
+        let logged = engine.store().changes_after(0).unwrap();
+        assert!(logged.iter().any(|(_, id)| id == "pears"), "{logged:?}");
+        engine.store().damage("pears", false);
+        let mut fulltext = engine.fulltext_writer();
+        engine.replay(&mut fulltext, 0).unwrap();
+        fulltext.commit(engine.store().last_seq().unwrap()).unwrap();
+        drop(fulltext);
+        assert_eq!(engine.search("orchards", 5).unwrap().len(), 1);
+    }
 
     #[test]
     fn a_cancelled_reindex_leaves_the_index_as_it_was_through_later_writes() {

@@ -9,15 +9,19 @@
 //! starts a process. An open therefore tells the two cases apart: a store
 //! this process holds open is busy as ever, while a lock whose recorded
 //! holder is this process but which no open store of it holds is such a
-//! leftover copy, waited for up to [`LEFTOVER_GRACE`].
+//! leftover copy, waited for up to [`LEFTOVER_GRACE`]. A child made by
+//! `fork` alone, which may run for long without starting a program, lets
+//! go of its copy at once ([`ReleasedOnFork`]).
 
 use std::collections::BTreeSet;
 use std::fs::{File, TryLockError};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::storage::fork_release::ReleasedOnFork;
 
 /// The lock file's name in the store directory.
 pub(crate) const LOCK_FILE: &str = "LOCK";
@@ -34,6 +38,9 @@ static HELD: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 pub(crate) struct StoreLock {
     /// The directory, as registered in [`HELD`].
     dir: PathBuf,
+    /// The lock's release in forked children, given up before the file
+    /// closes.
+    released_on_fork: Option<ReleasedOnFork>,
     /// The locked file; closing it releases the lock.
     _file: File,
 }
@@ -81,6 +88,7 @@ impl StoreLock {
             .insert(key.clone());
         Ok(StoreLock {
             dir: key,
+            released_on_fork: Some(ReleasedOnFork::register(file.as_raw_fd())),
             _file: file,
         })
     }
@@ -89,6 +97,7 @@ impl StoreLock {
 impl Drop for StoreLock {
     /// Forgets the directory, then (as the fields drop) releases the lock.
     fn drop(&mut self) {
+        self.released_on_fork.take();
         HELD.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.dir);

@@ -1,14 +1,18 @@
 //! Salvage: copying what can still be read out of a damaged store into a
 //! new one, where `check` and `rm` cannot repair it in place (sled cannot
-//! rewrite a page it cannot read).
+//! rewrite a page it cannot read). A store whose data log is damaged, or
+//! which the engine cannot open at all, is first read page by page from
+//! its data log into a scratch store inside it
+//! ([`Store::rebuild_from_log`]), which is then salvaged.
 
 use std::path::Path;
 
 use serde::Serialize;
 
+use crate::engine::lock::StoreLock;
 use crate::engine::reads::Damaged;
 use crate::engine::write::Written;
-use crate::engine::{Engine, OpenOptions};
+use crate::engine::{Engine, FULLTEXT_DIR, OpenOptions, STORE_DIR, io_error};
 use crate::error::{Error, Result};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
@@ -16,6 +20,12 @@ use crate::model::dialogue::Dialogue;
 use crate::model::document::{Document, PackedVectors};
 use crate::model::ids::parse_turn_id;
 use crate::progress::{CancelToken, Progress};
+use crate::storage::fulltext::FullText;
+use crate::storage::store::{LogContents, LogRecovery, Store};
+
+/// The prefix of the scratch store a salvage from the data log builds
+/// inside the damaged store's directory (removed when it ends).
+const SCRATCH_PREFIX: &str = "salvage-scratch.";
 
 /// A document with its vectors and DAG: what one document's write holds.
 type Record = (Document, PackedVectors, Dag);
@@ -30,13 +40,104 @@ pub struct SalvageReport {
     /// What could not be read whole and was left out, with why: a
     /// document id, or `session ID` for a session.
     pub skipped: Vec<Damaged>,
+    /// Set when the store's data log was damaged, or its engine could
+    /// not open the store at all, so its records were read from the log
+    /// page by page: how that went. A record whose latest write did not
+    /// read there is copied as its last version that did, so a document
+    /// removed or replaced just before the damage may come back in its
+    /// earlier form.
+    pub from_log: Option<LogRecovery>,
 }
 
 impl Engine {
+    /// The work of [`crate::Db::salvage_store`]. The data log is read page
+    /// by page first, before the engine touches it: where damage shows,
+    /// the engine would cut the log short at it on opening (and may reuse
+    /// the space past the cut, or fail to open at all), so the store is
+    /// salvaged from what that reading holds; where none shows, the
+    /// engine opens the store as ever.
+    pub(crate) fn salvage_store(
+        from: &Path,
+        to: &Path,
+        options: &OpenOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<SalvageReport> {
+        let lock = StoreLock::take(from, options.busy_timeout)?;
+        if let Some(log) = Store::read_log(&from.join(STORE_DIR))?
+            && log.recovery().damaged > 0
+        {
+            tracing::warn!(
+                "the data log of {} is damaged in {} places: salvaging from what it holds, read page by page",
+                from.display(),
+                log.recovery().damaged
+            );
+            return Engine::salvage_log(from, log, lock, to, options, progress, cancel);
+        }
+        drop(lock);
+        // The engine reports some damage it meets while recovering as a
+        // failure to read, not as damage.
+        let damage = match Engine::open(from, options) {
+            Ok(engine) => return engine.salvage(to, progress, cancel),
+            Err(err) if err.is_damage() || matches!(err, Error::Storage(_)) => err,
+            Err(err) => return Err(err),
+        };
+        tracing::warn!("{damage}: salvaging from what its data log holds, read page by page");
+        let lock = StoreLock::take(from, options.busy_timeout)?;
+        let Some(log) = Store::read_log(&from.join(STORE_DIR))? else {
+            return Err(damage);
+        };
+        Engine::salvage_log(from, log, lock, to, options, progress, cancel)
+    }
+
+    /// Salvages the store at `from`, whose `lock` is held, from `log`, its
+    /// data log as read page by page: written into a scratch store inside
+    /// `from` (removed at the end), which is salvaged into `to`.
+    fn salvage_log(
+        from: &Path,
+        log: LogContents,
+        _lock: StoreLock,
+        to: &Path,
+        options: &OpenOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<SalvageReport> {
+        let scratch = tempfile::Builder::new()
+            .prefix(SCRATCH_PREFIX)
+            .tempdir_in(from)
+            .map_err(io_error(from))?;
+        let recovery =
+            Store::rebuild_from_log(log, &from.join(STORE_DIR), &scratch.path().join(STORE_DIR))?;
+        // The documents the damaged store's full-text index knows, so
+        // that those the log lost are named among what was left out.
+        let indexed = FullText::open(&from.join(FULLTEXT_DIR))
+            .and_then(|index| index.reader().document_ids())
+            .unwrap_or_else(|err| {
+                tracing::warn!("the damaged store's full-text index does not read: {err}");
+                Default::default()
+            });
+        let rebuilt = Engine::open(scratch.path(), options)?;
+        let mut report = rebuilt.salvage_known(to, indexed, progress, cancel)?;
+        report.from_log = Some(recovery);
+        Ok(report)
+    }
+
     /// The work of [`crate::Db::salvage`].
     pub(crate) fn salvage(
         &self,
         to: &Path,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<SalvageReport> {
+        self.salvage_known(to, Default::default(), progress, cancel)
+    }
+
+    /// [`Engine::salvage`], naming also the documents of `known` (ids
+    /// from elsewhere) among what was left out unless they are copied.
+    fn salvage_known(
+        &self,
+        to: &Path,
+        known: std::collections::BTreeSet<String>,
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<SalvageReport> {
@@ -56,7 +157,7 @@ impl Engine {
         )?;
         // The documents the store lists, and those only the full-text index
         // still knows (the store's scan ends at a page it cannot read).
-        let mut ids = std::collections::BTreeSet::new();
+        let mut ids = known;
         let mut report = SalvageReport::default();
         match self.store().ids() {
             Ok(listed) => ids.extend(listed),

@@ -473,6 +473,30 @@ impl Error {
     }
 }
 
+/// Runs `work` and returns what it returned, or, if it panicked, the
+/// panic's payload (its message through [`panic_message`]), which the
+/// caller turns into an error: for work in code edudb does not own that
+/// may panic on bad input or damage. The panic's message is not printed
+/// (the library never prints); panics anywhere else print as before, and
+/// a panic hook set before the first call is kept and called for them.
+pub(crate) fn catch_quietly<T>(work: impl FnOnce() -> T) -> std::thread::Result<T> {
+    use std::cell::Cell;
+    thread_local!(static QUIET: Cell<bool> = const { Cell::new(false) });
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let printing = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                printing(info)
+            }
+        }));
+    });
+    let outer = QUIET.with(|quiet| quiet.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+    QUIET.with(|quiet| quiet.set(outer));
+    result
+}
+
 /// The message a caught panic carried (`panic!` with a literal or a
 /// formatted string), or `"no message"`.
 pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
@@ -503,6 +527,19 @@ fn edu_range_message(doc: &str, first: u32, last: u32, count: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::panic_message;
+
+    #[test]
+    fn a_quiet_catch_returns_the_value_or_the_panic() {
+        assert_eq!(super::catch_quietly(|| 7).unwrap(), 7);
+        let panic = super::catch_quietly(|| panic!("inner {}", 1)).unwrap_err();
+        assert_eq!(panic_message(&*panic), "inner 1");
+        let outer = super::catch_quietly(|| {
+            let _ = super::catch_quietly(|| panic!("a"));
+            panic!("b")
+        })
+        .unwrap_err();
+        assert_eq!(panic_message(&*outer), "b");
+    }
 
     #[test]
     fn a_panic_message_is_read_from_a_literal_or_a_formatted_payload() {

@@ -16,10 +16,9 @@
 //! skipped.
 
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use crate::error::{Error, Result, panic_message};
+use crate::error::{Error, Result, catch_quietly, panic_message};
 
 /// Compute threads per core. More than one, so a read waiting on a model
 /// server (an OpenAI-compatible embedder) or on the disk leaves a thread
@@ -87,8 +86,11 @@ impl ReadPool {
                 drop(work);
                 return;
             }
-            let outcome = catch_unwind(AssertUnwindSafe(work))
-                .map_err(|panic| format!("it panicked: {}", panic_message(panic.as_ref())));
+            let outcome = catch_quietly(work).map_err(|panic| {
+                let message = format!("it panicked: {}", panic_message(panic.as_ref()));
+                tracing::error!("a read {message}");
+                message
+            });
             let _ = answer.send(outcome);
         });
         async move {

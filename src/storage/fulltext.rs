@@ -584,9 +584,8 @@ impl FullTextReader {
         limit: usize,
         statistics: &dyn Bm25StatisticsProvider,
     ) -> Result<Vec<RankedHit>> {
-        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.read_top(searcher, query, limit, statistics)
-        }));
+        let read =
+            crate::error::catch_quietly(|| self.read_top(searcher, query, limit, statistics));
         read.unwrap_or_else(|panic| {
             Err(damaged(format!(
                 "reading it failed ({}); `edudb reindex` rebuilds it",

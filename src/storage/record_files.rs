@@ -110,6 +110,26 @@ impl RecordFiles {
         &self.dir
     }
 
+    /// Links every file into the directory `to` (created), copying each
+    /// where the two are on different file systems: the files, for a
+    /// store rebuilt beside this one. Nothing when the directory is absent.
+    pub fn link_into(&self, to: &Path) -> std::io::Result<()> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        std::fs::create_dir_all(to)?;
+        for entry in entries {
+            let source = entry?.path();
+            let target = to.join(source.file_name().unwrap_or_default());
+            if std::fs::hard_link(&source, &target).is_err() {
+                std::fs::copy(&source, &target)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes a new file `name` with what `fill` writes (streamed, never
     /// held whole), syncs it and the directory, and returns its length and
     /// CRC-32. On failure the file is removed again.
@@ -257,7 +277,15 @@ mod tests {
         });
         assert!(failed.is_err());
         assert_eq!(files.names().unwrap(), std::slice::from_ref(&file.name));
+        // Linked beside, every file reads the same there.
+        let linked = RecordFiles::new(dir.path().join("linked"));
+        files.link_into(linked.dir()).unwrap();
+        assert_eq!(linked.read(&file).unwrap(), files.read(&file).unwrap());
+        RecordFiles::new(dir.path().join("absent"))
+            .link_into(&dir.path().join("none"))
+            .unwrap();
         files.remove([file.name.as_str()]);
         assert_eq!(files.read(&file).unwrap(), None);
+        assert!(linked.read(&file).unwrap().is_some());
     }
 }

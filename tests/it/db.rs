@@ -532,3 +532,27 @@ fn a_process_forked_after_a_store_was_opened_is_refused_rather_than_left_to_hang
     // This process opens it as ever.
     Db::open(dir.path()).unwrap();
 }
+
+#[test]
+fn a_child_forked_while_a_store_is_open_does_not_keep_it_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::create(dir.path()).unwrap();
+    // SAFETY: the child only sleeps (async-signal-safe) and ends with
+    // `_exit`; it is killed below.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork failed");
+    if child == 0 {
+        unsafe {
+            libc::sleep(60);
+            libc::_exit(0)
+        };
+    }
+    drop(db);
+    // While the child lives, its copies of the store's locks are gone.
+    let reopened = Db::open(dir.path());
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    reopened.expect("the parent reopens the store its child was forked with");
+}

@@ -87,7 +87,7 @@ impl Gpu {
         Gpu::libraries()?;
         // cudarc panics when a symbol is missing from an old library; turn
         // that into an error too.
-        std::panic::catch_unwind(Gpu::open_present)
+        crate::error::catch_quietly(Gpu::open_present)
             .unwrap_or_else(|_| Err("the CUDA libraries do not match cudarc's CUDA 13 API".into()))
     }
 

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result, panic_message};
+use crate::error::{Error, Result, catch_quietly, panic_message};
 
 /// sled's configuration file.
 const CONF_FILE: &str = "conf";
@@ -24,6 +24,9 @@ const SNAPSHOT_PREFIX: &str = "snap.";
 /// The prefix a damaged snapshot is renamed with: sled counts every file
 /// starting with [`SNAPSHOT_PREFIX`] as a snapshot, this one not.
 const DAMAGED_SNAPSHOT_PREFIX: &str = "damaged-snap.";
+
+/// The bytes of each segment of sled's data log, as [`CONF_BODY`] says.
+pub(super) const SEGMENT_SIZE: u64 = 524_288;
 
 /// The configuration edudb opens sled with, as sled writes it in `conf`
 /// before the checksum: sled's defaults, which [`open`] never changes.
@@ -84,15 +87,30 @@ pub(super) fn check_and_repair(dir: &Path) -> Result<Repairs> {
 /// log, so a damaged store is an error, never a crash of the program that
 /// opened it.
 pub(super) fn open(dir: &Path) -> Result<sled::Result<sled::Db>> {
-    std::panic::catch_unwind(|| sled::Config::new().path(dir).open()).map_err(|panic| {
-        Error::Corrupt {
-            key: dir.join(LOG_FILE).display().to_string(),
-            message: format!(
-                "the store's engine could not recover its data log: {}",
-                panic_message(&*panic)
-            ),
-        }
+    catch_quietly(|| sled::Config::new().path(dir).open()).map_err(|panic| Error::Corrupt {
+        key: dir.join(LOG_FILE).display().to_string(),
+        message: format!(
+            "the store's engine could not recover its data log ({}); `edudb salvage NEW_DIR` reads what the log still holds, page by page, into a new store",
+            panic_message(&*panic)
+        ),
     })
+}
+
+/// The descriptors this process has open on the data log in `dir`, on
+/// which sled holds its lock (none where `/proc/self/fd` does not list
+/// them).
+pub(super) fn log_descriptors(dir: &Path) -> Vec<std::os::fd::RawFd> {
+    let Ok(log) = std::fs::canonicalize(dir.join(LOG_FILE)) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| std::fs::read_link(entry.path()).is_ok_and(|target| target == log))
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .collect()
 }
 
 /// The trailer of a sled snapshot: its length (8 bytes) and the CRC-32 of
@@ -192,6 +210,11 @@ mod tests {
         write_conf(&rewritten).unwrap();
         assert_eq!(std::fs::read(rewritten).unwrap(), written);
         assert!(check_and_repair(dir.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_segment_size_is_the_configured_one() {
+        assert!(CONF_BODY.contains(&format!("segment_size: {SEGMENT_SIZE}\n")));
     }
 
     #[test]

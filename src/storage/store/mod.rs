@@ -38,7 +38,9 @@
 //! - sled's own metadata is checked before sled opens the directory
 //!   ([`engine_files`]): a half-written snapshot is removed, a damaged one
 //!   moved aside (sled replays its log instead) and a damaged
-//!   configuration rewritten, so one bad byte there never bricks a store.
+//!   configuration rewritten, so one bad byte there never bricks a store;
+//!   where sled cannot open its data log at all, [`log_pages`] reads what
+//!   the log still holds page by page into a new database, for salvage.
 //!
 //! Swapping the engine means rewriting this module only.
 
@@ -61,12 +63,16 @@ use crate::model::ids::SESSION_PREFIX;
 use crate::model::pages::{ArchivedPageLayout, PageLayout};
 use crate::model::rank::Target;
 use crate::model::tree::{ArchivedTree, Tree};
+use crate::storage::fork_release::ReleasedOnFork;
 use crate::storage::record_files::{RecordFile, RecordFiles};
 use crate::storage::vector_record::VectorRecord;
 use ballast::Ballast;
 
 mod ballast;
 mod engine_files;
+mod log_pages;
+
+pub use log_pages::{LogContents, LogRecovery};
 
 /// Version of the on-disk layout; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 10;
@@ -204,6 +210,9 @@ const PIECE: u8 = b'P';
 /// The directory of the record files, inside the store's directory (sled
 /// leaves other names there alone).
 const RECORD_FILES_DIR: &str = "records";
+/// The bytes of keys and values [`Store::rebuild_from_log`] writes per
+/// batch, to bound its memory.
+const REBUILD_BATCH_BYTES: usize = 64 << 20;
 const RECORDS: [u8; 8] = [META, TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG, PAGES];
 /// The records that may be kept apart (metadata is always small).
 const PIECEABLE: [u8; 7] = [TEXT, EDUS, TREE, VECTORS, PACKED_VECTORS, DAG, PAGES];
@@ -224,6 +233,8 @@ pub struct Store {
     /// Why the handle was abandoned: the first file-system failure sled
     /// reported through it.
     abandoned: std::sync::OnceLock<String>,
+    /// The release, in forked children, of sled's lock on its data log.
+    released_on_fork: Vec<ReleasedOnFork>,
     /// Makes the next flush fail, for tests of what stands above the seam.
     #[cfg(test)]
     fail_next_flush: std::sync::atomic::AtomicBool,
@@ -256,9 +267,17 @@ impl Drop for Store {
     /// then the handle is left open for the rest of the process, since
     /// sled's flush would wait forever.
     fn drop(&mut self) {
+        let released_on_fork = std::mem::take(&mut self.released_on_fork);
         if self.abandoned.get().is_none() {
+            // Given up before sled closes the file, whose number another
+            // file may take next.
+            drop(released_on_fork);
             // SAFETY: `db` is not used again; this is the store's drop.
             unsafe { std::mem::ManuallyDrop::drop(&mut self.db) }
+        } else {
+            // The file stays open for the rest of the process, and so does
+            // its release in children.
+            std::mem::forget(released_on_fork);
         }
     }
 }
@@ -369,7 +388,7 @@ fn unopenable(dir: &Path, err: sled::Error) -> Error {
     match storage(dir, err) {
         Error::Corrupt { key, .. } => Error::Corrupt {
             key,
-            message: "its checksum does not match, and the store's engine cannot open the store without it; restore the store's directory from a copy".into(),
+            message: "its checksum does not match, and the store's engine cannot open the store without it; `edudb salvage NEW_DIR` reads what the log still holds, page by page, into a new store".into(),
         },
         other => other,
     }
@@ -702,8 +721,12 @@ impl Store {
                 other => break other.map_err(|e| unopenable(dir, e))?,
             }
         };
+        let released_on_fork = (engine_files::log_descriptors(dir).into_iter())
+            .map(ReleasedOnFork::register)
+            .collect();
         let store = Store {
             db: std::mem::ManuallyDrop::new(db),
+            released_on_fork,
             dir: dir.to_owned(),
             files: RecordFiles::new(dir.join(RECORD_FILES_DIR)),
             stale_files: std::sync::Mutex::default(),
@@ -752,6 +775,56 @@ impl Store {
         store.sweep_record_files()?;
         store.ballast.restore(REMOVAL_RESERVE);
         Ok(store)
+    }
+
+    /// Reads the data log of the store in sled directory `dir` page by
+    /// page, without the engine (`dir` is only read): what it still holds,
+    /// and how much of it did not read. None when `dir` holds no log.
+    pub fn read_log(dir: &Path) -> Result<Option<LogContents>> {
+        log_pages::read(dir)
+    }
+
+    /// Writes `contents`, read from the data log of the store in sled
+    /// directory `damaged` ([`Store::read_log`]), into a new engine
+    /// database in `into`, beside links to (or, across file systems,
+    /// copies of) `damaged`'s record files: a store to salvage from when
+    /// the engine cannot open `damaged`, or would cut its log short.
+    /// `damaged` is only read. Returns how the reading went.
+    pub fn rebuild_from_log(
+        contents: LogContents,
+        damaged: &Path,
+        into: &Path,
+    ) -> Result<LogRecovery> {
+        let records = contents.records();
+        if !records.contains_key(VERSION_KEY) {
+            return Err(Error::Corrupt {
+                key: format!("{} (the data log)", damaged.join(engine_files::LOG_FILE).display()),
+                message: "not even the store's format record reads in it, so nothing in it can be read as a store's".into(),
+            });
+        }
+        let db = engine_files::open(into)?.map_err(|e| storage(into, e))?;
+        let mut batch = sled::Batch::default();
+        let mut bytes = 0;
+        for (key, value) in records {
+            batch.insert(key.as_slice(), value.as_slice());
+            bytes += key.len() + value.len();
+            if bytes > REBUILD_BATCH_BYTES {
+                db.apply_batch(std::mem::take(&mut batch))
+                    .map_err(|e| storage(into, e))?;
+                bytes = 0;
+            }
+        }
+        db.apply_batch(batch).map_err(|e| storage(into, e))?;
+        db.flush().map_err(|e| storage(into, e))?;
+        drop(db);
+        let files = into.join(RECORD_FILES_DIR);
+        (RecordFiles::new(damaged.join(RECORD_FILES_DIR)).link_into(&files)).map_err(|source| {
+            Error::Io {
+                path: files,
+                source,
+            }
+        })?;
+        Ok(contents.recovery())
     }
 
     /// Deletes the record files no manifest names: those of a write a crash

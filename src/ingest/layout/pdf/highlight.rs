@@ -9,7 +9,7 @@ use pdf_oxide::editor::DocumentEditor;
 use pdf_oxide::geometry::Rect;
 use pdf_oxide::writer::TextMarkupAnnotation;
 
-use crate::error::{Error, Result, panic_message};
+use crate::error::{Error, Result, catch_quietly, panic_message};
 use crate::model::pages::PageBox;
 
 /// One span to highlight: its boxes (a box per line or per page) and the
@@ -68,7 +68,7 @@ pub fn highlighted(source_name: &str, pdf: Vec<u8>, highlights: &[Highlight]) ->
             .save_to_bytes()
             .map_err(|e| failed(format!("writing the highlighted copy: {e}")))
     };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|panic| {
+    catch_quietly(run).unwrap_or_else(|panic| {
         Err(failed(format!(
             "the PDF writer failed: {}",
             panic_message(&*panic)

@@ -25,7 +25,7 @@ pub mod tables;
 use pdf_oxide::PdfDocument;
 use pdf_oxide::outline::{Destination, OutlineItem};
 
-use crate::error::{Error, Result, panic_message};
+use crate::error::{Error, Result, catch_quietly, panic_message};
 use crate::ingest::layout::Layout;
 use crate::model::pages::{BoxPt, PageLayout};
 use crate::progress::CancelToken;
@@ -102,7 +102,7 @@ fn read(
         message,
     };
     let guarded = |what: &str, run: &mut dyn FnMut() -> Result<()>| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|panic| {
+        catch_quietly(run).unwrap_or_else(|panic| {
             Err(failed(format!(
                 "{what}: the PDF reader failed: {}",
                 panic_message(&*panic)
