@@ -973,24 +973,12 @@ fn damage_to_each_of_the_store_files_never_crashes_and_is_repaired_or_named() {
     for round in 0..32 {
         let damaged = Damaged::ALL[round % Damaged::ALL.len()];
         let store = dir.path().join(format!("round{round}"));
-        let copied = Command::new("cp")
-            .arg("-r")
-            .arg(&pristine)
-            .arg(&store)
-            .status()
-            .unwrap();
-        assert!(copied.success());
+        copy_store(&pristine, &store);
         damaged.apply(&store, &mut rng);
         // A copy no command has opened, for salvage: an open lets the
         // engine cut a damaged log short.
         let untouched = dir.path().join(format!("round{round}-untouched"));
-        let copied = Command::new("cp")
-            .arg("-r")
-            .arg(&store)
-            .arg(&untouched)
-            .status()
-            .unwrap();
-        assert!(copied.success());
+        copy_store(&store, &untouched);
         let (code, json) = run_on_damage(&store, &["check", "--json"]);
         for args in [
             &["docs"][..],
@@ -1077,6 +1065,17 @@ fn damage_to_each_of_the_store_files_never_crashes_and_is_repaired_or_named() {
         opened >= 1 && named >= 1,
         "data log damage: {opened} stores opened, {named} with damage named"
     );
+}
+
+/// Copies the store directory `from` to `to`, as `cp -r` does.
+fn copy_store(from: &Path, to: &Path) {
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(copied.success());
 }
 
 /// Runs the ignored test `name` of this binary in a child process with

@@ -645,29 +645,50 @@ mod tests {
 
     #[test]
     fn the_changes_of_a_batch_damaged_anywhere_are_left_out_whole() {
-        let (dir, before) = written();
-        let db = super::super::engine_files::open(dir.path())
-            .unwrap()
-            .unwrap();
-        // Keys on pages of their own, so each is one change to its page.
-        let mut batch = sled::Batch::default();
-        for i in (0..3000).step_by(300) {
-            batch.insert(key(i), value(i, 9, 120));
-        }
-        db.apply_batch(batch).unwrap();
-        db.flush().unwrap();
-        drop(db);
-        // One byte of one of the batch's values, far from its start.
-        let log = dir.path().join(LOG_FILE);
-        let mut bytes = std::fs::read(&log).unwrap();
-        let needle = b"value 1500 version 9 ";
-        let at = (bytes.windows(needle.len()).rposition(|w| w == needle)).unwrap();
-        bytes[at + 8] ^= 0xff;
-        std::fs::write(&log, bytes).unwrap();
-        let contents = read(dir.path()).unwrap().unwrap();
-        assert!(contents.recovery.damaged >= 1);
-        // None of the batch, and everything before it as it was.
-        assert!(contents.records == before, "the batch came back in part");
+        let leaf = Leaf {
+            lo: Vec::new(),
+            hi: Vec::new(),
+            prefix: Vec::new(),
+            entries: BTreeMap::from([(key(1), value(1, 0, 10))]),
+        };
+        let set = |lsn: u64, i: u32| Message {
+            page: 7,
+            lsn,
+            change: Change::Set(key(i), value(i, 1, 10)),
+        };
+        let scan = |damage: Vec<u64>, end: u64| Scan {
+            messages: vec![
+                Message {
+                    page: 7,
+                    lsn: 100,
+                    change: Change::Node(leaf.clone()),
+                },
+                // A batch from 200 up to 400, and a write after it.
+                set(250, 2),
+                set(400, 3),
+                set(500, 4),
+            ],
+            damage,
+            batches: vec![(200, 400)],
+            end,
+            ..Scan::default()
+        };
+        let keys = |scan: Scan| -> Vec<Vec<u8>> {
+            rebuild(scan.whole_batches(), 0)
+                .records
+                .into_keys()
+                .collect()
+        };
+        // Whole, the batch's changes stand.
+        assert_eq!(keys(scan(vec![], 600)), [key(1), key(2), key(3), key(4)]);
+        // Damage inside it, or a log ending before its end, drops all of
+        // them; damage before or after it, none.
+        assert_eq!(keys(scan(vec![300], 600)), [key(1), key(4)]);
+        assert_eq!(keys(scan(vec![], 380)), [key(1), key(4)]);
+        assert_eq!(
+            keys(scan(vec![150, 450], 600)),
+            [key(1), key(2), key(3), key(4)]
+        );
     }
 
     #[test]
