@@ -63,18 +63,22 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<SalvageReport> {
-        let lock = StoreLock::take(from, options.busy_timeout)?;
-        if let Some(log) = Store::read_log(&from.join(STORE_DIR))?
-            && log.recovery().damaged > 0
-        {
-            tracing::warn!(
-                "the data log of {} is damaged in {} places: salvaging from what it holds, read page by page",
-                from.display(),
-                log.recovery().damaged
-            );
-            return Engine::salvage_log(from, log, lock, to, options, progress, cancel);
+        require_new(to)?;
+        // Only a store's directory is locked and read (opening anything
+        // else says what it is).
+        if from.join(STORE_DIR).is_dir() {
+            let lock = StoreLock::take(from, options.busy_timeout)?;
+            if let Some(log) = Store::read_log(&from.join(STORE_DIR))?
+                && log.recovery().damaged > 0
+            {
+                tracing::warn!(
+                    "the data log of {} is damaged in {} places: salvaging from what it holds, read page by page",
+                    from.display(),
+                    log.recovery().damaged
+                );
+                return Engine::salvage_log(from, log, lock, to, options, progress, cancel);
+            }
         }
-        drop(lock);
         // The engine reports some damage it meets while recovering as a
         // failure to read, not as damage.
         let damage = match Engine::open(from, options) {
@@ -141,12 +145,7 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<SalvageReport> {
-        if std::fs::read_dir(to).is_ok_and(|mut entries| entries.next().is_some()) {
-            return Err(Error::Usage(format!(
-                "salvage needs a new store: {} is not empty",
-                to.display()
-            )));
-        }
+        require_new(to)?;
         let target = Engine::open(
             to,
             &OpenOptions {
@@ -307,6 +306,17 @@ fn written(put: Vec<Document>) -> Written {
 }
 
 /// Records `what` as left out of the salvage for `err`.
+/// Refuses a salvage into `to` unless it is absent or empty.
+fn require_new(to: &Path) -> Result<()> {
+    if std::fs::read_dir(to).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(Error::Usage(format!(
+            "salvage needs a new store: {} is not empty",
+            to.display()
+        )));
+    }
+    Ok(())
+}
+
 fn skip(report: &mut SalvageReport, what: &str, err: &Error) {
     report.skipped.push(Damaged {
         doc: what.to_owned(),

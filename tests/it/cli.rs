@@ -1477,4 +1477,11 @@ fn a_store_whose_log_is_damaged_at_its_start_is_salvaged_from_it_page_by_page() 
         .filter(|name| name.starts_with("salvage-scratch"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+    // A directory that is no store is refused as one, and left as it was.
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::write(plain.join("notes.txt"), "not a store").unwrap();
+    let out = edudb(&plain, &["salvage", dir.path().join("x").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(std::fs::read_dir(&plain).unwrap().count(), 1);
 }
