@@ -38,9 +38,9 @@ static HELD: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 pub(crate) struct StoreLock {
     /// The directory, as registered in [`HELD`].
     dir: PathBuf,
-    /// The lock's release in forked children, given up before the file
-    /// closes.
-    released_on_fork: Option<ReleasedOnFork>,
+    /// The lock's release in forked children, dropped (fields drop in
+    /// order) before the file closes.
+    _released_on_fork: ReleasedOnFork,
     /// The locked file; closing it releases the lock.
     _file: File,
 }
@@ -88,7 +88,7 @@ impl StoreLock {
             .insert(key.clone());
         Ok(StoreLock {
             dir: key,
-            released_on_fork: Some(ReleasedOnFork::register(file.as_raw_fd())),
+            _released_on_fork: ReleasedOnFork::register(file.as_raw_fd()),
             _file: file,
         })
     }
@@ -97,7 +97,6 @@ impl StoreLock {
 impl Drop for StoreLock {
     /// Forgets the directory, then (as the fields drop) releases the lock.
     fn drop(&mut self) {
-        self.released_on_fork.take();
         HELD.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.dir);

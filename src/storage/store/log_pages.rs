@@ -146,11 +146,11 @@ struct Message {
 /// Reads every page the data log in sled's directory `dir` still holds
 /// (`dir` is only read). None when `dir` holds no log.
 pub(super) fn read(dir: &Path) -> Result<Option<LogContents>> {
-    if !dir.join(LOG_FILE).is_file() {
-        return Ok(None);
-    }
     use std::os::unix::fs::FileExt;
     let path = dir.join(LOG_FILE);
+    if !path.is_file() {
+        return Ok(None);
+    }
     let failed = |e: std::io::Error| Error::Storage(format!("reading {}: {e}", path.display()));
     let file = std::fs::File::open(&path).map_err(failed)?;
     let len = file.metadata().map_err(failed)?.len();
