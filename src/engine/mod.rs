@@ -32,10 +32,9 @@ use crate::engine::cache::{
 use crate::engine::lock::{LOCK_FILE, StoreLock};
 use crate::error::{Error, Result};
 use crate::storage::fulltext::{FullText, FullTextReader};
-use crate::storage::store::Store;
+use crate::storage::store::{ENGINE_DIR, Store};
 use crate::storage::vectors::VectorIndex;
 
-const STORE_DIR: &str = "sled";
 const FULLTEXT_DIR: &str = "fulltext";
 pub(crate) const VECTORS_DIR: &str = "vectors";
 /// The socket a server of the store listens on (`serve`); whoever holds
@@ -126,7 +125,7 @@ impl Engine {
         // directory holding it is a store, possibly one whose creation was
         // interrupted; opening it completes the creation (it has no
         // documents yet).
-        let is_store = dir.join(STORE_DIR).is_dir() || dir.join(LOCK_FILE).is_file();
+        let is_store = dir.join(ENGINE_DIR).is_dir() || dir.join(LOCK_FILE).is_file();
         if dir.exists() && !dir.is_dir() {
             return Err(Error::NotAStore(dir.to_owned()));
         }
@@ -152,7 +151,7 @@ impl Engine {
             }
             _ => {}
         }
-        let store = Store::open(&dir.join(STORE_DIR)).map_err(|e| match e {
+        let store = Store::open(&dir.join(ENGINE_DIR)).map_err(|e| match e {
             Error::FormatVersion {
                 found, expected, ..
             } => Error::FormatVersion {

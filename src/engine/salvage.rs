@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::engine::lock::StoreLock;
 use crate::engine::reads::Damaged;
 use crate::engine::write::Written;
-use crate::engine::{Engine, FULLTEXT_DIR, OpenOptions, STORE_DIR, io_error};
+use crate::engine::{Engine, FULLTEXT_DIR, OpenOptions, io_error};
 use crate::error::{Error, Result};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
@@ -21,7 +21,7 @@ use crate::model::document::{Document, PackedVectors};
 use crate::model::ids::parse_turn_id;
 use crate::progress::{CancelToken, Progress};
 use crate::storage::fulltext::FullText;
-use crate::storage::store::{LogContents, LogRecovery, Store};
+use crate::storage::store::{ENGINE_DIR, LogContents, LogRecovery, Store};
 
 /// The prefix of the scratch store a salvage from the data log builds
 /// inside the damaged store's directory (removed when it ends).
@@ -66,9 +66,9 @@ impl Engine {
         require_new(to)?;
         // Only a store's directory is locked and read (opening anything
         // else says what it is).
-        if from.join(STORE_DIR).is_dir() {
+        if from.join(ENGINE_DIR).is_dir() {
             let lock = StoreLock::take(from, options.busy_timeout)?;
-            if let Some(log) = Store::read_log(&from.join(STORE_DIR))?
+            if let Some(log) = Store::read_log(&from.join(ENGINE_DIR))?
                 && log.recovery().damaged > 0
             {
                 tracing::warn!(
@@ -88,7 +88,7 @@ impl Engine {
         };
         tracing::warn!("{damage}: salvaging from what its data log holds, read page by page");
         let lock = StoreLock::take(from, options.busy_timeout)?;
-        let Some(log) = Store::read_log(&from.join(STORE_DIR))? else {
+        let Some(log) = Store::read_log(&from.join(ENGINE_DIR))? else {
             return Err(damage);
         };
         Engine::salvage_log(from, log, lock, to, options, progress, cancel)
@@ -111,7 +111,7 @@ impl Engine {
             .tempdir_in(from)
             .map_err(io_error(from))?;
         let recovery =
-            Store::rebuild_from_log(log, &from.join(STORE_DIR), &scratch.path().join(STORE_DIR))?;
+            Store::rebuild_from_log(log, &from.join(ENGINE_DIR), &scratch.path().join(ENGINE_DIR))?;
         // The documents the damaged store's full-text index knows, so
         // that those the log lost are named among what was left out.
         let indexed = FullText::open(&from.join(FULLTEXT_DIR))

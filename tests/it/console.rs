@@ -243,11 +243,11 @@ fn ctrl_c_cancels_the_running_statement_not_the_console() {
         .send_line("SELECT FROM * SEED NEAR('borrowing and lifetimes') LIMIT 3;")
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1_000));
-    let started = std::time::Instant::now();
+    // The statement ends by being cancelled (it would otherwise run on and
+    // print its rows); the session's timeout bounds only a hang.
     session.send_control('c').unwrap();
     session.exp_string("statement cancelled").unwrap();
     session.exp_string("edudb> ").unwrap();
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
     // The console goes on.
     let screen = type_line(&mut session, "SHOW STATS;");
     assert!(screen.contains("documents"), "{screen}");
