@@ -9,6 +9,7 @@
 //! budgeted choice and `links` PROPAGATE's step across documents).
 
 pub mod ast;
+mod catalog;
 pub mod error;
 mod exec;
 pub mod lexer;

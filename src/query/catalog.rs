@@ -1,0 +1,38 @@
+//! What the binder asks of the store ([`Catalog`]), answered by the
+//! engine: ids, sessions' turns and document sizes. It lives in the query
+//! layer because sessions are read through `memory`, which stands above
+//! the engine.
+
+use super::plan::Catalog;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::memory::session as sessions;
+
+impl Catalog for Engine {
+    fn document_ids(&self) -> Result<Vec<String>> {
+        Ok(self.documents()?.into_iter().map(|m| m.id).collect())
+    }
+
+    fn session_ids(&self) -> Result<Vec<String>> {
+        Ok(sessions::sessions(self)?
+            .into_iter()
+            .map(|s| s.id)
+            .collect())
+    }
+
+    fn session_turns(&self, id: &str) -> Result<Option<crate::model::dialogue::TimedTurns>> {
+        sessions::session_turns(self, id)
+    }
+
+    fn document_size(&self, id: &str) -> Result<Option<(u32, u32)>> {
+        // Through the cache: the executor reads the same document next.
+        match self.cached_document(id) {
+            Ok(loaded) => {
+                let meta = &loaded.document.meta;
+                Ok(Some((meta.nodes, meta.edus)))
+            }
+            Err(Error::NoSuchDocument(_)) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+}
