@@ -1,0 +1,93 @@
+//! `/v1/docs`: listing, reading, storing and removing documents.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+
+use crate::ingest::pipeline::IngestOptions;
+use crate::serve::api::Api;
+use crate::serve::failure::{Answer, Failure};
+use crate::serve::scheduling::{Shared, read, write};
+
+pub(crate) async fn documents(State(shared): State<Arc<Shared>>) -> Answer {
+    read(&shared, Api::documents).await
+}
+
+pub(crate) async fn tree(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
+    read(&shared, move |db| Api::tree(db, &id)).await
+}
+
+pub(crate) async fn pages(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
+    read(&shared, move |db| Api::pages(db, &id)).await
+}
+
+/// `GET /v1/docs/{id}/edus`' query string: an inclusive EDU range, or
+/// none for all.
+#[derive(Deserialize)]
+pub(crate) struct EduRange {
+    first: Option<u32>,
+    last: Option<u32>,
+}
+
+pub(crate) async fn edus(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    Query(range): Query<EduRange>,
+) -> Answer {
+    let range = match (range.first, range.last) {
+        (None, None) => None,
+        (Some(first), last) => Some((first, last.unwrap_or(first))),
+        (None, Some(_)) => {
+            return Err(Failure::user(
+                StatusCode::BAD_REQUEST,
+                "`last` needs `first` (an inclusive EDU range)",
+            ));
+        }
+    };
+    read(&shared, move |db| Api::edus(db, &id, range)).await
+}
+
+/// `GET /v1/docs/{id}/dag`'s query string.
+#[derive(Deserialize)]
+pub(crate) struct DagArgs {
+    level: Option<u16>,
+}
+
+pub(crate) async fn dag(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    Query(args): Query<DagArgs>,
+) -> Answer {
+    read(&shared, move |db| Api::dag_listing(db, &id, args.level)).await
+}
+
+/// `PUT /v1/docs/{id}`'s query string.
+#[derive(Deserialize)]
+pub(crate) struct IngestArgs {
+    format: Option<String>,
+}
+
+/// Stores the request body as document `id` (replacing one of that id),
+/// in the format given or sniffed.
+pub(crate) async fn ingest(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    Query(args): Query<IngestArgs>,
+    body: axum::body::Bytes,
+) -> Answer {
+    let format = args.format.map(|f| f.parse()).transpose()?;
+    write(&shared, move |db| {
+        let options = IngestOptions {
+            format,
+            ..Default::default()
+        };
+        Api::ingest_bytes(db, &id, body.to_vec(), options)
+    })
+    .await
+}
+
+pub(crate) async fn remove(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
+    write(&shared, move |db| Api::remove(db, &id)).await
+}

@@ -1,0 +1,268 @@
+//! What every handler shares, and how their work runs on the store: reads
+//! side by side on the read pool, writes one at a time behind a bounded
+//! queue, each answered "busy" (or of unknown outcome, for a write) past
+//! the request timeout.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::http::StatusCode;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use super::failure::{Answer, Failure};
+use super::forwarding::CommandRunner;
+use super::{jobs, reads};
+use crate::db::Db;
+use crate::error::Result;
+
+/// What every handler shares.
+pub(super) struct Shared {
+    pub(super) db: Arc<Db>,
+    pub(super) token: Option<String>,
+    pub(super) commands: Option<Arc<dyn CommandRunner>>,
+    pub(super) timeout: Duration,
+    /// The largest request body taken (the health answer tells clients).
+    pub(super) max_body_bytes: usize,
+    /// One permit: the running write.
+    pub(super) writer: Arc<Semaphore>,
+    /// The write queue's places (the running write holds one too).
+    pub(super) queue: Arc<Semaphore>,
+    /// Ingest jobs.
+    pub(super) jobs: jobs::Jobs,
+    /// Where reads run.
+    pub(super) reads: reads::ReadPool,
+    /// Set when the store failed in its file system and its handle was
+    /// abandoned ([`Error::Abandoned`](crate::Error::Abandoned)): every
+    /// later request would fail, so the server stops, with this as its
+    /// error.
+    pub(super) abandoned: std::sync::OnceLock<String>,
+}
+
+impl Shared {
+    /// Notes an error from the store: an abandoned store stops the server.
+    pub(super) fn note<T>(&self, result: &Result<T>) {
+        if let Err(err) = result
+            && self.db.is_abandoned()
+        {
+            let _ = self.abandoned.set(err.to_string());
+        }
+    }
+}
+
+/// Runs `work` on the served store on a blocking thread.
+pub(super) fn on_store<T: Send + 'static>(
+    shared: &Shared,
+    work: impl FnOnce(&Db) -> T + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    let db = Arc::clone(&shared.db);
+    tokio::task::spawn_blocking(move || work(&db))
+}
+
+/// What a task on a blocking thread gave, or why it gave nothing.
+pub(super) async fn joined<T>(task: tokio::task::JoinHandle<T>) -> std::result::Result<T, String> {
+    task.await.map_err(|e| e.to_string())
+}
+
+/// Runs a read on the read pool, concurrently with other requests; one
+/// past the request timeout is answered "busy" (repeating a read is
+/// harmless) while it finishes in the background.
+pub(super) async fn read(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+) -> Answer {
+    let db = Arc::clone(&shared.db);
+    answer_read(shared, shared.reads.run(move || work(&db))).await
+}
+
+/// Runs a read that waits on a model server or reads the whole store as
+/// [`read`] does, but on a blocking thread, so it holds no thread of the
+/// read pool for long.
+pub(super) async fn read_waiting(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+) -> Answer {
+    answer_read(shared, joined(on_store(shared, work))).await
+}
+
+/// The answer of a running read, or "busy" once it is past the timeout.
+pub(super) async fn answer_read(
+    shared: &Shared,
+    task: impl Future<Output = std::result::Result<Result<Value>, String>>,
+) -> Answer {
+    let late = || {
+        Failure::busy(format!(
+            "the request ran past {} s; it finishes in the background",
+            shared.timeout.as_secs_f64()
+        ))
+    };
+    within(shared, task, late).await
+}
+
+/// Runs a write after the ones before it, or refuses it as busy (nothing
+/// done) when the queue is full or the earlier writes outlast the request
+/// timeout. The write keeps its place in the queue until it has run, even
+/// past its answer. A write past the request timeout is not "busy": it goes
+/// on, so its outcome is unknown to the caller, and repeating it could
+/// apply it twice.
+pub(super) async fn write(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+) -> Answer {
+    let Ok(place) = Arc::clone(&shared.queue).try_acquire_owned() else {
+        return Err(Failure::busy("the write queue is full; retry"));
+    };
+    let waited = tokio::time::timeout(shared.timeout, Arc::clone(&shared.writer).acquire_owned());
+    let Ok(Ok(turn)) = waited.await else {
+        return Err(Failure::busy("timed out waiting for earlier writes; retry"));
+    };
+    let task = on_store(shared, move |db| {
+        let _held = (place, turn);
+        work(db)
+    });
+    let late = || {
+        Failure::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "internal",
+            format!(
+                "the write ran past {} s and goes on in the background: its outcome is unknown until it ends, so read before repeating it",
+                shared.timeout.as_secs_f64()
+            ),
+        )
+    };
+    within(shared, joined(task), late).await
+}
+
+/// The answer of `task`, or `late()` once the request timeout has passed.
+pub(super) async fn within(
+    shared: &Shared,
+    task: impl Future<Output = std::result::Result<Result<Value>, String>>,
+    late: impl FnOnce() -> Failure,
+) -> Answer {
+    match tokio::time::timeout(shared.timeout, task).await {
+        Err(_) => Err(late()),
+        Ok(Err(why)) => Err(Failure::internal(format!("the request failed: {why}"))),
+        Ok(Ok(result)) => {
+            shared.note(&result);
+            result.map(Json).map_err(Failure::from)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Shared state over a new store, with `write_queue` places and
+    /// `timeout` per request.
+    fn shared(dir: &std::path::Path, write_queue: usize, timeout: Duration) -> Arc<Shared> {
+        Arc::new(Shared {
+            db: Arc::new(Db::create(dir.join("db")).unwrap()),
+            token: None,
+            commands: None,
+            timeout,
+            max_body_bytes: 16 << 20,
+            writer: Arc::new(Semaphore::new(1)),
+            queue: Arc::new(Semaphore::new(write_queue + 1)),
+            jobs: jobs::Jobs::default(),
+            reads: reads::ReadPool::new().unwrap(),
+            abandoned: std::sync::OnceLock::new(),
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_beyond_the_queue_is_busy_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path(), 0, Duration::from_secs(30));
+        let (started, has_started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let first = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move {
+                write(&shared, move |_| {
+                    started.send(()).unwrap();
+                    released.recv().unwrap();
+                    Ok(json!("first"))
+                })
+                .await
+            })
+        };
+        tokio::task::spawn_blocking(move || has_started.recv().unwrap())
+            .await
+            .unwrap();
+        let refused = write(&shared, |_| Ok(json!("second"))).await.unwrap_err();
+        assert_eq!(
+            (refused.status, refused.class),
+            (StatusCode::SERVICE_UNAVAILABLE, "busy")
+        );
+        // Reads do not wait for the running write.
+        let read = read(&shared, |db| Ok(json!(db.documents()?.len())))
+            .await
+            .unwrap();
+        assert_eq!(read.0, json!(0));
+        release.send(()).unwrap();
+        assert_eq!(first.await.unwrap().unwrap().0, json!("first"));
+        // With the queue free again, the next write runs.
+        assert_eq!(
+            write(&shared, |_| Ok(json!("third"))).await.unwrap().0,
+            json!("third")
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_past_its_timeout_is_of_unknown_outcome_and_keeps_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path(), 0, Duration::from_millis(50));
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let late = write(&shared, move |_| {
+            released.recv().unwrap();
+            Ok(json!("late"))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(
+            (late.status, late.class),
+            (StatusCode::GATEWAY_TIMEOUT, "internal")
+        );
+        assert!(
+            late.message.contains("outcome is unknown"),
+            "{}",
+            late.message
+        );
+        // It still runs, holding its place: the queue (no waiting places) is
+        // full.
+        let refused = write(&shared, |_| Ok(json!("next"))).await.unwrap_err();
+        assert_eq!(refused.class, "busy");
+        release.send(()).unwrap();
+        // Once it has run, the next write goes through.
+        let mut tries = 0;
+        loop {
+            match write(&shared, |_| Ok(json!("next"))).await {
+                Ok(answer) => break assert_eq!(answer.0, json!("next")),
+                Err(failure) if failure.class == "busy" && tries < 500 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(failure) => panic!("{}", failure.message),
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_past_its_timeout_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path(), 4, Duration::from_millis(50));
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let late = read(&shared, move |_| {
+            released.recv().unwrap();
+            Ok(json!("late"))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(late.class, "busy");
+        assert!(late.message.contains("ran past"), "{}", late.message);
+        release.send(()).unwrap();
+    }
+}
