@@ -1,0 +1,189 @@
+//! The commands on documents: `init`, `ingest`, `docs`, `tree`, `dag`,
+//! `show` and `rm`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use edudb::ingest::sources::Origin;
+use edudb::{CancelToken, Error, IngestOptions};
+use serde_json::json;
+
+use super::args::IngestArgs;
+use super::bars;
+use super::context::Context;
+use super::failure::{EXIT_USER, Failure};
+use super::render;
+use super::route;
+
+/// `init`: creates the store.
+pub(super) fn init(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
+    let db = context.open(true)?;
+    if context.cli.json {
+        render::json(out, &json!({ "path": db.path() }))?;
+    } else {
+        writeln!(out, "store ready at {}", db.path().display())?;
+    }
+    Ok(())
+}
+
+/// `ingest`: stores the documents read from `args.paths`; exit code 1
+/// when some of them were refused for their content.
+pub(super) fn ingest(
+    context: &Context,
+    out: &mut dyn Write,
+    errors: &mut dyn Write,
+    args: &IngestArgs,
+) -> Result<u8, Failure> {
+    let cli = context.cli;
+    let (mut sources, skipped) =
+        edudb::ingest::sources::expand_listing_skipped(&args.paths, args.id.as_deref())?;
+    if let route::Stdin::Forwarded(_) = context.stdin {
+        for source in &mut sources {
+            if source.origin == Origin::Stdin {
+                source.origin = Origin::Bytes(context.stdin.read()?);
+            }
+        }
+    }
+    let db = context.open(true)?;
+    let options = IngestOptions {
+        format: args.format,
+        lossy: args.lossy,
+        structurer: args.structurer,
+        ip_maker: args.ip_maker,
+    };
+    let progress = bars::Bars::new(cli.quiet || cli.json);
+    let report = match db.ingest(&sources, options, &progress, &CancelToken::new()) {
+        Ok(report) => report,
+        Err(err) => {
+            if cli.json {
+                render::unfinished_ingest(out, &err)?;
+            }
+            return Err(Failure::Db(err));
+        }
+    };
+    render::ingest_report(out, errors, &report, &skipped, cli.json)?;
+    if args.vectors {
+        db.build_vectors(&progress, &CancelToken::new())?;
+    }
+    Ok(if report.failures.is_empty() {
+        0
+    } else {
+        EXIT_USER
+    })
+}
+
+/// `docs`: lists the documents.
+pub(super) fn docs(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
+    let db = context.open(false)?;
+    let (documents, costs) = (db.documents()?, db.build_costs()?);
+    Ok(render::documents(
+        out,
+        &documents,
+        &costs,
+        context.cli.json,
+    )?)
+}
+
+/// `tree`: a document's structural tree, to `depth`.
+pub(super) fn tree(
+    context: &Context,
+    out: &mut dyn Write,
+    doc: &str,
+    depth: Option<u16>,
+) -> Result<(), Failure> {
+    let tree = context.open(false)?.tree(doc)?;
+    Ok(render::tree(out, &tree, depth, context.cli.json)?)
+}
+
+/// `dag`: a document's DAG (its `level` only, when given), as text, JSON
+/// or Graphviz (`dot`), re-weighted first from `attention` when given.
+pub(super) fn dag(
+    context: &Context,
+    out: &mut dyn Write,
+    doc: &str,
+    level: Option<u16>,
+    dot: bool,
+    attention: Option<&PathBuf>,
+) -> Result<(), Failure> {
+    let db = context.open(false)?;
+    if let Some(path) = attention {
+        db.reweight_dag(
+            doc,
+            &edudb::ingest::dag::supplied::SuppliedAttention::read(path)?,
+        )?;
+    }
+    let listing = db.dag_listing(doc, level)?;
+    if dot {
+        render::dag_dot(out, &listing)?;
+    } else if context.cli.json {
+        render::json(out, &serde_json::to_value(&listing).unwrap_or_default())?;
+    } else {
+        render::dag(out, &listing)?;
+    }
+    Ok(())
+}
+
+/// `show`: a document's EDUs with their coordinates, all of them or those
+/// of an EDU `range` or a `page` range (`A..B` or `A`).
+pub(super) fn show(
+    context: &Context,
+    out: &mut dyn Write,
+    doc: &str,
+    range: Option<&str>,
+    page: Option<&str>,
+) -> Result<(), Failure> {
+    let range = range.map(|r| parse_range(r, "EDU range")).transpose()?;
+    let pages = page.map(|p| parse_range(p, "page range")).transpose()?;
+    let db = context.open(false)?;
+    let mut edus = db.edus(doc, range)?;
+    if let Some((first, last)) = pages {
+        let Some(layout) = db.pages(doc)? else {
+            return Err(Failure::Db(Error::Usage(format!(
+                "{doc} has no pages: --page is for documents read from a PDF"
+            ))));
+        };
+        let count = layout.pages.len() as u32;
+        if first == 0 || first > last {
+            return Err(Failure::Db(Error::Usage(format!(
+                "bad page range {first}..{last}: pages are numbered from 1, first to last"
+            ))));
+        }
+        if first > count {
+            let noun = if count == 1 { "page" } else { "pages" };
+            return Err(Failure::Db(Error::Usage(format!(
+                "{doc} has {count} {noun}: --page {first} is past its last"
+            ))));
+        }
+        edus.retain(|e| e.pages.is_some_and(|[a, b]| a <= last && first <= b));
+    }
+    Ok(render::edus(out, &edus, context.cli.json)?)
+}
+
+/// `rm`: removes `docs`.
+pub(super) fn rm(context: &Context, out: &mut dyn Write, docs: &[String]) -> Result<(), Failure> {
+    let db = context.open(false)?;
+    for doc in docs {
+        db.remove(doc)?;
+        if !context.cli.json {
+            writeln!(out, "removed {doc}")?;
+        }
+    }
+    if context.cli.json {
+        render::json(out, &json!({ "removed": docs }))?;
+    }
+    Ok(())
+}
+
+/// Parses `A..B` (inclusive) or `A` into an EDU range.
+fn parse_range(text: &str, what: &str) -> edudb::Result<(u32, u32)> {
+    let bad = || {
+        Error::Usage(format!(
+            "bad {what} {text:?}; expected A..B (inclusive) or A, e.g. 3..7"
+        ))
+    };
+    let number = |s: &str| s.trim().parse::<u32>().map_err(|_| bad());
+    match text.split_once("..") {
+        Some((a, b)) => Ok((number(a)?, number(b.strip_prefix('=').unwrap_or(b))?)),
+        None => number(text).map(|a| (a, a)),
+    }
+}

@@ -1,0 +1,126 @@
+//! The commands on the store as a whole: `stats`, `reindex`, `salvage` and
+//! `check`. Each that finds damage exits with the internal code.
+
+use std::io::Write;
+use std::path::Path;
+
+use edudb::{CancelToken, Db};
+use serde_json::json;
+
+use super::bars;
+use super::context::Context;
+use super::failure::{EXIT_INTERNAL, Failure};
+use super::render;
+
+/// `stats`: the store's counts and sizes.
+pub(super) fn stats(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
+    let stats = context.open(false)?.stats()?;
+    Ok(render::stats(out, &stats, context.cli.json)?)
+}
+
+/// `reindex`: rebuilds the full-text index and the vector graph from the
+/// store, skipping damaged documents (named).
+pub(super) fn reindex(context: &Context, out: &mut dyn Write) -> Result<u8, Failure> {
+    let cli = context.cli;
+    let db = context.open(false)?;
+    let skipped = db.reindex(&bars::Bars::new(cli.quiet || cli.json), &CancelToken::new())?;
+    let entries = db.stats()?.fulltext_entries;
+    let vectors = db.vector_counts()?;
+    if cli.json {
+        render::json(
+            out,
+            &json!({ "fulltext_entries": entries, "vectors": vectors, "skipped": skipped }),
+        )?;
+    } else {
+        writeln!(
+            out,
+            "indexes rebuilt: {entries} full-text entries, {} node and {} EDU vectors in the graph (heading EDUs are not indexed: their section's vector carries the title)",
+            vectors.nodes, vectors.edus
+        )?;
+        for damaged in &skipped {
+            writeln!(
+                out,
+                "  skipped damaged {}: {}",
+                damaged.doc, damaged.problem
+            )?;
+        }
+    }
+    Ok(if skipped.is_empty() { 0 } else { EXIT_INTERNAL })
+}
+
+/// `salvage`: copies every document and session that still reads into a
+/// new store at `to`.
+pub(super) fn salvage(context: &Context, out: &mut dyn Write, to: &Path) -> Result<u8, Failure> {
+    let cli = context.cli;
+    let bars = bars::Bars::new(cli.quiet || cli.json);
+    let cancel = CancelToken::new();
+    // A served store is open; one that is not is first read from its data
+    // log, before its engine can cut it short.
+    let report = match context.served {
+        Some(db) => db.salvage(to, &bars, &cancel)?,
+        None => Db::salvage_store(&cli.db, to, &context.open_options(false)?, &bars, &cancel)?,
+    };
+    if cli.json {
+        render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
+    } else {
+        if let Some(log) = &report.from_log {
+            writeln!(
+                out,
+                "its data log is damaged, or its engine could not open it, so it was read page by page: {} pages, {} records, {} damaged stretches left out (a document removed or replaced just before the damage may be back in its earlier form)",
+                log.pages, log.records, log.damaged
+            )?;
+        }
+        writeln!(
+            out,
+            "salvaged into {}: {} documents and {} sessions, {} left out",
+            to.display(),
+            report.documents,
+            report.sessions,
+            report.skipped.len()
+        )?;
+        for skipped in &report.skipped {
+            writeln!(out, "  left out {}: {}", skipped.doc, skipped.problem)?;
+        }
+    }
+    Ok(if report.skipped.is_empty() {
+        0
+    } else {
+        EXIT_INTERNAL
+    })
+}
+
+/// `check`: validates every record and index, naming the damage found.
+pub(super) fn check(context: &Context, out: &mut dyn Write) -> Result<u8, Failure> {
+    let report = context.open(false)?.check()?;
+    if context.cli.json {
+        render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
+    } else if !report.damaged.is_empty() {
+        writeln!(
+            out,
+            "damaged: {} of {} documents (the rest are valid)",
+            report.damaged.len(),
+            report.documents
+        )?;
+        for damaged in &report.damaged {
+            writeln!(out, "  {}: {}", damaged.doc, damaged.problem)?;
+        }
+    } else {
+        writeln!(
+            out,
+            "ok: {} documents valid, {} full-text entries, {} node and {} EDU vectors stored",
+            report.documents, report.fulltext_entries, report.vectors.nodes, report.vectors.edus
+        )?;
+        if report.vector_graph_change < report.last_change {
+            writeln!(
+                out,
+                "vector graph at change {} of {}: it catches up on the next vector search (or `edudb reindex`)",
+                report.vector_graph_change, report.last_change
+            )?;
+        }
+    }
+    Ok(if report.damaged.is_empty() {
+        0
+    } else {
+        EXIT_INTERNAL
+    })
+}
