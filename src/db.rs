@@ -412,7 +412,7 @@ impl Db {
             placement,
             ..TurnInput::new(role, text)
         };
-        memory::session::append_turn(&self.engine, session, input)
+        memory::append::append_turn(&self.engine, session, input)
     }
 
     /// Appends `turns` to session `session` in order, as [`Db::append_turn`]
@@ -427,7 +427,7 @@ impl Db {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<Vec<TurnReceipt>> {
-        memory::session::append_turns(&self.engine, session, turns, progress, cancel)
+        memory::append::append_turns(&self.engine, session, turns, progress, cancel)
     }
 
     /// Session `id`'s stored dialogue record, or [`crate::Error::NoSuchSession`].
@@ -465,7 +465,7 @@ impl Db {
     /// Removes session `id`: all its turn documents (records and index
     /// entries) and its dialogue record, in one atomic batch.
     pub fn remove_session(&self, id: &str) -> Result<()> {
-        memory::session::remove_session(&self.engine, id)
+        memory::forget::remove_session(&self.engine, id)
     }
 
     /// Forgets turn `turn` of session `session`: its document (text,
@@ -475,6 +475,6 @@ impl Db {
     /// rebuilt without it; one atomic batch. Contexts, queries and views
     /// leave it out from then on. Forgetting it again does nothing.
     pub fn forget_turn(&self, session: &str, turn: u32) -> Result<()> {
-        memory::session::forget_turn(&self.engine, session, turn)
+        memory::forget::forget_turn(&self.engine, session, turn)
     }
 }

@@ -21,22 +21,25 @@
 //! - [`context`] builds the context for the next turn: the active path in
 //!   full plus the stored summaries of everything else, under a budget;
 //! - `dialogue` grows the dialogue tree by one turn;
-//! - `session` holds the work of the [`crate::Db`] session methods (append,
-//!   browse, context, remove, check).
+//! - the work of the [`crate::Db`] session methods: `append` (a turn
+//!   stored and placed), `session` (browse, context, check) and `forget`
+//!   (a session removed, a turn forgotten).
 //!
 //! The record types, the views callers read and the dialogue tree's
 //! invariants are records: [`crate::model::dialogue`].
 
+pub(crate) mod append;
 pub mod context;
 mod dialogue;
+pub(crate) mod forget;
 pub mod llm_placement;
 pub mod placement;
 pub(crate) mod session;
 pub mod summary;
 
+pub use append::{TurnInput, TurnReceipt, check_turn_input};
 pub use context::{ContextItem, ContextKind, SessionContext};
 pub use placement::{BranchChoice, DecidedBy, Decision, Placement, TopicChoice};
-pub use session::{TurnInput, TurnReceipt, check_turn_input};
 
 pub use crate::model::dialogue::{
     Branch, BranchView, Dialogue, MAX_TURNS, Role, SessionMeta, SessionView, SummaryPick,
