@@ -110,8 +110,11 @@ impl Engine {
             .prefix(SCRATCH_PREFIX)
             .tempdir_in(from)
             .map_err(io_error(from))?;
-        let recovery =
-            Store::rebuild_from_log(log, &from.join(ENGINE_DIR), &scratch.path().join(ENGINE_DIR))?;
+        let recovery = Store::rebuild_from_log(
+            log,
+            &from.join(ENGINE_DIR),
+            &scratch.path().join(ENGINE_DIR),
+        )?;
         // The documents the damaged store's full-text index knows, so
         // that those the log lost are named among what was left out.
         let indexed = FullText::open(&from.join(FULLTEXT_DIR))

@@ -9,7 +9,6 @@
 
 pub mod fork_release;
 pub mod fulltext;
-pub mod fulltext_directory;
 pub mod record_files;
 pub mod store;
 pub mod vector_record;

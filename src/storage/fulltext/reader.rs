@@ -1,0 +1,428 @@
+//! [`FullTextReader`]: searches and rankings over the committed index,
+//! each field scored with its own BM25 statistics, coordinates read from
+//! fast-field columns opened once per segment.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tantivy::collector::TopDocs;
+use tantivy::index::SegmentId;
+use tantivy::query::{
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser,
+    TermQuery,
+};
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{Index, IndexReader, Searcher, Term};
+
+use super::schema::{Fields, NO_NODE, damaged, fulltext};
+use crate::error::{Error, Result};
+use crate::model::edu::Span;
+use crate::model::ids::is_turn_id;
+use crate::model::rank::{RankedHit, Target};
+
+/// Weight of a section-title match against an EDU-text match in `search`:
+/// a heading that names the query is the better answer.
+pub(super) const TITLE_BOOST: f32 = 2.0;
+
+/// tantivy's BM25 term-frequency saturation constant.
+pub(super) const TANTIVY_BM25_K1: f32 = 1.2;
+
+/// A cheap, clonable read handle: searches run without the writer's lock.
+#[derive(Clone)]
+pub struct FullTextReader {
+    pub(super) index: Index,
+    pub(super) reader: IndexReader,
+    pub(super) fields: Fields,
+    /// Each live segment's opened coordinate columns, shared by every clone:
+    /// opening them costs more than reading a query's hits from them.
+    pub(super) columns: Arc<Mutex<HashMap<SegmentId, Columns>>>,
+}
+
+impl std::fmt::Debug for FullTextReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FullTextReader").finish_non_exhaustive()
+    }
+}
+
+impl FullTextReader {
+    /// Number of committed entries.
+    pub fn entries(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// Whether the index holds live entries of document `id`.
+    pub fn holds(&self, id: &str) -> Result<bool> {
+        let query = TermQuery::new(
+            Term::from_field_text(self.fields.doc, id),
+            IndexRecordOption::Basic,
+        );
+        let count = self
+            .reader
+            .searcher()
+            .search(&query, &tantivy::collector::Count)
+            .map_err(fulltext)?;
+        Ok(count > 0)
+    }
+
+    /// Every document id the index has terms for (possibly some whose
+    /// entries were deleted and not yet merged away): for `check`, which
+    /// asks the store about each, so that a document whose metadata the
+    /// store can no longer list is still named.
+    pub fn document_ids(&self) -> Result<std::collections::BTreeSet<String>> {
+        let mut ids = std::collections::BTreeSet::new();
+        for segment in self.reader.searcher().segment_readers() {
+            let index = segment.inverted_index(self.fields.doc).map_err(fulltext)?;
+            let mut terms = index.terms().stream().map_err(fulltext)?;
+            while terms.advance() {
+                ids.insert(String::from_utf8_lossy(terms.key()).into_owned());
+            }
+        }
+        Ok(ids)
+    }
+
+    /// BM25 search in tantivy query syntax over EDU texts and section
+    /// titles (of documents, not session turns), best first.
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<RankedHit>> {
+        let mut parser =
+            QueryParser::for_index(&self.index, vec![self.fields.text, self.fields.title]);
+        parser.set_field_boost(self.fields.title, TITLE_BOOST);
+        let parsed = parser.parse_query(query).map_err(|e| Error::BadSearch {
+            query: query.to_owned(),
+            message: e.to_string(),
+        })?;
+        let searcher = self.reader.searcher();
+        self.top(&searcher, &parsed, limit, &searcher)
+    }
+
+    /// The field nodes or EDUs are ranked on: the turn fields when `docs`
+    /// names only session turns, else the documents' fields.
+    fn field_of(&self, target: Target, docs: Option<&[&str]>) -> Field {
+        let turns = docs.is_some_and(|ids| !ids.is_empty() && ids.iter().all(|id| is_turn_id(id)));
+        match (target, turns) {
+            (Target::Nodes, false) => self.fields.node_text,
+            (Target::Edus, false) => self.fields.text,
+            (Target::Nodes, true) => self.fields.turn_node_text,
+            (Target::Edus, true) => self.fields.turn_text,
+        }
+    }
+
+    /// Ranks nodes or EDUs by BM25 against free `text` (any of its terms;
+    /// no query syntax, so any user text is accepted), within `docs` when
+    /// given, best first. Session turns are ranked only when `docs` names
+    /// nothing else (a `session('id')` scope); otherwise only documents.
+    pub fn rank(
+        &self,
+        text: &str,
+        target: Target,
+        docs: Option<&[&str]>,
+        limit: usize,
+    ) -> Result<Vec<RankedHit>> {
+        let field = self.field_of(target, docs);
+        let searcher = self.reader.searcher();
+        let statistics = self.statistics(&searcher, field)?;
+        self.rank_field(text, field, docs, limit, &searcher, &statistics)
+    }
+
+    /// Ranks sections by their titles alone against free `text`, within
+    /// `docs` when given, best first: the sections whose names `text`
+    /// mentions lead (a short title all of whose terms occur scores
+    /// highest).
+    pub fn rank_titles(
+        &self,
+        text: &str,
+        docs: Option<&[&str]>,
+        limit: usize,
+    ) -> Result<Vec<RankedHit>> {
+        let searcher = self.reader.searcher();
+        // Titles are held by documents' node entries: their count, not
+        // every entry's, is the collection size.
+        let statistics = self.statistics(&searcher, self.fields.node_text)?;
+        self.rank_field(text, self.fields.title, docs, limit, &searcher, &statistics)
+    }
+
+    /// How specific `title` is: the fewest sections whose titles hold one of
+    /// its terms (0 when it has none, or none is indexed). Sections of
+    /// removed documents count until a merge drops them.
+    pub fn title_sections(&self, title: &str) -> Result<u64> {
+        let searcher = self.reader.searcher();
+        let mut fewest: Option<u64> = None;
+        for term in self.terms(title, self.fields.title)? {
+            let sections = searcher.doc_freq(&term).map_err(fulltext)?;
+            fewest = Some(fewest.map_or(sections, |f| f.min(sections)));
+        }
+        Ok(fewest.unwrap_or(0))
+    }
+
+    /// The entries whose `field` holds any of `text`'s terms, within `docs`
+    /// when given, by BM25 with `statistics`, best first.
+    fn rank_field(
+        &self,
+        text: &str,
+        field: Field,
+        docs: Option<&[&str]>,
+        limit: usize,
+        searcher: &Searcher,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Result<Vec<RankedHit>> {
+        let terms = self.terms(text, field)?;
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let any_term = BooleanQuery::new(
+            terms
+                .into_iter()
+                .map(|t| {
+                    let q: Box<dyn Query> =
+                        Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
+                    (Occur::Should, q)
+                })
+                .collect(),
+        );
+        let Some(docs) = docs else {
+            return self.top(searcher, &any_term, limit, statistics);
+        };
+        let any_doc = docs
+            .iter()
+            .map(|id| {
+                let term = Term::from_field_text(self.fields.doc, id);
+                let q: Box<dyn Query> = Box::new(TermQuery::new(term, IndexRecordOption::Basic));
+                (Occur::Should, q)
+            })
+            .collect();
+        // The scope only filters: scored, it would add the document id's
+        // idf to every hit and break the scale of `rank_ceiling`.
+        let scope = ConstScoreQuery::new(Box::new(BooleanQuery::new(any_doc)), 0.0);
+        let within_docs = BooleanQuery::new(vec![
+            (Occur::Must, Box::new(any_term) as Box<dyn Query>),
+            (Occur::Must, Box::new(scope)),
+        ]);
+        self.top(searcher, &within_docs, limit, statistics)
+    }
+
+    /// The BM25 statistics `field` is ranked with (see [`FieldStatistics`]).
+    fn statistics<'a>(&self, searcher: &'a Searcher, field: Field) -> Result<FieldStatistics<'a>> {
+        let name = self.index.schema().get_field_name(field).to_owned();
+        let entries = searcher
+            .doc_freq(&Term::from_field_text(self.fields.kind, &name))
+            .map_err(fulltext)?;
+        Ok(FieldStatistics { searcher, entries })
+    }
+
+    /// The BM25 score that [`FullTextReader::rank`] would give an entry of
+    /// average length containing each of `text`'s terms once: the sum of
+    /// the terms' idf. A fixed scale for a query's scores (a hit matching
+    /// only its common words scores a small fraction of it), where dividing
+    /// by the best hit would lift any weak match to 1. 0 when nothing is
+    /// indexed or `text` has no terms. `docs` picks the fields as `rank` does.
+    pub fn rank_ceiling(&self, text: &str, target: Target, docs: Option<&[&str]>) -> Result<f32> {
+        let field = self.field_of(target, docs);
+        let terms = self.terms(text, field)?;
+        let searcher = self.reader.searcher();
+        let statistics = self.statistics(&searcher, field)?;
+        if terms.is_empty() || statistics.entries == 0 {
+            return Ok(0.0);
+        }
+        // tantivy's `max_score` is idf × (1 + k1) (an entry saturated with
+        // the terms); one occurrence at average length scores idf.
+        let saturated = Bm25Weight::for_terms(&statistics, &terms)
+            .map_err(fulltext)?
+            .max_score();
+        Ok(saturated / (1.0 + TANTIVY_BM25_K1))
+    }
+
+    /// The distinct terms `field`'s analyser makes of `text`.
+    fn terms(&self, text: &str, field: Field) -> Result<Vec<Term>> {
+        let mut analyzer = self.index.tokenizer_for_field(field).map_err(fulltext)?;
+        let mut terms: Vec<Term> = Vec::new();
+        let mut stream = analyzer.token_stream(text);
+        while let Some(token) = stream.next() {
+            let term = Term::from_field_text(field, &token.text);
+            if !terms.contains(&term) {
+                terms.push(term);
+            }
+        }
+        Ok(terms)
+    }
+
+    /// The best `limit` hits of `query`. tantivy panics on some damaged
+    /// index files (a fast-field column cut short) instead of failing; such
+    /// a panic is the index's damage, not the caller's crash.
+    fn top(
+        &self,
+        searcher: &Searcher,
+        query: &dyn Query,
+        limit: usize,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Result<Vec<RankedHit>> {
+        let read =
+            crate::error::catch_quietly(|| self.read_top(searcher, query, limit, statistics));
+        read.unwrap_or_else(|panic| {
+            Err(damaged(format!(
+                "reading it failed ({}); `edudb reindex` rebuilds it",
+                crate::error::panic_message(&*panic)
+            )))
+        })
+    }
+
+    fn read_top(
+        &self,
+        searcher: &Searcher,
+        query: &dyn Query,
+        limit: usize,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Result<Vec<RankedHit>> {
+        // tantivy reserves room for twice the limit up front: no more hits
+        // than entries can come back, so a huge limit costs nothing more.
+        let entries = usize::try_from(searcher.num_docs()).unwrap_or(usize::MAX);
+        let limit = limit.min(entries).max(1);
+        let top = searcher
+            .search_with_statistics_provider(
+                query,
+                &TopDocs::with_limit(limit).order_by_score(),
+                statistics,
+            )
+            .map_err(fulltext)?;
+        // Each segment's document ids are read from its dictionary in one
+        // ordered pass, not one dictionary lookup per hit.
+        let mut segments: Vec<Option<Columns>> = vec![None; searcher.segment_readers().len()];
+        let mut ords: Vec<Vec<u64>> = vec![Vec::new(); segments.len()];
+        let mut rows = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let slot = &mut segments[address.segment_ord as usize];
+            if slot.is_none() {
+                *slot = Some(self.columns_of(searcher, address.segment_ord)?);
+            }
+            let columns = slot.as_ref().expect("opened above");
+            let (ord, hit) = columns.hit(address.doc_id, score)?;
+            ords[address.segment_ord as usize].push(ord);
+            rows.push((address.segment_ord as usize, ord, hit));
+        }
+        let mut names: Vec<HashMap<u64, String>> = Vec::with_capacity(segments.len());
+        for (columns, mut wanted) in segments.iter().zip(ords) {
+            wanted.sort_unstable();
+            wanted.dedup();
+            names.push(match columns {
+                Some(columns) => columns.doc_ids(&wanted)?,
+                None => HashMap::new(),
+            });
+        }
+        rows.into_iter()
+            .map(|(segment, ord, mut hit)| {
+                hit.doc = names[segment]
+                    .get(&ord)
+                    .cloned()
+                    .ok_or_else(|| damaged(format!("no document id for ordinal {ord}")))?;
+                Ok(hit)
+            })
+            .collect()
+    }
+
+    /// The coordinate columns of `searcher`'s segment `ordinal`, opened on
+    /// first use and kept while the segment lives (a segment never changes;
+    /// merges make new ones, and columns of segments gone are dropped).
+    fn columns_of(&self, searcher: &Searcher, ordinal: u32) -> Result<Columns> {
+        let segment = searcher.segment_reader(ordinal);
+        let id = segment.segment_id();
+        let mut cache = self.columns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(columns) = cache.get(&id) {
+            return Ok(columns.clone());
+        }
+        let columns = Columns::open(segment)?;
+        let live: Vec<SegmentId> = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| s.segment_id())
+            .collect();
+        cache.retain(|id, _| live.contains(id));
+        cache.insert(id, columns.clone());
+        Ok(columns)
+    }
+}
+
+/// BM25 statistics of one ranked field that count only the entries having
+/// it: an entry is an EDU or a node of a document or of a session turn, and
+/// each kind has its own field, so neither the other kinds' entries nor the
+/// number of session turns shift a field's idf and average length.
+pub(super) struct FieldStatistics<'a> {
+    searcher: &'a Searcher,
+    /// Entries having the field (deleted ones until a merge drops them).
+    entries: u64,
+}
+
+impl Bm25StatisticsProvider for FieldStatistics<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        self.searcher.total_num_tokens(field)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.entries.max(1))
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        self.searcher.doc_freq(term)
+    }
+}
+
+/// The coordinate columns of one segment.
+#[derive(Clone)]
+pub(super) struct Columns {
+    doc: tantivy::columnar::StrColumn,
+    node: tantivy::columnar::Column<u64>,
+    first: tantivy::columnar::Column<u64>,
+    last: tantivy::columnar::Column<u64>,
+}
+
+impl Columns {
+    fn open(segment: &tantivy::SegmentReader) -> Result<Columns> {
+        let fast = segment.fast_fields();
+        Ok(Columns {
+            doc: fast
+                .str("doc")
+                .map_err(fulltext)?
+                .ok_or_else(|| damaged("no doc column".into()))?,
+            node: fast.u64("node").map_err(fulltext)?,
+            first: fast.u64("first").map_err(fulltext)?,
+            last: fast.u64("last").map_err(fulltext)?,
+        })
+    }
+
+    /// Reads one hit's coordinates and the dictionary ordinal of its
+    /// document id (the hit's `doc` is left empty).
+    fn hit(&self, row: tantivy::DocId, score: f32) -> Result<(u64, RankedHit)> {
+        let number = |column: &tantivy::columnar::Column<u64>, name: &str| {
+            column
+                .first(row)
+                .ok_or_else(|| damaged(format!("entry without {name}")))
+        };
+        let ord = self
+            .doc
+            .term_ords(row)
+            .next()
+            .ok_or_else(|| damaged("entry without doc".into()))?;
+        let node = Some(number(&self.node, "node")?)
+            .filter(|&n| n != NO_NODE)
+            .map(|n| n as u32);
+        let hit = RankedHit {
+            doc: String::new(),
+            node,
+            span: Span::new(
+                number(&self.first, "first")? as u32,
+                number(&self.last, "last")? as u32,
+            ),
+            score,
+        };
+        Ok((ord, hit))
+    }
+
+    /// The document ids of sorted, distinct dictionary ordinals.
+    fn doc_ids(&self, ords: &[u64]) -> Result<HashMap<u64, String>> {
+        let mut names = Vec::with_capacity(ords.len());
+        self.doc
+            .dictionary()
+            .sorted_ords_to_term_cb(ords, |bytes| {
+                names.push(String::from_utf8_lossy(bytes).into_owned())
+            })
+            .map_err(fulltext)?;
+        Ok(ords.iter().copied().zip(names).collect())
+    }
+}
