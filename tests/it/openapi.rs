@@ -21,8 +21,10 @@ use crate::support;
 
 /// The document as the server embeds it.
 const DOCUMENT: &str = include_str!("../../src/serve/openapi.json");
-/// The server's source: its router and its module doc's route table.
+/// The server's module, whose doc holds the route table.
 const SERVER: &str = include_str!("../../src/serve/mod.rs");
+/// The server's router.
+const ROUTER: &str = include_str!("../../src/serve/routes.rs");
 /// The HTTP methods an OpenAPI path item may hold.
 const METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
@@ -362,7 +364,7 @@ impl Spec {
 /// call or the end of the statement, however it is wrapped.
 fn router_routes() -> BTreeSet<Route> {
     let method = regex::Regex::new(r"\b(get|put|post|delete|patch|head|options|trace)\(").unwrap();
-    SERVER
+    ROUTER
         .split(".route(")
         .skip(1)
         .flat_map(|call| {
