@@ -12,6 +12,7 @@ pub mod dialogue;
 pub mod document;
 pub mod edu;
 pub mod ids;
+pub mod legacy;
 pub mod pages;
 pub mod rank;
 pub mod time;

@@ -14,10 +14,10 @@ use crate::model::dialogue::Dialogue;
 /// whole records are read as before (a later write of a document stores it
 /// pieced); versions 3 and 4 stored turns without a time, and versions 3
 /// to 7 kept a vector sum in every branch of a dialogue, so every
-/// dialogue record is rewritten ([`crate::model::dialogue::v4`],
-/// [`crate::model::dialogue::v7`]);
+/// dialogue record is rewritten ([`crate::model::legacy::dialogue_v4`],
+/// [`crate::model::legacy::dialogue_v7`]);
 /// versions 3 to 5 stored information points without written text, so
-/// their DAG records are rewritten ([`crate::model::dag::v5`]); versions 3
+/// their DAG records are rewritten ([`crate::model::legacy::dag_v5`]); versions 3
 /// to 6 stored vectors as `f32` rows, which are read as they are (a lazy
 /// upgrade: a document's next write stores them in 8 bits), so opening
 /// such a store rewrites none of them; versions 4 to 6 kept large records
@@ -35,8 +35,8 @@ const OLD_DIALOGUE_VERSIONS: [u32; 5] = [3, 4, 5, 6, 7];
 const TEXTLESS_POINT_VERSIONS: [u32; 3] = [3, 4, 5];
 
 /// The versions whose dialogue records are in the layout of
-/// [`crate::model::dialogue::v4`] (the later ones: of
-/// [`crate::model::dialogue::v7`]).
+/// [`crate::model::legacy::dialogue_v4`] (the later ones: of
+/// [`crate::model::legacy::dialogue_v7`]).
 const TIMELESS_TURN_VERSIONS: [u32; 2] = [3, 4];
 
 impl Store {
@@ -82,10 +82,10 @@ impl Store {
     }
 
     /// Adds to `batch` every dialogue record rewritten to this layout from
-    /// that of versions 3 and 4 ([`crate::model::dialogue::v4`], when
-    /// `timeless`) or of versions 5 to 7 ([`crate::model::dialogue::v7`]).
+    /// that of versions 3 and 4 ([`crate::model::legacy::dialogue_v4`], when
+    /// `timeless`) or of versions 5 to 7 ([`crate::model::legacy::dialogue_v7`]).
     pub(super) fn upgrade_dialogues(&self, batch: &mut Batch<'_>, timeless: bool) -> Result<()> {
-        use crate::model::dialogue::{v4, v7};
+        use crate::model::legacy::{dialogue_v4 as v4, dialogue_v7 as v7};
         // A record that does not decode in the old layout is left as it is:
         // read in the new one it is damage, which `check` names. A page
         // sled cannot read fails the open instead: recording the new
@@ -109,13 +109,13 @@ impl Store {
     }
 
     /// Adds to `batch` every DAG record rewritten from the layout of
-    /// versions 3 to 5 ([`crate::model::dag::v5`]) to this one, whole or
+    /// versions 3 to 5 ([`crate::model::legacy::dag_v5`]) to this one, whole or
     /// pieced as its size asks. A record that does not decode in the old
     /// layout (or whose pieces do not make it) is left as it is, for
     /// `check` to name. A page sled cannot read fails the open instead:
     /// recording the new version past it would leave that DAG unreadable.
     pub(super) fn upgrade_dags<'a>(&'a self, batch: &mut Batch<'a>) -> Result<()> {
-        use crate::model::dag::v5;
+        use crate::model::legacy::dag_v5 as v5;
         for id in self.ids()? {
             let value = match self.record(DAG, &id) {
                 Ok(Some(value)) => value,
@@ -140,8 +140,8 @@ mod tests {
 
     #[test]
     fn older_stores_are_read_and_upgraded_with_their_dialogues_and_dags() {
-        use crate::model::dag::v5;
-        use crate::model::dialogue::{v4, v7};
+        use crate::model::legacy::dag_v5 as v5;
+        use crate::model::legacy::{dialogue_v4 as v4, dialogue_v7 as v7};
         for old_version in UPGRADABLE_VERSIONS {
             let dir = tempfile::tempdir().unwrap();
             let t0 = turn("s", 0);
