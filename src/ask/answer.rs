@@ -45,27 +45,15 @@ pub fn answer(
     for (number, item) in evidence {
         user.push_str(&shown(*number, item));
     }
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "answer": {"type": "string", "minLength": 1, "maxLength": ANSWER_CHARS},
-            "citations": {
-                "type": "array",
-                "maxItems": evidence.len(),
-                "items": {"type": "integer", "enum": numbers.iter().collect::<Vec<_>>()}
-            }
-        },
-        "required": ["answer", "citations"],
-        "additionalProperties": false
+    let properties = serde_json::json!({
+        "answer": {"type": "string", "minLength": 1, "maxLength": ANSWER_CHARS},
+        "citations": {
+            "type": "array",
+            "maxItems": evidence.len(),
+            "items": {"type": "integer", "enum": numbers.iter().collect::<Vec<_>>()}
+        }
     });
-    let request = ChatRequest {
-        system: SYSTEM.into(),
-        user,
-        schema_name: "answer",
-        schema,
-        max_tokens: 600,
-        temperature: 0.0,
-    };
+    let request = ChatRequest::for_object(SYSTEM, user, "answer", properties, 600);
     ask_one(chat, request, RETRIES, |content| check(content, &numbers))
 }
 

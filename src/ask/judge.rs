@@ -73,27 +73,16 @@ pub fn judge(
     for (offset, item) in new.iter().enumerate() {
         user.push_str(&shown(first + offset, item));
     }
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "relevant": {
-                "type": "array",
-                "maxItems": new.len(),
-                "items": {"type": "integer", "minimum": first, "maximum": last}
-            },
-            "enough": {"type": "boolean"}
+    let properties = serde_json::json!({
+        "relevant": {
+            "type": "array",
+            "maxItems": new.len(),
+            "items": {"type": "integer", "minimum": first, "maximum": last}
         },
-        "required": ["relevant", "enough"],
-        "additionalProperties": false
+        "enough": {"type": "boolean"}
     });
-    let request = ChatRequest {
-        system: SYSTEM.into(),
-        user,
-        schema_name: "judgement",
-        schema,
-        max_tokens: 32 + 8 * new.len() as u32,
-        temperature: 0.0,
-    };
+    let max_tokens = 32 + 8 * new.len() as u32;
+    let request = ChatRequest::for_object(SYSTEM, user, "judgement", properties, max_tokens);
     ask_one(chat, request, RETRIES, |content| {
         check(content, first, last)
     })

@@ -98,23 +98,11 @@ pub fn decide(
     }
     user.push_str(&format!("\nNew turn: {}\n", line(shown.new_turn)));
     let most = dialogue.turns.len().max(dialogue.topics.len()) as i64;
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "decision": {"type": "string", "enum": ["stay", "switch", "new_topic", "fork"]},
-            "target": {"type": "integer", "minimum": -1, "maximum": most}
-        },
-        "required": ["decision", "target"],
-        "additionalProperties": false
+    let properties = serde_json::json!({
+        "decision": {"type": "string", "enum": ["stay", "switch", "new_topic", "fork"]},
+        "target": {"type": "integer", "minimum": -1, "maximum": most}
     });
-    let request = ChatRequest {
-        system: SYSTEM.into(),
-        user,
-        schema_name: "placement",
-        schema,
-        max_tokens: 40,
-        temperature: 0.0,
-    };
+    let request = ChatRequest::for_object(SYSTEM, user, "placement", properties, 40);
     ask_one(chat, request, RETRIES, |content| check(content, dialogue))
 }
 

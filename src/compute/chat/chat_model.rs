@@ -25,6 +25,43 @@ pub struct ChatRequest {
     pub temperature: f32,
 }
 
+impl ChatRequest {
+    /// A greedy request (temperature 0) whose reply must be an object
+    /// holding exactly `properties` ([`strict_object`]).
+    pub fn for_object(
+        system: &str,
+        user: String,
+        schema_name: &'static str,
+        properties: serde_json::Value,
+        max_tokens: u32,
+    ) -> ChatRequest {
+        ChatRequest {
+            system: system.into(),
+            user,
+            schema_name,
+            schema: strict_object(properties),
+            max_tokens,
+            temperature: 0.0,
+        }
+    }
+}
+
+/// The JSON schema of an object holding exactly `properties` (an object of
+/// property names and their schemas), every one required and no other
+/// allowed: the strict form servers' structured outputs accept.
+pub fn strict_object(properties: serde_json::Value) -> serde_json::Value {
+    let required: Vec<String> = properties
+        .as_object()
+        .map(|fields| fields.keys().cloned().collect())
+        .unwrap_or_default();
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    })
+}
+
 /// A chat model's answer to one [`ChatRequest`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatReply {
@@ -49,4 +86,40 @@ pub trait ChatModel: Send + Sync + fmt::Debug {
 
     /// Names the model, e.g. `openai-chat:MODEL@URL`.
     fn identity(&self) -> String;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_strict_object_requires_every_property_and_allows_no_other() {
+        let schema = strict_object(serde_json::json!({
+            "enough": {"type": "boolean"},
+            "relevant": {"type": "array", "items": {"type": "integer"}}
+        }));
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["additionalProperties"], false);
+        assert_eq!(
+            schema["required"],
+            serde_json::json!(["enough", "relevant"])
+        );
+        assert_eq!(schema["properties"]["enough"]["type"], "boolean");
+        let request = ChatRequest::for_object(
+            "system",
+            "user".into(),
+            "judgement",
+            schema["properties"].clone(),
+            9,
+        );
+        assert_eq!(request.schema, schema);
+        assert_eq!(
+            (request.schema_name, request.max_tokens, request.temperature),
+            ("judgement", 9, 0.0)
+        );
+        assert_eq!(
+            (request.system.as_str(), request.user.as_str()),
+            ("system", "user")
+        );
+    }
 }

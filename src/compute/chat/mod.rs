@@ -8,5 +8,5 @@ mod checked;
 pub mod http;
 
 pub use crate::error::ChatError;
-pub use chat_model::{ChatModel, ChatReply, ChatRequest};
+pub use chat_model::{ChatModel, ChatReply, ChatRequest, strict_object};
 pub use checked::{RETRY_TEMPERATURE, ask_checked, ask_one, clip, parse_reply};

@@ -147,31 +147,20 @@ impl<'a> LlmIpWriter<'a> {
         }
         let most = self.most_points(window);
         user.push_str(&format!("\nWrite at most {most} points."));
-        let schema = serde_json::json!({
-            "type": "object",
-            "properties": {
-                "points": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": most,
-                    "items": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": self.options.point_chars
-                    }
+        let properties = serde_json::json!({
+            "points": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": most,
+                "items": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": self.options.point_chars
                 }
-            },
-            "required": ["points"],
-            "additionalProperties": false
+            }
         });
-        ChatRequest {
-            system: SYSTEM.into(),
-            user,
-            schema_name: "information_points",
-            schema,
-            max_tokens: (64 + 2 * window.budget).min(4_096),
-            temperature: 0.0,
-        }
+        let max_tokens = (64 + 2 * window.budget).min(4_096);
+        ChatRequest::for_object(SYSTEM, user, "information_points", properties, max_tokens)
     }
 
     /// Reads and checks one window's reply: its points, trimmed, or why

@@ -38,7 +38,9 @@ use std::ops::Range;
 
 use serde::Deserialize;
 
-use crate::compute::chat::{ChatError, ChatModel, ChatRequest, ask_checked, clip, parse_reply};
+use crate::compute::chat::{
+    ChatError, ChatModel, ChatRequest, ask_checked, clip, parse_reply, strict_object,
+};
 use crate::compute::embed::hashed::words;
 use crate::ingest::tree::builder::StructureInput;
 use crate::ingest::tree::outline::parse_outline;
@@ -207,37 +209,17 @@ impl<'a> LlmStructurer<'a> {
         }
         let (first, last) = (window.start + 1, window.end);
         let most = (window.len() as u32).min(32);
-        let schema = serde_json::json!({
-            "type": "object",
-            "properties": {
-                "sections": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": most,
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "level": {"type": "integer", "minimum": 1, "maximum": self.options.max_level},
-                            "first": {"type": "integer", "minimum": first, "maximum": last},
-                            "last": {"type": "integer", "minimum": first, "maximum": last},
-                            "title": {"type": "string", "minLength": 1, "maxLength": 80}
-                        },
-                        "required": ["level", "first", "last", "title"],
-                        "additionalProperties": false
-                    }
-                }
-            },
-            "required": ["sections"],
-            "additionalProperties": false
+        let section = strict_object(serde_json::json!({
+            "level": {"type": "integer", "minimum": 1, "maximum": self.options.max_level},
+            "first": {"type": "integer", "minimum": first, "maximum": last},
+            "last": {"type": "integer", "minimum": first, "maximum": last},
+            "title": {"type": "string", "minLength": 1, "maxLength": 80}
+        }));
+        let properties = serde_json::json!({
+            "sections": {"type": "array", "minItems": 1, "maxItems": most, "items": section}
         });
-        ChatRequest {
-            system: SYSTEM.into(),
-            user,
-            schema_name: "outline",
-            schema,
-            max_tokens: (64 + 48 * most).min(4_096),
-            temperature: 0.0,
-        }
+        let max_tokens = (64 + 48 * most).min(4_096);
+        ChatRequest::for_object(SYSTEM, user, "outline", properties, max_tokens)
     }
 
     /// Reads and checks one window's reply: its sections (document-wide,
