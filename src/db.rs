@@ -25,12 +25,12 @@ use crate::model::cost::LlmCost;
 use crate::model::dag::{Dag, DagListing};
 use crate::model::dialogue::{Dialogue, Role, SessionMeta, SessionView};
 use crate::model::document::DocMeta;
+use crate::model::document::Document;
 use crate::model::pages::PageLayout;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
 use crate::progress::{CancelToken, Progress};
 use crate::query::{Params, Query, QueryResult};
-use crate::storage::store::StoredDoc;
 use crate::storage::vectors::VectorCounts;
 
 /// An open edudb store.
@@ -275,9 +275,10 @@ impl Db {
         self.engine.documents()
     }
 
-    /// The stored document `id`, read in place.
-    pub fn document(&self, id: &str) -> Result<StoredDoc> {
-        self.engine.document(id)
+    /// The stored document `id`: its metadata, text, EDUs, tree and (for
+    /// one read from a PDF) pages.
+    pub fn document(&self, id: &str) -> Result<Document> {
+        self.engine.document(id)?.to_document()
     }
 
     /// The structural tree of document `id`.

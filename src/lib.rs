@@ -74,5 +74,4 @@ pub use model::tree::{Node, NodeKind, Tree};
 pub use progress::{CancelToken, NoProgress, Progress};
 pub use query::{Item, Param, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
 pub use storage::store::LogRecovery;
-pub use storage::store::StoredDoc;
 pub use storage::vectors::VectorCounts;

@@ -88,7 +88,7 @@ fn whole_documents(db_path: &Path, rng: &mut StdRng) -> edudb::Result<Vec<String
         let meta = &metas[rng.random_range(0..metas.len())];
         let source: PathBuf = support::rfcs().join(format!("{}.md", meta.id));
         let text = std::fs::read_to_string(&source).unwrap();
-        let stored = db.document(&meta.id)?.to_document()?;
+        let stored = db.document(&meta.id)?;
         let complete = [Format::Markdown, Format::Text]
             .into_iter()
             .any(|format| analyze(&meta.id, text.clone(), format).unwrap() == stored);
@@ -195,7 +195,7 @@ fn verify_session(db_path: &Path, texts: &[String]) -> usize {
         found => found.unwrap(),
     };
     for turn in &dialogue.turns {
-        let stored = db.document(&turn.doc).unwrap().to_document().unwrap();
+        let stored = db.document(&turn.doc).unwrap();
         let expected = analyze(
             &turn.doc,
             texts[turn.number as usize % texts.len()].clone(),
@@ -1132,7 +1132,7 @@ fn salvage_damaged_store() {
     let mut copied = 0;
     for path in files.lines() {
         let id = Path::new(path).file_stem().unwrap().to_string_lossy();
-        match copy.document(&id).and_then(|d| d.to_document()) {
+        match copy.document(&id) {
             Ok(doc) => {
                 let text = std::fs::read_to_string(path).unwrap();
                 assert_eq!(doc, analyze(&id, text, Format::Markdown).unwrap(), "{id}");
@@ -1190,7 +1190,7 @@ fn verify_damaged_store() {
         if damaged.contains(&id.as_ref()) {
             continue;
         }
-        let stored = db.document(&id).and_then(|d| d.to_document());
+        let stored = db.document(&id);
         let text = std::fs::read_to_string(path).unwrap();
         let expected = analyze(&id, text, Format::Markdown).unwrap();
         assert!(
@@ -1201,7 +1201,7 @@ fn verify_damaged_store() {
         );
         // Every document that reads whole is in the salvaged store, whole.
         if let (Ok(_), Some(copy)) = (&stored, &copy) {
-            let copied = copy.document(&id).and_then(|d| d.to_document());
+            let copied = copy.document(&id);
             assert!(
                 copied.as_ref().is_ok_and(|doc| doc == &expected),
                 "{id} reads whole but was not salvaged whole"

@@ -329,7 +329,7 @@ impl<'a> ConversationRun<'a> {
             .turns
             .iter()
             .map(|t| {
-                let mut doc = db.document(&t.doc)?.to_document()?;
+                let mut doc = db.document(&t.doc)?;
                 doc.meta.id = doc.meta.id.replace(['@', '/'], "-");
                 Ok(doc)
             })

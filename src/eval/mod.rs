@@ -261,7 +261,7 @@ fn stored_group(db: &Db, group: &dataset::Group<'_>) -> Result<Option<Vec<Docume
     let mut docs = Vec::with_capacity(group.documents.len());
     for d in &group.documents {
         let stored = match db.document(&d.id) {
-            Ok(stored) => stored.to_document()?,
+            Ok(stored) => stored,
             Err(Error::NoSuchDocument(_)) => return Ok(None),
             Err(err) => return Err(err),
         };
@@ -321,11 +321,7 @@ fn load_group(db: &Db, dataset: &Dataset, group: &dataset::Group<'_>) -> Result<
             });
         }
     }
-    group
-        .documents
-        .iter()
-        .map(|d| db.document(&d.id)?.to_document())
-        .collect()
+    group.documents.iter().map(|d| db.document(&d.id)).collect()
 }
 
 /// One group's store and flat indexes.

@@ -91,6 +91,43 @@ pub struct Document {
     pub pages: Option<PageLayout>,
 }
 
+impl Document {
+    /// Checks that its parts agree: EDUs are dense, ordered,
+    /// non-overlapping and slice the text on char boundaries; the tree
+    /// passes [`Tree::validate`]; a PDF's pages pass
+    /// [`PageLayout::validate`]; the counts in the metadata match. Says
+    /// what is wrong otherwise.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut previous_end = 0u32;
+        for (index, edu) in self.edus.iter().enumerate() {
+            let ok = edu.id as usize == index
+                && edu.start < edu.end
+                && edu.start >= previous_end
+                && (edu.end as usize) <= self.text.len()
+                && self.text.is_char_boundary(edu.start as usize)
+                && self.text.is_char_boundary(edu.end as usize);
+            if !ok {
+                return Err(format!(
+                    "EDU {index} has bad coordinates {}..{}",
+                    edu.start, edu.end
+                ));
+            }
+            previous_end = edu.end;
+        }
+        self.tree.validate(self.edus.len() as u32)?;
+        if let Some(pages) = &self.pages {
+            (pages.validate(self.text.len() as u32)).map_err(|m| format!("pages: {m}"))?;
+        }
+        let counts_match = self.meta.edus as usize == self.edus.len()
+            && self.meta.nodes as usize == self.tree.nodes.len()
+            && self.meta.bytes as usize == self.text.len();
+        if !counts_match {
+            return Err("metadata counts disagree with the records".into());
+        }
+        Ok(())
+    }
+}
+
 /// The embedding vectors of one document, row-major: one row of
 /// `dimension` values per tree node (in node id order) and per EDU (in EDU
 /// id order). Stored beside the document in the same atomic batch, so the
@@ -179,4 +216,71 @@ pub fn representation(doc: &Document, node: &Node) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::edu::{EduKind, Span};
+    use crate::model::tree::{Node, NodeKind};
+
+    /// "One. Two." as two EDUs under a root.
+    fn two_sentences() -> Document {
+        let edu = |id, start, end| Edu {
+            id,
+            start,
+            end,
+            tokens: 2,
+            kind: EduKind::Text,
+        };
+        Document {
+            meta: DocMeta {
+                id: "d".into(),
+                title: "d".into(),
+                format: Format::Text,
+                bytes: 9,
+                edus: 2,
+                nodes: 1,
+                tokens: 4,
+            },
+            text: "One. Two.".into(),
+            edus: vec![edu(0, 0, 4), edu(1, 5, 9)],
+            tree: Tree {
+                nodes: vec![Node {
+                    id: 0,
+                    kind: NodeKind::Document,
+                    level: 0,
+                    title: "d".into(),
+                    span: Span::new(0, 1),
+                    parent: None,
+                    children: Vec::new(),
+                }],
+            },
+            pages: None,
+        }
+    }
+
+    #[test]
+    fn a_document_whose_parts_agree_is_valid_and_each_disagreement_is_named() {
+        assert_eq!(two_sentences().validate(), Ok(()));
+        let mut overlapping = two_sentences();
+        overlapping.edus[1].start = 3;
+        assert_eq!(
+            overlapping.validate(),
+            Err("EDU 1 has bad coordinates 3..9".into())
+        );
+        let mut past_the_text = two_sentences();
+        past_the_text.text.truncate(7);
+        past_the_text.meta.bytes = 7;
+        assert!(past_the_text.validate().unwrap_err().contains("EDU 1"));
+        let mut miscounted = two_sentences();
+        miscounted.meta.edus = 3;
+        assert_eq!(
+            miscounted.validate(),
+            Err("metadata counts disagree with the records".into())
+        );
+        let mut bad_tree = two_sentences();
+        bad_tree.tree.nodes[0].span = Span::new(0, 5);
+        assert!(bad_tree.validate().is_err());
+    }
 }

@@ -55,7 +55,7 @@ fn llm_ingest() -> IngestOptions {
 /// section's own text, and the top level tiles the document.
 fn assert_exact_tree(db: &Db, id: &str) {
     let tree = db.tree(id).unwrap();
-    let doc = db.document(id).unwrap().to_document().unwrap();
+    let doc = db.document(id).unwrap();
     tree.validate(doc.edus.len() as u32).unwrap();
     let tops: Vec<_> = tree.nodes[0]
         .children
@@ -146,7 +146,7 @@ fn real_server_structures_a_document_exactly_or_falls_back() {
             edudb::ingest::analyze("langs", THREE_TOPICS.into(), edudb::Format::Text).unwrap();
         assert_eq!(db.tree("langs").unwrap(), layout.tree);
     }
-    assert_eq!(db.document("langs").unwrap().text().unwrap(), THREE_TOPICS);
+    assert_eq!(db.document("langs").unwrap().text, THREE_TOPICS);
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn real_server_writes_information_points_with_exact_coordinates() {
     assert_eq!(db.build_costs().unwrap(), vec![("towns".to_owned(), llm)]);
     // Whatever the model wrote, the document and its coordinates are the
     // model-free ingest's, and the DAG keeps its invariants.
-    let doc = db.document("towns").unwrap().to_document().unwrap();
+    let doc = db.document("towns").unwrap();
     assert_eq!(
         doc,
         edudb::ingest::analyze("towns", text, edudb::Format::Text).unwrap()
@@ -654,7 +654,7 @@ fn a_server_that_stops_answering_mid_ingest_leaves_whole_documents_only() {
     assert_eq!(ids, said_stored);
     assert_eq!(db.check().unwrap().documents, stored.len());
     for meta in &stored {
-        assert_eq!(db.document(&meta.id).unwrap().text().unwrap(), THREE_TOPICS);
+        assert_eq!(db.document(&meta.id).unwrap().text, THREE_TOPICS);
         assert_exact_tree(&db, &meta.id);
     }
 }

@@ -90,7 +90,7 @@ fn rfc_dags_are_valid_multi_level_and_extractive() {
     let mut levels_above_chunks = 0;
     for meta in db.documents().unwrap() {
         let dag = db.dag(&meta.id).unwrap();
-        let doc = db.document(&meta.id).unwrap().to_document().unwrap();
+        let doc = db.document(&meta.id).unwrap();
         check_dag(&dag, &doc).unwrap_or_else(|e| panic!("{}: {e}", meta.id));
         levels_above_chunks += usize::from(dag.top_level() - 1);
         // The top level is small, and every level below the top is pointed at.
@@ -348,7 +348,7 @@ fn propagate_scores_edus_by_their_chunks_and_points_and_keeps_the_seeded_nodes()
     // score), an EDU the best of these.
     let alpha = 0.5f32;
     let dag = db.dag(&id).unwrap();
-    let doc = db.document(&id).unwrap().to_document().unwrap();
+    let doc = db.document(&id).unwrap();
     let mut edu_score = vec![0.0f32; doc.edus.len()];
     for item in &edus.items {
         edu_score[item.edus[0] as usize] = item.score;
@@ -676,7 +676,7 @@ fn show_dag_lists_nodes_and_edges_with_their_text() {
         dag.targets.len()
     );
     let first = &json["dag"]["nodes"][0];
-    let doc = db.document(&id).unwrap().to_document().unwrap();
+    let doc = db.document(&id).unwrap();
     assert_eq!(first["text"], dag.node_text(&doc, 0));
     let Rows::Dag(level_two) = db
         .query(&format!("SHOW DAG doc('{id}') LEVEL 2"), &Params::new())

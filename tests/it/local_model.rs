@@ -157,7 +157,7 @@ fn a_store_on_a_local_model_embeds_with_it_and_weights_its_dag_with_its_attentio
         assert!(identity.starts_with("local:"), "{identity}");
         ingest_markdown(&db, "rfc", &text);
         let stored = db.dag("rfc").unwrap();
-        let doc = db.document("rfc").unwrap().to_document().unwrap();
+        let doc = db.document("rfc").unwrap();
         stored.validate(doc.edus.len() as u32).unwrap();
         assert!(stored.weights.len() > 4, "the DAG has edges");
         for i in 0..stored.nodes.len() {
@@ -293,7 +293,7 @@ fn written_points_are_linked_by_the_local_models_attention() {
     .unwrap();
     db.ingest_bytes("towns", towns().into_bytes(), written())
         .unwrap();
-    let doc = db.document("towns").unwrap().to_document().unwrap();
+    let doc = db.document("towns").unwrap();
     let dag = db.dag("towns").unwrap();
     dag.validate(doc.edus.len() as u32).unwrap();
     // The model reads each written point beside each lower node (teacher

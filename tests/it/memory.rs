@@ -69,7 +69,7 @@ fn turns_get_coordinates_and_stay_out_of_document_listings() {
         // The turn is an ordinary document: plain text stored unchanged,
         // EDUs that slice it exactly, covering all its words.
         let stored = db.document(&receipt.doc).unwrap();
-        assert_eq!(stored.text().unwrap(), text);
+        assert_eq!(stored.text, text);
         let edus = db.edus(&receipt.doc, None).unwrap();
         assert_eq!(edus.len() as u32, receipt.edus);
         for edu in &edus {
@@ -506,7 +506,7 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
         [0, 1, 6, 7]
     );
     for item in &path {
-        let text = db.document(&item.doc).unwrap().text().unwrap().to_owned();
+        let text = db.document(&item.doc).unwrap().text;
         assert_eq!(item.text, text.trim());
         assert_eq!(
             item.text,
@@ -523,7 +523,7 @@ fn context_is_the_active_path_plus_summaries_within_the_budget() {
         .filter(|i| i.kind != ContextKind::PathTurn)
     {
         assert!(!on_path.contains(&item.turn), "{item:?}");
-        let text = db.document(&item.doc).unwrap().text().unwrap().to_owned();
+        let text = db.document(&item.doc).unwrap().text;
         assert_eq!(
             item.text,
             text[item.bytes[0] as usize..item.bytes[1] as usize]
@@ -626,7 +626,7 @@ fn context_text_never_holds_more_tokens_than_counted() {
     .unwrap();
     let dialogue = db.dialogue("lists").unwrap();
     for turn in &dialogue.turns {
-        let text = db.document(&turn.doc).unwrap().text().unwrap().to_owned();
+        let text = db.document(&turn.doc).unwrap().text;
         let span = &text[turn.bytes[0] as usize..turn.bytes[1] as usize];
         assert_eq!(u64::from(edudb::model::tokens::count(span)), turn.tokens);
     }
@@ -680,7 +680,7 @@ fn two_writers_on_one_session_lose_nothing() {
     let mut texts: Vec<String> = dialogue
         .turns
         .iter()
-        .map(|t| db.document(&t.doc).unwrap().text().unwrap().to_owned())
+        .map(|t| db.document(&t.doc).unwrap().text)
         .collect();
     texts.sort();
     let mut expected: Vec<String> = ["alpha", "beta"]
@@ -775,7 +775,7 @@ fn summaries_are_spans_of_their_turns_and_updated_incrementally() {
                 pick.bytes
             );
             // Its tokens are those of exactly its text.
-            let text = db.document(doc).unwrap().text().unwrap().to_owned();
+            let text = db.document(doc).unwrap().text;
             let span = &text[pick.bytes[0] as usize..pick.bytes[1] as usize];
             assert_eq!(edudb::model::tokens::count(span), pick.tokens);
         }
@@ -993,11 +993,7 @@ fn sessions_survive_reopen_and_remove_session_removes_everything() {
     let trip_entries = {
         let mut n = 0;
         for t in 0..8 {
-            let stored = db
-                .document(&turn_doc_id("trip", t))
-                .unwrap()
-                .to_document()
-                .unwrap();
+            let stored = db.document(&turn_doc_id("trip", t)).unwrap();
             n += stored.tree.nodes.len() as u64
                 + stored
                     .edus
@@ -1369,7 +1365,7 @@ fn a_query_aware_context_answers_from_the_whole_history() {
     assert_eq!(current.kind, ContextKind::PathTurn);
     // Exact coordinates; grouped by topic, chronological within one.
     for item in &context.items {
-        let text = db.document(&item.doc).unwrap().text().unwrap().to_owned();
+        let text = db.document(&item.doc).unwrap().text;
         assert_eq!(
             item.text,
             text[item.bytes[0] as usize..item.bytes[1] as usize]
@@ -1496,7 +1492,7 @@ fn relevant_turns_that_do_not_fit_whole_are_excerpted_at_their_best_match() {
         assert_eq!(u64::from(edus[0].tokens), excerpt.tokens);
         assert!(excerpt.score.unwrap() > 0.0);
         let turn = db.document(&excerpt.doc).unwrap();
-        assert!(excerpt.text.len() < turn.text().unwrap().len());
+        assert!(excerpt.text.len() < turn.text.len());
     }
 }
 

@@ -97,7 +97,7 @@ fn a_pdf_is_stored_as_its_text_with_pages_headings_tables_and_no_furniture_in_ed
     );
     // ...but stay in the stored text, where every EDU's bytes point.
     let stored = db.document("report").unwrap();
-    let text = stored.text().unwrap();
+    let text = &stored.text;
     assert_eq!(
         text.matches("ACME Corporation Annual Report 2018").count(),
         2
@@ -173,7 +173,7 @@ fn a_pdf_is_titled_by_what_its_cover_sets_largest() {
     assert_eq!(tree.nodes[0].title, meta.title);
     // As written in the stored text, line by line.
     let stored = db.document("paper").unwrap();
-    let text = stored.text().unwrap();
+    let text = &stored.text;
     assert!(text.contains("Structural Retrieval") && text.contains("over Long Filings"));
 }
 

@@ -62,7 +62,7 @@ fn assert_exact(db: &Db, items: &[Item]) {
             [edus[0].bytes[0], edus.last().unwrap().bytes[1]]
         );
         let stored = db.document(&item.doc).unwrap();
-        let text = stored.text().unwrap();
+        let text = &stored.text;
         assert_eq!(
             item.text,
             text[item.bytes[0] as usize..item.bytes[1] as usize]

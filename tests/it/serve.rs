@@ -650,7 +650,7 @@ fn commands_reading_stdin_send_it_through_a_running_server() {
     let session = db.session("trip").unwrap();
     assert_eq!(session.turns, 4);
     assert_eq!(
-        db.document("piped").unwrap().text().unwrap(),
+        db.document("piped").unwrap().text,
         "# Piped\n\nMoss grows on the north side."
     );
 }

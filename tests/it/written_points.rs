@@ -108,7 +108,7 @@ fn written_points_are_stored_with_their_text_and_linked_by_attention() {
     db.ingest_bytes("towns", text.clone().into_bytes(), written())
         .unwrap();
     // The document is exactly what the model-free ingest stores.
-    let doc = db.document("towns").unwrap().to_document().unwrap();
+    let doc = db.document("towns").unwrap();
     assert_eq!(
         doc,
         edudb::ingest::analyze("towns", text, Format::Text).unwrap()
@@ -365,7 +365,7 @@ fn cancelling_while_the_model_writes_stops_the_ingest_with_whole_documents_only(
     assert!(stored.len() < sources.len(), "{stored:?}");
     assert_eq!(db.check().unwrap().documents, stored.len());
     for meta in &stored {
-        let doc = db.document(&meta.id).unwrap().to_document().unwrap();
+        let doc = db.document(&meta.id).unwrap();
         db.dag(&meta.id)
             .unwrap()
             .validate(doc.edus.len() as u32)

@@ -143,10 +143,7 @@ impl StoredDoc {
         })
     }
 
-    /// Checks that the records agree: EDUs are dense, ordered, non-overlapping
-    /// and slice the text on char boundaries; the tree passes
-    /// [`Tree::validate`]; a PDF's pages pass [`PageLayout::validate`]; the
-    /// counts in the metadata match.
+    /// Checks that the records agree ([`Document::validate`]).
     pub fn validate(&self) -> Result<()> {
         self.to_valid_document().map(drop)
     }
@@ -155,36 +152,10 @@ impl StoredDoc {
     /// for both).
     pub(super) fn to_valid_document(&self) -> Result<Document> {
         let doc = self.to_document()?;
-        let fail = |message: String| Error::Invariant {
+        doc.validate().map_err(|message| Error::Invariant {
             doc: doc.meta.id.clone(),
             message,
-        };
-        let mut previous_end = 0u32;
-        for (index, edu) in doc.edus.iter().enumerate() {
-            let ok = edu.id as usize == index
-                && edu.start < edu.end
-                && edu.start >= previous_end
-                && (edu.end as usize) <= doc.text.len()
-                && doc.text.is_char_boundary(edu.start as usize)
-                && doc.text.is_char_boundary(edu.end as usize);
-            if !ok {
-                return Err(fail(format!(
-                    "EDU {index} has bad coordinates {}..{}",
-                    edu.start, edu.end
-                )));
-            }
-            previous_end = edu.end;
-        }
-        doc.tree.validate(doc.edus.len() as u32).map_err(fail)?;
-        if let Some(pages) = &doc.pages {
-            (pages.validate(doc.text.len() as u32)).map_err(|m| fail(format!("pages: {m}")))?;
-        }
-        let counts_match = doc.meta.edus as usize == doc.edus.len()
-            && doc.meta.nodes as usize == doc.tree.nodes.len()
-            && doc.meta.bytes as usize == doc.text.len();
-        if !counts_match {
-            return Err(fail("metadata counts disagree with the records".into()));
-        }
+        })?;
         Ok(doc)
     }
 }
