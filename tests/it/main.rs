@@ -5,6 +5,7 @@
 mod scripted;
 mod support;
 
+mod api_surface;
 mod ask;
 mod chat;
 mod cli;
