@@ -275,6 +275,16 @@ class Store:
         """Document ``doc``'s structural tree (its root)."""
         return Node.from_json(self._load(self._native.tree(doc)))
 
+    def pages(self, doc: str) -> Optional[Dict[str, Any]]:
+        """Where document ``doc``'s text lies on the pages of the PDF it
+        was read from, as ``GET /v1/docs/{id}/pages`` gives it: ``pages``
+        (each page's first byte, width and height), ``lines`` (each line's
+        ``start`` and ``end`` bytes, its 0-based ``page`` and its ``rect``
+        in PDF units)
+        and ``source_bytes``; ``None`` for a document not read from a PDF."""
+        layout: Optional[Dict[str, Any]] = self._load(self._native.pages(doc))
+        return layout
+
     def edus(self, doc: str, first: Optional[int] = None, last: Optional[int] = None) -> List[Edu]:
         """Document ``doc``'s EDUs ``first`` to ``last`` (both included;
         ``last`` defaults to ``first``), or all of them."""

@@ -363,6 +363,12 @@ impl Store {
         self.call(py, |api| api.tree(id))
     }
 
+    /// Where document `id`'s text lies on the pages of its PDF (`GET
+    /// /v1/docs/{id}/pages`'s JSON; null for other formats).
+    fn pages(&self, py: Python<'_>, id: &str) -> Answer {
+        self.call(py, |api| api.pages(id))
+    }
+
     /// Document `id`'s EDUs `first` to `last` (inclusive; `last`
     /// defaults to `first`), or all (`show --json`).
     #[pyo3(signature = (id, first=None, last=None))]

@@ -509,6 +509,14 @@ def test_a_pdf_goes_in_by_its_bytes_and_its_spans_carry_pages(tmp_path: Path) ->
             "Ferns like the deep shade.",
         ]
         assert all(e.pages == (1, 1) for e in edus)
+        layout = db.pages("moss")
+        assert layout is not None and len(layout["pages"]) == 1
+        lines = layout["lines"]
+        # One line per sentence, each where its EDU's bytes are.
+        assert [(line["start"], line["end"]) for line in lines] == [tuple(e.bytes) for e in edus]
+        assert all(line["page"] == 0 for line in lines)
+        db.ingest(b"Plain words, no pages.", id="plain", format="text")
+        assert db.pages("plain") is None
         picked = db.query("SELECT SPANS FROM * WHERE page = 1 SEED BM25('ferns') BUDGET 50 TOKENS")
         assert picked.items and all(item.pages == (1, 1) for item in picked.items)
         assert all(item.boxes is None for item in picked.items)

@@ -22,10 +22,7 @@ const PYTHON: &str = include_str!("../../python/src/lib.rs");
 
 /// Calls the Python package does not offer yet, each with why; a call
 /// leaves this list when the package gains it.
-const NOT_IN_PYTHON: [(&str, &str); 1] = [(
-    "pages",
-    "a PDF's page layout: not yet a method of edudb.Store (the CLI, the HTTP API and Rust have it)",
-)];
+const NOT_IN_PYTHON: [(&str, &str); 0] = [];
 
 /// The calls the `Api` trait declares, by name.
 fn declared() -> BTreeSet<String> {
