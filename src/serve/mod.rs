@@ -3,7 +3,7 @@
 //! inside the store directory ([`SOCKET_FILE`]).
 //!
 //! Bodies are the CLI's JSON contracts (`docs --json`, `query --json`, …).
-//! Reads run concurrently on the server's read pool ([`reads`]; the
+//! Reads run concurrently on the server's read pool (`reads`; the
 //! engine's searches never wait on its writer), `ask` (it waits on a chat
 //! model) and `check` (it reads the whole store) on blocking threads;
 //! writes are serialised, at most one at a time with a bounded queue behind

@@ -21,7 +21,7 @@
 //! - records are rkyv archives, validated on access and read in place
 //!   (rkyv's `unaligned` layout, so sled's unaligned buffers need no copy);
 //! - a record over [`PIECE_BYTES`] is kept in a file of its own
-//!   ([`RecordFiles`], value separation), with a small manifest in its
+//!   ([`RecordFiles`](crate::storage::record_files::RecordFiles), value separation), with a small manifest in its
 //!   place. sled reads a leaf page (4–16 neighbouring keys) whole, so a
 //!   large value beside a document's metadata would make listing cost that
 //!   document's size, and sled writes a large value twice and keeps both.
@@ -36,21 +36,21 @@
 //!   session is removed with all its turns in one batch, so a crash never
 //!   leaves a dialogue naming a missing turn or a turn its dialogue lacks.
 //!
-//! - a write is refused with [`Error::DiskFull`] before anything reaches
+//! - a write is refused with [`Error::DiskFull`](crate::Error::DiskFull) before anything reaches
 //!   sled unless the file system has twice the write's bytes free plus a
 //!   reserve ([`SPACE_RESERVE`], or the smaller [`REMOVAL_RESERVE`] for a
 //!   write that removes records, so space can still be reclaimed, using
-//!   the space a [`ballast`] file holds for it when the disk is full): sled
+//!   the space a `ballast` file holds for it when the disk is full): sled
 //!   0.34 can hang in `flush` once the disk fills under it, so edudb keeps
 //!   its own writes from filling it;
-//! - a failure in the file system abandons the handle ([`Store::failure`]):
+//! - a failure in the file system abandons the handle (`Store::failure`):
 //!   sled 0.34 can hang in any later flush, so later calls fail at once
 //!   and dropping the store does not flush;
 //! - sled's own metadata is checked before sled opens the directory
-//!   ([`engine_files`]): a half-written snapshot is removed, a damaged one
+//!   (`engine_files`): a half-written snapshot is removed, a damaged one
 //!   moved aside (sled replays its log instead) and a damaged
 //!   configuration rewritten, so one bad byte there never bricks a store;
-//!   where sled cannot open its data log at all, [`log_pages`] reads what
+//!   where sled cannot open its data log at all, `log_pages` reads what
 //!   the log still holds page by page into a new database, for salvage.
 //!
 //! Swapping the engine means rewriting this file, `engine_files` and
