@@ -23,8 +23,9 @@
 //! - a record over [`PIECE_BYTES`] is kept in a file of its own
 //!   ([`RecordFiles`](crate::storage::record_files::RecordFiles), value
 //!   separation), with a small manifest in its place. sled reads a leaf
-//!   page (4–16 neighbouring keys) whole, so a large value beside a document's metadata would make listing cost that
-//!   document's size, and sled writes a large value twice and keeps both.
+//!   page (4–16 neighbouring keys) whole, so a large value beside a
+//!   document's metadata would make listing cost that document's size,
+//!   and sled writes a large value twice and keeps both.
 //!   The file is synced before the batch naming it is applied and deleted
 //!   only after the batch replacing it is flushed ([`Store::flush`]);
 //!   files no manifest names (a crash in between) are deleted at open.
