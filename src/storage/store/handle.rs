@@ -623,7 +623,8 @@ mod tests {
         // open, so opening the store again in this process is refused at
         // once, naming the cause, rather than waiting for sled's lock.
         drop(store);
-        let started = std::time::Instant::now();
+        // (Refused as abandoned, it never reached the wait for sled's lock,
+        // which ends in a storage error: the error's kind shows it.)
         let again = Store::open(dir.path());
         assert!(matches!(again, Err(Error::Abandoned { .. })), "{again:?}");
         // So is another spelling of the same directory.
@@ -631,7 +632,6 @@ mod tests {
         let spelled = dir.path().join("..").join(name);
         let again = Store::open(&spelled);
         assert!(matches!(again, Err(Error::Abandoned { .. })), "{again:?}");
-        assert!(started.elapsed() < SLED_LOCK_WAIT);
     }
 
     #[test]
