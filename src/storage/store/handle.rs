@@ -449,9 +449,7 @@ impl Store {
     /// The embedder configuration recorded for this store, if any.
     pub fn embedder_config(&self) -> Result<Option<String>> {
         Ok(self
-            .sled()?
-            .get(EMBEDDER_KEY)
-            .map_err(|e| self.failure(e))?
+            .value(EMBEDDER_KEY)?
             .map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
@@ -541,8 +539,7 @@ impl Store {
         } else {
             super::records::TREE
         };
-        self.db
-            .insert(super::records::key(kind, id), b"damaged".as_slice())
+        self.put_raw(super::records::key(kind, id), b"damaged")
             .unwrap();
     }
 
