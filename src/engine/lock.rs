@@ -1,34 +1,26 @@
 //! The store's process lock: the `LOCK` file, held exclusively (an OS file
-//! lock) for as long as an [`crate::Db`] has the store open, so that one
-//! process at a time writes it.
+//! lock, [`lock_within`]) for as long as an [`crate::Db`] has the store
+//! open, so that one process at a time writes it.
 //!
-//! An OS file lock belongs to the open file, and a child process holds a
-//! copy of every open file from the moment it is started until it runs its
-//! program (close-on-exec drops them then). So a store this process has
-//! just closed can still look locked for that moment while another thread
-//! starts a process. An open therefore tells the two cases apart: a store
-//! this process holds open is busy as ever, while a lock whose recorded
-//! holder is this process but which no open store of it holds is such a
-//! leftover copy, waited for up to [`LEFTOVER_GRACE`]. A child made by
-//! `fork` alone, which may run for long without starting a program, lets
-//! go of its copy at once ([`ReleasedOnFork`]).
+//! A store this process has just closed can still look locked for a moment
+//! while another thread starts a process (see [`crate::storage::file_lock`]).
+//! An open therefore tells the two cases apart: a store this process holds
+//! open is busy as ever, while a lock whose recorded holder is this process
+//! but which no open store of it holds is such a leftover copy, waited for
+//! up to [`LEFTOVER_GRACE`]. A child made by `fork` alone, which may run for
+//! long without starting a program, lets go of its copy at once.
 
 use std::collections::BTreeSet;
-use std::fs::{File, TryLockError};
-use std::os::fd::AsRawFd;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::storage::fork_release::ReleasedOnFork;
+use crate::storage::file_lock::{HeldLock, LEFTOVER_GRACE, LockFailure, lock_within};
 
 /// The lock file's name in the store directory.
 pub(crate) const LOCK_FILE: &str = "LOCK";
-
-/// How long an open waits, whatever its busy timeout, for a lock that only
-/// a starting child process's copy of this process's files can hold.
-const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
 /// The store directories this process holds open.
 static HELD: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
@@ -38,11 +30,8 @@ static HELD: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 pub(crate) struct StoreLock {
     /// The directory, as registered in [`HELD`].
     dir: PathBuf,
-    /// The lock's release in forked children, dropped (fields drop in
-    /// order) before the file closes.
-    _released_on_fork: ReleasedOnFork,
-    /// The locked file; closing it releases the lock.
-    _file: File,
+    /// The lock, released as the fields drop.
+    _held: HeldLock,
 }
 
 impl StoreLock {
@@ -52,15 +41,6 @@ impl StoreLock {
     pub(crate) fn take(dir: &Path, busy_timeout: Duration) -> Result<StoreLock> {
         refuse_in_forked_child()?;
         let path = dir.join(LOCK_FILE);
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
         let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
         let leftover = lock_holder(&path) == Some(std::process::id()) && !is_held(&key);
         let timeout = if leftover {
@@ -68,7 +48,7 @@ impl StoreLock {
         } else {
             busy_timeout
         };
-        lock_within(&file, timeout).map_err(|e| match e {
+        let held = lock_within(&path, timeout).map_err(|e| match e {
             LockFailure::Held => Error::Locked {
                 path: dir.to_owned(),
                 holder: lock_holder(&path),
@@ -80,7 +60,7 @@ impl StoreLock {
         })?;
         // The pid is for others' error messages only: a full disk (or a
         // read-only mount) must not stop the open.
-        if let Err(e) = record_holder(&file) {
+        if let Err(e) = record_holder(held.file()) {
             tracing::warn!("the holder's pid could not be written to {LOCK_FILE}: {e}");
         }
         HELD.lock()
@@ -88,8 +68,7 @@ impl StoreLock {
             .insert(key.clone());
         Ok(StoreLock {
             dir: key,
-            _released_on_fork: ReleasedOnFork::register(file.as_raw_fd()),
-            _file: file,
+            _held: held,
         })
     }
 }
@@ -126,38 +105,6 @@ fn is_held(key: &Path) -> bool {
         .contains(key)
 }
 
-/// Why [`lock_within`] did not take the lock.
-enum LockFailure {
-    /// Another process still held it when the time ran out.
-    Held,
-    /// The lock call itself failed.
-    Io(std::io::Error),
-}
-
-/// Takes `file`'s exclusive lock, polling for up to `timeout` while
-/// another process holds it (at first every 5 ms, backing off to 100 ms).
-/// A timeout too long to represent as an instant waits without end.
-fn lock_within(file: &File, timeout: Duration) -> std::result::Result<(), LockFailure> {
-    let deadline = Instant::now().checked_add(timeout);
-    let mut pause = Duration::from_millis(5);
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(TryLockError::Error(source)) => return Err(LockFailure::Io(source)),
-            Err(TryLockError::WouldBlock) => {
-                let now = Instant::now();
-                let left =
-                    deadline.map_or(pause, |deadline| deadline.saturating_duration_since(now));
-                if left.is_zero() {
-                    return Err(LockFailure::Held);
-                }
-                std::thread::sleep(pause.min(left));
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-        }
-    }
-}
-
 /// Writes this process's id into the held `LOCK` file, for the error a
 /// process waiting on the store gets ([`lock_holder`]).
 fn record_holder(mut lock: &File) -> std::io::Result<()> {
@@ -176,6 +123,7 @@ fn lock_holder(path: &Path) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     /// Holds `dir`'s lock through a file of its own, as a starting child's
     /// copy of this process's files would, with this process's id in it.

@@ -3,10 +3,11 @@
 //! [`record_files`]; its vectors read in either layout,
 //! [`vector_record`]), the full-text index ([`fulltext`],
 //! tantivy) and the vector index ([`vectors`], hnsw_rs), both derived from
-//! the store; [`fork_release`] lets forked children drop their copies of
-//! the store's locks. This layer imports `model`, `compute` (the vector index's
+//! the store; [`file_lock`] takes the store's OS file locks, which
+//! [`fork_release`] lets forked children drop their copies of. This layer imports `model`, `compute` (the vector index's
 //! distance) and `error`; it neither analyses nor embeds.
 
+pub mod file_lock;
 pub mod fork_release;
 pub mod fulltext;
 pub mod record_files;

@@ -537,6 +537,8 @@ fn a_process_forked_after_a_store_was_opened_is_refused_rather_than_left_to_hang
 fn a_child_forked_while_a_store_is_open_does_not_keep_it_locked() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(dir.path()).unwrap();
+    // A write makes the full-text index's writer, whose lock is held too.
+    ingest_markdown(&db, "a", "Moss grows in shade.");
     // SAFETY: the child only sleeps (async-signal-safe) and ends with
     // `_exit`; it is killed below.
     let child = unsafe { libc::fork() };
@@ -548,11 +550,14 @@ fn a_child_forked_while_a_store_is_open_does_not_keep_it_locked() {
         };
     }
     drop(db);
-    // While the child lives, its copies of the store's locks are gone.
-    let reopened = Db::open(dir.path());
+    // While the child lives, its copies of the store's locks are gone: the
+    // store opens, and a write makes the index writer again.
+    let written = Db::open(dir.path()).and_then(|reopened| {
+        reopened.ingest_bytes("b", b"Ferns grow in shade.".to_vec(), markdown())
+    });
     unsafe {
         libc::kill(child, libc::SIGKILL);
         libc::waitpid(child, std::ptr::null_mut(), 0);
     }
-    reopened.expect("the parent reopens the store its child was forked with");
+    written.expect("the parent reopens and writes the store its child was forked with");
 }

@@ -17,15 +17,23 @@
 //!
 //! Durability is unchanged: segment files are synced as tantivy closes
 //! them, and `meta.json` (the commit) is written atomically after them.
+//!
+//! Its locks are the store's file locks ([`crate::storage::file_lock`]):
+//! let go of in forked children, and the writer's lock, which only this
+//! process can hold while it holds the store's, waited for while a child
+//! it is starting still holds a copy.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use tantivy::Directory;
 use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
 use tantivy::directory::{
     DirectoryLock, FileHandle, Lock, MmapDirectory, WatchCallback, WatchHandle, WritePtr,
 };
+
+use crate::storage::file_lock::{LEFTOVER_GRACE, LockFailure, lock_within};
 
 /// tantivy's list of the files it made (`tantivy::core::MANAGED_FILEPATH`).
 const MANAGED_LIST: &str = ".managed.json";
@@ -127,8 +135,19 @@ impl Directory for IndexDirectory {
         self.inner.sync_directory()
     }
 
+    /// A blocking lock is waited for without end; a non-blocking one (the
+    /// writer's) up to [`LEFTOVER_GRACE`], for a starting child's copy.
     fn acquire_lock(&self, lock: &Lock) -> Result<DirectoryLock, LockError> {
-        self.inner.acquire_lock(lock)
+        let timeout = if lock.is_blocking {
+            Duration::MAX
+        } else {
+            LEFTOVER_GRACE
+        };
+        match lock_within(&self.root.join(&lock.filepath), timeout) {
+            Ok(held) => Ok(DirectoryLock::from(Box::new(held))),
+            Err(LockFailure::Held) => Err(LockError::LockBusy),
+            Err(LockFailure::Io(e)) => Err(LockError::wrap_io_error(e)),
+        }
     }
 
     fn watch(&self, watch_callback: WatchCallback) -> tantivy::Result<WatchHandle> {

@@ -101,6 +101,28 @@ fn reading_never_makes_the_writer() {
 }
 
 #[test]
+fn the_writers_lock_that_a_starting_child_still_holds_a_copy_of_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    commit_one_document(dir.path());
+    // A child started while the last writer was open holds a copy of its
+    // lock until it runs its program; here a file of its own plays it.
+    let copy = std::fs::File::options()
+        .write(true)
+        .open(dir.path().join(".tantivy-writer.lock"))
+        .unwrap();
+    copy.try_lock().unwrap();
+    let child = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(copy);
+    });
+    let mut index = FullText::open(dir.path()).unwrap();
+    index
+        .start_writing()
+        .expect("the writer waits out the copy");
+    child.join().unwrap();
+}
+
+#[test]
 fn a_writer_made_again_by_a_rollback_still_merges_small_segments() {
     // A rollback makes a fresh writer, with tantivy's default policy
     // until it is set again.
