@@ -42,12 +42,7 @@ impl StoreLock {
         refuse_in_forked_child()?;
         let path = dir.join(LOCK_FILE);
         let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
-        let leftover = lock_holder(&path) == Some(std::process::id()) && !is_held(&key);
-        let timeout = if leftover {
-            busy_timeout.max(LEFTOVER_GRACE)
-        } else {
-            busy_timeout
-        };
+        let timeout = wait_for(&path, &key, busy_timeout);
         let held = lock_within(&path, timeout).map_err(|e| match e {
             LockFailure::Held => Error::Locked {
                 path: dir.to_owned(),
@@ -98,6 +93,19 @@ fn refuse_in_forked_child() -> Result<()> {
     }
 }
 
+/// How long an open of the store `key`, whose lock file is `path`, waits
+/// for its lock: `busy_timeout`, or at least [`LEFTOVER_GRACE`] when the
+/// recorded holder is this process but no open store of it holds the lock
+/// (a starting child's leftover copy).
+fn wait_for(path: &Path, key: &Path, busy_timeout: Duration) -> Duration {
+    let leftover = lock_holder(path) == Some(std::process::id()) && !is_held(key);
+    if leftover {
+        busy_timeout.max(LEFTOVER_GRACE)
+    } else {
+        busy_timeout
+    }
+}
+
 /// True when this process holds the store directory `key` open.
 fn is_held(key: &Path) -> bool {
     HELD.lock()
@@ -123,7 +131,6 @@ fn lock_holder(path: &Path) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
     /// Holds `dir`'s lock through a file of its own, as a starting child's
     /// copy of this process's files would, with this process's id in it.
@@ -159,17 +166,19 @@ mod tests {
     fn a_store_this_process_holds_open_is_busy_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let held = StoreLock::take(dir.path(), Duration::ZERO).unwrap();
-        let started = Instant::now();
+        let (path, key) = (dir.path().join(LOCK_FILE), canonical(dir.path()));
+        assert_eq!(wait_for(&path, &key, Duration::ZERO), Duration::ZERO);
         let err = StoreLock::take(dir.path(), Duration::ZERO).unwrap_err();
         assert!(
             matches!(err, Error::Locked { holder: Some(pid), .. } if pid == std::process::id()),
             "{err}"
         );
-        assert!(
-            started.elapsed() < LEFTOVER_GRACE,
-            "the open waited for a lock this process holds"
-        );
         drop(held);
+        assert_eq!(
+            wait_for(&path, &key, Duration::ZERO),
+            LEFTOVER_GRACE,
+            "once closed, the lock is this process's leftover"
+        );
         StoreLock::take(dir.path(), Duration::ZERO).unwrap();
     }
 
@@ -177,8 +186,10 @@ mod tests {
     fn another_processs_lock_is_busy_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let copy = leftover_copy(dir.path());
-        std::fs::write(dir.path().join(LOCK_FILE), "1\n").unwrap();
-        let started = Instant::now();
+        let path = dir.path().join(LOCK_FILE);
+        std::fs::write(&path, "1\n").unwrap();
+        let key = canonical(dir.path());
+        assert_eq!(wait_for(&path, &key, Duration::ZERO), Duration::ZERO);
         let err = StoreLock::take(dir.path(), Duration::ZERO).unwrap_err();
         assert!(
             matches!(
@@ -190,7 +201,11 @@ mod tests {
             ),
             "{err}"
         );
-        assert!(started.elapsed() < LEFTOVER_GRACE, "the open waited");
         drop(copy);
+    }
+
+    /// The key [`StoreLock::take`] registers `dir` under.
+    fn canonical(dir: &Path) -> PathBuf {
+        std::fs::canonicalize(dir).unwrap()
     }
 }
