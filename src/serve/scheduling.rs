@@ -41,6 +41,30 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// The shared state of a server of `db` that answers requests within
+    /// `timeout`, takes bodies of up to `max_body_bytes` and queues up to
+    /// `write_queue` writes behind the running one; no token and no command
+    /// runner (the server sets them).
+    pub(super) fn new(
+        db: Db,
+        timeout: Duration,
+        max_body_bytes: usize,
+        write_queue: usize,
+    ) -> Result<Shared> {
+        Ok(Shared {
+            db: Arc::new(db),
+            token: None,
+            commands: None,
+            timeout,
+            max_body_bytes,
+            writer: Arc::new(Semaphore::new(1)),
+            queue: Arc::new(Semaphore::new(write_queue + 1)),
+            jobs: jobs::Jobs::default(),
+            reads: reads::ReadPool::new()?,
+            abandoned: std::sync::OnceLock::new(),
+        })
+    }
+
     /// Notes an error from the store: an abandoned store stops the server.
     pub(super) fn note<T>(&self, result: &Result<T>) {
         if let Err(err) = result
@@ -87,7 +111,7 @@ pub(super) async fn read_waiting(
 }
 
 /// The answer of a running read, or "busy" once it is past the timeout.
-pub(super) async fn answer_read(
+async fn answer_read(
     shared: &Shared,
     task: impl Future<Output = std::result::Result<Result<Value>, String>>,
 ) -> Answer {
@@ -158,18 +182,8 @@ mod tests {
     /// Shared state over a new store, with `write_queue` places and
     /// `timeout` per request.
     fn shared(dir: &std::path::Path, write_queue: usize, timeout: Duration) -> Arc<Shared> {
-        Arc::new(Shared {
-            db: Arc::new(Db::create(dir.join("db")).unwrap()),
-            token: None,
-            commands: None,
-            timeout,
-            max_body_bytes: 16 << 20,
-            writer: Arc::new(Semaphore::new(1)),
-            queue: Arc::new(Semaphore::new(write_queue + 1)),
-            jobs: jobs::Jobs::default(),
-            reads: reads::ReadPool::new().unwrap(),
-            abandoned: std::sync::OnceLock::new(),
-        })
+        let db = Db::create(dir.join("db")).unwrap();
+        Arc::new(Shared::new(db, timeout, 16 << 20, write_queue).unwrap())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

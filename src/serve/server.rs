@@ -6,13 +6,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
-
 use super::api::Api;
 use super::forwarding::{CommandRunner, SOCKET_FILE};
+use super::mcp;
 use super::routes::router;
 use super::scheduling::Shared;
-use super::{jobs, mcp, reads};
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::progress::CancelToken;
@@ -94,16 +92,14 @@ pub fn run(
         .map_err(|e| Error::Serve(format!("starting the runtime: {e}")))?;
     let socket_path = db.path().join(SOCKET_FILE);
     let shared = Arc::new(Shared {
-        db: Arc::new(db),
         token: options.token.clone(),
         commands: options.commands.clone(),
-        timeout: options.request_timeout,
-        max_body_bytes: options.max_body_bytes,
-        writer: Arc::new(Semaphore::new(1)),
-        queue: Arc::new(Semaphore::new(options.write_queue + 1)),
-        jobs: jobs::Jobs::default(),
-        reads: reads::ReadPool::new()?,
-        abandoned: std::sync::OnceLock::new(),
+        ..Shared::new(
+            db,
+            options.request_timeout,
+            options.max_body_bytes,
+            options.write_queue,
+        )?
     });
     let result = runtime.block_on(serve(
         Arc::clone(&shared),
