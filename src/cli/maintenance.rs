@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use edudb::{CancelToken, Db};
+use edudb::{CancelToken, Damaged, Db};
 use serde_json::json;
 
 use super::bars;
@@ -37,15 +37,9 @@ pub(super) fn reindex(context: &Context, out: &mut dyn Write) -> Result<u8, Fail
             "indexes rebuilt: {entries} full-text entries, {} node and {} EDU vectors in the graph (heading EDUs are not indexed: their section's vector carries the title)",
             vectors.nodes, vectors.edus
         )?;
-        for damaged in &skipped {
-            writeln!(
-                out,
-                "  skipped damaged {}: {}",
-                damaged.doc, damaged.problem
-            )?;
-        }
+        list_damaged(out, "skipped damaged ", &skipped)?;
     }
-    Ok(if skipped.is_empty() { 0 } else { EXIT_INTERNAL })
+    Ok(exit_for(&skipped))
 }
 
 /// `salvage`: copies every document and session that still reads into a
@@ -78,15 +72,9 @@ pub(super) fn salvage(context: &Context, out: &mut dyn Write, to: &Path) -> Resu
             report.sessions,
             report.skipped.len()
         )?;
-        for skipped in &report.skipped {
-            writeln!(out, "  left out {}: {}", skipped.doc, skipped.problem)?;
-        }
+        list_damaged(out, "left out ", &report.skipped)?;
     }
-    Ok(if report.skipped.is_empty() {
-        0
-    } else {
-        EXIT_INTERNAL
-    })
+    Ok(exit_for(&report.skipped))
 }
 
 /// `check`: validates every record and index, naming the damage found.
@@ -101,9 +89,7 @@ pub(super) fn check(context: &Context, out: &mut dyn Write) -> Result<u8, Failur
             report.damaged.len(),
             report.documents
         )?;
-        for damaged in &report.damaged {
-            writeln!(out, "  {}: {}", damaged.doc, damaged.problem)?;
-        }
+        list_damaged(out, "", &report.damaged)?;
     } else {
         writeln!(
             out,
@@ -118,9 +104,19 @@ pub(super) fn check(context: &Context, out: &mut dyn Write) -> Result<u8, Failur
             )?;
         }
     }
-    Ok(if report.damaged.is_empty() {
-        0
-    } else {
-        EXIT_INTERNAL
-    })
+    Ok(exit_for(&report.damaged))
+}
+
+/// One indented line per damaged document: `label`, its id and the problem.
+fn list_damaged(out: &mut dyn Write, label: &str, damaged: &[Damaged]) -> std::io::Result<()> {
+    for damaged in damaged {
+        writeln!(out, "  {label}{}: {}", damaged.doc, damaged.problem)?;
+    }
+    Ok(())
+}
+
+/// A maintenance command's exit code: internal failure (2) when it found
+/// damage, success otherwise.
+fn exit_for(damaged: &[Damaged]) -> u8 {
+    if damaged.is_empty() { 0 } else { EXIT_INTERNAL }
 }
