@@ -110,7 +110,7 @@ impl LlmArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(super) enum EmbedderKind {
+enum EmbedderKind {
     /// Hashed word and character n-grams.
     Hashed,
     /// An OpenAI-compatible embedding server.
@@ -475,7 +475,7 @@ fn parse_named<T: std::str::FromStr<Err = Error>>(name: &str) -> Result<T, Strin
 }
 
 /// Parses `--wait`: a non-negative number of seconds.
-pub(super) fn parse_wait(text: &str) -> Result<std::time::Duration, String> {
+fn parse_wait(text: &str) -> Result<std::time::Duration, String> {
     text.parse::<f64>()
         .ok()
         .and_then(|seconds| std::time::Duration::try_from_secs_f64(seconds).ok())

@@ -185,7 +185,7 @@ impl Engine {
 
     /// The vector index as persisted (empty when missing or damaged), not
     /// yet caught up.
-    pub(super) fn open_vector_index(&self) -> VectorIndex {
+    fn open_vector_index(&self) -> VectorIndex {
         VectorIndex::open(
             &self.dir.join(VECTORS_DIR),
             &self.embedder.identity(),
@@ -194,10 +194,7 @@ impl Engine {
     }
 
     /// Runs `f` on the loaded, caught-up vector index under the write lock.
-    pub(super) fn with_vector_index<R>(
-        &self,
-        f: impl FnOnce(&mut VectorIndex) -> Result<R>,
-    ) -> Result<R> {
+    fn with_vector_index<R>(&self, f: impl FnOnce(&mut VectorIndex) -> Result<R>) -> Result<R> {
         let mut guard = self
             .vectors
             .write()
@@ -232,7 +229,7 @@ impl Engine {
 
     /// Brings the vector index up to the store's latest change (see
     /// [`Engine::replay_vectors`]) and persists it when anything changed.
-    pub(super) fn catch_up_vectors(
+    fn catch_up_vectors(
         &self,
         index: &mut VectorIndex,
         progress: &dyn Progress,
@@ -257,7 +254,7 @@ impl Engine {
     /// ahead, or a quarter of its entries are tombstones. Returns the change
     /// it now reflects, or `None` when it was already there. On an error the
     /// index is part-way and must be dropped, not used.
-    pub(super) fn replay_vectors(
+    fn replay_vectors(
         &self,
         index: &mut VectorIndex,
         progress: &dyn Progress,
@@ -300,7 +297,7 @@ impl Engine {
 
     /// Puts document `id`'s stored vectors into `index`, or removes it
     /// from the index when the store no longer has it.
-    pub(super) fn index_vectors(&self, index: &mut VectorIndex, id: &str) -> Result<()> {
+    fn index_vectors(&self, index: &mut VectorIndex, id: &str) -> Result<()> {
         let replaced =
             (self.store.get(id)).and_then(|stored| match (stored, self.store.vectors(id)?) {
                 (Some(stored), Some(vectors)) => {

@@ -26,7 +26,7 @@ use crate::storage::vectors::{EXACT_SCOPE_LIMIT, MappedTable, VectorCounts, sear
 /// Graph searches a process answers from the flat tables before it loads
 /// the graph: two queries' worth (a NEAR or HYBRID seed searches nodes and
 /// EDUs).
-pub(crate) const FLAT_SEARCHES: usize = 4;
+const FLAT_SEARCHES: usize = 4;
 
 /// One EDU with its text.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

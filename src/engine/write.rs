@@ -318,7 +318,7 @@ impl Engine {
 
     /// After `doc` was written to the store: drops its cached copy and
     /// re-indexes its text (uncommitted).
-    pub(super) fn index_put(&self, fulltext: &mut FullText, doc: &Document) -> Result<()> {
+    fn index_put(&self, fulltext: &mut FullText, doc: &Document) -> Result<()> {
         self.forget_cached(&doc.meta.id);
         fulltext.replace(doc)
     }
@@ -332,10 +332,7 @@ impl Engine {
     /// change did not become durable; [`Error::IndexBehind`] when it did
     /// and the indexes failed. Either way the next write first brings the
     /// full-text index back in step with the store.
-    pub(super) fn finish_writes(
-        &self,
-        mut fulltext: std::sync::MutexGuard<'_, FullText>,
-    ) -> Result<()> {
+    fn finish_writes(&self, mut fulltext: std::sync::MutexGuard<'_, FullText>) -> Result<()> {
         let behind = |error: Error| {
             self.fulltext_behind.store(true, Ordering::SeqCst);
             error

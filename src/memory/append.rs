@@ -343,7 +343,7 @@ impl<'a> TurnVectors<'a> {
 
 /// Places one analysed turn (`doc` with its `doc_vectors`) in `dialogue`:
 /// resolves its placement, picks its summary and adds it.
-pub(super) fn place_turn(
+fn place_turn(
     dialogue: &mut Dialogue,
     session: &str,
     input: &TurnInput,
@@ -419,7 +419,7 @@ pub(super) fn place_turn(
 /// The placement the chat model decides for a turn whose similarities left
 /// `auto` (their resolution) in doubt, keeping those similarities in the
 /// decision; `auto` itself when the model's replies stay invalid.
-pub(super) fn placed_by_model(
+fn placed_by_model(
     dialogue: &Dialogue,
     session: &str,
     auto: placement::Resolved,

@@ -27,11 +27,7 @@ pub(crate) fn dialogue(engine: &Engine, id: &str) -> Result<Arc<Dialogue>> {
 /// reads is gone because that turn was forgotten meanwhile (a write
 /// beside this read), runs it again on the dialogue as it is now, up to
 /// [`READ_RETRIES`] times.
-pub(super) fn read_session<T>(
-    engine: &Engine,
-    id: &str,
-    read: impl Fn(&Dialogue) -> Result<T>,
-) -> Result<T> {
+fn read_session<T>(engine: &Engine, id: &str, read: impl Fn(&Dialogue) -> Result<T>) -> Result<T> {
     let mut dialogue = dialogue(engine, id)?;
     for _ in 0..READ_RETRIES {
         match read(&dialogue) {
@@ -50,10 +46,10 @@ pub(super) fn read_session<T>(
 
 /// How many times [`read_session`] reads again after meeting turns
 /// forgotten meanwhile.
-pub(super) const READ_RETRIES: usize = 3;
+const READ_RETRIES: usize = 3;
 
 /// Whether `doc` names a turn document of session `session`.
-pub(super) fn is_turn_doc_id_of(doc: &str, session: &str) -> bool {
+fn is_turn_doc_id_of(doc: &str, session: &str) -> bool {
     crate::model::ids::parse_turn_id(doc).is_some_and(|(s, _)| s == session)
 }
 
@@ -63,7 +59,7 @@ pub(crate) fn session(engine: &Engine, id: &str) -> Result<SessionView> {
 }
 
 /// Session `dialogue`'s view with its texts.
-pub(super) fn session_view(engine: &Engine, dialogue: &Dialogue) -> Result<SessionView> {
+fn session_view(engine: &Engine, dialogue: &Dialogue) -> Result<SessionView> {
     let mut texts = TurnTexts::new(engine, dialogue);
     let current = dialogue.current_turn();
     let mut topics = Vec::with_capacity(dialogue.topics.len());
@@ -154,7 +150,7 @@ pub(crate) fn session_context(
 }
 
 /// Each turn's relevance to a query, and where its best match lies.
-pub(super) struct TurnRelevance {
+struct TurnRelevance {
     /// Relevance by turn number (0: none).
     scores: Vec<f32>,
     /// The EDU of each turn that best matches the query's words, if any.
@@ -194,11 +190,7 @@ impl TurnRelevance {
 /// cosine of the query's vector to the turn's nearest node (the turn as a
 /// whole: its EDUs' cosines measured lower), above
 /// [`context::VECTOR_FLOOR`] and divided by the best turn's.
-pub(super) fn turn_relevance(
-    engine: &Engine,
-    dialogue: &Dialogue,
-    query: &str,
-) -> Result<TurnRelevance> {
+fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<TurnRelevance> {
     let ids: Vec<&str> = dialogue.turns.iter().map(|t| t.doc.as_str()).collect();
     let reader = engine.fulltext_reader();
     let entries: u32 = dialogue.turns.iter().map(|t| t.edus + 1).sum();
@@ -320,7 +312,7 @@ pub(crate) fn session_turns(engine: &Engine, id: &str) -> Result<Option<TimedTur
 }
 
 /// Reads turn texts for summary picks, each document once.
-pub(super) struct TurnTexts<'a> {
+struct TurnTexts<'a> {
     engine: &'a Engine,
     dialogue: &'a Dialogue,
     texts: std::collections::HashMap<u32, String>,

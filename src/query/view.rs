@@ -91,7 +91,7 @@ impl View {
     }
 
     /// The byte range of `span` in the document's text.
-    pub(crate) fn bytes_of(&self, span: Span) -> [u32; 2] {
+    fn bytes_of(&self, span: Span) -> [u32; 2] {
         let edus = &self.document().edus;
         [
             edus[span.first as usize].start,

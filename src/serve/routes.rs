@@ -18,7 +18,7 @@ use super::mcp;
 use super::scheduling::Shared;
 
 /// `/mcp`'s service.
-pub(super) type McpService = rmcp::transport::streamable_http_server::StreamableHttpService<
+type McpService = rmcp::transport::streamable_http_server::StreamableHttpService<
     mcp::McpServer,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 >;
@@ -88,11 +88,7 @@ pub(super) fn router(
 }
 
 /// Refuses requests without the bearer token, when one is set.
-pub(super) async fn authorise(
-    State(shared): State<Arc<Shared>>,
-    request: Request,
-    next: Next,
-) -> Response {
+async fn authorise(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     if let Some(token) = &shared.token {
         let presented = request
             .headers()
@@ -108,7 +104,7 @@ pub(super) async fn authorise(
     next.run(request).await
 }
 
-pub(super) async fn not_found(request: Request) -> Failure {
+async fn not_found(request: Request) -> Failure {
     Failure::user(
         StatusCode::NOT_FOUND,
         format!("no route {} {}", request.method(), request.uri().path()),

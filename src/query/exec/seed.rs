@@ -12,10 +12,10 @@ use crate::query::plan::{SeedMethod, SeedPlan, SelectPlan};
 use crate::query::select::Candidate;
 
 /// Fewest candidates a seed fetches from each of the node and EDU rankings.
-pub(super) const MIN_SEED_CANDIDATES: usize = 32;
+const MIN_SEED_CANDIDATES: usize = 32;
 
 /// Most candidates a seed fetches from each ranking.
-pub(super) const MAX_SEED_CANDIDATES: usize = 10_000;
+const MAX_SEED_CANDIDATES: usize = 10_000;
 
 /// Seed hits of one ranking, scores divided by the best (negative cosine
 /// similarities count as 0).

@@ -7,7 +7,7 @@ use crate::query::select::Candidate;
 use crate::query::view::View;
 
 /// EDUs taken from each node the walk stops at (CSTree-SRI's sentence-level top-k).
-pub(super) const EDUS_PER_WALK_LEAF: usize = 3;
+const EDUS_PER_WALK_LEAF: usize = 3;
 
 /// CSTree-SRI's top-down walk. A node's continuation score φ is the best of
 /// its own seed score and the seed scores of the EDUs it covers. From each

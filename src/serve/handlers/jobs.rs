@@ -32,7 +32,7 @@ pub(crate) struct JobBody {
 /// bytes in base64.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct JobDocument {
+struct JobDocument {
     id: String,
     #[serde(default)]
     text: Option<String>,
@@ -128,7 +128,7 @@ pub(crate) async fn ingest_job(
 }
 
 /// The job numbered in the path.
-pub(crate) fn find_job(shared: &Shared, job: &str) -> std::result::Result<Arc<jobs::Job>, Failure> {
+fn find_job(shared: &Shared, job: &str) -> std::result::Result<Arc<jobs::Job>, Failure> {
     job.parse()
         .ok()
         .and_then(|id| shared.jobs.get(id))

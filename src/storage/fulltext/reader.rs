@@ -22,10 +22,10 @@ use crate::model::rank::{RankedHit, Target};
 
 /// Weight of a section-title match against an EDU-text match in `search`:
 /// a heading that names the query is the better answer.
-pub(super) const TITLE_BOOST: f32 = 2.0;
+const TITLE_BOOST: f32 = 2.0;
 
 /// tantivy's BM25 term-frequency saturation constant.
-pub(super) const TANTIVY_BM25_K1: f32 = 1.2;
+const TANTIVY_BM25_K1: f32 = 1.2;
 
 /// A cheap, clonable read handle: searches run without the writer's lock.
 #[derive(Clone)]
@@ -343,7 +343,7 @@ impl FullTextReader {
 /// it: an entry is an EDU or a node of a document or of a session turn, and
 /// each kind has its own field, so neither the other kinds' entries nor the
 /// number of session turns shift a field's idf and average length.
-pub(super) struct FieldStatistics<'a> {
+struct FieldStatistics<'a> {
     searcher: &'a Searcher,
     /// Entries having the field (deleted ones until a merge drops them).
     entries: u64,

@@ -19,7 +19,7 @@ use crate::model::ids::is_turn_id;
 use crate::model::tree::NodeKind;
 
 /// Memory budget of the single indexing thread.
-pub(super) const WRITER_MEMORY: usize = 64 * 1024 * 1024;
+const WRITER_MEMORY: usize = 64 * 1024 * 1024;
 
 /// Segments of at most this many entries (what small writes leave) are
 /// merged in the background after commits; larger ones, from bulk
@@ -236,10 +236,7 @@ impl PreparedCommit<'_> {
 /// them, and the next commit may want one of their names: a segment's
 /// delete file is named by the opstamp, which restarts from the last
 /// commit).
-pub(super) fn writer_in<'a>(
-    slot: &'a mut Option<IndexWriter>,
-    index: &Index,
-) -> Result<&'a mut IndexWriter> {
+fn writer_in<'a>(slot: &'a mut Option<IndexWriter>, index: &Index) -> Result<&'a mut IndexWriter> {
     let writer = match slot.take() {
         Some(writer) => writer,
         None => {
@@ -256,7 +253,7 @@ pub(super) fn writer_in<'a>(
 
 /// tantivy's log merge policy (eight segments of a size make a merge) over
 /// segments of at most [`MERGED_SEGMENT_ENTRIES`] entries.
-pub(super) fn small_segment_merges() -> Box<LogMergePolicy> {
+fn small_segment_merges() -> Box<LogMergePolicy> {
     let mut policy = LogMergePolicy::default();
     policy.set_max_docs_before_merge(MERGED_SEGMENT_ENTRIES);
     Box::new(policy)

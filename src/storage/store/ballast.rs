@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// The space the ballast file holds: room for a removal's own reserve
 /// ([`super::REMOVAL_RESERVE`]) and the writes of the removal itself.
-pub(super) const BALLAST_BYTES: u64 = 2 << 20;
+const BALLAST_BYTES: u64 = 2 << 20;
 
 /// The ballast file's name in the store's directory.
 const BALLAST_FILE: &str = "ballast";

@@ -126,7 +126,7 @@ impl Store {
     }
 
     /// Finds manifests of unlisted documents and pieces no manifest counts.
-    pub(super) fn check_pieces(&self, damaged: &mut Vec<Damage>) -> Result<()> {
+    fn check_pieces(&self, damaged: &mut Vec<Damage>) -> Result<()> {
         // (id, kind) → what is wrong: one entry per record, however many
         // of its pieces are stray.
         let mut found: std::collections::BTreeMap<(String, u8), Error> = Default::default();
@@ -174,11 +174,7 @@ impl Store {
     /// Why a record of document `id` (`what`, for the message) is damage:
     /// no document `id` is listed, or the listing cannot be read; `None`
     /// when the document is listed. Fails on a failure in the file system.
-    pub(super) fn unlisted(
-        &self,
-        id: &str,
-        what: impl FnOnce() -> String,
-    ) -> Result<Option<Error>> {
+    fn unlisted(&self, id: &str, what: impl FnOnce() -> String) -> Result<Option<Error>> {
         match self.holds(&key(META, id)) {
             Ok(true) => Ok(None),
             Ok(false) => Ok(Some(Error::Invariant {
@@ -194,7 +190,7 @@ impl Store {
 
     /// A metadata record, decoded, once its document passes
     /// [`Store::check_document`].
-    pub(super) fn checked_meta(&self, record: &[u8], value: &[u8]) -> Result<DocMeta> {
+    fn checked_meta(&self, record: &[u8], value: &[u8]) -> Result<DocMeta> {
         let meta = decode_meta(record, value)?;
         self.check_document(&meta)?;
         Ok(meta)
@@ -256,11 +252,7 @@ impl Store {
     /// Checks every dialogue record ([`Dialogue::validate`] against the
     /// stored documents) and that every turn document belongs to its
     /// session's dialogue; what is wrong goes into `damaged`.
-    pub(super) fn check_sessions(
-        &self,
-        metas: &[DocMeta],
-        damaged: &mut Vec<Damage>,
-    ) -> Result<usize> {
+    fn check_sessions(&self, metas: &[DocMeta], damaged: &mut Vec<Damage>) -> Result<usize> {
         let edus: std::collections::HashMap<&str, u32> =
             metas.iter().map(|m| (m.id.as_str(), m.edus)).collect();
         let mut turn_docs = std::collections::HashSet::new();

@@ -33,7 +33,7 @@ pub(super) const SEGMENT_SIZE: u64 = 524_288;
 const CONF_BODY: &str = "segment_size: 524288\nuse_compression: false\nversion: 0.34\n";
 
 /// What [`check_and_repair`] changed, one line per file, for the warning.
-pub(super) type Repairs = Vec<String>;
+type Repairs = Vec<String>;
 
 /// Readies sled's files in `dir` to open: removes unfinished snapshots,
 /// moves damaged ones aside and rewrites a damaged configuration. Returns

@@ -34,7 +34,7 @@ pub(super) struct Manifest {
 
 impl Manifest {
     /// Length of an encoded manifest.
-    pub(super) const LEN: usize = 16;
+    const LEN: usize = 16;
 
     #[cfg(test)]
     pub(super) fn of(bytes: &[u8]) -> Option<Manifest> {
@@ -197,12 +197,7 @@ impl Store {
     /// The record `file` holds; the inner error when it is missing or does
     /// not match its manifest (a replacement deleted it after this read its
     /// manifest, or damage).
-    pub(super) fn read_file(
-        &self,
-        kind: u8,
-        id: &str,
-        file: &RecordFile,
-    ) -> Result<Result<Vec<u8>>> {
+    fn read_file(&self, kind: u8, id: &str, file: &RecordFile) -> Result<Result<Vec<u8>>> {
         let damage = |message: String| Error::Corrupt {
             key: format!("{}{id}", kind as char),
             message,
@@ -217,12 +212,7 @@ impl Store {
 
     /// The pieces `manifest` lists, joined; the inner error when they do
     /// not make the record it describes.
-    pub(super) fn join_pieces(
-        &self,
-        kind: u8,
-        id: &str,
-        manifest: Manifest,
-    ) -> Result<Result<Vec<u8>>> {
+    fn join_pieces(&self, kind: u8, id: &str, manifest: Manifest) -> Result<Result<Vec<u8>>> {
         let len = usize::try_from(manifest.len).unwrap_or(usize::MAX);
         // Grown as pieces arrive past 64 MiB: a damaged length must not
         // turn into one absurd allocation.

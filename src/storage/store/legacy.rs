@@ -84,7 +84,7 @@ impl Store {
     /// Adds to `batch` every dialogue record rewritten to this layout from
     /// that of versions 3 and 4 ([`crate::model::legacy::dialogue_v4`], when
     /// `timeless`) or of versions 5 to 7 ([`crate::model::legacy::dialogue_v7`]).
-    pub(super) fn upgrade_dialogues(&self, batch: &mut Batch<'_>, timeless: bool) -> Result<()> {
+    fn upgrade_dialogues(&self, batch: &mut Batch<'_>, timeless: bool) -> Result<()> {
         use crate::model::legacy::{dialogue_v4 as v4, dialogue_v7 as v7};
         // A record that does not decode in the old layout is left as it is:
         // read in the new one it is damage, which `check` names. A page
@@ -114,7 +114,7 @@ impl Store {
     /// layout (or whose pieces do not make it) is left as it is, for
     /// `check` to name. A page sled cannot read fails the open instead:
     /// recording the new version past it would leave that DAG unreadable.
-    pub(super) fn upgrade_dags<'a>(&'a self, batch: &mut Batch<'a>) -> Result<()> {
+    fn upgrade_dags<'a>(&'a self, batch: &mut Batch<'a>) -> Result<()> {
         use crate::model::legacy::dag_v5 as v5;
         for id in self.ids()? {
             let value = match self.record(DAG, &id) {

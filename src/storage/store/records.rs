@@ -40,7 +40,7 @@ pub(super) const PACKED_VECTORS: u8 = b'Q';
 
 pub(super) const DAG: u8 = b'G';
 
-pub(super) const LOG: u8 = b'L';
+const LOG: u8 = b'L';
 
 /// A session's dialogue record (added without a format bump: a new record
 /// kind under a new prefix, which older stores simply do not have).
