@@ -8,9 +8,9 @@
 //! ordinary ingest pipeline, and appending a turn costs one turn's analysis.
 //! Beside the turn documents each session keeps one small record, its
 //! [`Dialogue`]: topics → branches → turns, each turn with its parent, its
-//! extractive summary (an EDU span inside its own document), and per topic
-//! and branch an extractive summary and the sum of its turns' vectors,
-//! both updated incrementally when a turn joins ([`summary`]).
+//! extractive summary (an EDU span inside its own document), per topic and
+//! branch an extractive summary, and per topic the sum of its turns'
+//! vectors, all updated incrementally when a turn joins ([`summary`]).
 //!
 //! - [`placement`] decides where a new turn goes (continue, new topic,
 //!   switch topic, fork) from the store's embedder, model-free, and
