@@ -135,13 +135,7 @@ mod tests {
     /// Holds `dir`'s lock through a file of its own, as a starting child's
     /// copy of this process's files would, with this process's id in it.
     fn leftover_copy(dir: &Path) -> File {
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(LOCK_FILE))
-            .unwrap();
-        file.try_lock().unwrap();
+        let file = crate::storage::file_lock::leftover_copy(&dir.join(LOCK_FILE));
         record_holder(&file).unwrap();
         file
     }

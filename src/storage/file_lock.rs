@@ -81,22 +81,24 @@ pub fn lock_within(path: &Path, timeout: Duration) -> Result<HeldLock, LockFailu
     }
 }
 
+/// Locks `path` (creating it when absent) through a file of its own, as a
+/// starting child's copy of this process's files would; the lock goes with
+/// the file.
+#[cfg(test)]
+pub(crate) fn leftover_copy(path: &Path) -> File {
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap();
+    file.try_lock().unwrap();
+    file
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Locks `path` through a file of its own, as a starting child's copy
-    /// of this process's files would.
-    fn leftover_copy(path: &Path) -> File {
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .unwrap();
-        file.try_lock().unwrap();
-        file
-    }
 
     #[test]
     fn a_lock_released_within_the_timeout_is_taken() {
