@@ -47,8 +47,11 @@ pub enum LockFailure {
 
 /// Opens (creating it when absent) the file at `path` and takes its
 /// exclusive lock, polling for up to `timeout` while it is held elsewhere
-/// (at first every 5 ms, backing off to 100 ms). A timeout too long to
-/// represent as an instant waits without end.
+/// (at first every 5 ms, backing off to 100 ms). `Duration::MAX` blocks
+/// until the lock is free; another timeout too long to represent as an
+/// instant polls without end. The descriptor is registered for release in
+/// forked children before the lock is taken, so no child forked meanwhile
+/// keeps it.
 pub fn lock_within(path: &Path, timeout: Duration) -> Result<HeldLock, LockFailure> {
     let file = File::options()
         .create(true)
@@ -56,16 +59,21 @@ pub fn lock_within(path: &Path, timeout: Duration) -> Result<HeldLock, LockFailu
         .write(true)
         .open(path)
         .map_err(LockFailure::Io)?;
+    // Declared after the file, so dropped before it on every path.
+    let released_on_fork = ReleasedOnFork::register(file.as_raw_fd());
+    let held = |file| HeldLock {
+        _released_on_fork: released_on_fork,
+        file,
+    };
+    if timeout == Duration::MAX {
+        file.lock().map_err(LockFailure::Io)?;
+        return Ok(held(file));
+    }
     let deadline = Instant::now().checked_add(timeout);
     let mut pause = Duration::from_millis(5);
     loop {
         match file.try_lock() {
-            Ok(()) => {
-                return Ok(HeldLock {
-                    _released_on_fork: ReleasedOnFork::register(file.as_raw_fd()),
-                    file,
-                });
-            }
+            Ok(()) => return Ok(held(file)),
             Err(TryLockError::Error(source)) => return Err(LockFailure::Io(source)),
             Err(TryLockError::WouldBlock) => {
                 let now = Instant::now();

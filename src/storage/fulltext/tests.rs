@@ -104,14 +104,24 @@ fn reading_never_makes_the_writer() {
 fn the_writers_lock_that_a_starting_child_still_holds_a_copy_of_is_waited_for() {
     let dir = tempfile::tempdir().unwrap();
     commit_one_document(dir.path());
-    // A child started while the last writer was open holds a copy of its
-    // lock until it runs its program; here a file of its own plays it.
-    let copy = crate::storage::file_lock::leftover_copy(&dir.path().join(".tantivy-writer.lock"));
-    let child = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        drop(copy);
-    });
     let mut index = FullText::open(dir.path()).unwrap();
+    // A child started while the last writer was open holds a copy of its
+    // lock until it runs its program; here a file of its own plays it, let
+    // go of half a second later.
+    let copy = crate::storage::file_lock::leftover_copy(&dir.path().join(".tantivy-writer.lock"));
+    let held = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let child = std::thread::spawn({
+        let held = std::sync::Arc::clone(&held);
+        move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            held.store(false, std::sync::atomic::Ordering::SeqCst);
+            drop(copy);
+        }
+    });
+    assert!(
+        held.load(std::sync::atomic::Ordering::SeqCst),
+        "let go too early"
+    );
     index
         .start_writing()
         .expect("the writer waits out the copy");
