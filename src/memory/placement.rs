@@ -76,8 +76,8 @@ impl fmt::Display for Placement {
 /// at least this. A heuristic for the built-in hashed n-gram embedder,
 /// whose cosines between unrelated English turns sit around 0.03–0.12
 /// (shared function words and character n-grams) and between turns on one
-/// subject around 0.15–0.35 (measured on the travel dialogue in
-/// `tests/it/memory.rs`); a semantic embedder may want other values.
+/// subject around 0.15–0.35 (measured on the travel dialogue of
+/// `tests/it/memory/`); a semantic embedder may want other values.
 pub const CONTINUE_THRESHOLD: f32 = 0.15;
 /// Switch to another topic only when the new turn's cosine to its centroid
 /// is at least this. A heuristic for the hashed embedder, like

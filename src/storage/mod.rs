@@ -4,8 +4,9 @@
 //! [`vector_record`]), the full-text index ([`fulltext`],
 //! tantivy) and the vector index ([`vectors`], hnsw_rs), both derived from
 //! the store; [`file_lock`] takes the store's OS file locks, which
-//! [`fork_release`] lets forked children drop their copies of. This layer imports `model`, `compute` (the vector index's
-//! distance) and `error`; it neither analyses nor embeds.
+//! [`fork_release`] lets forked children drop their copies of. This layer
+//! imports `model`, `compute` (the vector index's distance) and `error`; it
+//! neither analyses nor embeds.
 
 pub mod file_lock;
 pub mod fork_release;

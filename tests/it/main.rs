@@ -1,6 +1,6 @@
 //! The integration tests, as one binary: each module was once a binary of
 //! its own, and `support` holds what they share. The crash tests, which
-//! SIGKILL child processes, stay a binary of their own (`tests/crash.rs`).
+//! SIGKILL child processes, stay a binary of their own (`tests/crash/`).
 
 mod scripted;
 mod support;

@@ -266,7 +266,7 @@ fn session_add_show_context_ls_rm() {
     let context = json(&db, &["session", "context", "trip", "--budget", "1000"]);
     assert!(context["tokens_used"].as_u64().unwrap() <= 1000);
     // One-EDU turns: each summary is its whole turn, so no saving here
-    // (tests/it/memory.rs measures the saving on longer turns).
+    // (tests/it/memory/context.rs measures the saving on longer turns).
     assert!(context["tokens_used"].as_u64() <= context["history_tokens"].as_u64());
     let kinds: Vec<&str> = context["items"]
         .as_array()
