@@ -53,12 +53,7 @@ pub enum LockFailure {
 /// forked children before the lock is taken, so no child forked meanwhile
 /// keeps it.
 pub fn lock_within(path: &Path, timeout: Duration) -> Result<HeldLock, LockFailure> {
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(LockFailure::Io)?;
+    let file = open_lock_file(path).map_err(LockFailure::Io)?;
     // Declared after the file, so dropped before it on every path.
     let released_on_fork = ReleasedOnFork::register(file.as_raw_fd());
     let held = |file| HeldLock {
@@ -94,14 +89,19 @@ pub fn lock_within(path: &Path, timeout: Duration) -> Result<HeldLock, LockFailu
 /// the file.
 #[cfg(test)]
 pub(crate) fn leftover_copy(path: &Path) -> File {
-    let file = File::options()
+    let file = open_lock_file(path).unwrap();
+    file.try_lock().unwrap();
+    file
+}
+
+/// The lock file at `path`, opened for writing (an exclusive lock needs
+/// it) and created when absent, its contents kept.
+fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    File::options()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path)
-        .unwrap();
-    file.try_lock().unwrap();
-    file
 }
 
 #[cfg(test)]
