@@ -439,6 +439,19 @@ impl Command {
         )
     }
 
+    /// Whether the command removes documents or session turns, so the
+    /// store may open on a full disk in the room it keeps for removals.
+    pub(super) fn removes(&self) -> bool {
+        matches!(
+            self,
+            Command::Rm { .. }
+                | Command::Session {
+                    command: session::SessionCommand::Rm { .. }
+                        | session::SessionCommand::Forget { .. }
+                }
+        )
+    }
+
     /// Whether the command writes new text, whose tokens it must count.
     pub(super) fn counts_tokens(&self) -> bool {
         matches!(

@@ -37,6 +37,7 @@ impl<'a> Context<'a> {
             } else {
                 None
             },
+            to_remove: cli.command.removes(),
             ..Default::default()
         })
     }

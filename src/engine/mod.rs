@@ -114,6 +114,13 @@ pub struct OpenOptions {
     /// `IngestOptions::structurer`; `Db::ask`; `Placement::Llm`); not
     /// recorded in the store, so each open may give another or none.
     pub chat: Option<Arc<dyn ChatModel>>,
+    /// The store is opened to remove documents or sessions. The storage
+    /// engine writes as it opens, and on a disk too full for that an open
+    /// fails with [`Error::DiskFull`]; this one may spend the room the
+    /// store keeps for removals on it (the removal needs the rest). Other
+    /// opens leave that room alone, so reads tried on a full disk never
+    /// use up the room a later removal needs.
+    pub to_remove: bool,
 }
 
 impl Engine {
@@ -151,7 +158,13 @@ impl Engine {
             }
             _ => {}
         }
-        let store = Store::open(&dir.join(ENGINE_DIR)).map_err(|e| match e {
+        let engine_dir = dir.join(ENGINE_DIR);
+        let opened = if options.to_remove {
+            Store::open_to_remove(&engine_dir)
+        } else {
+            Store::open(&engine_dir)
+        };
+        let store = opened.map_err(|e| match e {
             Error::FormatVersion {
                 found, expected, ..
             } => Error::FormatVersion {

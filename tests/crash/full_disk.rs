@@ -204,6 +204,115 @@ fn list_store_on_a_full_disk() {
     }
 }
 
+/// The room a store keeps for removals is left to a removal: reads,
+/// ingests and turns tried on a full disk work or fail clearly without
+/// spending it, and each kind of removal after them goes through.
+#[test]
+fn reads_and_writes_on_a_full_disk_leave_the_room_kept_for_a_removal() {
+    let Some(disk) = Tmpfs::mount() else {
+        return;
+    };
+    let db = disk.path().join("store");
+    let run = |args: &[&str]| {
+        let out = run_within_a_minute(&db, args, "a disk with room");
+        assert!(out.status.success(), "edudb {args:?}: {out:?}");
+    };
+    let files = rfc_files();
+    let (stored, offered) = (&files[..3], files[3].to_string_lossy());
+    for file in stored {
+        run(&[
+            "ingest",
+            "-q",
+            "--format",
+            "markdown",
+            &file.to_string_lossy(),
+        ]);
+    }
+    run(&[
+        "session",
+        "add",
+        "s",
+        "--new-topic",
+        "--",
+        "We fly on Monday.",
+    ]);
+    run(&["session", "add", "s", "--", "Then we take the train."]);
+    run(&[
+        "session",
+        "add",
+        "t",
+        "--new-topic",
+        "--",
+        "A session to remove.",
+    ]);
+    let room_kept = db.join("sled").join("ballast");
+    let victim = stored[0]
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let removals: [&[&str]; 3] = [
+        &["rm", &victim],
+        &["session", "forget", "s", "1"],
+        &["session", "rm", "t"],
+    ];
+    let tried: [&[&str]; 5] = [
+        &["docs"],
+        &["search", "protocol"],
+        &["ingest", "-q", "--format", "markdown", &offered],
+        &[
+            "session",
+            "add",
+            "u",
+            "--new-topic",
+            "--",
+            "a turn on a full disk",
+        ],
+        &["check"],
+    ];
+    for removal in removals {
+        run(&["docs"]);
+        assert!(
+            room_kept.exists(),
+            "a store on a disk with room keeps room for removals"
+        );
+        let filler = disk.fill(0);
+        let mut done = Vec::new();
+        for args in tried {
+            if run_on_full_disk(&db, args) {
+                done.push(args[0]);
+            }
+            assert!(
+                room_kept.exists(),
+                "edudb {args:?} on a full disk spent the room kept for removals"
+            );
+        }
+        assert!(
+            run_on_full_disk(&db, removal),
+            "edudb {removal:?} on a full disk was refused though its room was kept ({done:?} went through before it)"
+        );
+        std::fs::remove_file(filler).unwrap();
+    }
+
+    let store = open(&db).unwrap();
+    let report = store.check().unwrap();
+    assert!(report.damaged.is_empty(), "{report:?}");
+    let ids: Vec<String> = (store.documents().unwrap().into_iter())
+        .map(|meta| meta.id)
+        .collect();
+    assert!(!ids.contains(&victim), "{victim} was removed");
+    for file in &stored[1..] {
+        let id = file.file_stem().unwrap().to_string_lossy();
+        assert!(ids.iter().any(|stored| *stored == id), "{id} is kept");
+    }
+    assert!(matches!(
+        store.dialogue("t"),
+        Err(edudb::Error::NoSuchSession(_))
+    ));
+    let turns = store.dialogue("s").unwrap().turns;
+    assert_eq!(turns.len(), 2, "a forgotten turn keeps its place");
+}
+
 /// The one write of a full-disk round.
 enum FullDiskWrite {
     /// Ingest the document of this id.
@@ -293,10 +402,9 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
         // more than a write needs; reads must still answer or fail clearly,
         // and one write either happens whole or not at all.
         let free = [0, 256 << 10, 4 << 20, 12 << 20][round % 4];
-        // The room the store keeps for removals (its ballast file) may be
-        // gone already: a process that opened the store on a disk too full
-        // for sled's own writes used it, and it comes back only once the
-        // disk has room again.
+        // The room the store keeps for removals (its ballast file) is
+        // missing when the store's own writes left too little room to put
+        // it back after an earlier removal spent it.
         let room_kept = db.join("sled").join("ballast").exists();
         let filler = disk.fill(free);
         run_on_full_disk(&db, &["docs"]);
@@ -342,7 +450,7 @@ fn a_full_disk_fails_writes_promptly_and_loses_no_committed_document() {
                 );
                 removals_in_kept_room += 1;
             } else {
-                eprintln!("round {round}: the room kept for removals was used before this removal");
+                eprintln!("round {round}: the disk had no room left to keep for this removal");
             }
         }
         match (written, &write) {

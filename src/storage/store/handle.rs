@@ -346,7 +346,24 @@ impl Store {
     /// file lock can only be held by this process's previous `Store` on the
     /// same path, whose background flusher may still be shutting down; that
     /// case is retried for up to [`SLED_LOCK_WAIT`].
+    ///
+    /// sled writes a snapshot whenever it opens, so on a disk too full for
+    /// it this fails with [`Error::DiskFull`]; the room kept for removals
+    /// is left for a removal (see [`Store::open_to_remove`]).
     pub fn open(dir: &Path) -> Result<Store> {
+        Store::open_spending(dir, false)
+    }
+
+    /// [`Store::open`] for a removal: on a disk too full for sled's writes
+    /// at open, the room kept for removals is spent on them, leaving the
+    /// rest of it to the removal.
+    pub fn open_to_remove(dir: &Path) -> Result<Store> {
+        Store::open_spending(dir, true)
+    }
+
+    /// [`Store::open`], spending the room kept for removals at open when
+    /// `kept_room` is set and the disk is full.
+    fn open_spending(dir: &Path, kept_room: bool) -> Result<Store> {
         if let Some(cause) = abandoned_here(dir) {
             return Err(Error::Abandoned {
                 path: dir.to_owned(),
@@ -357,9 +374,9 @@ impl Store {
             tracing::warn!("{repair}");
         }
         // sled writes a snapshot whenever it opens: on a full disk, the
-        // room kept for removals lets it, and a removal after it.
+        // room kept for removals lets it, and the removal after it.
         let ballast = Ballast::new(dir);
-        if fs4::available_space(dir).is_ok_and(|free| free < REMOVAL_RESERVE) {
+        if kept_room && fs4::available_space(dir).is_ok_and(|free| free < REMOVAL_RESERVE) {
             ballast.release();
         }
         let started = std::time::Instant::now();
