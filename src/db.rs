@@ -26,6 +26,7 @@ use crate::model::dag::{Dag, DagListing};
 use crate::model::dialogue::{Dialogue, Role, SessionMeta, SessionView};
 use crate::model::document::DocMeta;
 use crate::model::document::Document;
+use crate::model::metadata::{MetaValue, Metadata};
 use crate::model::pages::PageLayout;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
@@ -273,6 +274,40 @@ impl Db {
     /// sessions; [`Db::document`] still reads a turn by its id).
     pub fn documents(&self) -> Result<Vec<DocMeta>> {
         self.engine.documents()
+    }
+
+    /// The documents meeting `condition`, a WHERE condition on whole
+    /// documents (`meta.company = 'Boeing' AND meta.year >= 2020`, `doc =
+    /// 'id'`), in id order. Errors name line and column.
+    pub fn documents_where(&self, condition: &str) -> Result<Vec<DocMeta>> {
+        let parsed = crate::query::parser::parse_condition(condition)?;
+        let ids = crate::query::plan::documents_where(condition, &parsed, &self.engine)?;
+        let mut metas = self.engine.documents()?;
+        metas.retain(|meta| ids.binary_search(&meta.id).is_ok());
+        Ok(metas)
+    }
+
+    /// Document `id`'s metadata (empty when it has none).
+    pub fn metadata(&self, id: &str) -> Result<Metadata> {
+        self.engine.metadata(id)
+    }
+
+    /// Every document's metadata that has some, in id order; a record that
+    /// does not decode is returned as its damage.
+    pub fn all_metadata(&self) -> Result<Vec<(String, Result<Metadata>)>> {
+        self.engine.all_metadata()
+    }
+
+    /// Sets the keys of `set` and removes those of `unset` in document
+    /// `id`'s metadata, in one atomic write without re-ingesting it;
+    /// returns the metadata as it now is.
+    pub fn update_metadata(
+        &self,
+        id: &str,
+        set: &[(String, MetaValue)],
+        unset: &[String],
+    ) -> Result<Metadata> {
+        self.engine.update_metadata(id, set, unset)
     }
 
     /// The stored document `id`: its metadata, text, EDUs, tree and (for

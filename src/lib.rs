@@ -68,6 +68,7 @@ pub use model::dag::{Dag, DagListing};
 pub use model::dialogue::Dialogue;
 pub use model::document::{DocMeta, Document, Format};
 pub use model::edu::{Edu, EduKind, Span};
+pub use model::metadata::{MetaValue, Metadata};
 pub use model::pages::{BoxPt, LineBox, Page, PageBox, PageLayout};
 pub use model::rank::{RankedHit, Target};
 pub use model::tree::{Node, NodeKind, Tree};

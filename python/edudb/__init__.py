@@ -30,7 +30,7 @@ import datetime as _datetime
 import json as _json
 import os as _os
 import re as _re
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _edudb
 from ._edudb import (
@@ -221,6 +221,7 @@ class Store:
         progress: Optional[Callable[[int, int], object]] = None,
         structurer: Optional[str] = None,
         ip_maker: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
     ) -> IngestReport:
         """Ingests ``source``: a file or directory path (directories
         recursively; a file's id is its name without extension, one under
@@ -245,17 +246,27 @@ class Store:
         outline from the chat model); ``ip_maker``: ``"bridge"`` (default)
         or ``"llm"`` (information points the chat model writes). A served
         store asks its server's chat model. What the model cost is the
-        report's ``llm``."""
+        report's ``llm``.
+
+        ``metadata``: facts every ingested document is given, that
+        queries and :meth:`docs` filter on (``WHERE meta.year >= 2020``):
+        keys are names; values texts, numbers, booleans, dates
+        (``"2020-01-31"``) or lists of texts."""
+        metadata_json = None if metadata is None else _json.dumps(dict(metadata))
         if isinstance(source, (bytes, bytearray, memoryview)):
             if id is None:
                 raise UserError("ingesting bytes needs an id")
-            document = self._native.ingest_bytes(id, bytes(source), format, structurer, ip_maker)
+            document = self._native.ingest_bytes(
+                id, bytes(source), format, structurer, ip_maker, metadata_json
+            )
             return IngestReport([Document.from_json(_json.loads(document))], [], None)
         if isinstance(source, (str, _os.PathLike)):
             paths = [_os.fspath(source)]
         else:
             paths = [_os.fspath(p) for p in source]
-        answer = self._native.ingest_paths(paths, id, format, progress, structurer, ip_maker)
+        answer = self._native.ingest_paths(
+            paths, id, format, progress, structurer, ip_maker, metadata_json
+        )
         report = IngestReport.from_json(_json.loads(answer))
         if isinstance(source, (str, _os.PathLike)) and not _os.path.isdir(source) and report.failures:
             # One file asked for and refused: its error, as for bytes.
@@ -263,9 +274,25 @@ class Store:
             raise {"busy": StoreBusy, "internal": InternalError}.get(failure.cls, UserError)(failure.message)
         return report
 
-    def docs(self) -> List[Document]:
-        """Every document, in id order."""
-        return [Document.from_json(d) for d in self._load(self._native.documents())]
+    def docs(self, where: Optional[str] = None) -> List[Document]:
+        """Every document, in id order, each with its ``metadata``; with
+        ``where``, those meeting that condition on their metadata, written
+        as a query's WHERE (``"meta.company = 'Boeing' AND meta.year >=
+        2020"``)."""
+        return [Document.from_json(d) for d in self._load(self._native.documents(where))]
+
+    def metadata(self, doc: str) -> Dict[str, Any]:
+        """Document ``doc``'s metadata (empty when it has none)."""
+        return self._load(self._native.metadata(doc))["metadata"]
+
+    def update_metadata(
+        self, doc: str, set: Optional[Mapping[str, Any]] = None, unset: Sequence[str] = ()
+    ) -> Dict[str, Any]:
+        """Sets the keys of ``set`` and removes those of ``unset`` in
+        document ``doc``'s metadata, in one write, without re-ingesting
+        it; returns the metadata as it now is."""
+        answer = self._native.update_metadata(doc, _json.dumps(dict(set or {})), list(unset))
+        return self._load(answer)["metadata"]
 
     def remove(self, doc: str) -> None:
         """Deletes document ``doc`` completely."""

@@ -46,7 +46,8 @@ class _FromJson:
 
 @dataclass(frozen=True)
 class Document(_FromJson):
-    """A stored document: its id, title and sizes."""
+    """A stored document: its id, title, sizes and (in listings) its
+    metadata."""
 
     id: str
     title: str
@@ -54,6 +55,7 @@ class Document(_FromJson):
     nodes: int
     tokens: int
     bytes: int
+    metadata: Optional[Dict[str, Any]] = None
 
 
 @dataclass(frozen=True)

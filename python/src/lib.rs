@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use edudb::serve::{Api, Client};
 use edudb::{
     AskOptions, CancelToken, ChatConfig, ChatModel, Db, EmbedderConfig, Error, Format, HttpChat,
-    HttpConfig, IngestOptions, IpMakerKind, OpenOptions, Params, Progress, Structurer, TurnInput,
+    HttpConfig, IngestOptions, IpMakerKind, Metadata, OpenOptions, Params, Progress, Structurer, TurnInput,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -303,9 +303,23 @@ impl Store {
         });
     }
 
-    /// Every document's metadata (`docs --json`).
-    fn documents(&self, py: Python<'_>) -> Answer {
-        self.call(py, |api| api.documents())
+    /// Every document (those meeting `condition`, a WHERE condition on
+    /// their metadata), each with its metadata (`docs --json`).
+    #[pyo3(signature = (condition=None))]
+    fn documents(&self, py: Python<'_>, condition: Option<&str>) -> Answer {
+        self.call(py, |api| api.documents(condition))
+    }
+
+    /// Document `id`'s metadata: `{id, metadata}`.
+    fn metadata(&self, py: Python<'_>, id: &str) -> Answer {
+        self.call(py, |api| api.metadata(id))
+    }
+
+    /// Sets the keys of the JSON object `set_json` and removes `unset` in
+    /// document `id`'s metadata: `{id, metadata}` as it now is.
+    fn update_metadata(&self, py: Python<'_>, id: &str, set_json: &str, unset: Vec<String>) -> Answer {
+        let set = json_argument("set", set_json)?;
+        self.call(py, |api| api.update_metadata(id, &set, &unset))
     }
 
     /// Ingests files and directories (recursively), each file a document
@@ -314,7 +328,7 @@ impl Store {
     /// thread as the ingest advances. Interrupting Python (Ctrl-C), or an
     /// exception from `progress`, cancels it after the document being
     /// written and raises.
-    #[pyo3(signature = (paths, id=None, format=None, progress=None, structurer=None, ip_maker=None))]
+    #[pyo3(signature = (paths, id=None, format=None, progress=None, structurer=None, ip_maker=None, metadata_json=None))]
     #[allow(clippy::too_many_arguments)]
     fn ingest_paths(
         &self,
@@ -325,8 +339,9 @@ impl Store {
         progress: Option<Bound<'_, PyAny>>,
         structurer: Option<&str>,
         ip_maker: Option<&str>,
+        metadata_json: Option<&str>,
     ) -> Answer {
-        let options = ingest_options(format, structurer, ip_maker)?;
+        let options = ingest_options(format, structurer, ip_maker, metadata_json)?;
         if paths.iter().any(|path| path.as_os_str() == "-") {
             return Err(UserError::new_err(
                 "\"-\" (standard input) is not read here: pass the document's bytes",
@@ -339,7 +354,8 @@ impl Store {
     }
 
     /// Stores `data` as document `id` (replacing one of that id).
-    #[pyo3(signature = (id, data, format=None, structurer=None, ip_maker=None))]
+    #[pyo3(signature = (id, data, format=None, structurer=None, ip_maker=None, metadata_json=None))]
+    #[allow(clippy::too_many_arguments)]
     fn ingest_bytes(
         &self,
         py: Python<'_>,
@@ -348,8 +364,9 @@ impl Store {
         format: Option<&str>,
         structurer: Option<&str>,
         ip_maker: Option<&str>,
+        metadata_json: Option<&str>,
     ) -> Answer {
-        let options = ingest_options(format, structurer, ip_maker)?;
+        let options = ingest_options(format, structurer, ip_maker, metadata_json)?;
         self.call(py, |api| api.ingest_bytes(id, data, options))
     }
 
@@ -616,12 +633,18 @@ fn chat_model(
     }
 }
 
-/// Ingest options from the Python arguments' names.
+/// Ingest options from the Python arguments' names (and the metadata as
+/// JSON).
 fn ingest_options(
     format: Option<&str>,
     structurer: Option<&str>,
     ip_maker: Option<&str>,
+    metadata_json: Option<&str>,
 ) -> PyResult<IngestOptions> {
+    let metadata = match metadata_json {
+        Some(json) => Metadata::from_json(&json_argument("metadata", json)?).map_err(to_python)?,
+        None => Metadata::default(),
+    };
     Ok(IngestOptions {
         format: parse_format(format)?,
         structurer: structurer
@@ -634,8 +657,14 @@ fn ingest_options(
             .transpose()
             .map_err(to_python)?
             .unwrap_or_default(),
+        metadata,
         ..IngestOptions::default()
     })
+}
+
+/// The JSON the Python side encoded for argument `name`.
+fn json_argument(name: &str, json: &str) -> PyResult<Value> {
+    serde_json::from_str(json).map_err(|e| UserError::new_err(format!("{name} is not JSON: {e}")))
 }
 
 /// A format name (`text`, `markdown`, `html`) as the library's.

@@ -159,8 +159,23 @@ pub(super) enum Command {
     Init,
     /// Ingest files, directories (recursively) or `-` for standard input.
     Ingest(IngestArgs),
-    /// List documents.
-    Docs,
+    /// List documents (`--json` with their metadata).
+    Docs {
+        /// Only the documents meeting this condition on their metadata,
+        /// as a query's WHERE writes it: `meta.company = 'Boeing' AND
+        /// meta.year >= 2020`, `meta.tags CONTAINS 'risk'`, `EXISTS
+        /// meta.form`.
+        #[arg(long = "where", value_name = "CONDITION")]
+        condition: Option<String>,
+    },
+    /// Show a document's metadata, or change it without re-ingesting:
+    /// `meta DOC set KEY=VALUE…`, `meta DOC unset KEY…`.
+    Meta {
+        /// Document id.
+        doc: String,
+        #[command(subcommand)]
+        change: Option<super::metadata::MetaChange>,
+    },
     /// Show a document's structural tree.
     Tree {
         /// Document id.
@@ -306,6 +321,16 @@ pub(super) struct IngestArgs {
     /// the first NEAR or HYBRID search does not build it.
     #[arg(long)]
     pub(super) vectors: bool,
+    /// Metadata every ingested document is given, `KEY=VALUE` (repeated):
+    /// a plain number (2020) is a number, true/false a boolean, a date
+    /// (2020-01-31) a date, anything else a text; `KEY:=JSON` gives a
+    /// JSON value (a list of texts: `tags:='["risk","cash"]'`).
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    pub(super) meta: Vec<String>,
+    /// Metadata every ingested document is given, from a JSON object in
+    /// FILE (`--meta` keys win over it).
+    #[arg(long, value_name = "FILE")]
+    pub(super) meta_json: Option<PathBuf>,
 }
 
 /// What `highlight` retrieves and where it writes the copy.
@@ -410,7 +435,10 @@ impl Command {
             }
         };
         match self {
-            Command::Ingest(args) => args.paths.iter_mut().for_each(resolve),
+            Command::Ingest(args) => {
+                args.paths.iter_mut().for_each(resolve);
+                args.meta_json.iter_mut().for_each(resolve);
+            }
             Command::Dag {
                 attention: Some(path),
                 ..

@@ -96,7 +96,7 @@ fn tour(out: &mut dyn Write, dir: &std::path::Path, quiet: bool) -> Result<(), F
     render::ingest_report(out, &mut anstream::stderr(), &report, &[], false)?;
 
     writeln!(out, "\n$ edudb docs")?;
-    render::documents(out, &db.documents()?, &[], false)?;
+    render::documents(out, &db.documents()?)?;
 
     let doc = "0002-rfc-process";
     writeln!(out, "\n$ edudb tree {doc} --depth 2")?;

@@ -1,10 +1,11 @@
 //! The commands on documents: `init`, `ingest`, `docs`, `tree`, `dag`,
-//! `show` and `rm`.
+//! `show` and `rm` (`meta` has a module of its own).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use edudb::ingest::sources::Origin;
+use edudb::serve::Api;
 use edudb::{CancelToken, Error, IngestOptions};
 use serde_json::json;
 
@@ -44,12 +45,14 @@ pub(super) fn ingest(
             }
         }
     }
+    let metadata = super::metadata::given(&args.meta, args.meta_json.as_deref())?;
     let db = context.open(true)?;
     let options = IngestOptions {
         format: args.format,
         lossy: args.lossy,
         structurer: args.structurer,
         ip_maker: args.ip_maker,
+        metadata,
     };
     let progress = bars::Bars::new(cli.quiet || cli.json);
     let report = match db.ingest(&sources, options, &progress, &CancelToken::new()) {
@@ -72,16 +75,21 @@ pub(super) fn ingest(
     })
 }
 
-/// `docs`: lists the documents.
-pub(super) fn docs(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
+/// `docs`: lists the documents (those meeting `condition`, when given).
+pub(super) fn docs(
+    context: &Context,
+    out: &mut dyn Write,
+    condition: Option<&str>,
+) -> Result<(), Failure> {
     let db = context.open(false)?;
-    let (documents, costs) = (db.documents()?, db.build_costs()?);
-    Ok(render::documents(
-        out,
-        &documents,
-        &costs,
-        context.cli.json,
-    )?)
+    if context.cli.json {
+        return Ok(render::json(out, &Api::documents(&*db, condition)?)?);
+    }
+    let documents = match condition {
+        Some(condition) => db.documents_where(condition)?,
+        None => db.documents()?,
+    };
+    Ok(render::documents(out, &documents)?)
 }
 
 /// `tree`: a document's structural tree, to `depth`.

@@ -1,6 +1,6 @@
 //! The `edudb` binary: its command line ([`args`]), running it ([`run`]),
 //! and the commands, one module per kind ([`documents`], [`retrieval`],
-//! [`maintenance`], [`serving`], [`session`], [`eval`], [`mcp`],
+//! [`maintenance`], [`metadata`], [`serving`], [`session`], [`eval`], [`mcp`],
 //! [`demo`]). All printing happens here, never in the library.
 
 mod args;
@@ -14,6 +14,7 @@ mod failure;
 mod highlight;
 mod maintenance;
 mod mcp;
+mod metadata;
 mod render;
 mod retrieval;
 mod route;

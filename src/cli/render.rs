@@ -259,29 +259,8 @@ pub fn ask(
     writeln!(out, "language model: {}", llm_cost(&result.cost))
 }
 
-/// Lists documents; in JSON, each built with a language model carries
-/// what that cost (`llm`).
-pub fn documents(
-    out: &mut dyn Write,
-    docs: &[DocMeta],
-    costs: &[(String, LlmCost)],
-    as_json: bool,
-) -> io::Result<()> {
-    if as_json {
-        let costs: std::collections::HashMap<&str, &LlmCost> =
-            costs.iter().map(|(id, cost)| (id.as_str(), cost)).collect();
-        let rows: Vec<Value> = docs
-            .iter()
-            .map(|doc| {
-                let mut row = doc.to_json();
-                if let Some(cost) = costs.get(doc.id.as_str()) {
-                    row["llm"] = json!(cost);
-                }
-                row
-            })
-            .collect();
-        return json(out, &Value::Array(rows));
-    }
+/// Lists documents as a table (`--json` lists them through the API).
+pub fn documents(out: &mut dyn Write, docs: &[DocMeta]) -> io::Result<()> {
     let width = docs
         .iter()
         .map(|d| d.id.chars().count())
@@ -447,7 +426,7 @@ pub fn query_result(out: &mut dyn Write, result: &QueryResult, as_json: bool) ->
     }
     match &result.rows {
         Rows::Selection(picked) => selection(out, picked, result.output),
-        Rows::Docs(docs) => documents(out, docs, &[], false),
+        Rows::Docs(docs) => documents(out, docs),
         Rows::Tree(t, depth) => tree(out, t, *depth, false),
         Rows::Edus(e) => edus(out, e, false),
         Rows::Stats(s) => stats(out, s, false),

@@ -14,7 +14,7 @@ use super::args::{Cli, Command};
 use super::context::Context;
 use super::failure::{self, EXIT_INTERNAL, EXIT_USER, Failure};
 use super::{
-    bars, demo, documents, eval, maintenance, mcp, render, retrieval, route, serving, session,
+    bars, demo, documents, eval, maintenance, mcp, metadata, render, retrieval, route, serving, session,
 };
 
 /// Runs the CLI and maps the outcome to an exit code.
@@ -144,7 +144,8 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
     match &cli.command {
         Command::Init => done(documents::init(context, out)),
         Command::Ingest(args) => documents::ingest(context, out, errors, args),
-        Command::Docs => done(documents::docs(context, out)),
+        Command::Docs { condition } => done(documents::docs(context, out, condition.as_deref())),
+        Command::Meta { doc, change } => done(metadata::run(context, out, doc, change.as_ref())),
         Command::Tree { doc, depth } => done(documents::tree(context, out, doc, *depth)),
         Command::Dag {
             doc,

@@ -13,6 +13,7 @@ pub(crate) mod cache;
 pub(crate) mod dag_index;
 mod indexes;
 mod lock;
+mod metadata;
 pub(crate) mod reads;
 pub(crate) mod salvage;
 pub(crate) mod write;

@@ -122,6 +122,7 @@ impl Engine {
             for _ in 0..workers {
                 let sender = sender.clone();
                 let next = &next;
+                let options = &options;
                 scope.spawn(move || {
                     while !cancel.is_cancelled() {
                         let index = next.fetch_add(1, Ordering::Relaxed);
@@ -135,7 +136,7 @@ impl Engine {
                         };
                         let prepared = prepare(
                             source,
-                            options,
+                            options.clone(),
                             self.embedder.as_ref(),
                             self.device(),
                             &llm,

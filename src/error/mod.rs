@@ -93,6 +93,14 @@ pub enum Error {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// Metadata given for a document holds what metadata cannot.
+    #[error("invalid metadata{}: {message}", if key.is_empty() { String::new() } else { format!(" key {key:?}") })]
+    InvalidMetadata {
+        /// The key at fault (empty for the object as a whole).
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A format name given by the user is unknown.
     #[error("unknown format {0:?}; expected text, markdown, html or pdf")]
     UnknownFormat(String),
@@ -445,6 +453,7 @@ impl Error {
                 | Error::EmptyDocument { .. }
                 | Error::TooLarge { .. }
                 | Error::InvalidId { .. }
+                | Error::InvalidMetadata { .. }
                 | Error::UnknownFormat(_)
                 | Error::NoSuchDocument(_)
                 | Error::EduRange { .. }

@@ -281,6 +281,7 @@ fn unit_document<'a>(doc: &Document, units: impl Iterator<Item = &'a Unit>) -> D
         edus,
         tree: Tree { nodes: Vec::new() },
         pages: doc.pages.clone(),
+        metadata: doc.metadata.clone(),
     }
 }
 

@@ -24,6 +24,7 @@ use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
 use crate::model::document::{DocMeta, Document, Format, PackedVectors, QuantizedRows};
 use crate::model::edu::{Edu, EduKind};
+use crate::model::metadata::Metadata;
 use crate::model::pages::PageLayout;
 use crate::model::tokens;
 use crate::progress::CancelToken;
@@ -34,7 +35,7 @@ pub const MAX_DOCUMENT_BYTES: usize = u32::MAX as usize;
 const SNIFF_BYTES: usize = 8192;
 
 /// How to read one input.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct IngestOptions {
     /// Force a format instead of detecting it.
     pub format: Option<Format>,
@@ -44,6 +45,8 @@ pub struct IngestOptions {
     pub structurer: Structurer,
     /// What makes each document's information points.
     pub ip_maker: IpMakerKind,
+    /// The metadata every document ingested with these options is given.
+    pub metadata: Metadata,
 }
 
 /// What makes a document's information points.
@@ -446,6 +449,7 @@ fn analyze_built(
         edus,
         tree,
         pages,
+        metadata: Metadata::default(),
     })
 }
 
@@ -500,8 +504,9 @@ pub fn prepare(
             .unwrap_or_else(|| detect_format(source.path(), &text));
         (lay_out(&source.id, text, format)?, format, None)
     };
-    let (doc, mut cost) =
+    let (mut doc, mut cost) =
         analyze_laid_out(&source.id, layout, format, pages, llm.structurer.as_ref())?;
+    doc.metadata = options.metadata;
     let (vectors, dag, written) = embed_and_link(&doc, embedder, device, llm.ip_writer.as_ref())?;
     cost.add(&written);
     Ok(Prepared {

@@ -7,6 +7,7 @@
 use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::model::edu::{Edu, EduKind};
+use crate::model::metadata::Metadata;
 use crate::model::pages::PageLayout;
 use crate::model::tree::{Node, Tree};
 
@@ -89,6 +90,9 @@ pub struct Document {
     pub tree: Tree,
     /// Where the text lies on the pages of the file (PDFs only).
     pub pages: Option<PageLayout>,
+    /// The caller's (and the source's) facts about the document, that
+    /// queries filter on.
+    pub metadata: Metadata,
 }
 
 impl Document {
@@ -257,6 +261,7 @@ mod tests {
                 }],
             },
             pages: None,
+            metadata: Metadata::default(),
         }
     }
 

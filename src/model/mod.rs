@@ -1,7 +1,8 @@
 //! Records: the plain data every other layer reads and writes. A
 //! [`document::Document`] (meta, text, EDUs, [`tree::Tree`]) with its node
 //! representation and token counts ([`tokens`]), the weighted [`dag::Dag`],
-//! a session's [`dialogue::Dialogue`], where a PDF's text lies on its pages
+//! a session's [`dialogue::Dialogue`], a document's caller-given
+//! [`metadata::Metadata`], where a PDF's text lies on its pages
 //! ([`pages::PageLayout`]), identifier rules ([`ids`]) and what
 //! rankings return ([`rank`]). This layer imports nothing of the crate but
 //! `error`.
@@ -13,6 +14,7 @@ pub mod document;
 pub mod edu;
 pub mod ids;
 pub mod legacy;
+pub mod metadata;
 pub mod pages;
 pub mod rank;
 pub mod time;

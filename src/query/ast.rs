@@ -21,6 +21,8 @@ pub enum ValueKind {
     Number(String),
     /// `$1` or `$name`, bound at execution.
     Param(String),
+    /// `true` or `false` (metadata conditions only).
+    Bool(bool),
 }
 
 /// One statement.
@@ -108,6 +110,17 @@ pub enum Pred {
     /// `page <op> n` (1-based): a page a PDF's candidate lies on;
     /// `page BETWEEN a AND b` is `page >= a AND page <= b`.
     Page(CompareOp, Value),
+    /// A condition on a document's metadata key (`meta.KEY …`, `EXISTS
+    /// meta.KEY`): it holds for every candidate of a document that meets
+    /// it.
+    Meta {
+        /// The key.
+        key: String,
+        /// What its value must be.
+        condition: MetaCondition,
+        /// Where the condition was written.
+        at: Range<usize>,
+    },
     /// Every one holds (two or more: a chain of `AND`s is one list, so its
     /// length never deepens the tree).
     And(Vec<Pred>),
@@ -116,6 +129,21 @@ pub enum Pred {
     /// It does not hold (never directly around another `Not`: a double
     /// negation is dropped while parsing).
     Not(Box<Pred>),
+}
+
+/// What a metadata condition asks of its key's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetaCondition {
+    /// `meta.KEY <op> value`
+    Compare(CompareOp, Value),
+    /// `meta.KEY BETWEEN a AND b` (both included)
+    Between(Value, Value),
+    /// `meta.KEY IN (a, b, …)`
+    In(Vec<Value>),
+    /// `meta.KEY CONTAINS 'text'`: a list holding the text.
+    Contains(Value),
+    /// `EXISTS meta.KEY`
+    Exists,
 }
 
 /// How relevance is seeded.

@@ -24,6 +24,14 @@ impl Catalog for Engine {
         sessions::session_turns(self, id)
     }
 
+    fn documents_matching(
+        &self,
+        key: &str,
+        test: &crate::model::metadata::MetaTest,
+    ) -> Result<std::collections::BTreeSet<String>> {
+        Engine::documents_matching(self, key, test)
+    }
+
     fn document_size(&self, id: &str) -> Result<Option<(u32, u32)>> {
         // Through the cache: the executor reads the same document next.
         match self.cached_document(id) {

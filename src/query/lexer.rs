@@ -14,7 +14,7 @@ pub enum TokenKind {
     Number(String),
     /// A parameter: `$1` or `$name` (without the `$`).
     Param(String),
-    /// Punctuation: `( ) , * = != < <= > >= ~ .. ;`.
+    /// Punctuation: `( ) , * = != < <= > >= ~ .. ; . -`.
     Symbol(&'static str),
     /// End of the statement.
     End,
@@ -57,8 +57,8 @@ fn shortened(text: &str) -> String {
 }
 
 /// Longest symbols first, so `<=` wins over `<`.
-const SYMBOLS: [&str; 14] = [
-    "..", "!=", "<>", "<=", ">=", "(", ")", ",", "*", "=", "<", ">", "~", ";",
+const SYMBOLS: [&str; 16] = [
+    "..", "!=", "<>", "<=", ">=", "(", ")", ",", "*", "=", "<", ">", "~", ";", ".", "-",
 ];
 
 /// The error for a string still open at the end of the input.

@@ -10,6 +10,7 @@
 
 pub mod ast;
 mod catalog;
+mod document_filter;
 pub mod error;
 mod exec;
 pub mod lexer;

@@ -115,6 +115,32 @@ pub fn parse(source: &str) -> Result<Statement, QueryError> {
     Ok(statement)
 }
 
+/// Parses a condition alone, as a WHERE clause writes it (for listing
+/// documents by their metadata: `docs --where`).
+pub fn parse_condition(source: &str) -> Result<Pred, QueryError> {
+    if source.len() > MAX_STATEMENT_BYTES {
+        return Err(QueryError::new(
+            source,
+            MAX_STATEMENT_BYTES..MAX_STATEMENT_BYTES + 1,
+            format!(
+                "the condition is {} bytes long; at most {MAX_STATEMENT_BYTES} are accepted",
+                source.len()
+            ),
+        ));
+    }
+    let mut parser = Parser {
+        source,
+        tokens: tokenize(source)?,
+        next: 0,
+        nesting: 0,
+    };
+    let condition = parser.or_pred()?;
+    if !matches!(parser.peek().kind, TokenKind::End) {
+        return Err(parser.unexpected("AND, OR or the end of the condition", &[]));
+    }
+    Ok(condition)
+}
+
 /// Deepest parenthesised condition accepted. With chains of `AND`/`OR`
 /// kept as lists and double negations dropped, this bounds the depth of
 /// every condition tree, so no statement can exhaust the stack in the
@@ -483,10 +509,13 @@ impl Parser<'_> {
             self.nesting -= 1;
             return Ok(pred);
         }
-        let fields = ["LEVEL", "KIND", "TITLE", "DOC", "TIME", "PAGE"];
+        if self.is_word("META") || self.is_word("EXISTS") {
+            return self.meta_pred();
+        }
+        let fields = ["LEVEL", "KIND", "TITLE", "DOC", "TIME", "PAGE", "META", "EXISTS"];
         let field = self.one_of(
             &fields,
-            "a condition on level, kind, title, doc, time or page",
+            "a condition on level, kind, title, doc, time, page or meta.KEY",
         )?;
         match field {
             "PAGE" if self.eat_word("BETWEEN") => {
@@ -545,6 +574,90 @@ impl Parser<'_> {
                 Ok(Pred::Doc(self.string("a document id in quotes")?))
             }
         }
+    }
+
+    /// `meta.KEY <op> value`, `meta.KEY BETWEEN a AND b`, `meta.KEY IN
+    /// (a, …)`, `meta.KEY CONTAINS 'text'` or `EXISTS meta.KEY`.
+    fn meta_pred(&mut self) -> Result<Pred, QueryError> {
+        let start = self.peek().start;
+        let exists = self.eat_word("EXISTS");
+        self.expect_word("META")?;
+        self.expect_symbol(".")?;
+        let token = self.peek().clone();
+        let TokenKind::Word(key) = token.kind else {
+            return Err(self.unexpected("a metadata key after 'meta.'", &[]));
+        };
+        if let Err(error) = crate::model::metadata::check_key(&key) {
+            return Err(self.error(token.start..token.end, error.to_string()));
+        }
+        self.advance();
+        let condition = if exists {
+            MetaCondition::Exists
+        } else if self.eat_word("IN") {
+            self.expect_symbol("(")?;
+            let mut values = vec![self.meta_value()?];
+            while self.eat_symbol(",") {
+                values.push(self.meta_value()?);
+            }
+            self.expect_symbol(")")?;
+            MetaCondition::In(values)
+        } else if self.eat_word("CONTAINS") {
+            MetaCondition::Contains(self.string("a text in quotes")?)
+        } else if self.eat_word("BETWEEN") {
+            let low = self.meta_value()?;
+            if !self.eat_word("AND") {
+                return Err(self.unexpected("AND", &[]));
+            }
+            MetaCondition::Between(low, self.meta_value()?)
+        } else if matches!(self.peek().kind, TokenKind::Symbol(_)) {
+            let op = self.compare_op()?;
+            MetaCondition::Compare(op, self.meta_value()?)
+        } else {
+            return Err(self.unexpected(
+                "a comparison, IN, BETWEEN or CONTAINS",
+                &["IN", "BETWEEN", "CONTAINS"],
+            ));
+        };
+        Ok(Pred::Meta {
+            key,
+            condition,
+            at: start..self.previous_end(),
+        })
+    }
+
+    /// A value a metadata key is compared with: a text, a number (maybe
+    /// negative), `true`, `false` or a parameter.
+    fn meta_value(&mut self) -> Result<Value, QueryError> {
+        let token = self.peek().clone();
+        let kind = match &token.kind {
+            TokenKind::Str(text) => ValueKind::Str(text.clone()),
+            TokenKind::Number(number) => ValueKind::Number(number.clone()),
+            TokenKind::Param(name) => ValueKind::Param(name.clone()),
+            TokenKind::Word(word) if word.eq_ignore_ascii_case("true") => ValueKind::Bool(true),
+            TokenKind::Word(word) if word.eq_ignore_ascii_case("false") => ValueKind::Bool(false),
+            TokenKind::Symbol("-") => {
+                self.advance();
+                let number = self.number("a number after '-'")?;
+                let ValueKind::Number(digits) = number.kind else {
+                    return Err(self.error(number.at, "a parameter cannot be negated"));
+                };
+                return Ok(Value {
+                    kind: ValueKind::Number(format!("-{digits}")),
+                    at: token.start..number.at.end,
+                });
+            }
+            _ => {
+                return Err(self.unexpected(
+                    "a text in quotes, a number, true, false or a parameter",
+                    &[],
+                ));
+            }
+        };
+        self.advance();
+        Ok(Value {
+            kind,
+            at: token.start..token.end,
+        })
     }
 
     fn compare_op(&mut self) -> Result<CompareOp, QueryError> {

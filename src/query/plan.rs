@@ -3,13 +3,16 @@
 //! 0, an absurd number, a clause whose index does not exist yet) is raised
 //! here, pointing at the value or clause at fault.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
+use std::sync::Arc;
 
 use regex::Regex;
 
 use super::ast::{self, CompareOp, Expand, Order, Output, Scope, Seed, Show, Statement, ValueKind};
+use super::document_filter::{MetaCheck, documents_meeting, meta_documents};
 use super::error::{QueryError, nearest};
+use crate::model::metadata::{MetaTest, MetaValue};
 use crate::model::dialogue::TimedTurns;
 use crate::model::tree::NodeKind;
 use crate::query::params::{Param, Params};
@@ -160,6 +163,9 @@ pub enum Filter {
     Title(Regex),
     /// `doc = 'id'`
     Doc(String),
+    /// A metadata condition: the documents meeting it (looked up once,
+    /// when the statement is bound).
+    Docs(Arc<BTreeSet<String>>),
     /// `time <op> t`: the candidate's session turn's time (seconds since
     /// the Unix epoch); a turn without a time never matches.
     Time(CompareOp, i64),
@@ -231,6 +237,13 @@ pub trait Catalog {
     /// (seconds since the Unix epoch) when it has one; `None` when the
     /// session does not exist.
     fn session_turns(&self, id: &str) -> crate::error::Result<Option<TimedTurns>>;
+    /// The documents (session turns included) whose metadata key `key`
+    /// passes `test`.
+    fn documents_matching(
+        &self,
+        key: &str,
+        test: &MetaTest,
+    ) -> crate::error::Result<BTreeSet<String>>;
 }
 
 /// Binds `statement` (parsed from `source`) with `params` against `catalog`.
@@ -255,6 +268,47 @@ pub fn bind(
     })
 }
 
+/// The ids of the documents (session turns not among them) meeting
+/// `condition`, parsed from `source`, sorted: for listing documents by
+/// their metadata. A condition on nodes (level, kind, title, page, time)
+/// is an error at its place.
+pub fn documents_where(
+    source: &str,
+    condition: &ast::Pred,
+    catalog: &dyn Catalog,
+) -> crate::error::Result<Vec<String>> {
+    if let Some(at) = node_condition(condition) {
+        let message = "this is a condition on nodes; documents are listed by meta.KEY and doc conditions";
+        return Err(QueryError::new(source, at, message).into());
+    }
+    let binder = Binder {
+        source,
+        params: &Params::default(),
+        catalog,
+    };
+    let filter = binder.filter(condition)?;
+    let mut universe = || Ok(catalog.document_ids()?.into_iter().collect());
+    let meeting = documents_meeting(&filter, &mut universe)?.unwrap_or_default();
+    Ok(meeting
+        .into_iter()
+        .filter(|doc| !crate::model::ids::is_turn_id(doc))
+        .collect())
+}
+
+/// Where the first condition on nodes in `pred` is written, if any.
+fn node_condition(pred: &ast::Pred) -> Option<Range<usize>> {
+    match pred {
+        ast::Pred::Level(_, value)
+        | ast::Pred::Time(_, value)
+        | ast::Pred::Page(_, value)
+        | ast::Pred::Title(value) => Some(value.at.clone()),
+        ast::Pred::Kind { at, .. } => Some(at.clone()),
+        ast::Pred::Doc(_) | ast::Pred::Meta { .. } => None,
+        ast::Pred::And(preds) | ast::Pred::Or(preds) => preds.iter().find_map(node_condition),
+        ast::Pred::Not(pred) => node_condition(pred),
+    }
+}
+
 struct Binder<'a> {
     source: &'a str,
     params: &'a Params,
@@ -276,6 +330,8 @@ impl Binder<'_> {
         Ok(match &value.kind {
             ValueKind::Str(text) => Bound::Text(text.clone()),
             ValueKind::Number(number) => Bound::Number(number.clone()),
+            // Only metadata conditions take booleans (`Binder::meta_value`).
+            ValueKind::Bool(b) => Bound::Text(b.to_string()),
             ValueKind::Param(name) => match self.params.get(name) {
                 Some(Param::Text(text)) => Bound::Text(text.clone()),
                 Some(Param::Number(number)) => Bound::Number(number.to_string()),
@@ -454,6 +510,10 @@ impl Binder<'_> {
                 .into());
         }
         let filter = select.filter.as_ref().map(|p| self.filter(p)).transpose()?;
+        let (docs, scope_text) = match &filter {
+            Some(filter) => self.narrowed(docs, scope_text, filter)?,
+            None => (docs, scope_text),
+        };
         let seed = match &select.seed {
             None => None,
             Some((seed, _)) => {
@@ -600,6 +660,74 @@ impl Binder<'_> {
         })
     }
 
+    /// The scope's documents (`None`: every document) narrowed to those
+    /// that can meet `filter`, with the scope's text saying so.
+    fn narrowed(
+        &self,
+        docs: Option<Vec<String>>,
+        scope_text: String,
+        filter: &Filter,
+    ) -> crate::error::Result<(Option<Vec<String>>, String)> {
+        let mut universe = || -> crate::error::Result<BTreeSet<String>> {
+            Ok(match &docs {
+                Some(docs) => docs.iter().cloned().collect(),
+                None => self.catalog.document_ids()?.into_iter().collect(),
+            })
+        };
+        let Some(meeting) = documents_meeting(filter, &mut universe)? else {
+            return Ok((docs, scope_text));
+        };
+        let narrowed: Vec<String> = match &docs {
+            Some(docs) => docs.iter().filter(|d| meeting.contains(*d)).cloned().collect(),
+            // Every document: session turns are not among them.
+            None => (meeting.into_iter())
+                .filter(|doc| !crate::model::ids::is_turn_id(doc))
+                .collect(),
+        };
+        let text = format!("{scope_text}, narrowed by WHERE to {} documents", narrowed.len());
+        Ok((Some(narrowed), text))
+    }
+
+    /// A metadata condition's value: a text (a date when in date form), a
+    /// number or a boolean.
+    fn meta_value(&self, value: &ast::Value) -> crate::error::Result<MetaValue> {
+        Ok(match (&value.kind, self.value(value)?) {
+            (ValueKind::Bool(b), _) => MetaValue::Bool(*b),
+            (_, Bound::Text(text)) => MetaValue::text(text),
+            (_, Bound::Number(number)) => match number.parse::<f64>() {
+                Ok(number) if number.is_finite() => MetaValue::Number(number),
+                _ => {
+                    let message = format!("{number} is not a finite number");
+                    return Err(self.error(value.at.clone(), message).into());
+                }
+            },
+        })
+    }
+
+    /// A metadata condition, its values bound.
+    fn meta_check(&self, condition: &ast::MetaCondition) -> crate::error::Result<MetaCheck> {
+        Ok(match condition {
+            ast::MetaCondition::Compare(op, value) => {
+                MetaCheck::Compare(*op, self.meta_value(value)?)
+            }
+            ast::MetaCondition::Between(low, high) => {
+                let (low_value, high_value) = (self.meta_value(low)?, self.meta_value(high)?);
+                if crate::model::metadata::order(&low_value, &high_value).is_none() {
+                    let message = "BETWEEN's ends must be of one type (texts, numbers, dates or booleans)";
+                    return Err(self.error(low.at.start..high.at.end, message).into());
+                }
+                MetaCheck::Between(low_value, high_value)
+            }
+            ast::MetaCondition::In(values) => MetaCheck::In(
+                (values.iter())
+                    .map(|value| self.meta_value(value))
+                    .collect::<crate::error::Result<_>>()?,
+            ),
+            ast::MetaCondition::Contains(value) => MetaCheck::Contains(self.text(value)?),
+            ast::MetaCondition::Exists => MetaCheck::Exists,
+        })
+    }
+
     fn filters(&self, preds: &[ast::Pred]) -> crate::error::Result<Vec<Filter>> {
         preds.iter().map(|pred| self.filter(pred)).collect()
     }
@@ -658,6 +786,10 @@ impl Binder<'_> {
                 Filter::Title(regex)
             }
             ast::Pred::Doc(value) => Filter::Doc(self.document(value)?),
+            ast::Pred::Meta { key, condition, .. } => {
+                let check = self.meta_check(condition)?;
+                Filter::Docs(Arc::new(meta_documents(self.catalog, key, &check)?))
+            }
             ast::Pred::Time(op, value) => {
                 let text = self.text(value)?;
                 let at = crate::model::time::parse(&text)

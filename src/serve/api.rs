@@ -5,6 +5,8 @@
 //! a caller holding either (the Python package, an agent framework) sees
 //! the same answers.
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 
 use crate::ask::AskOptions;
@@ -14,13 +16,25 @@ use crate::error::{Error, Result};
 use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::sources::Source;
 use crate::memory::TurnInput;
+use crate::model::cost::LlmCost;
+use crate::model::metadata::{MetaValue, Metadata};
 use crate::progress::{CancelToken, NoProgress, Progress};
 use crate::query::{Params, Query};
 
 /// A store's calls with JSON answers, local or served.
 pub trait Api {
-    /// Every document's metadata (`docs --json`).
-    fn documents(&self) -> Result<Value>;
+    /// Every document (those meeting `condition`, a WHERE condition on
+    /// their metadata, when given), each with its metadata and, when built
+    /// with a language model, what that cost (`docs --json`).
+    fn documents(&self, condition: Option<&str>) -> Result<Value>;
+
+    /// Document `id`'s metadata: `{id, metadata}` (`meta --json`).
+    fn metadata(&self, id: &str) -> Result<Value>;
+
+    /// Sets the keys of the JSON object `set` and removes the keys
+    /// `unset` in document `id`'s metadata, without re-ingesting it:
+    /// `{id, metadata}` as it now is (`meta DOC set|unset --json`).
+    fn update_metadata(&self, id: &str, set: &Value, unset: &[String]) -> Result<Value>;
 
     /// Stores `bytes` as document `id` (replacing one of that id) as
     /// `options` say (its format, else the one sniffed); the ingest
@@ -103,10 +117,38 @@ pub trait Api {
 }
 
 impl Api for Db {
-    fn documents(&self) -> Result<Value> {
-        Ok(Value::Array(
-            self.documents()?.iter().map(|d| d.to_json()).collect(),
-        ))
+    fn documents(&self, condition: Option<&str>) -> Result<Value> {
+        let documents = match condition {
+            Some(condition) => self.documents_where(condition)?,
+            None => self.documents()?,
+        };
+        let costs: HashMap<String, LlmCost> = self.build_costs()?.into_iter().collect();
+        let metadata: HashMap<String, Result<Metadata>> = self.all_metadata()?.into_iter().collect();
+        let rows = documents.iter().map(|doc| {
+            let mut row = doc.to_json();
+            row["metadata"] = match metadata.get(&doc.id) {
+                Some(Ok(metadata)) => metadata.to_json(),
+                Some(Err(damage)) => json!({ "damaged": damage.to_string() }),
+                None => json!({}),
+            };
+            if let Some(cost) = costs.get(&doc.id) {
+                row["llm"] = json!(cost);
+            }
+            row
+        });
+        Ok(Value::Array(rows.collect()))
+    }
+
+    fn metadata(&self, id: &str) -> Result<Value> {
+        Ok(json!({ "id": id, "metadata": self.metadata(id)?.to_json() }))
+    }
+
+    fn update_metadata(&self, id: &str, set: &Value, unset: &[String]) -> Result<Value> {
+        let set: Vec<(String, MetaValue)> = (Metadata::from_json(set)?.iter())
+            .map(|(key, value)| (key.to_owned(), value.clone()))
+            .collect();
+        let metadata = self.update_metadata(id, &set, unset)?;
+        Ok(json!({ "id": id, "metadata": metadata.to_json() }))
     }
 
     fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, options: IngestOptions) -> Result<Value> {

@@ -201,7 +201,7 @@ impl Client {
     fn run_job(
         &self,
         documents: &[Value],
-        options: IngestOptions,
+        options: &IngestOptions,
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<Value> {
@@ -212,6 +212,9 @@ impl Client {
         }
         if options.ip_maker != IpMakerKind::default() {
             body["ip_maker"] = json!(options.ip_maker.name());
+        }
+        if !options.metadata.is_empty() {
+            body["metadata"] = options.metadata.to_json();
         }
         let body = Body::Json(body);
         let submitted = self.call(Method::POST, &["ingest"], &[], body)?;
@@ -316,7 +319,7 @@ impl Client {
 /// A source as a document of an ingest job, with its bytes for progress:
 /// a PDF as its file's bytes in base64, anything else as its decoded text
 /// and format.
-fn job_document(source: &Source, bytes: Vec<u8>, options: IngestOptions) -> Result<(Value, u64)> {
+fn job_document(source: &Source, bytes: Vec<u8>, options: &IngestOptions) -> Result<(Value, u64)> {
     use base64::Engine as _;
     let name = source.name();
     check_extension(options.format, source.path())?;
@@ -345,8 +348,21 @@ fn job_document(source: &Source, bytes: Vec<u8>, options: IngestOptions) -> Resu
 /// written stay, whole). A job that failed is the error, a cancelled one
 /// [`Error::Cancelled`].
 impl Api for Client {
-    fn documents(&self) -> Result<Value> {
-        self.call(Method::GET, &["docs"], &[], Body::None)
+    fn documents(&self, condition: Option<&str>) -> Result<Value> {
+        let query: Vec<(&str, String)> = condition
+            .map(|condition| ("where", condition.to_owned()))
+            .into_iter()
+            .collect();
+        self.call(Method::GET, &["docs"], &query, Body::None)
+    }
+
+    fn metadata(&self, id: &str) -> Result<Value> {
+        self.call(Method::GET, &["docs", id, "metadata"], &[], Body::None)
+    }
+
+    fn update_metadata(&self, id: &str, set: &Value, unset: &[String]) -> Result<Value> {
+        let body = Body::Json(json!({ "set": set, "unset": unset }));
+        self.call(Method::PATCH, &["docs", id, "metadata"], &[], body)
     }
 
     fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, options: IngestOptions) -> Result<Value> {
@@ -398,7 +414,7 @@ impl Api for Client {
             let name = source.name();
             match source
                 .read()
-                .and_then(|bytes| job_document(source, bytes, options))
+                .and_then(|bytes| job_document(source, bytes, &options))
             {
                 Ok((document, bytes)) => {
                     // A comma or the envelope around each document.
@@ -440,7 +456,7 @@ impl Api for Client {
                 progress.finish();
                 return Err(Error::Cancelled);
             }
-            let done = self.run_job(batch, options, progress, cancel);
+            let done = self.run_job(batch, &options, progress, cancel);
             let done = done.map_err(|err| {
                 progress.finish();
                 partly_ingested(err, &documents, batch, &jobs[number + 1..])

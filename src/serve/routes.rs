@@ -48,6 +48,10 @@ pub(super) fn router(
         .route("/v1/docs/{id}/edus", get(documents::edus))
         .route("/v1/docs/{id}/pages", get(documents::pages))
         .route("/v1/docs/{id}/dag", get(documents::dag))
+        .route(
+            "/v1/docs/{id}/metadata",
+            get(documents::metadata).patch(documents::update_metadata),
+        )
         .route("/v1/stats", get(store::stats))
         .route("/v1/check", get(store::check))
         .route("/v1/reindex", post(store::reindex))

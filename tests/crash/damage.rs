@@ -311,9 +311,14 @@ fn verify_damaged_store() {
     let files = std::env::var("EDUDB_DAMAGED_FILES").unwrap();
     // sled's recovery of damaged files can differ from one open to the
     // next, so the report and the reads it vouches for come from one open.
-    let Ok(db) = open(&store) else {
-        eprintln!("verdict: unopenable");
-        return;
+    let db = match open(&store) {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("the damaged store does not open: {e}");
+            {use std::io::Write; let mut f = std::fs::OpenOptions::new().append(true).create(true).open("/tmp/unopen.log").unwrap(); writeln!(f, "{e}").unwrap();}
+            eprintln!("verdict: unopenable");
+            return;
+        }
     };
     let report = db.check().expect("check reports damage instead of failing");
     let damaged: Vec<&str> = report.damaged.iter().map(|d| d.doc.as_str()).collect();

@@ -23,7 +23,7 @@ fn a_client_reads_what_the_library_reads_over_tcp_and_the_socket() {
     let expected = {
         let db = Db::open(&path).unwrap();
         let answers = vec![
-            Api::documents(&db).unwrap(),
+            Api::documents(&db, None).unwrap(),
             Api::tree(&db, "trips").unwrap(),
             Api::edus(&db, "trips", Some((0, 1))).unwrap(),
             Api::dag_listing(&db, "trips", None).unwrap(),
@@ -70,7 +70,7 @@ fn a_client_reads_what_the_library_reads_over_tcp_and_the_socket() {
             path.display().to_string()
         );
         let served = vec![
-            client.documents().unwrap(),
+            client.documents(None).unwrap(),
             client.tree("trips").unwrap(),
             client.edus("trips", Some((0, 1))).unwrap(),
             client.dag_listing("trips", None).unwrap(),
@@ -112,7 +112,7 @@ fn a_client_writes_and_its_refusals_keep_their_class() {
         .unwrap();
     assert_eq!(receipt["id"], "notes/a b", "{receipt}");
     let ids: Vec<Value> = client
-        .documents()
+        .documents(None)
         .unwrap()
         .as_array()
         .unwrap()
@@ -178,7 +178,7 @@ fn a_client_writes_and_its_refusals_keep_their_class() {
     client.remove("notes/a b").unwrap();
     assert!(client.session("trip").unwrap_err().is_user_error());
     assert_eq!(
-        client.documents().unwrap().as_array().map(Vec::len),
+        client.documents(None).unwrap().as_array().map(Vec::len),
         Some(2)
     );
     running.stop().unwrap();
@@ -200,7 +200,7 @@ fn a_client_presents_its_token_and_names_a_missing_server() {
     );
     let client = Client::connect(&tcp, Some("s3cret")).unwrap();
     assert_eq!(
-        client.documents().unwrap().as_array().map(Vec::len),
+        client.documents(None).unwrap().as_array().map(Vec::len),
         Some(2)
     );
     // HOST:PORT without a scheme is an address.
@@ -462,7 +462,7 @@ fn readers_answer_during_a_long_ingest_and_concurrent_appends_lose_no_turn() {
                     let client = Client::connect(&target, None).unwrap();
                     for _ in 0..25 {
                         client.search("snow festival", 5).unwrap();
-                        client.documents().unwrap();
+                        client.documents(None).unwrap();
                         if ingesting.load(Ordering::SeqCst) {
                             read_meanwhile.fetch_add(1, Ordering::SeqCst);
                         }
@@ -573,7 +573,7 @@ fn a_document_over_the_servers_body_limit_fails_alone_and_the_rest_go_as_several
         .unwrap_err();
     assert!(refused.is_user_error(), "{refused}");
     assert_eq!(
-        client.documents().unwrap().as_array().map(Vec::len),
+        client.documents(None).unwrap().as_array().map(Vec::len),
         Some(12)
     );
     running.stop().unwrap();
@@ -652,7 +652,7 @@ fn a_client_asks_the_servers_chat_model_to_build_and_to_answer() {
         ..Default::default()
     };
     let receipt = client
-        .ingest_bytes("town", b"Town 2 lies beside a river.".to_vec(), outlined)
+        .ingest_bytes("town", b"Town 2 lies beside a river.".to_vec(), outlined.clone())
         .unwrap();
     assert_eq!(receipt["id"], "town", "{receipt}");
     assert_eq!(client.tree("town").unwrap()["children"][0]["title"], "Town");

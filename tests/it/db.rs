@@ -336,7 +336,7 @@ fn bad_inputs_fail_alone_with_clear_errors() {
         lossy: true,
         ..Default::default()
     };
-    let meta = db.ingest_bytes("utf8", invalid, lossy).unwrap();
+    let meta = db.ingest_bytes("utf8", invalid, lossy.clone()).unwrap();
     assert!(
         db.edus("utf8", None)
             .unwrap()
@@ -348,7 +348,7 @@ fn bad_inputs_fail_alone_with_clear_errors() {
     for id in ["bad\nid", ".", ".."] {
         assert!(
             matches!(
-                db.ingest_bytes(id, b"text".to_vec(), lossy),
+                db.ingest_bytes(id, b"text".to_vec(), lossy.clone()),
                 Err(Error::InvalidId { .. })
             ),
             "{id:?}"

@@ -47,6 +47,7 @@ pub(super) fn matches(
             .node
             .is_some_and(|n| regex.is_match(view.node(n).title.as_str())),
         Filter::Doc(id) => view.id == *id,
+        Filter::Docs(docs) => docs.contains(&view.id),
         Filter::And(filters) => filters.iter().all(|f| matches(f, view, candidate, time)),
         Filter::Or(filters) => filters.iter().any(|f| matches(f, view, candidate, time)),
         Filter::Not(a) => !matches(a, view, candidate, time),

@@ -11,8 +11,44 @@ use crate::serve::api::Api;
 use crate::serve::failure::{Answer, Failure};
 use crate::serve::scheduling::{Shared, read, write};
 
-pub(crate) async fn documents(State(shared): State<Arc<Shared>>) -> Answer {
-    read(&shared, Api::documents).await
+/// `GET /v1/docs`' query string: a WHERE condition on the documents'
+/// metadata, or none for all.
+#[derive(Deserialize)]
+pub(crate) struct DocsArgs {
+    #[serde(rename = "where")]
+    condition: Option<String>,
+}
+
+pub(crate) async fn documents(
+    State(shared): State<Arc<Shared>>,
+    Query(args): Query<DocsArgs>,
+) -> Answer {
+    read(&shared, move |db| Api::documents(db, args.condition.as_deref())).await
+}
+
+pub(crate) async fn metadata(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
+    read(&shared, move |db| Api::metadata(db, &id)).await
+}
+
+/// `PATCH /v1/docs/{id}/metadata`'s body: keys to set (a JSON object)
+/// and keys to remove.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MetadataChange {
+    #[serde(default)]
+    set: Option<serde_json::Value>,
+    #[serde(default)]
+    unset: Vec<String>,
+}
+
+pub(crate) async fn update_metadata(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    change: std::result::Result<axum::Json<MetadataChange>, axum::extract::rejection::JsonRejection>,
+) -> Answer {
+    let axum::Json(change) = change?;
+    let set = change.set.unwrap_or_else(|| serde_json::json!({}));
+    write(&shared, move |db| Api::update_metadata(db, &id, &set, &change.unset)).await
 }
 
 pub(crate) async fn tree(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {

@@ -13,19 +13,21 @@ use crate::error::Error;
 use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::sources::{Origin, Source};
 use crate::model::document::Format;
+use crate::model::metadata::Metadata;
 use crate::serve::failure::{Answer, Failure};
 use crate::serve::jobs;
 use crate::serve::scheduling::{Shared, on_store};
 
-/// `POST /v1/ingest`'s body: the documents of one ingest job, and what
-/// builds their trees and information points (the model-free ones when
-/// absent).
+/// `POST /v1/ingest`'s body: the documents of one ingest job, what builds
+/// their trees and information points (the model-free ones when absent)
+/// and the metadata every one of them is given.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct JobBody {
     documents: Vec<JobDocument>,
     structurer: Option<String>,
     ip_maker: Option<String>,
+    metadata: Option<Value>,
 }
 
 /// One document of an ingest job: its text, or (for a PDF) its file's
@@ -40,6 +42,8 @@ struct JobDocument {
     data_base64: Option<String>,
     /// Its format; sniffed from the text (or the bytes) when absent.
     format: Option<String>,
+    /// Its own metadata, over the job's.
+    metadata: Option<Value>,
 }
 
 impl JobDocument {
@@ -75,27 +79,33 @@ pub(crate) async fn ingest_job(
     let Json(body) = body?;
     let structurer = body.structurer.map(|s| s.parse()).transpose()?;
     let ip_maker = body.ip_maker.map(|s| s.parse()).transpose()?;
-    // The documents of each format: one ingest run per format.
-    let mut runs: Vec<(Option<Format>, Vec<Source>)> = Vec::new();
+    let metadata_of = |value: Option<&Value>| value.map(Metadata::from_json).transpose();
+    let job_metadata = metadata_of(body.metadata.as_ref())?.unwrap_or_default();
+    // The documents of each format and metadata: one ingest run for each.
+    let mut runs: Vec<(Option<Format>, Metadata, Vec<Source>)> = Vec::new();
     for document in body.documents {
         let format = document.format.as_deref().map(str::parse).transpose()?;
+        let metadata = match metadata_of(document.metadata.as_ref())? {
+            Some(own) => job_metadata.clone().overlaid(&own),
+            None => job_metadata.clone(),
+        };
         let id = document.id.clone();
         let source = Source {
             id,
             origin: Origin::Bytes(document.bytes()?),
         };
-        match runs.iter_mut().find(|(f, _)| *f == format) {
-            Some((_, sources)) => sources.push(source),
-            None => runs.push((format, vec![source])),
+        match runs.iter_mut().find(|(f, m, _)| *f == format && *m == metadata) {
+            Some((_, _, sources)) => sources.push(source),
+            None => runs.push((format, metadata, vec![source])),
         }
     }
     let Ok(place) = Arc::clone(&shared.queue).try_acquire_owned() else {
         return Err(Failure::busy("the write queue is full; retry"));
     };
-    let total = runs.iter().flat_map(|(_, s)| s).map(Source::len_hint).sum();
+    let total = runs.iter().flat_map(|(_, _, s)| s).map(Source::len_hint).sum();
     let job = shared
         .jobs
-        .add(runs.iter().map(|(_, s)| s.len()).sum(), total);
+        .add(runs.iter().map(|(_, _, s)| s.len()).sum(), total);
     let running = Arc::clone(&job);
     tokio::spawn(async move {
         let _place = place;
@@ -105,11 +115,12 @@ pub(crate) async fn ingest_job(
         let job = Arc::clone(&running);
         let ended = on_store(&shared, move |db| {
             let mut report = crate::engine::write::IngestReport::default();
-            for (format, sources) in runs {
+            for (format, metadata, sources) in runs {
                 let options = IngestOptions {
                     format,
                     structurer: structurer.unwrap_or_default(),
                     ip_maker: ip_maker.unwrap_or_default(),
+                    metadata,
                     ..Default::default()
                 };
                 let run = db.ingest(&sources, options, &*job, &job.cancel)?;

@@ -122,7 +122,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListResourcesResult, ErrorData> {
         let listed = self
-            .on_store(|api| Ok((api.documents()?, api.sessions()?)))
+            .on_store(|api| Ok((api.documents(None)?, api.sessions()?)))
             .await;
         let (documents, sessions) =
             listed.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;

@@ -255,7 +255,18 @@ pub struct IngestArgs {
     pub format: Option<String>,
 }
 
-/// `list_documents`' and `list_sessions`' arguments: none.
+/// `list_documents`' arguments.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Only the documents meeting this condition on their metadata, as a
+    /// query's WHERE writes it: `meta.company = 'Boeing' AND meta.year
+    /// >= 2020`, `meta.tags CONTAINS 'risk'`, `EXISTS meta.form`.
+    #[serde(rename = "where")]
+    pub condition: Option<String>,
+}
+
+/// `list_sessions`' arguments: none.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
@@ -310,11 +321,11 @@ impl McpServer {
     }
 
     #[tool(
-        description = "List the stored documents: id, title, EDUs and tokens.",
+        description = "List the stored documents: id, title, EDUs, tokens and metadata; `where` keeps those meeting a condition on their metadata.",
         annotations(read_only_hint = true)
     )]
-    async fn list_documents(&self, Parameters(_): Parameters<NoArgs>) -> Answer {
-        let answer = self.on_store(|api| api.documents()).await;
+    async fn list_documents(&self, Parameters(args): Parameters<ListArgs>) -> Answer {
+        let answer = (self.on_store(move |api| api.documents(args.condition.as_deref()))).await;
         reply(answer, |documents| {
             (
                 text::documents(&documents),

@@ -82,6 +82,9 @@ impl Store {
                 damaged.push(Damage { doc: id, error });
             }
         }
+        for (doc, error) in self.metadata_damage()? {
+            damaged.push(Damage { doc, error });
+        }
         self.check_pieces(&mut damaged)?;
         let (mut documents, mut metas) = (0, Vec::new());
         let (mut listed, mut absent) = (std::collections::BTreeSet::new(), Vec::new());

@@ -1,5 +1,5 @@
-//! Documents: each written as its records (metadata, text, EDUs, tree,
-//! pages, vectors, DAG, build cost) and one change-log entry in one batch,
+//! Documents: each written as its records (listing, text, EDUs, tree,
+//! pages, vectors, DAG, build cost, the caller's metadata) and one change-log entry in one batch,
 //! and read back in place.
 
 use rkyv::rancor::BoxedError;
@@ -8,7 +8,7 @@ use rkyv::vec::ArchivedVec;
 use super::handle::{Batch, Bytes, Store};
 use super::kept_apart::PIECE_BYTES;
 use super::records::{
-    COST, DAG, EDUS, META, PACKED_VECTORS, PAGES, PIECEABLE, RECORDS, TEXT, TREE, VECTORS, access,
+    COST, DAG, EDUS, META, METADATA, PACKED_VECTORS, PAGES, PIECEABLE, RECORDS, TEXT, TREE, VECTORS, access,
     archive, decode_cost, decode_meta, key, same_id,
 };
 use crate::compute::quantize::pack;
@@ -20,6 +20,7 @@ use crate::model::document::{
     DocVectors, Document, PackedVectors,
 };
 use crate::model::edu::{ArchivedEdu, Edu};
+use crate::model::metadata::Metadata;
 use crate::model::pages::{ArchivedPageLayout, PageLayout};
 use crate::model::tree::{ArchivedTree, Tree};
 use crate::storage::vector_record::VectorRecord;
@@ -45,6 +46,8 @@ pub struct StoredDoc {
     tree: Bytes,
     /// A PDF's page geometry (none for other formats).
     pages: Option<Bytes>,
+    /// The caller's metadata (none when it was given none).
+    metadata: Option<Bytes>,
 }
 
 impl StoredDag {
@@ -128,6 +131,17 @@ impl StoredDoc {
             })
     }
 
+    /// The document's metadata (empty when it was given none).
+    pub fn metadata(&self) -> Result<Metadata> {
+        match &self.metadata {
+            None => Ok(Metadata::default()),
+            Some(bytes) => Metadata::decode(bytes).ok_or_else(|| Error::Corrupt {
+                key: "metadata".into(),
+                message: "the document's metadata record does not decode".into(),
+            }),
+        }
+    }
+
     /// An owned copy of the whole document.
     pub fn to_document(&self) -> Result<Document> {
         let corrupt = |e: BoxedError| Error::Corrupt {
@@ -140,6 +154,7 @@ impl StoredDoc {
             edus: rkyv::deserialize::<Vec<Edu>, BoxedError>(self.edus()?).map_err(corrupt)?,
             tree: rkyv::deserialize::<Tree, BoxedError>(self.tree()?).map_err(corrupt)?,
             pages: self.pages()?,
+            metadata: self.metadata()?,
         })
     }
 
@@ -265,6 +280,7 @@ impl Store {
         // The document's `f32` vectors from before format 7, if any.
         batch.remove(&key(VECTORS, id));
         self.remove_kept_apart(batch, VECTORS, id)?;
+        self.insert_metadata(batch, id, &doc.metadata)?;
         self.insert_record(batch, DAG, id, &archive(dag)?)
     }
 
@@ -276,6 +292,7 @@ impl Store {
             batch.remove(&key(kind, id));
         }
         batch.remove(&key(COST, id));
+        self.remove_metadata(batch, id)?;
         for kind in PIECEABLE {
             self.remove_kept_apart(batch, kind, id)?;
         }
@@ -307,6 +324,7 @@ impl Store {
             edus,
             tree,
             pages: None,
+            metadata: self.value(&key(METADATA, id))?,
         };
         same_id(id, &doc.meta()?.id, || format!("{}{id}", META as char))?;
         if doc.meta()?.format == ArchivedFormat::Pdf {

@@ -66,6 +66,7 @@ mod handle;
 mod kept_apart;
 mod legacy;
 mod log_pages;
+mod metadata;
 mod losses;
 mod records;
 mod sessions;

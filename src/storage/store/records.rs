@@ -55,6 +55,14 @@ pub(super) const COST: u8 = b'C';
 /// only for documents read from a PDF (since format 9).
 pub(super) const PAGES: u8 = b'B';
 
+/// A document's caller-given metadata (JSON [`Metadata`](crate::model::metadata::Metadata)), kept only
+/// for documents that have some; added without a format bump, like
+/// sessions.
+pub(super) const METADATA: u8 = b'U';
+
+/// An entry of the metadata index (see `super::metadata`).
+pub(super) const METADATA_INDEX: u8 = b'u';
+
 /// The manifest of a record kept apart: `H`, the record's kind, the id;
 /// the value is a [`RecordFile`](crate::storage::record_files::RecordFile), or, in stores of format 6 and older, a
 /// [`Manifest`](super::kept_apart::Manifest) of pieces.
