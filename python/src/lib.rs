@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use edudb::serve::{Api, Client};
 use edudb::{
     AskOptions, CancelToken, ChatConfig, ChatModel, Db, EmbedderConfig, Error, Format, HttpChat,
-    HttpConfig, IngestOptions, IpMakerKind, Metadata, OpenOptions, Params, Progress, Structurer, TurnInput,
+    HttpConfig, IngestOptions, IpMakerKind, Metadata, OpenOptions, Params, Progress, Structurer,
+    TurnInput,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -317,7 +318,13 @@ impl Store {
 
     /// Sets the keys of the JSON object `set_json` and removes `unset` in
     /// document `id`'s metadata: `{id, metadata}` as it now is.
-    fn update_metadata(&self, py: Python<'_>, id: &str, set_json: &str, unset: Vec<String>) -> Answer {
+    fn update_metadata(
+        &self,
+        py: Python<'_>,
+        id: &str,
+        set_json: &str,
+        unset: Vec<String>,
+    ) -> Answer {
         let set = json_argument("set", set_json)?;
         self.call(py, |api| api.update_metadata(id, &set, &unset))
     }

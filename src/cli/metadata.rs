@@ -40,13 +40,17 @@ pub(super) fn run(
     let metadata = match change {
         None => db.metadata(doc)?,
         Some(MetaChange::Set { pairs }) => {
-            let set = (pairs.iter().map(|pair| assignment(pair))).collect::<edudb::Result<Vec<_>>>()?;
+            let set =
+                (pairs.iter().map(|pair| assignment(pair))).collect::<edudb::Result<Vec<_>>>()?;
             db.update_metadata(doc, &set, &[])?
         }
         Some(MetaChange::Unset { keys }) => db.update_metadata(doc, &[], keys)?,
     };
     if context.cli.json {
-        render::json(out, &serde_json::json!({ "id": doc, "metadata": metadata.to_json() }))?;
+        render::json(
+            out,
+            &serde_json::json!({ "id": doc, "metadata": metadata.to_json() }),
+        )?;
     } else {
         for (key, value) in metadata.iter() {
             writeln!(out, "{key} = {}", value.to_json())?;
@@ -90,7 +94,9 @@ fn assignment(pair: &str) -> edudb::Result<(String, MetaValue)> {
     let value = match key.strip_suffix(':') {
         Some(key) => {
             let json: serde_json::Value = serde_json::from_str(value).map_err(|e| {
-                Error::Usage(format!("metadata {pair:?}: the value after := is not JSON: {e}"))
+                Error::Usage(format!(
+                    "metadata {pair:?}: the value after := is not JSON: {e}"
+                ))
             })?;
             return Ok((key.to_owned(), MetaValue::from_json(key, &json)?));
         }
@@ -123,7 +129,10 @@ mod tests {
         );
         assert_eq!(
             assignment(r#"tags:=["risk","cash"]"#).unwrap(),
-            ("tags".into(), MetaValue::List(vec!["risk".into(), "cash".into()]))
+            (
+                "tags".into(),
+                MetaValue::List(vec!["risk".into(), "cash".into()])
+            )
         );
         for bad in ["year", "tags:=[1", "bad key=1", "n:={\"a\":1}"] {
             assert!(assignment(bad).is_err(), "{bad}");

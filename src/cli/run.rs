@@ -14,7 +14,8 @@ use super::args::{Cli, Command};
 use super::context::Context;
 use super::failure::{self, EXIT_INTERNAL, EXIT_USER, Failure};
 use super::{
-    bars, demo, documents, eval, maintenance, mcp, metadata, render, retrieval, route, serving, session,
+    bars, demo, documents, eval, maintenance, mcp, metadata, render, retrieval, route, serving,
+    session,
 };
 
 /// Runs the CLI and maps the outcome to an exit code.

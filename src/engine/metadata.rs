@@ -38,7 +38,11 @@ impl Engine {
     }
 
     /// The documents whose metadata key `name` passes `test`.
-    pub(crate) fn documents_matching(&self, name: &str, test: &MetaTest) -> Result<BTreeSet<String>> {
+    pub(crate) fn documents_matching(
+        &self,
+        name: &str,
+        test: &MetaTest,
+    ) -> Result<BTreeSet<String>> {
         self.store.documents_matching(name, test)
     }
 

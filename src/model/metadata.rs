@@ -132,10 +132,13 @@ impl MetaValue {
 /// form (`YYYY-MM-DD`, or RFC 3339 with an offset).
 pub fn date_of(text: &str) -> Option<i64> {
     let looks_like_a_date = text.len() >= 10
-        && text.as_bytes()[..10]
-            .iter()
-            .enumerate()
-            .all(|(i, b)| if i == 4 || i == 7 { *b == b'-' } else { b.is_ascii_digit() });
+        && text.as_bytes()[..10].iter().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                *b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
     looks_like_a_date.then(|| time::parse(text).ok()).flatten()
 }
 
@@ -251,7 +254,10 @@ impl Metadata {
     pub fn set(&mut self, key: &str, value: MetaValue) -> Result<()> {
         check_key(key)?;
         if self.0.len() >= MAX_KEYS && !self.0.contains_key(key) {
-            return Err(invalid(key, format!("metadata holds at most {MAX_KEYS} keys")));
+            return Err(invalid(
+                key,
+                format!("metadata holds at most {MAX_KEYS} keys"),
+            ));
         }
         self.0.insert(key.to_owned(), value);
         Ok(())
@@ -341,7 +347,10 @@ mod tests {
             "filed": "2020-02-03", "tags": ["risk", "2020-01-01"], "ratio": -0.5,
         });
         let metadata = Metadata::from_json(&given).unwrap();
-        assert_eq!(metadata.get("company"), Some(&MetaValue::Text("Boeing".into())));
+        assert_eq!(
+            metadata.get("company"),
+            Some(&MetaValue::Text("Boeing".into()))
+        );
         assert_eq!(metadata.get("year"), Some(&MetaValue::Number(2020.0)));
         assert_eq!(metadata.get("audited"), Some(&MetaValue::Bool(true)));
         assert_eq!(
@@ -366,7 +375,10 @@ mod tests {
             (serde_json::json!({"none": null}), "none"),
             (serde_json::json!({"mixed": ["a", 1]}), "mixed"),
             (serde_json::json!({"nul": "a\u{0}b"}), "nul"),
-            (serde_json::json!({"long": "x".repeat(MAX_TEXT_BYTES + 1)}), "long"),
+            (
+                serde_json::json!({"long": "x".repeat(MAX_TEXT_BYTES + 1)}),
+                "long",
+            ),
         ] {
             match Metadata::from_json(&given) {
                 Err(Error::InvalidMetadata { key: named, .. }) => assert_eq!(named, key),
@@ -376,10 +388,15 @@ mod tests {
         assert!(Metadata::from_json(&serde_json::json!([1])).is_err());
         let mut metadata = Metadata::default();
         for i in 0..MAX_KEYS {
-            metadata.set(&format!("k{i}"), MetaValue::Bool(true)).unwrap();
+            metadata
+                .set(&format!("k{i}"), MetaValue::Bool(true))
+                .unwrap();
         }
         assert!(metadata.set("one_more", MetaValue::Bool(true)).is_err());
-        assert!(metadata.set("k0", MetaValue::Bool(false)).is_ok(), "replacing is no new key");
+        assert!(
+            metadata.set("k0", MetaValue::Bool(false)).is_ok(),
+            "replacing is no new key"
+        );
     }
 
     #[test]
@@ -389,11 +406,16 @@ mod tests {
         assert_eq!(value("-1.5"), MetaValue::Number(-1.5));
         assert_eq!(value("0.25"), MetaValue::Number(0.25));
         assert_eq!(value("true"), MetaValue::Bool(true));
-        for text in ["007", "1e3", "1.", ".5", "-", "", "10-K", "inf", "NaN", "1_000"] {
+        for text in [
+            "007", "1e3", "1.", ".5", "-", "", "10-K", "inf", "NaN", "1_000",
+        ] {
             assert_eq!(value(text), MetaValue::Text(text.into()), "{text:?}");
         }
         assert!(matches!(value("2021-12-31"), MetaValue::Date { .. }));
-        assert!(matches!(value("2021-12-31T10:00:00+02:00"), MetaValue::Date { .. }));
+        assert!(matches!(
+            value("2021-12-31T10:00:00+02:00"),
+            MetaValue::Date { .. }
+        ));
         assert_eq!(value("2021-13-45"), MetaValue::Text("2021-13-45".into()));
     }
 

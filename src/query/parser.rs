@@ -512,7 +512,9 @@ impl Parser<'_> {
         if self.is_word("META") || self.is_word("EXISTS") {
             return self.meta_pred();
         }
-        let fields = ["LEVEL", "KIND", "TITLE", "DOC", "TIME", "PAGE", "META", "EXISTS"];
+        let fields = [
+            "LEVEL", "KIND", "TITLE", "DOC", "TIME", "PAGE", "META", "EXISTS",
+        ];
         let field = self.one_of(
             &fields,
             "a condition on level, kind, title, doc, time, page or meta.KEY",

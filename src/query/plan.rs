@@ -12,8 +12,8 @@ use regex::Regex;
 use super::ast::{self, CompareOp, Expand, Order, Output, Scope, Seed, Show, Statement, ValueKind};
 use super::document_filter::{MetaCheck, documents_meeting, meta_documents};
 use super::error::{QueryError, nearest};
-use crate::model::metadata::{MetaTest, MetaValue};
 use crate::model::dialogue::TimedTurns;
+use crate::model::metadata::{MetaTest, MetaValue};
 use crate::model::tree::NodeKind;
 use crate::query::params::{Param, Params};
 
@@ -278,7 +278,8 @@ pub fn documents_where(
     catalog: &dyn Catalog,
 ) -> crate::error::Result<Vec<String>> {
     if let Some(at) = node_condition(condition) {
-        let message = "this is a condition on nodes; documents are listed by meta.KEY and doc conditions";
+        let message =
+            "this is a condition on nodes; documents are listed by meta.KEY and doc conditions";
         return Err(QueryError::new(source, at, message).into());
     }
     let binder = Binder {
@@ -678,13 +679,20 @@ impl Binder<'_> {
             return Ok((docs, scope_text));
         };
         let narrowed: Vec<String> = match &docs {
-            Some(docs) => docs.iter().filter(|d| meeting.contains(*d)).cloned().collect(),
+            Some(docs) => docs
+                .iter()
+                .filter(|d| meeting.contains(*d))
+                .cloned()
+                .collect(),
             // Every document: session turns are not among them.
             None => (meeting.into_iter())
                 .filter(|doc| !crate::model::ids::is_turn_id(doc))
                 .collect(),
         };
-        let text = format!("{scope_text}, narrowed by WHERE to {} documents", narrowed.len());
+        let text = format!(
+            "{scope_text}, narrowed by WHERE to {} documents",
+            narrowed.len()
+        );
         Ok((Some(narrowed), text))
     }
 
@@ -713,7 +721,8 @@ impl Binder<'_> {
             ast::MetaCondition::Between(low, high) => {
                 let (low_value, high_value) = (self.meta_value(low)?, self.meta_value(high)?);
                 if crate::model::metadata::order(&low_value, &high_value).is_none() {
-                    let message = "BETWEEN's ends must be of one type (texts, numbers, dates or booleans)";
+                    let message =
+                        "BETWEEN's ends must be of one type (texts, numbers, dates or booleans)";
                     return Err(self.error(low.at.start..high.at.end, message).into());
                 }
                 MetaCheck::Between(low_value, high_value)

@@ -123,7 +123,8 @@ impl Api for Db {
             None => self.documents()?,
         };
         let costs: HashMap<String, LlmCost> = self.build_costs()?.into_iter().collect();
-        let metadata: HashMap<String, Result<Metadata>> = self.all_metadata()?.into_iter().collect();
+        let metadata: HashMap<String, Result<Metadata>> =
+            self.all_metadata()?.into_iter().collect();
         let rows = documents.iter().map(|doc| {
             let mut row = doc.to_json();
             row["metadata"] = match metadata.get(&doc.id) {

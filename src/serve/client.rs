@@ -366,9 +366,10 @@ impl Api for Client {
     }
 
     fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, options: IngestOptions) -> Result<Value> {
-        let model_free = options.structurer == Structurer::default()
-            && options.ip_maker == IpMakerKind::default();
-        if !model_free {
+        let format_only = options.structurer == Structurer::default()
+            && options.ip_maker == IpMakerKind::default()
+            && options.metadata.is_empty();
+        if !format_only {
             // `PUT /v1/docs/{id}` takes only a format: a one-document job.
             let source = Source {
                 id: id.to_owned(),

@@ -652,7 +652,11 @@ fn a_client_asks_the_servers_chat_model_to_build_and_to_answer() {
         ..Default::default()
     };
     let receipt = client
-        .ingest_bytes("town", b"Town 2 lies beside a river.".to_vec(), outlined.clone())
+        .ingest_bytes(
+            "town",
+            b"Town 2 lies beside a river.".to_vec(),
+            outlined.clone(),
+        )
         .unwrap();
     assert_eq!(receipt["id"], "town", "{receipt}");
     assert_eq!(client.tree("town").unwrap()["children"][0]["title"], "Town");

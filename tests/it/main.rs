@@ -20,6 +20,7 @@ mod fuzz;
 mod gpu;
 mod local_model;
 mod memory;
+mod metadata;
 mod openapi;
 mod pdf;
 mod properties;

@@ -23,7 +23,10 @@ pub(crate) async fn documents(
     State(shared): State<Arc<Shared>>,
     Query(args): Query<DocsArgs>,
 ) -> Answer {
-    read(&shared, move |db| Api::documents(db, args.condition.as_deref())).await
+    read(&shared, move |db| {
+        Api::documents(db, args.condition.as_deref())
+    })
+    .await
 }
 
 pub(crate) async fn metadata(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
@@ -44,11 +47,17 @@ pub(crate) struct MetadataChange {
 pub(crate) async fn update_metadata(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
-    change: std::result::Result<axum::Json<MetadataChange>, axum::extract::rejection::JsonRejection>,
+    change: std::result::Result<
+        axum::Json<MetadataChange>,
+        axum::extract::rejection::JsonRejection,
+    >,
 ) -> Answer {
     let axum::Json(change) = change?;
     let set = change.set.unwrap_or_else(|| serde_json::json!({}));
-    write(&shared, move |db| Api::update_metadata(db, &id, &set, &change.unset)).await
+    write(&shared, move |db| {
+        Api::update_metadata(db, &id, &set, &change.unset)
+    })
+    .await
 }
 
 pub(crate) async fn tree(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {

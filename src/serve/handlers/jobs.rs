@@ -94,7 +94,10 @@ pub(crate) async fn ingest_job(
             id,
             origin: Origin::Bytes(document.bytes()?),
         };
-        match runs.iter_mut().find(|(f, m, _)| *f == format && *m == metadata) {
+        match runs
+            .iter_mut()
+            .find(|(f, m, _)| *f == format && *m == metadata)
+        {
             Some((_, _, sources)) => sources.push(source),
             None => runs.push((format, metadata, vec![source])),
         }
@@ -102,7 +105,11 @@ pub(crate) async fn ingest_job(
     let Ok(place) = Arc::clone(&shared.queue).try_acquire_owned() else {
         return Err(Failure::busy("the write queue is full; retry"));
     };
-    let total = runs.iter().flat_map(|(_, _, s)| s).map(Source::len_hint).sum();
+    let total = runs
+        .iter()
+        .flat_map(|(_, _, s)| s)
+        .map(Source::len_hint)
+        .sum();
     let job = shared
         .jobs
         .add(runs.iter().map(|(_, _, s)| s.len()).sum(), total);

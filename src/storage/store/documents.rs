@@ -8,8 +8,8 @@ use rkyv::vec::ArchivedVec;
 use super::handle::{Batch, Bytes, Store};
 use super::kept_apart::PIECE_BYTES;
 use super::records::{
-    COST, DAG, EDUS, META, METADATA, PACKED_VECTORS, PAGES, PIECEABLE, RECORDS, TEXT, TREE, VECTORS, access,
-    archive, decode_cost, decode_meta, key, same_id,
+    COST, DAG, EDUS, META, METADATA, PACKED_VECTORS, PAGES, PIECEABLE, RECORDS, TEXT, TREE,
+    VECTORS, access, archive, decode_cost, decode_meta, key, same_id,
 };
 use crate::compute::quantize::pack;
 use crate::error::{Error, Result};

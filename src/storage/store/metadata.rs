@@ -7,7 +7,8 @@
 //! An index entry's key is `u`, the metadata key, a 0 byte, a type tag and
 //! the value in an order-keeping encoding, then the document id:
 //! texts `s` (a list's elements `l`) as their bytes and a 0 byte (texts
-//! hold no NUL), numbers `n` and dates `d` as 8 bytes, booleans `b` as one.
+//! hold no NUL), numbers `n` and dates `d` as 8 bytes, booleans `b` as one;
+//! a list also has an entry `L` with no value, so an empty list exists too.
 //! Its value is empty.
 
 use std::collections::BTreeSet;
@@ -36,12 +37,16 @@ fn encoded(value: &MetaValue) -> (u8, Vec<u8>) {
             // Order-keeping: negatives flipped whole, positives' sign set;
             // -0 and 0 are one number.
             let bits = (number + 0.0).to_bits();
-            let ordered = if bits >> 63 == 1 { !bits } else { bits | 1 << 63 };
+            let ordered = if bits >> 63 == 1 {
+                !bits
+            } else {
+                bits | 1 << 63
+            };
             (b'n', ordered.to_be_bytes().to_vec())
         }
         MetaValue::Date { at, .. } => (b'd', ((*at as u64) ^ 1 << 63).to_be_bytes().to_vec()),
         MetaValue::Bool(b) => (b'b', vec![u8::from(*b)]),
-        MetaValue::List(_) => (b'l', Vec::new()),
+        MetaValue::List(_) => (b'L', Vec::new()),
     }
 }
 
@@ -57,7 +62,9 @@ fn entries(id: &str, metadata: &Metadata) -> Vec<Vec<u8>> {
     let mut keys = Vec::new();
     for (name, value) in metadata.iter() {
         let values: Vec<(u8, Vec<u8>)> = match value {
-            MetaValue::List(items) => items.iter().map(|item| (b'l', terminated(item))).collect(),
+            MetaValue::List(items) => std::iter::once((b'L', Vec::new()))
+                .chain(items.iter().map(|item| (b'l', terminated(item))))
+                .collect(),
             single => vec![encoded(single)],
         };
         for (tag, bytes) in values {
@@ -79,8 +86,9 @@ fn decoded(entry: &[u8]) -> Option<(MetaValue, String)> {
         b's' | b'l' => {
             let end = rest.iter().position(|&b| b == 0)?;
             let text = String::from_utf8(rest[..end].to_vec()).ok()?;
+            // A text in date form is indexed as a date, never as `s`.
             let value = if tag == b's' {
-                MetaValue::text(text)
+                MetaValue::Text(text)
             } else {
                 MetaValue::List(vec![text])
             };
@@ -105,6 +113,7 @@ fn decoded(entry: &[u8]) -> Option<(MetaValue, String)> {
             (value, &rest[8..])
         }
         b'b' => (MetaValue::Bool(*rest.first()? == 1), &rest[1..]),
+        b'L' => (MetaValue::List(Vec::new()), rest),
         _ => return None,
     };
     Some((value, String::from_utf8(id.to_vec()).ok()?))
@@ -118,7 +127,8 @@ impl Store {
         if !self.holds(&key(META, id))? {
             return Ok(None);
         }
-        self.stored_metadata(id).map(|m| Some(m.unwrap_or_default()))
+        self.stored_metadata(id)
+            .map(|m| Some(m.unwrap_or_default()))
     }
 
     /// The metadata record of document `id`, if it has one.
@@ -126,7 +136,9 @@ impl Store {
         let Some(bytes) = self.value(&key(METADATA, id))? else {
             return Ok(None);
         };
-        Metadata::decode(&bytes).map(Some).ok_or_else(|| damaged(id))
+        Metadata::decode(&bytes)
+            .map(Some)
+            .ok_or_else(|| damaged(id))
     }
 
     /// Every document that has metadata, with it, in id order; a record
@@ -353,9 +365,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let rows = [
-            ("a", serde_json::json!({"company": "Boeing", "year": 2019, "filed": "2019-02-01", "tags": ["risk"]})),
-            ("b", serde_json::json!({"company": "Boeing", "year": 2021, "filed": "2021-02-01T10:00:00+02:00", "audited": true})),
-            ("c", serde_json::json!({"company": "Apple", "year": -3.5, "tags": ["risk", "cash"]})),
+            (
+                "a",
+                serde_json::json!({"company": "Boeing", "year": 2019, "filed": "2019-02-01", "tags": ["risk"]}),
+            ),
+            (
+                "b",
+                serde_json::json!({"company": "Boeing", "year": 2021, "filed": "2021-02-01T10:00:00+02:00", "audited": true}),
+            ),
+            (
+                "c",
+                serde_json::json!({"company": "Apple", "year": -3.5, "tags": ["risk", "cash"]}),
+            ),
             ("d", serde_json::json!({})),
         ];
         for (id, json) in &rows {
@@ -366,7 +387,10 @@ mod tests {
         let find = |name, test| ids(store.documents_matching(name, &test).unwrap());
         let text = |t: &str| MetaValue::text(t.to_owned());
         assert_eq!(find("company", MetaTest::equal(text("Boeing"))), ["a", "b"]);
-        assert_eq!(find("company", MetaTest::equal(text("Boe"))), Vec::<String>::new());
+        assert_eq!(
+            find("company", MetaTest::equal(text("Boe"))),
+            Vec::<String>::new()
+        );
         let year = |y| MetaValue::Number(y);
         let at_least = |v| MetaTest::Range(Bound::Included(v), Bound::Unbounded);
         assert_eq!(find("year", at_least(year(2020.0))), ["b"]);
@@ -378,20 +402,42 @@ mod tests {
         // Dates by their instant, however they were written.
         assert_eq!(find("filed", at_least(text("2020-01-01"))), ["b"]);
         assert_eq!(find("filed", at_least(text("2021-02-01T08:00:00Z"))), ["b"]);
-        assert_eq!(find("filed", at_least(text("2021-02-01T08:00:01Z"))), Vec::<String>::new());
+        assert_eq!(
+            find("filed", at_least(text("2021-02-01T08:00:01Z"))),
+            Vec::<String>::new()
+        );
         // A number never matches a text, nor a text a list.
         assert_eq!(find("company", at_least(year(0.0))), Vec::<String>::new());
-        assert_eq!(find("tags", MetaTest::equal(text("risk"))), Vec::<String>::new());
+        assert_eq!(
+            find("tags", MetaTest::equal(text("risk"))),
+            Vec::<String>::new()
+        );
         assert_eq!(find("tags", MetaTest::Contains("risk".into())), ["a", "c"]);
-        assert_eq!(find("audited", MetaTest::equal(MetaValue::Bool(true))), ["b"]);
+        assert_eq!(
+            find("audited", MetaTest::equal(MetaValue::Bool(true))),
+            ["b"]
+        );
         assert_eq!(find("tags", MetaTest::Exists), ["a", "c"]);
         assert_eq!(store.metadata("d").unwrap(), Some(Metadata::default()));
         assert_eq!(store.metadata("zz").unwrap(), None);
         assert_eq!(store.metadata("a").unwrap(), Some(with(rows[0].1.clone())));
-        assert_eq!(store.get("a").unwrap().unwrap().to_document().unwrap().metadata, with(rows[0].1.clone()));
+        assert_eq!(
+            store
+                .get("a")
+                .unwrap()
+                .unwrap()
+                .to_document()
+                .unwrap()
+                .metadata,
+            with(rows[0].1.clone())
+        );
 
         // Replaced, changed and removed: no entry stays behind.
-        assert!(store.set_metadata("a", &with(serde_json::json!({"company": "Airbus"}))).unwrap());
+        assert!(
+            store
+                .set_metadata("a", &with(serde_json::json!({"company": "Airbus"})))
+                .unwrap()
+        );
         assert!(!store.set_metadata("zz", &Metadata::default()).unwrap());
         assert_eq!(find("company", MetaTest::equal(text("Boeing"))), ["b"]);
         assert_eq!(find("tags", MetaTest::Exists), ["c"]);
@@ -411,7 +457,9 @@ mod tests {
         let mut a = doc("a", "One sentence here. Another one there.");
         a.metadata = with(serde_json::json!({"company": "Boeing", "n": 1}));
         put(&store, &a);
-        store.put_raw(key(METADATA, "a"), &b"{not json"[..]).unwrap();
+        store
+            .put_raw(key(METADATA, "a"), &b"{not json"[..])
+            .unwrap();
         assert!(matches!(store.metadata("a"), Err(Error::Corrupt { .. })));
         assert!(matches!(store.check(), Err(Error::Corrupt { .. })));
         store.remove("a").unwrap();
@@ -429,26 +477,39 @@ mod tests {
         store.check().unwrap();
         let entry = entries("a", &a.metadata).remove(0);
         store.remove_raw(entry.clone()).unwrap();
-        assert!(matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "a" && message.contains("lacks the entry")));
+        assert!(
+            matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "a" && message.contains("lacks the entry"))
+        );
         store.put_raw(entry, &[][..]).unwrap();
         store.check().unwrap();
         let stray = entries("a", &with(serde_json::json!({"company": "Airbus"}))).remove(0);
         store.put_raw(stray, &[][..]).unwrap();
-        assert!(matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "a" && message.contains("lacks")));
+        assert!(
+            matches!(store.check(), Err(Error::Invariant { doc, message }) if doc == "a" && message.contains("lacks"))
+        );
     }
 
     #[test]
     fn numbers_and_dates_keep_their_order_in_the_index() {
         let numbers = [-1e300, -2.5, -1.0, -0.0, 0.0, 1e-9, 1.0, 2020.0, 1e300];
         for pair in numbers.windows(2) {
-            let (a, b) = (encoded(&MetaValue::Number(pair[0])).1, encoded(&MetaValue::Number(pair[1])).1);
+            let (a, b) = (
+                encoded(&MetaValue::Number(pair[0])).1,
+                encoded(&MetaValue::Number(pair[1])).1,
+            );
             assert!(a <= b, "{pair:?}");
             let back = decoded(&[&[b'n'][..], &a, b"x"].concat()).unwrap();
             assert_eq!(back, (MetaValue::Number(pair[0] + 0.0), "x".to_owned()));
         }
         for pair in [[-5_000_000_000i64, -1], [-1, 0], [0, 1], [1, i64::MAX]] {
-            let date = |at| MetaValue::Date { at, text: String::new() };
-            assert!(encoded(&date(pair[0])).1 < encoded(&date(pair[1])).1, "{pair:?}");
+            let date = |at| MetaValue::Date {
+                at,
+                text: String::new(),
+            };
+            assert!(
+                encoded(&date(pair[0])).1 < encoded(&date(pair[1])).1,
+                "{pair:?}"
+            );
         }
     }
 }

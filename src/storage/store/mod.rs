@@ -66,8 +66,8 @@ mod handle;
 mod kept_apart;
 mod legacy;
 mod log_pages;
-mod metadata;
 mod losses;
+mod metadata;
 mod records;
 mod sessions;
 #[cfg(test)]
