@@ -5,7 +5,10 @@
 //! a plain tantivy BM25 top-10 (with the hits' stored text) over the same
 //! EDU texts in the same run. The medians are printed as ratios to tantivy.
 //! The edudb queries run with the document cache warm (a service asking many
-//! questions of one store), and once more with the cache off.
+//! questions of one store), and once more with the cache off. The seed
+//! query also runs filtered by a metadata condition that keeps a tenth of
+//! the documents (`WHERE meta.shard = 3`), its median printed as a ratio
+//! to the unfiltered one.
 //!
 //! `cargo bench --bench query` (add `-- --quick` for a short run).
 
@@ -98,6 +101,17 @@ fn bench_query(c: &mut Criterion) {
     let propagate = db
         .prepare("SELECT FROM * SEED BM25($q) PROPAGATE BUDGET 512 TOKENS")
         .unwrap();
+    // Every tenth document in shard 3: a filter that keeps a tenth.
+    for (i, meta) in db.documents().unwrap().iter().enumerate() {
+        let shard = [(
+            "shard".to_owned(),
+            edudb::MetaValue::Number((i % 10) as f64),
+        )];
+        db.update_metadata(&meta.id, &shard, &[]).unwrap();
+    }
+    let filtered = db
+        .prepare("SELECT FROM * WHERE meta.shard = 3 SEED BM25($q) BUDGET 512 TOKENS")
+        .unwrap();
     // Without the step across documents: what naming sections costs.
     let propagate_within = db
         .prepare("SELECT FROM * SEED BM25($q) PROPAGATE ACROSS 0 BUDGET 512 TOKENS")
@@ -119,6 +133,7 @@ fn bench_query(c: &mut Criterion) {
     });
     for (name, statement) in [
         ("seed_budget_512", &seed_budget),
+        ("seed_budget_512_filtered_tenth", &filtered),
         ("traverse_budget_512", &traverse),
         ("propagate_budget_512", &propagate),
         ("propagate_within_budget_512", &propagate_within),
@@ -157,6 +172,12 @@ fn main() {
             "propagate_within_budget_512",
             "seed_budget_512_uncached",
         ],
+        run_started,
+    );
+    common::print_ratios(
+        GROUP,
+        "seed_budget_512",
+        &["seed_budget_512_filtered_tenth"],
         run_started,
     );
 }

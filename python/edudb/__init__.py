@@ -283,7 +283,8 @@ class Store:
 
     def metadata(self, doc: str) -> Dict[str, Any]:
         """Document ``doc``'s metadata (empty when it has none)."""
-        return self._load(self._native.metadata(doc))["metadata"]
+        metadata: Dict[str, Any] = self._load(self._native.metadata(doc))["metadata"]
+        return metadata
 
     def update_metadata(
         self, doc: str, set: Optional[Mapping[str, Any]] = None, unset: Sequence[str] = ()
@@ -292,7 +293,8 @@ class Store:
         document ``doc``'s metadata, in one write, without re-ingesting
         it; returns the metadata as it now is."""
         answer = self._native.update_metadata(doc, _json.dumps(dict(set or {})), list(unset))
-        return self._load(answer)["metadata"]
+        metadata: Dict[str, Any] = self._load(answer)["metadata"]
+        return metadata
 
     def remove(self, doc: str) -> None:
         """Deletes document ``doc`` completely."""

@@ -611,3 +611,29 @@ def test_a_child_forked_while_the_store_is_open_does_not_keep_it_locked(
         release.set()
         child.join(60)
     assert child.exitcode == 0
+
+
+def test_metadata_is_given_at_ingest_filtered_on_and_changed_in_place(tmp_path: Path) -> None:
+    one, two = sorted(DEMO.glob("*.md"))[:2]
+    with edudb.open(tmp_path / "s.db") as db:
+        db.ingest(one, metadata={"company": "Boeing", "year": 2019, "tags": ["risk"]})
+        db.ingest(two, metadata={"company": "Boeing", "year": 2021, "filed": "2021-02-03"})
+        db.ingest(MARKDOWN, id="trips", format="markdown", metadata={"company": "Apple"})
+        assert [d.id for d in db.docs(where="meta.company = 'Boeing' AND meta.year >= 2020")] == [two.stem]
+        assert [d.id for d in db.docs(where="meta.tags CONTAINS 'risk'")] == [one.stem]
+        by_id = {d.id: d.metadata for d in db.docs()}
+        assert by_id[one.stem] == {"company": "Boeing", "year": 2019, "tags": ["risk"]}
+        assert by_id["trips"] == {"company": "Apple"}
+        changed = db.update_metadata("trips", set={"year": 2022}, unset=["company"])
+        assert changed == {"year": 2022} == db.metadata("trips")
+        hits = db.query(
+            "SELECT SPANS FROM * WHERE meta.year >= 2022 SEED BM25($q) BUDGET 200 TOKENS", q="snow festival"
+        )
+        assert hits.items and {item.doc for item in hits.items} == {"trips"}
+        with pytest.raises(edudb.QueryError) as refused:
+            db.docs(where="meta.year >")
+        assert refused.value.column == 12
+        with pytest.raises(edudb.UserError, match="nested"):
+            db.ingest(MARKDOWN, id="bad", metadata={"nested": {"a": 1}})
+        with pytest.raises(edudb.UserError):
+            db.update_metadata("nope", set={"a": 1})

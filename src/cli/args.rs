@@ -174,7 +174,7 @@ pub(super) enum Command {
         /// Document id.
         doc: String,
         #[command(subcommand)]
-        change: Option<super::metadata::MetaChange>,
+        change: Option<MetaChange>,
     },
     /// Show a document's structural tree.
     Tree {
@@ -286,6 +286,24 @@ pub(super) enum Command {
     Eval {
         #[command(subcommand)]
         command: eval::EvalCommand,
+    },
+}
+
+/// How `meta DOC` changes the document's metadata.
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum MetaChange {
+    /// Set keys: `KEY=VALUE` (a plain number, true/false, a date or a
+    /// text) or `KEY:=JSON`.
+    Set {
+        /// The keys and their values.
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+    },
+    /// Remove keys.
+    Unset {
+        /// The keys.
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
     },
 }
 

@@ -6,27 +6,10 @@ use std::path::Path;
 
 use edudb::{Error, MetaValue, Metadata};
 
+use super::args::MetaChange;
 use super::context::Context;
 use super::failure::Failure;
 use super::render;
-
-/// How `meta DOC` changes the document's metadata.
-#[derive(Debug, clap::Subcommand)]
-pub(super) enum MetaChange {
-    /// Set keys: `KEY=VALUE` (a plain number, true/false, a date or a
-    /// text) or `KEY:=JSON`.
-    Set {
-        /// The keys and their values.
-        #[arg(required = true, value_name = "KEY=VALUE")]
-        pairs: Vec<String>,
-    },
-    /// Remove keys.
-    Unset {
-        /// The keys.
-        #[arg(required = true, value_name = "KEY")]
-        keys: Vec<String>,
-    },
-}
 
 /// `meta DOC [set|unset …]`: prints the document's metadata (as JSON with
 /// `--json`), after the change when one is given.

@@ -10,7 +10,7 @@
 
 pub mod ast;
 mod catalog;
-mod document_filter;
+mod condition;
 pub mod error;
 mod exec;
 pub mod lexer;

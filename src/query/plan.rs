@@ -7,13 +7,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
-use regex::Regex;
-
-use super::ast::{self, CompareOp, Expand, Order, Output, Scope, Seed, Show, Statement, ValueKind};
-use super::document_filter::{MetaCheck, documents_meeting, meta_documents};
+use super::ast::{self, Expand, Order, Output, Scope, Seed, Show, Statement, ValueKind};
+use super::catalog::Catalog;
+use super::condition::{Filter, MetaCheck, documents_meeting, meta_documents};
 use super::error::{QueryError, nearest};
 use crate::model::dialogue::TimedTurns;
-use crate::model::metadata::{MetaTest, MetaValue};
+use crate::model::metadata::MetaValue;
 use crate::model::tree::NodeKind;
 use crate::query::params::{Param, Params};
 
@@ -152,34 +151,6 @@ fn time_condition(pred: &ast::Pred) -> Option<Range<usize>> {
 /// HYBRID's alpha when none is given: vectors and BM25 weigh the same.
 pub const DEFAULT_HYBRID_ALPHA: f32 = 0.5;
 
-/// A compiled WHERE condition.
-#[derive(Debug, Clone)]
-pub enum Filter {
-    /// `level <op> n`
-    Level(CompareOp, u16),
-    /// `kind = name`: `None` names bare EDU runs (`edu`).
-    Kind(bool, Option<NodeKind>),
-    /// `title ~ regex`
-    Title(Regex),
-    /// `doc = 'id'`
-    Doc(String),
-    /// A metadata condition: the documents meeting it (looked up once,
-    /// when the statement is bound).
-    Docs(Arc<BTreeSet<String>>),
-    /// `time <op> t`: the candidate's session turn's time (seconds since
-    /// the Unix epoch); a turn without a time never matches.
-    Time(CompareOp, i64),
-    /// `page <op> n`: some page (1-based) the candidate lies on meets it;
-    /// a candidate of a document without pages (not a PDF) never does.
-    Page(CompareOp, u32),
-    /// Every one.
-    And(Vec<Filter>),
-    /// At least one.
-    Or(Vec<Filter>),
-    /// Not.
-    Not(Box<Filter>),
-}
-
 /// EXPAND, bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Growth {
@@ -224,27 +195,6 @@ pub const KIND_NAMES: [&str; 7] = [
     "table",
     "edu",
 ];
-
-/// What the binder needs to know about the store.
-pub trait Catalog {
-    /// Every document id, sorted (session turns are not listed).
-    fn document_ids(&self) -> crate::error::Result<Vec<String>>;
-    /// Number of nodes and EDUs of a document, `None` when it does not exist.
-    fn document_size(&self, id: &str) -> crate::error::Result<Option<(u32, u32)>>;
-    /// Every session id, sorted.
-    fn session_ids(&self) -> crate::error::Result<Vec<String>>;
-    /// A session's turn document ids in turn order, each with its time
-    /// (seconds since the Unix epoch) when it has one; `None` when the
-    /// session does not exist.
-    fn session_turns(&self, id: &str) -> crate::error::Result<Option<TimedTurns>>;
-    /// The documents (session turns included) whose metadata key `key`
-    /// passes `test`.
-    fn documents_matching(
-        &self,
-        key: &str,
-        test: &MetaTest,
-    ) -> crate::error::Result<BTreeSet<String>>;
-}
 
 /// Binds `statement` (parsed from `source`) with `params` against `catalog`.
 pub fn bind(

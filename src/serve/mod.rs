@@ -27,16 +27,18 @@
 //! |---|---|---|
 //! | `GET /openapi.json` | | this API's OpenAPI 3.1 document (`src/serve/openapi.json`) |
 //! | `GET /health` | | `{store, version, max_body_bytes}` |
-//! | `GET /docs` | | `docs --json` |
+//! | `GET /docs` | `where` (a condition on metadata; none: all) | `docs --json` |
 //! | `PUT /docs/{id}` | the document's bytes; `format` (else sniffed) | `ingest --json`'s document |
 //! | `DELETE /docs/{id}` | | `rm --json` |
-//! | `POST /ingest` | `{documents: [{id, text or data_base64 (a PDF), format?}], structurer?, ip_maker?}` | a job's status (202) |
+//! | `POST /ingest` | `{documents: [{id, text or data_base64 (a PDF), format?, metadata?}], structurer?, ip_maker?, metadata?}` | a job's status (202) |
 //! | `GET /jobs/{job}` | | the job's status; once it ended, its documents and failures, or its error |
 //! | `DELETE /jobs/{job}` | | cancels the job; its status |
 //! | `GET /docs/{id}/tree` | | `tree --json` |
 //! | `GET /docs/{id}/edus` | `first`, `last` (inclusive; none: all) | `show --json` |
 //! | `GET /docs/{id}/pages` | | a PDF's pages and lines with their bytes and boxes; null for other formats |
 //! | `GET /docs/{id}/dag` | `level` | `dag --json` |
+//! | `GET /docs/{id}/metadata` | | `meta DOC --json` |
+//! | `PATCH /docs/{id}/metadata` | `{set?: {key: value}, unset?: [key]}` | `meta DOC set --json` |
 //! | `GET /stats` | | `stats --json` |
 //! | `GET /check` | | `check --json` |
 //! | `POST /reindex` | | `reindex --json` |

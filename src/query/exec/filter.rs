@@ -1,7 +1,7 @@
 //! WHERE: which candidates a statement's filter keeps.
 
 use crate::query::ast::CompareOp;
-use crate::query::plan::Filter;
+use crate::query::condition::Filter;
 use crate::query::select::Candidate;
 use crate::query::view::View;
 

@@ -1,16 +1,48 @@
-//! WHERE's conditions on whole documents (`meta.KEY …`, `doc = 'id'`):
-//! a metadata condition is looked up in the store's metadata index when
+//! A compiled WHERE condition ([`Filter`]), and its conditions on whole
+//! documents (`meta.KEY …`, `doc = 'id'`): a metadata condition is looked up in the store's metadata index when
 //! the statement is bound, and the documents a WHERE clause allows
 //! become the documents the query seeds from, so they restrict the seed
 //! before ranking instead of filtering what a budget already cut.
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
+use std::sync::Arc;
+
+use regex::Regex;
 
 use super::ast::CompareOp;
-use super::plan::{Catalog, Filter};
+use super::catalog::Catalog;
 use crate::error::Result;
 use crate::model::metadata::{MetaTest, MetaValue};
+use crate::model::tree::NodeKind;
+
+/// A compiled WHERE condition.
+#[derive(Debug, Clone)]
+pub enum Filter {
+    /// `level <op> n`
+    Level(CompareOp, u16),
+    /// `kind = name`: `None` names bare EDU runs (`edu`).
+    Kind(bool, Option<NodeKind>),
+    /// `title ~ regex`
+    Title(Regex),
+    /// `doc = 'id'`
+    Doc(String),
+    /// A metadata condition: the documents meeting it (looked up once,
+    /// when the statement is bound).
+    Docs(Arc<BTreeSet<String>>),
+    /// `time <op> t`: the candidate's session turn's time (seconds since
+    /// the Unix epoch); a turn without a time never matches.
+    Time(CompareOp, i64),
+    /// `page <op> n`: some page (1-based) the candidate lies on meets it;
+    /// a candidate of a document without pages (not a PDF) never does.
+    Page(CompareOp, u32),
+    /// Every one.
+    And(Vec<Filter>),
+    /// At least one.
+    Or(Vec<Filter>),
+    /// Not.
+    Not(Box<Filter>),
+}
 
 /// A metadata condition with its values bound.
 #[derive(Debug, Clone)]
