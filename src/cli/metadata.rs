@@ -74,6 +74,7 @@ fn assignment(pair: &str) -> edudb::Result<(String, MetaValue)> {
             "metadata {pair:?}: expected KEY=VALUE or KEY:=JSON"
         )));
     };
+    edudb::model::metadata::check_key(key.strip_suffix(':').unwrap_or(key))?;
     let value = match key.strip_suffix(':') {
         Some(key) => {
             let json: serde_json::Value = serde_json::from_str(value).map_err(|e| {

@@ -90,23 +90,7 @@ pub const MAX_STATEMENT_BYTES: usize = 64 * 1024;
 
 /// Parses one statement (an optional trailing `;` allowed).
 pub fn parse(source: &str) -> Result<Statement, QueryError> {
-    if source.len() > MAX_STATEMENT_BYTES {
-        return Err(QueryError::new(
-            source,
-            MAX_STATEMENT_BYTES..MAX_STATEMENT_BYTES + 1,
-            format!(
-                "the statement is {} bytes long; at most {MAX_STATEMENT_BYTES} are accepted",
-                source.len()
-            ),
-        ));
-    }
-    let tokens = tokenize(source)?;
-    let mut parser = Parser {
-        source,
-        tokens,
-        next: 0,
-        nesting: 0,
-    };
+    let mut parser = Parser::of(source, "statement")?;
     let statement = parser.statement()?;
     parser.eat_symbol(";");
     if !matches!(parser.peek().kind, TokenKind::End) {
@@ -118,22 +102,7 @@ pub fn parse(source: &str) -> Result<Statement, QueryError> {
 /// Parses a condition alone, as a WHERE clause writes it (for listing
 /// documents by their metadata: `docs --where`).
 pub fn parse_condition(source: &str) -> Result<Pred, QueryError> {
-    if source.len() > MAX_STATEMENT_BYTES {
-        return Err(QueryError::new(
-            source,
-            MAX_STATEMENT_BYTES..MAX_STATEMENT_BYTES + 1,
-            format!(
-                "the condition is {} bytes long; at most {MAX_STATEMENT_BYTES} are accepted",
-                source.len()
-            ),
-        ));
-    }
-    let mut parser = Parser {
-        source,
-        tokens: tokenize(source)?,
-        next: 0,
-        nesting: 0,
-    };
+    let mut parser = Parser::of(source, "condition")?;
     let condition = parser.or_pred()?;
     if !matches!(parser.peek().kind, TokenKind::End) {
         return Err(parser.unexpected("AND, OR or the end of the condition", &[]));
@@ -162,6 +131,29 @@ struct Parser<'a> {
     next: usize,
     /// Open parentheses around the condition being parsed.
     nesting: usize,
+}
+
+impl<'a> Parser<'a> {
+    /// A parser of `source` (a `what`: statement or condition), refused
+    /// past [`MAX_STATEMENT_BYTES`].
+    fn of(source: &'a str, what: &str) -> Result<Parser<'a>, QueryError> {
+        if source.len() > MAX_STATEMENT_BYTES {
+            return Err(QueryError::new(
+                source,
+                MAX_STATEMENT_BYTES..MAX_STATEMENT_BYTES + 1,
+                format!(
+                    "the {what} is {} bytes long; at most {MAX_STATEMENT_BYTES} are accepted",
+                    source.len()
+                ),
+            ));
+        }
+        Ok(Parser {
+            source,
+            tokens: tokenize(source)?,
+            next: 0,
+            nesting: 0,
+        })
+    }
 }
 
 impl Parser<'_> {
