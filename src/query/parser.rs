@@ -10,7 +10,7 @@ use super::lexer::{Token, TokenKind, tokenize};
 
 /// Every word of the grammar, spelt as in `docs/query-language.md` (for
 /// completion in the console; a test keeps it equal to the documented EBNF).
-pub const KEYWORDS: [&str; 57] = [
+pub const KEYWORDS: [&str; 63] = [
     "ACROSS",
     "ALPHA",
     "AND",
@@ -19,15 +19,18 @@ pub const KEYWORDS: [&str; 57] = [
     "BUDGET",
     "BOXES",
     "BY",
+    "CONTAINS",
     "CONTEXT",
     "DAG",
     "DEPTH",
     "DOCS",
     "EDUS",
+    "EXISTS",
     "EXPAND",
     "EXPLAIN",
     "FROM",
     "HYBRID",
+    "IN",
     "JSON",
     "LEVEL",
     "LIMIT",
@@ -62,12 +65,15 @@ pub const KEYWORDS: [&str; 57] = [
     "WITH",
     "doc",
     "docs",
+    "false",
     "kind",
     "level",
+    "meta",
     "page",
     "session",
     "time",
     "title",
+    "true",
 ];
 
 /// Clause keywords of SELECT after FROM.

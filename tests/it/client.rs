@@ -31,11 +31,16 @@ fn a_client_reads_what_the_library_reads_over_tcp_and_the_socket() {
             untimed(Api::query(&db, statement, &params, false).unwrap()),
             Api::check(&db).unwrap(),
         ];
+        // Listed with their metadata (none here).
         let documents: Vec<Value> = db
             .documents()
             .unwrap()
             .iter()
-            .map(|d| d.to_json())
+            .map(|d| {
+                let mut row = d.to_json();
+                row["metadata"] = serde_json::json!({});
+                row
+            })
             .collect();
         let hits: Vec<Value> = db
             .search("ramen", 5)

@@ -697,6 +697,30 @@ fn every_route_answers_as_the_document_says() {
     assert_eq!(layout["source_bytes"], pdf.len(), "{layout}");
     assert!(get("/v1/docs/notes/pages").expect(200).is_null());
     get("/v1/docs/absent/pages").error(404, "user");
+    // Metadata: given in a job, read, changed, listed by a condition.
+    let job = post(
+        "/v1/ingest",
+        json!({"metadata": {"company": "Boeing"}, "documents": [
+            {"id": "filing", "text": "# Filing\n\nRevenue grew.", "format": "markdown", "metadata": {"year": 2021}}
+        ]}),
+    )
+    .expect(202);
+    assert_eq!(settled(&job["job"])["state"], "done");
+    let read = get("/v1/docs/filing/metadata").expect(200);
+    assert_eq!(read["metadata"], json!({"company": "Boeing", "year": 2021}));
+    let patch = |path: &str, body: Value| spec.call(&tcp, "PATCH", path, Body::Json(body));
+    let change = json!({"set": {"tags": ["risk"]}, "unset": ["company"]});
+    let changed = patch("/v1/docs/filing/metadata", change).expect(200);
+    assert_eq!(changed["metadata"], json!({"year": 2021, "tags": ["risk"]}));
+    let listed = get("/v1/docs?where=meta.year%20%3E%3D%202020").expect(200);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["id"], "filing", "{listed}");
+    get("/v1/docs?where=meta.year%20%3E").error(400, "user");
+    get("/v1/docs/absent/metadata").error(404, "user");
+    patch("/v1/docs/filing/metadata", json!({"set": {"bad key": 1}})).error(400, "user");
+    patch("/v1/docs/filing/metadata", json!({"sett": {}})).error(422, "user");
+    delete("/v1/docs/filing").expect(200);
+
     let encoded = {
         use base64::Engine as _;
         base64::engine::general_purpose::STANDARD.encode(&pdf)

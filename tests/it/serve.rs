@@ -131,11 +131,16 @@ fn reads_answer_with_the_libraries_json() {
     let statement = "SELECT SPANS FROM * SEED BM25($q) BUDGET 64 TOKENS";
     let (docs, stats, hits, tree, result) = {
         let db = Db::open(&path).unwrap();
+        // Listed with their metadata (none here).
         let docs: Vec<Value> = db
             .documents()
             .unwrap()
             .iter()
-            .map(|d| d.to_json())
+            .map(|d| {
+                let mut row = d.to_json();
+                row["metadata"] = serde_json::json!({});
+                row
+            })
             .collect();
         let hits: Vec<Value> = db
             .search("snow", 5)

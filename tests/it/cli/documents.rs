@@ -80,7 +80,9 @@ fn listings_have_the_documented_json_shapes() {
     for doc in docs.as_array().unwrap() {
         assert_eq!(
             sorted_keys(doc),
-            ["bytes", "edus", "id", "nodes", "title", "tokens"]
+            [
+                "bytes", "edus", "id", "metadata", "nodes", "title", "tokens"
+            ]
         );
     }
 
