@@ -1,8 +1,9 @@
 //! A compiled WHERE condition ([`Filter`]), and its conditions on whole
-//! documents (`meta.KEY …`, `doc = 'id'`): a metadata condition is looked up in the store's metadata index when
-//! the statement is bound, and the documents a WHERE clause allows
-//! become the documents the query seeds from, so they restrict the seed
-//! before ranking instead of filtering what a budget already cut.
+//! documents (`meta.KEY …`, `doc = 'id'`): a metadata condition is looked
+//! up in the store's metadata index when the statement is bound, and the
+//! documents a WHERE clause allows become the documents the query seeds
+//! from, so they restrict the seed before ranking instead of filtering
+//! what a budget already cut.
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
