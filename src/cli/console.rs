@@ -536,7 +536,10 @@ mod tests {
         let (start, words) = complete("SHOW TR", 7, &ids());
         assert_eq!(
             (start, words),
-            (5, vec!["TRAVERSE".to_owned(), "TREE".to_owned()])
+            (
+                5,
+                vec!["TRAVERSE".to_owned(), "TREE".to_owned(), "true".to_owned()]
+            )
         );
         let (_, words) = complete("SELECT FROM * WHERE kind = sec", 30, &ids());
         assert_eq!(words, vec!["section".to_owned()]);
