@@ -8,8 +8,8 @@ use rkyv::vec::ArchivedVec;
 use super::handle::{Batch, Bytes, Store};
 use super::kept_apart::PIECE_BYTES;
 use super::records::{
-    COST, DAG, EDUS, META, METADATA, PACKED_VECTORS, PAGES, PIECEABLE, RECORDS, TEXT, TREE,
-    VECTORS, access, archive, decode_cost, decode_meta, key, same_id,
+    COST, DAG, EDUS, META, PACKED_VECTORS, PAGES, PIECEABLE, RECORDS, TEXT, TREE, VECTORS, access,
+    archive, decode_cost, decode_meta, key, same_id,
 };
 use crate::compute::quantize::pack;
 use crate::error::{Error, Result};
@@ -324,7 +324,7 @@ impl Store {
             edus,
             tree,
             pages: None,
-            metadata: self.value(&key(METADATA, id))?,
+            metadata: self.metadata_record(id)?,
         };
         same_id(id, &doc.meta()?.id, || format!("{}{id}", META as char))?;
         if doc.meta()?.format == ArchivedFormat::Pdf {

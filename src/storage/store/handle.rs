@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::ballast::Ballast;
 use super::engine_files;
 use super::log_pages::{self, LogContents, LogRecovery};
-use super::records::{EMBEDDER_KEY, VERSION_KEY};
+use super::records::{EMBEDDER_KEY, HAS_METADATA_KEY, VERSION_KEY};
 use crate::error::{Error, Result};
 use crate::storage::fork_release::ReleasedOnFork;
 use crate::storage::record_files::RecordFiles;
@@ -55,6 +55,8 @@ pub struct Store {
     stale_files: std::sync::Mutex<Vec<String>>,
     /// Disk space held for removals on a full disk.
     ballast: Ballast,
+    /// Whether any document was ever given metadata (`HAS_METADATA_KEY`).
+    pub(super) has_metadata: std::sync::atomic::AtomicBool,
     /// Why the handle was abandoned: the first file-system failure sled
     /// reported through it.
     abandoned: std::sync::OnceLock<String>,
@@ -403,10 +405,13 @@ impl Store {
             files: RecordFiles::new(dir.join(RECORD_FILES_DIR)),
             stale_files: std::sync::Mutex::default(),
             ballast,
+            has_metadata: Default::default(),
             abandoned: std::sync::OnceLock::new(),
             #[cfg(test)]
             fail_next_flush: Default::default(),
         };
+        let has_metadata = store.holds(HAS_METADATA_KEY)?;
+        (store.has_metadata).store(has_metadata, std::sync::atomic::Ordering::Relaxed);
         store.settle_format()?;
         store.sweep_record_files()?;
         store.ballast.restore(REMOVAL_RESERVE);

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use super::handle::{Batch, Store};
-use super::records::{META, METADATA, METADATA_INDEX, key};
+use super::records::{HAS_METADATA_KEY, META, METADATA, METADATA_INDEX, key};
 use crate::error::{Error, Result};
 use crate::model::metadata::{MetaTest, MetaValue, Metadata};
 
@@ -133,7 +133,7 @@ impl Store {
 
     /// The metadata record of document `id`, if it has one.
     pub(super) fn stored_metadata(&self, id: &str) -> Result<Option<Metadata>> {
-        let Some(bytes) = self.value(&key(METADATA, id))? else {
+        let Some(bytes) = self.metadata_record(id)? else {
             return Ok(None);
         };
         Metadata::decode(&bytes)
@@ -141,10 +141,22 @@ impl Store {
             .ok_or_else(|| damaged(id))
     }
 
+    /// The bytes of document `id`'s metadata record, looked up only in a
+    /// store where some document was given metadata.
+    pub(super) fn metadata_record(&self, id: &str) -> Result<Option<super::handle::Bytes>> {
+        if !self.has_metadata.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(None);
+        }
+        self.value(&key(METADATA, id))
+    }
+
     /// Every document that has metadata, with it, in id order; a record
     /// that does not decode is returned as its damage.
     pub fn all_metadata(&self) -> Result<Vec<(String, Result<Metadata>)>> {
         let mut all = Vec::new();
+        if !self.has_metadata.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(all);
+        }
         for entry in self.scan(&[METADATA])? {
             let (record, bytes) = entry?;
             let id = String::from_utf8_lossy(&record[1..]).into_owned();
@@ -177,6 +189,8 @@ impl Store {
     ) -> Result<()> {
         self.remove_metadata(batch, id)?;
         if !metadata.is_empty() {
+            batch.insert(HAS_METADATA_KEY, b"1");
+            (self.has_metadata).store(true, std::sync::atomic::Ordering::Relaxed);
             batch.insert(&key(METADATA, id), &metadata.encode());
             for entry in entries(id, metadata) {
                 batch.insert(&entry, &[]);
@@ -190,7 +204,7 @@ impl Store {
     /// entries are found by scanning the index.
     pub(super) fn remove_metadata(&self, batch: &mut Batch<'_>, id: &str) -> Result<()> {
         let record = key(METADATA, id);
-        match self.value(&record)? {
+        match self.metadata_record(id)? {
             None => return Ok(()),
             Some(bytes) => match Metadata::decode(&bytes) {
                 Some(old) => {
@@ -218,6 +232,9 @@ impl Store {
     /// record that does not decode is named by the document's own check.
     pub(super) fn metadata_damage(&self) -> Result<Vec<(String, Error)>> {
         let mut damage = Vec::new();
+        if !self.has_metadata.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(damage);
+        }
         let mut name = |id: String, message: String| {
             let error = Error::Invariant {
                 doc: id.clone(),

@@ -20,6 +20,11 @@ pub(super) const TRIMMED_KEY: &[u8] = b"\0trimmed";
 
 pub(super) const EMBEDDER_KEY: &[u8] = b"\0embedder";
 
+/// Present once any document was given metadata: a store without it never
+/// looks a document's metadata record up, so its reads touch only the
+/// pages they did before metadata existed.
+pub(super) const HAS_METADATA_KEY: &[u8] = b"\0metadata";
+
 /// The documents found lost to a damaged change log ([`Loss`](super::Loss), JSON).
 pub(super) const LOST_KEY: &[u8] = b"\0lost";
 
