@@ -184,6 +184,20 @@ impl MetaTest {
             }
         }
     }
+
+    /// Whether `value`, of the test's type, lies beyond a range's upper
+    /// bound, so that no larger value passes either (never for other tests).
+    pub fn is_past(&self, value: &MetaValue) -> bool {
+        match self {
+            MetaTest::Range(_, Bound::Included(high)) => {
+                order(value, high).is_some_and(|o| o.is_gt())
+            }
+            MetaTest::Range(_, Bound::Excluded(high)) => {
+                order(value, high).is_some_and(|o| o.is_ge())
+            }
+            _ => false,
+        }
+    }
 }
 
 /// How `a` orders against `b` when both are of one type other than a list

@@ -61,12 +61,13 @@ fn terminated(text: &str) -> Vec<u8> {
 fn entries(id: &str, metadata: &Metadata) -> Vec<Vec<u8>> {
     let mut keys = Vec::new();
     for (name, value) in metadata.iter() {
-        let values: Vec<(u8, Vec<u8>)> = match value {
-            MetaValue::List(items) => std::iter::once((b'L', Vec::new()))
-                .chain(items.iter().map(|item| (b'l', terminated(item))))
-                .collect(),
-            single => vec![encoded(single)],
+        // A list's own entry (`L`), then one per element.
+        let items = match value {
+            MetaValue::List(items) => items.as_slice(),
+            _ => &[],
         };
+        let values = std::iter::once(encoded(value))
+            .chain(items.iter().map(|item| (b'l', terminated(item))));
         for (tag, bytes) in values {
             let mut key = name_prefix(name);
             key.push(tag);
@@ -329,31 +330,15 @@ impl Store {
                     message: "it does not decode".into(),
                 });
             };
-            let passes = match test {
-                MetaTest::Range(_, high) if !test.passes(&value) => {
-                    // Past the upper bound: nothing later passes.
-                    if !matches!(high, Bound::Unbounded) && past(&value, high) {
-                        break;
-                    }
-                    false
-                }
-                _ => true,
-            };
-            if passes {
+            // Entries come in value order: past the upper bound, none passes.
+            if test.is_past(&value) {
+                break;
+            }
+            if test.passes(&value) {
                 found.insert(id);
             }
         }
         Ok(found)
-    }
-}
-
-/// Whether `value` lies beyond the upper bound `high`.
-fn past(value: &MetaValue, high: &Bound<MetaValue>) -> bool {
-    use crate::model::metadata::order;
-    match high {
-        Bound::Included(high) => order(value, high).is_some_and(|o| o.is_gt()),
-        Bound::Excluded(high) => order(value, high).is_some_and(|o| o.is_ge()),
-        Bound::Unbounded => false,
     }
 }
 
