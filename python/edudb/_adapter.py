@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, Union
 
+from ._filters import PARAM_PREFIX, Where, with_where
+
 DEFAULT_STATEMENT = "SELECT SPANS FROM * SEED BM25($q) BUDGET $budget TOKENS"
 """The adapters' default statement: BM25-seeded structure-then-select
 retrieval under the budget."""
@@ -24,9 +26,11 @@ def retrieve(
     params: Mapping[str, Union[str, int, float]],
     top: Optional[int] = None,
     order: Order = "score",
+    where: Optional[Where] = None,
 ) -> List[Tuple[str, Dict[str, Any]]]:
     """Runs ``statement`` with ``$q`` = ``query`` and ``$budget`` =
-    ``budget`` (when the statement names it) plus ``params``; each picked
+    ``budget`` (when the statement names it) plus ``params``, restricted
+    by ``where`` (a compiled filter, added to it as a WHERE clause); each picked
     span's text and metadata, best score first (ties in document order)
     or in document order as ``order`` says, at most ``top`` of them (the
     best-scored ``top`` either way)."""
@@ -37,6 +41,13 @@ def retrieve(
     bound: Dict[str, Union[str, int, float]] = {"q": query, **params}
     if re.search(r"\$budget\b", statement):
         bound.setdefault("budget", budget)
+    if where is not None:
+        clash = sorted(name for name in bound if name.startswith(PARAM_PREFIX))
+        if clash:
+            raise ValueError(f"parameters named {PARAM_PREFIX}N are a filter's own: rename {clash}")
+        condition, filter_params = where
+        statement = with_where(statement, condition)
+        bound.update(filter_params)
     items = list(store.query(statement, **bound).items)
     best = sorted(range(len(items)), key=lambda i: -items[i].score)[:top]
     kept = best if order == "score" else sorted(best)

@@ -14,6 +14,14 @@ at most ``k`` of them when ``k`` is set (on the retriever, or per call:
 (``doc``, ``node``, ``kind``, ``level``, ``title``, ``edus``, ``bytes``,
 ``tokens``, ``score``), so an answer can cite exactly where its context
 came from.
+
+``filter`` restricts the documents by their metadata, as LangChain's vector
+stores take it (on the retriever, or per call): an operator mapping such as
+``{"company": "Boeing", "year": {"$gte": 2020}, "form": {"$in": ["10-K",
+"10-Q"]}}`` (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``,
+``$in``, ``$nin``, ``$between``, ``$contains``, ``$exists``, ``$and``,
+``$or``, ``$not``), or edudb's own condition (``"meta.year >= 2020"``). It
+restricts what the seed ranks, so the budget fills from matching documents.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ except ImportError as missing:  # pragma: no cover - exercised without the packa
     ) from missing
 
 from ._adapter import DEFAULT_STATEMENT, Order, retrieve
+from ._filters import Filter, compile_filter
 
 
 class EdudbRetriever(BaseRetriever):
@@ -50,13 +59,29 @@ class EdudbRetriever(BaseRetriever):
     order: Order = "score"
     """``"score"``: best first; ``"document"``: as they lie in their
     documents."""
+    filter: Optional[Filter] = None
+    """Only documents whose metadata meets this: an operator mapping or
+    edudb's own condition (a call's ``filter=`` replaces it)."""
 
     model_config = {"extra": "forbid"}
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: Optional[int] = None
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: Optional[int] = None,
+        filter: Optional[Filter] = None,
     ) -> List[Document]:
+        chosen = filter if filter is not None else self.filter
         found = retrieve(
-            self.store, self.statement, query, self.budget, self.params, k if k is not None else self.k, self.order
+            self.store,
+            self.statement,
+            query,
+            self.budget,
+            self.params,
+            k if k is not None else self.k,
+            self.order,
+            None if chosen is None else compile_filter(chosen),
         )
         return [Document(page_content=text, metadata=metadata) for text, metadata in found]

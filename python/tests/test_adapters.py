@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import sys
+from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
@@ -129,3 +132,179 @@ def test_an_adapter_without_its_framework_says_what_to_install(
     monkeypatch.setitem(sys.modules, framework, None)
     with pytest.raises(ImportError, match="pip install"):
         importlib.import_module(adapter)
+
+
+# Metadata of the demo RFCs for the filter tests: a number, a text, a date,
+# a boolean and a list, so each kind of comparison has something to hold.
+RFC_METADATA = {
+    "0002-rfc-process": {"year": 2014, "team": "core", "filed": "2014-03-11", "accepted": True, "tags": ["process"]},
+    "0505-api-comment-conventions": {"year": 2014, "team": "libs", "filed": "2014-12-08", "accepted": True, "tags": ["docs"]},
+    "1618-ergonomic-format-args": {"year": 2016, "team": "libs", "filed": "2016-05-17", "accepted": False, "tags": ["macros", "strings"]},
+    "2124-option-filter": {"year": 2017, "team": "libs", "filed": "2017-08-25", "accepted": True, "tags": ["std"], "editor": "nrc"},
+    "2585-unsafe-block-in-unsafe-fn": {"year": 2018, "team": "lang", "filed": "2018-11-04", "accepted": True, "tags": ["unsafe", "std"]},
+}
+QUESTION = "how should unsafe code and the standard library be documented"
+
+
+@pytest.fixture
+def filed(tmp_path: Path) -> Iterator[edudb.Store]:
+    """The demo RFCs, each with its :data:`RFC_METADATA`."""
+    with edudb.open(tmp_path / "filed.db") as db:
+        for name, metadata in RFC_METADATA.items():
+            db.ingest(DEMO / f"{name}.md", metadata=metadata)
+        yield db
+
+
+def by_hand(store: edudb.Store, condition: str, budget: int = 400) -> list:
+    """What the default statement returns with ``condition`` written into
+    it, best first: what a filter must come to."""
+    statement = f"SELECT SPANS FROM * WHERE {condition} SEED BM25($q) BUDGET $budget TOKENS"
+    return sorted(store.query(statement, q=QUESTION, budget=budget).items, key=lambda item: -item.score)
+
+
+# Each operator mapping (LangChain's vector stores' filter), the condition
+# it must come to, and the documents that condition allows.
+MAPPINGS = [
+    ({"team": "libs"}, "meta.team = 'libs'"),
+    ({"team": "libs", "year": {"$gte": 2016}}, "meta.team = 'libs' AND meta.year >= 2016"),
+    ({"year": {"$gt": 2014, "$lte": 2017}}, "meta.year > 2014 AND meta.year <= 2017"),
+    ({"year": {"$lt": 2016}}, "meta.year < 2016"),
+    ({"team": {"$ne": "libs"}}, "meta.team != 'libs'"),
+    ({"team": {"$in": ["core", "lang"]}}, "meta.team IN ('core', 'lang')"),
+    ({"year": {"$nin": [2014, 2018]}}, "NOT meta.year IN (2014, 2018)"),
+    ({"year": {"$between": [2016, 2017]}}, "meta.year BETWEEN 2016 AND 2017"),
+    ({"tags": {"$contains": "std"}}, "meta.tags CONTAINS 'std'"),
+    ({"accepted": False}, "meta.accepted = false"),
+    ({"filed": {"$gte": datetime.date(2016, 1, 1)}}, "meta.filed >= '2016-01-01'"),
+    ({"filed": {"$lt": datetime.datetime(2017, 1, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))}},
+     "meta.filed < '2016-12-31T23:00:00Z'"),
+    ({"editor": {"$exists": False}}, "NOT EXISTS meta.editor"),
+    ({"$or": [{"team": "lang"}, {"tags": {"$contains": "docs"}}]}, "meta.team = 'lang' OR meta.tags CONTAINS 'docs'"),
+    ({"$and": [{"team": "libs"}, {"$not": {"year": 2016}}]}, "meta.team = 'libs' AND NOT meta.year = 2016"),
+]
+
+
+@pytest.mark.parametrize("mapping, condition", MAPPINGS, ids=[c for _, c in MAPPINGS])
+def test_langchain_filters_restrict_the_documents_as_the_condition_they_write(
+    filed: edudb.Store, mapping: dict, condition: str
+) -> None:
+    from edudb.langchain import EdudbRetriever
+
+    want = by_hand(filed, condition)
+    assert want, f"{condition} must find something for the test to mean anything"
+    allowed = {d.id for d in filed.docs(where=condition)}
+    assert allowed != set(RFC_METADATA), f"{condition} must leave some document out"
+    for documents in (
+        EdudbRetriever(store=filed, budget=400, filter=mapping).invoke(QUESTION),
+        EdudbRetriever(store=filed, budget=400).invoke(QUESTION, filter=mapping),
+    ):
+        assert [(d.page_content, d.metadata["doc"]) for d in documents] == [(i.text, i.doc) for i in want]
+        assert {d.metadata["doc"] for d in documents} <= allowed
+
+
+def test_a_filter_fills_the_budget_from_matching_documents(filed: edudb.Store) -> None:
+    from edudb.langchain import EdudbRetriever
+
+    unfiltered = EdudbRetriever(store=filed, budget=300).invoke(QUESTION)
+    assert any(d.metadata["doc"] != "0505-api-comment-conventions" for d in unfiltered)
+    only = EdudbRetriever(store=filed, budget=300, filter={"tags": {"$contains": "docs"}}).invoke(QUESTION)
+    assert {d.metadata["doc"] for d in only} == {"0505-api-comment-conventions"}
+    # Restricted before ranking, not after: the budget is spent on the one document.
+    assert sum(d.metadata["tokens"] for d in only) > 200
+
+
+def test_langchain_takes_edudb_s_own_condition_and_a_call_s_filter_replaces_the_retriever_s(filed: edudb.Store) -> None:
+    from edudb.langchain import EdudbRetriever
+
+    retriever = EdudbRetriever(store=filed, budget=400, filter="meta.team = 'lang'")
+    assert {d.metadata["doc"] for d in retriever.invoke(QUESTION)} == {"2585-unsafe-block-in-unsafe-fn"}
+    assert {d.metadata["doc"] for d in retriever.invoke(QUESTION, filter={"team": "core"})} == {"0002-rfc-process"}
+    # The statement's own parameters and the filter's are bound side by side.
+    scoped = EdudbRetriever(
+        store=filed,
+        statement="SELECT SPANS FROM * WHERE level >= $lowest SEED BM25($q) BUDGET 400 TOKENS -- a comment",
+        params={"lowest": 0},
+    )
+    with pytest.raises(edudb.QueryError, match="WHERE is given twice"):
+        scoped.invoke(QUESTION, filter={"team": "libs"})
+    trailing = EdudbRetriever(store=filed, statement=SPANS + "; -- the end", budget=400, filter={"team": "core"})
+    assert {d.metadata["doc"] for d in trailing.invoke(QUESTION)} == {"0002-rfc-process"}
+
+
+@pytest.mark.parametrize(
+    "mapping, message",
+    [
+        ({"year": {"$like": "20%"}}, "unknown filter operator '\\$like'"),
+        ({"$nor": [{"year": 2014}]}, "unknown filter operator '\\$nor'"),
+        ({"year-filed": 2014}, "is not a metadata key"),
+        ({"year": {"$in": []}}, "non-empty list"),
+        ({"year": {"$in": 2014}}, "non-empty list"),
+        ({"year": {"$between": [2014]}}, "low, high"),
+        ({"year": {"$exists": "yes"}}, "true or false"),
+        ({"filed": datetime.datetime(2016, 1, 1)}, "no time zone"),
+        ({"year": None}, "not NoneType"),
+        ({}, "non-empty mapping"),
+        ({"$and": []}, "AND of no conditions"),
+    ],
+)
+def test_filters_that_cannot_be_written_are_refused_saying_why(filed: edudb.Store, mapping: dict, message: str) -> None:
+    from edudb.langchain import EdudbRetriever
+
+    with pytest.raises(ValueError, match=message):
+        EdudbRetriever(store=filed, filter=mapping).invoke(QUESTION)
+
+
+def test_a_statement_parameter_named_like_a_filter_s_is_refused(filed: edudb.Store) -> None:
+    from edudb.langchain import EdudbRetriever
+
+    retriever = EdudbRetriever(store=filed, params={"edudb_filter_0": "x"}, filter={"team": "core"})
+    with pytest.raises(ValueError, match="filter's own"):
+        retriever.invoke(QUESTION)
+
+
+def test_llama_index_metadata_filters_restrict_the_documents_as_the_condition_they_write(filed: edudb.Store) -> None:
+    from llama_index.core.vector_stores.types import (
+        ExactMatchFilter,
+        FilterCondition,
+        FilterOperator,
+        MetadataFilter,
+        MetadataFilters,
+    )
+
+    from edudb.llama_index import EdudbRetriever
+
+    def f(key: str, value: Any, operator: FilterOperator = FilterOperator.EQ) -> MetadataFilter:
+        return MetadataFilter(key=key, value=value, operator=operator)
+
+    cases = [
+        (MetadataFilters(filters=[f("team", "libs"), f("year", 2016, FilterOperator.GTE)]),
+         "meta.team = 'libs' AND meta.year >= 2016"),
+        (MetadataFilters(filters=[f("team", "lang"), f("year", 2014, FilterOperator.LT)], condition=FilterCondition.OR),
+         "meta.team = 'lang' OR meta.year < 2014"),
+        (MetadataFilters(filters=[f("team", ["core", "lang"], FilterOperator.IN)]), "meta.team IN ('core', 'lang')"),
+        (MetadataFilters(filters=[f("year", [2014, 2018], FilterOperator.NIN)]), "NOT meta.year IN (2014, 2018)"),
+        (MetadataFilters(filters=[f("team", "libs", FilterOperator.NE), f("year", 2014, FilterOperator.GT),
+                                  f("year", 2018, FilterOperator.LTE)]),
+         "meta.team != 'libs' AND meta.year > 2014 AND meta.year <= 2018"),
+        (MetadataFilters(filters=[f("tags", "std", FilterOperator.CONTAINS)]), "meta.tags CONTAINS 'std'"),
+        (MetadataFilters(filters=[f("tags", ["docs", "unsafe"], FilterOperator.ANY)]),
+         "meta.tags CONTAINS 'docs' OR meta.tags CONTAINS 'unsafe'"),
+        (MetadataFilters(filters=[f("tags", ["unsafe", "std"], FilterOperator.ALL)]),
+         "meta.tags CONTAINS 'unsafe' AND meta.tags CONTAINS 'std'"),
+        (MetadataFilters(filters=[f("team", "libs")], condition=FilterCondition.NOT), "NOT meta.team = 'libs'"),
+        (MetadataFilters(filters=[ExactMatchFilter(key="team", value="core")]), "meta.team = 'core'"),
+        (MetadataFilters(
+            filters=[f("team", "libs"),
+                     MetadataFilters(filters=[f("year", 2014), f("year", 2017)], condition=FilterCondition.OR)]),
+         "meta.team = 'libs' AND (meta.year = 2014 OR meta.year = 2017)"),
+        ("meta.year BETWEEN 2016 AND 2017", "meta.year BETWEEN 2016 AND 2017"),
+    ]
+    for filters, condition in cases:
+        want = by_hand(filed, condition)
+        assert want, condition
+        nodes = EdudbRetriever(filed, budget=400, filters=filters).retrieve(QUESTION)
+        assert [(n.node.get_content(), n.node.metadata["doc"]) for n in nodes] == [(i.text, i.doc) for i in want], condition
+
+    for operator in (FilterOperator.TEXT_MATCH, FilterOperator.IS_EMPTY):
+        with pytest.raises(ValueError, match="cannot write the operator"):
+            EdudbRetriever(filed, filters=MetadataFilters(filters=[f("team", "li", operator)])).retrieve(QUESTION)

@@ -190,6 +190,35 @@ def test_wrong_arguments_bad_statements_and_missing_things_are_tool_errors(tmp_p
     asyncio.run(run())
 
 
+def test_search_takes_a_condition_on_metadata_and_pages(tmp_path: Path) -> None:
+    path = tmp_path / "filed.db"
+    teams = {}
+    with edudb.open(path) as db:
+        for number, source in enumerate(sorted(DEMO.glob("*.md"))):
+            teams[source.stem] = "libs" if number % 2 else "core"
+            db.ingest(source, metadata={"team": teams[source.stem], "year": 2014 + number})
+
+    async def run() -> None:
+        async with over_stdio(path, "--read-only") as session:
+            schema = next(t for t in (await session.list_tools()).tools if t.name == "search").input_schema
+            assert "where" in schema["properties"]
+            everywhere = (await call(session, "search", question="RFC process", budget=300))[1]["results"]
+            assert {teams[i["doc"]] for i in everywhere} == {"core", "libs"}
+            _, libs = await call(session, "search", question="RFC process", budget=300, where="meta.team = 'libs'")
+            assert libs["results"] and {teams[i["doc"]] for i in libs["results"]} == {"libs"}
+            # Restricted before ranking: the budget fills from the matching documents.
+            assert libs["tokens_used"] > 200
+            _, late = await call(session, "search", question="RFC process", where="meta.year >= 2017 -- recent\n")
+            assert late["results"] and all(teams[i["doc"]] and i["doc"] >= "2124" for i in late["results"])
+            text, error = await refusal(session, "search", question="x", where="meta.year >")
+            assert error["class"] == "user" and (error["query"]["line"], error["query"]["column"]) == (1, 12), text
+            # A condition cannot end its clause and add others.
+            text, error = await refusal(session, "search", question="x", where="meta.team = 'core') LIMIT 1 --")
+            assert error["class"] == "user" and "column 19" in text, text
+
+    asyncio.run(run())
+
+
 def test_read_only_hides_and_refuses_the_writing_tools(tmp_path: Path) -> None:
     path = demo_store(tmp_path)
 

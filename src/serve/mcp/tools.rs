@@ -21,6 +21,7 @@ use crate::memory::TurnInput;
 use crate::model::document::Format;
 use crate::progress::{CancelToken, NoProgress};
 use crate::query::Params;
+use crate::query::parser::parse_condition;
 use crate::serve::api::{Api, described};
 
 /// The MCP handler over a store's [`Api`].
@@ -84,6 +85,15 @@ pub(super) fn refused(err: Error) -> CallToolResult {
     result
 }
 
+/// ` WHERE (condition)` for a `search`, once `condition` parses alone as
+/// a condition (so an error's line and column are the condition's own,
+/// and nothing in it can end the clause); on lines of its own, so that a
+/// comment in it ends with it.
+fn where_clause(condition: &str) -> Result<String> {
+    parse_condition(condition)?;
+    Ok(format!(" WHERE (\n{condition}\n)"))
+}
+
 /// The tools that write to the store, left out when read-only.
 pub(super) const WRITING: &[&str] = &["remember", "forget", "ingest", "remove"];
 
@@ -145,6 +155,13 @@ pub struct SearchArgs {
     /// How relevance is seeded: `bm25` (words; the default), `semantic`
     /// (the store's embedder) or `hybrid` (both).
     pub method: Option<SearchMethod>,
+    /// Only what meets this condition, as a query's WHERE writes it: on
+    /// documents' metadata (`meta.company = 'Boeing' AND meta.year >=
+    /// 2020`, `meta.tags CONTAINS 'risk'`), pages (`page BETWEEN 3 AND
+    /// 5`) or the tree (`level >= 2`). Documents' conditions restrict what
+    /// is ranked, so the budget fills from matching documents.
+    #[serde(rename = "where")]
+    pub condition: Option<String>,
 }
 
 /// `query`'s arguments.
@@ -287,8 +304,12 @@ impl McpServer {
         } else {
             "*"
         };
+        let filter = match args.condition.as_deref().map(where_clause).transpose() {
+            Ok(filter) => filter.unwrap_or_default(),
+            Err(err) => return Ok(refused(err)),
+        };
         let statement = format!(
-            "SELECT SPANS FROM {scope} SEED {}($question) PROPAGATE BUDGET $budget TOKENS",
+            "SELECT SPANS FROM {scope}{filter} SEED {}($question) PROPAGATE BUDGET $budget TOKENS",
             args.method.unwrap_or_default().seed()
         );
         let mut params = Params::new()
@@ -638,5 +659,35 @@ fn ingest(api: &dyn Api, args: IngestArgs, options: &McpOptions) -> Result<Value
         _ => Err(Error::Usage(
             "give either text (with an id) or a path".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::ast::Body;
+    use crate::query::parser::parse;
+
+    #[test]
+    fn a_search_condition_becomes_a_where_clause_of_its_own() {
+        let clause = where_clause("meta.year >= 2020 -- recent ones").unwrap();
+        let statement = format!("SELECT SPANS FROM *{clause} SEED BM25($q) BUDGET 10 TOKENS");
+        let Body::Select(select) = parse(&statement).unwrap().body else {
+            panic!("{statement} is a SELECT");
+        };
+        // The comment ends with the condition's line: the clauses after it stay.
+        assert!(select.filter.is_some() && select.seed.is_some() && select.budget.is_some());
+    }
+
+    #[test]
+    fn a_search_condition_that_would_end_its_clause_is_refused_at_its_own_position() {
+        for (condition, column) in [("meta.x = 1) LIMIT 1 --", 11), ("meta.year >", 12)] {
+            match where_clause(condition) {
+                Err(Error::Query(err)) => {
+                    assert_eq!((err.line, err.column), (1, column), "{condition}")
+                }
+                other => panic!("{condition}: {other:?}"),
+            }
+        }
     }
 }
