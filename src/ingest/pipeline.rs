@@ -45,7 +45,9 @@ pub struct IngestOptions {
     pub structurer: Structurer,
     /// What makes each document's information points.
     pub ip_maker: IpMakerKind,
-    /// The metadata every document ingested with these options is given.
+    /// The metadata every document ingested with these options is given,
+    /// over the metadata its source gives about itself ([`Layout::metadata`]):
+    /// a key given here wins.
     pub metadata: Metadata,
 }
 
@@ -355,7 +357,8 @@ fn lay_out(id: &str, text: String, format: Format) -> Result<Layout> {
 }
 
 /// Segments a layout and builds its tree with `build`, then validates it
-/// (and the page geometry, when given, against the text).
+/// (and the page geometry, when given, against the text); the document's
+/// metadata is what its source gives.
 fn analyze_built(
     id: &str,
     layout: Layout,
@@ -368,6 +371,7 @@ fn analyze_built(
         text,
         blocks,
         title,
+        metadata,
     } = layout;
     if let Some(pages) = &pages {
         pages
@@ -449,7 +453,7 @@ fn analyze_built(
         edus,
         tree,
         pages,
-        metadata: Metadata::default(),
+        metadata,
     })
 }
 
@@ -506,7 +510,8 @@ pub fn prepare(
     };
     let (mut doc, mut cost) =
         analyze_laid_out(&source.id, layout, format, pages, llm.structurer.as_ref())?;
-    doc.metadata = options.metadata;
+    // What the caller gives wins over what the source says of itself.
+    doc.metadata = std::mem::take(&mut doc.metadata).overlaid(&options.metadata);
     let (vectors, dag, written) = embed_and_link(&doc, embedder, device, llm.ip_writer.as_ref())?;
     cost.add(&written);
     Ok(Prepared {

@@ -297,6 +297,48 @@ impl Metadata {
         self.0.iter().map(|(key, value)| (key.as_str(), value))
     }
 
+    /// The metadata a document's source gives about itself (an HTML page's
+    /// `<title>` and `<meta>`, a PDF's information dictionary, Markdown
+    /// front matter), read as well as it can be and never an error: each
+    /// key becomes a name ([`source_key`]), texts have their whitespace
+    /// collapsed, and an entry metadata cannot hold (an empty or over-long
+    /// text, a nested value, a key past the limits) is left out. The first
+    /// of two entries with one key is kept.
+    pub fn from_source(entries: impl IntoIterator<Item = (String, serde_json::Value)>) -> Metadata {
+        use serde_json::Value;
+        let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut metadata = Metadata::default();
+        for (raw, value) in entries {
+            let Some(key) = source_key(&raw) else {
+                continue;
+            };
+            let value = match value {
+                Value::String(text) => Value::String(collapse(&text)),
+                Value::Array(items) => Value::Array(
+                    (items.iter())
+                        .filter_map(|item| match item {
+                            Value::String(text) => Some(collapse(text)),
+                            Value::Number(n) => Some(n.to_string()),
+                            Value::Bool(b) => Some(b.to_string()),
+                            _ => None,
+                        })
+                        .filter(|text| !text.is_empty())
+                        .map(Value::String)
+                        .collect(),
+                ),
+                other => other,
+            };
+            if metadata.get(&key).is_some() || value.as_str().is_some_and(str::is_empty) {
+                continue;
+            }
+            if let Ok(value) = MetaValue::from_json(&key, &value) {
+                // Past MAX_KEYS the rest is left out.
+                let _ = metadata.set(&key, value);
+            }
+        }
+        metadata
+    }
+
     /// This metadata with every key of `over` set to its value there.
     pub fn overlaid(mut self, over: &Metadata) -> Metadata {
         for (key, value) in &over.0 {
@@ -326,6 +368,38 @@ pub fn check_key(key: &str) -> Result<()> {
     }
 }
 
+/// A source's name for an entry as a metadata key: lowercased, each run of
+/// characters other than letters and digits one `_`, and a `_` where a
+/// capital follows a small letter or digit (`og:site-name` is
+/// `og_site_name`, `CreationDate` is `creation_date`), a `_` before a
+/// leading digit; `None` when no letter or digit is left or the key would
+/// be over [`MAX_KEY_BYTES`].
+pub fn source_key(name: &str) -> Option<String> {
+    let mut key = String::new();
+    let mut after_small = false;
+    for c in name.trim().chars() {
+        if c.is_ascii_alphanumeric() {
+            if c.is_ascii_uppercase() && after_small {
+                key.push('_');
+            }
+            key.push(c.to_ascii_lowercase());
+            after_small = c.is_ascii_lowercase() || c.is_ascii_digit();
+        } else {
+            if !key.is_empty() && !key.ends_with('_') {
+                key.push('_');
+            }
+            after_small = false;
+        }
+    }
+    while key.ends_with('_') {
+        key.pop();
+    }
+    if key.starts_with(|c: char| c.is_ascii_digit()) {
+        key.insert(0, '_');
+    }
+    (!key.is_empty() && key.len() <= MAX_KEY_BYTES).then_some(key)
+}
+
 /// `text` when metadata can hold it (no NUL, at most [`MAX_TEXT_BYTES`]).
 fn checked_text(key: &str, text: &str) -> Result<String> {
     if text.contains('\0') {
@@ -353,6 +427,59 @@ fn invalid(key: &str, message: String) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_s_names_become_keys() {
+        for (name, key) in [
+            ("author", Some("author")),
+            ("og:site-name", Some("og_site_name")),
+            ("CreationDate", Some("creation_date")),
+            ("DC.Title", Some("dc_title")),
+            ("  Twitter::Card  ", Some("twitter_card")),
+            ("2fa", Some("_2fa")),
+            ("::", None),
+            ("", None),
+        ] {
+            assert_eq!(source_key(name).as_deref(), key, "{name:?}");
+        }
+        assert_eq!(source_key(&"k".repeat(MAX_KEY_BYTES + 1)), None);
+    }
+
+    #[test]
+    fn a_source_s_metadata_keeps_what_metadata_can_hold_and_never_fails() {
+        use serde_json::json;
+        let entries = [
+            ("Title", json!("  Annual   report\n2023 ")),
+            ("title", json!("a second title")),
+            (
+                "keywords",
+                json!(["risk", " pensions ", "", 7, {"nested": 1}]),
+            ),
+            ("CreationDate", json!("2023-01-05T16:17:20-05:00")),
+            ("pages", json!(3)),
+            ("draft", json!(false)),
+            ("empty", json!("")),
+            ("huge", json!("x".repeat(MAX_TEXT_BYTES + 1))),
+            ("nested", json!({"a": 1})),
+            ("nul", json!("a\0b")),
+            ("--", json!("no key")),
+        ];
+        let metadata = Metadata::from_source(entries.into_iter().map(|(k, v)| (k.to_owned(), v)));
+        assert_eq!(
+            metadata.to_json(),
+            json!({
+                "title": "Annual report 2023",
+                "keywords": ["risk", "pensions", "7"],
+                "creation_date": "2023-01-05T16:17:20-05:00",
+                "pages": 3,
+                "draft": false,
+            })
+        );
+        assert!(matches!(
+            metadata.get("creation_date"),
+            Some(MetaValue::Date { .. })
+        ));
+    }
 
     #[test]
     fn json_values_are_typed_and_read_back_as_given() {

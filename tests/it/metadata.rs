@@ -495,3 +495,85 @@ fn a_served_store_takes_lists_and_changes_metadata_over_http() {
     ));
     drop(running);
 }
+
+#[test]
+fn a_source_s_own_metadata_is_kept_under_what_the_caller_gives() {
+    let (_dir, db) = store();
+    let options = |format: &str, given: Value| IngestOptions {
+        format: Some(format.parse().unwrap()),
+        metadata: metadata(given),
+        ..IngestOptions::default()
+    };
+    let page = "<html><head><title>Moss care</title><meta name='author' content='A. Gardener'>\
+                <meta name='keywords' content='moss, shade'></head><body><h1>Moss</h1>\
+                <p>Keep moss damp and shaded.</p></body></html>";
+    db.ingest_bytes("page", page.as_bytes().to_vec(), options("html", json!({})))
+        .unwrap();
+    let notes = "---\ntitle: Fern notes\nyear: 2021\ntags: [ferns, shade]\n---\n\n# Ferns\n\n\
+                 Ferns like shade too.\n";
+    db.ingest_bytes(
+        "notes",
+        notes.as_bytes().to_vec(),
+        options("markdown", json!({"year": 2024, "source": "caller"})),
+    )
+    .unwrap();
+    assert_eq!(
+        db.metadata("page").unwrap().to_json(),
+        json!({"title": "Moss care", "author": "A. Gardener", "keywords": ["moss", "shade"]})
+    );
+    // The caller's keys win; the front matter's others stay.
+    assert_eq!(
+        db.metadata("notes").unwrap().to_json(),
+        json!({"title": "Fern notes", "year": 2024, "tags": ["ferns", "shade"], "source": "caller"})
+    );
+    // The front matter is kept in the stored text, and in no EDU.
+    let stored = db.document("notes").unwrap();
+    assert!(stored.text.starts_with("---\ntitle: Fern notes"));
+    let edus = db.edus("notes", None).unwrap();
+    assert!(edus.iter().all(|e| !e.text.contains("tags:")), "{edus:?}");
+    let ids = |condition: &str| -> Vec<String> {
+        (db.documents_where(condition).unwrap().into_iter())
+            .map(|d| d.id)
+            .collect()
+    };
+    assert_eq!(ids("meta.tags CONTAINS 'shade'"), ["notes"]);
+    assert_eq!(ids("meta.keywords CONTAINS 'shade'"), ["page"]);
+    assert_eq!(ids("meta.author = 'A. Gardener'"), ["page"]);
+}
+
+#[test]
+fn a_pdf_s_information_dictionary_is_its_metadata() {
+    let (_dir, db) = store();
+    let release =
+        crate::support::shared_data().join("financebench_dev/pdfs/AMCOR_2023Q4_EARNINGS.pdf");
+    db.ingest_bytes(
+        "release",
+        std::fs::read(&release).unwrap(),
+        IngestOptions::default(),
+    )
+    .unwrap();
+    let read = db.metadata("release").unwrap();
+    assert_eq!(
+        read.get("title").map(MetaValue::to_json),
+        Some(json!("Amcor 4Q 2023 Exhibit 99.1 - June 30, 2023"))
+    );
+    assert_eq!(
+        read.get("author").map(MetaValue::to_json),
+        Some(json!("anonymous"))
+    );
+    // The creation date is a date, in RFC 3339, so it compares as one.
+    assert_eq!(
+        read.get("created").map(MetaValue::to_json),
+        Some(json!("2023-08-15T23:42:20Z"))
+    );
+    let ids = |condition: &str| -> Vec<String> {
+        (db.documents_where(condition).unwrap().into_iter())
+            .map(|d| d.id)
+            .collect()
+    };
+    assert_eq!(
+        ids("meta.created >= '2023-08-15' AND meta.created < '2023-08-16'"),
+        ["release"]
+    );
+    assert!(ids("meta.created < '2023-01-01'").is_empty());
+}

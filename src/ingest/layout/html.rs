@@ -8,7 +8,10 @@
 use ego_tree::iter::Edge;
 use scraper::{Html, Node};
 
+use serde_json::Value;
+
 use super::{Block, BlockKind, Layout, trim_range};
+use crate::model::metadata::Metadata;
 
 /// Elements whose whole subtree is not document content.
 const DROPPED: &[&str] = &[
@@ -67,15 +70,43 @@ pub fn parse(html: &str) -> Layout {
         }
     }
     extractor.boundary();
+    let title = page_title(&document);
     let mut layout = Layout {
         text: extractor.text,
         blocks: extractor.blocks,
         title: None,
+        metadata: page_metadata(&document, title.as_deref()),
     };
-    if let Some(title) = page_title(&document) {
+    if let Some(title) = title {
         entitle(&mut layout, title);
     }
     layout
+}
+
+/// What the page says about itself: its `<title>` as `title`, and each
+/// `<meta>` with a `name` (or Open Graph's `property`) and a `content`,
+/// keyed by that name (`og:title` is `og_title`); `keywords` is a list of
+/// its comma-separated words. The first of a name is kept.
+fn page_metadata(document: &Html, title: Option<&str>) -> Metadata {
+    let selector = scraper::Selector::parse("meta[content]").expect("a valid selector");
+    let metas = document.select(&selector).filter_map(|meta| {
+        let element = meta.value();
+        let name = element.attr("name").or_else(|| element.attr("property"))?;
+        let content = element.attr("content")?;
+        let value = if name.eq_ignore_ascii_case("keywords") {
+            Value::Array(
+                content
+                    .split(',')
+                    .map(|k| Value::String(k.into()))
+                    .collect(),
+            )
+        } else {
+            Value::String(content.into())
+        };
+        Some((name.to_owned(), value))
+    });
+    let title = title.map(|title| ("title".to_owned(), Value::String(title.into())));
+    Metadata::from_source(title.into_iter().chain(metas))
 }
 
 /// The text of the document's `<title>`, whitespace collapsed, if it has
@@ -270,6 +301,27 @@ mod tests {
                 (BlockKind::Code, "fn main() {\n    x\n}".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn the_page_s_title_and_meta_tags_are_its_metadata() {
+        let layout = parse(
+            "<html><head><title>Moss  care</title>\
+             <meta name='author' content='A. Gardener'><meta name='Author' content='second'>\
+             <meta name='keywords' content='moss, shade ,, damp'>\
+             <meta property='og:site-name' content='Garden'>\
+             <meta name='date' content='2024-05-01'><meta charset='utf-8'>\
+             <meta http-equiv='refresh' content='5'><meta name='empty' content=' '>\
+             </head><body><p>Keep it damp.</p></body></html>",
+        );
+        assert_eq!(
+            layout.metadata.to_json(),
+            serde_json::json!({
+                "title": "Moss care", "author": "A. Gardener", "keywords": ["moss", "shade", "damp"],
+                "og_site_name": "Garden", "date": "2024-05-01",
+            })
+        );
+        assert!(parse("<p>No head.</p>").metadata.is_empty());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
-use super::{Block, BlockKind, Layout, trim_range};
+use super::{Block, BlockKind, Layout, front_matter, trim_range};
 
 /// An open container while walking the event stream.
 enum Open {
@@ -23,23 +23,36 @@ enum Open {
     Table,
 }
 
-/// Parses Markdown (CommonMark with GFM tables, strikethrough and task lists).
+/// Parses Markdown (CommonMark with GFM tables, strikethrough and task
+/// lists). YAML front matter (between `---` lines at the top) is the
+/// document's metadata ([`front_matter`]); it stays in the stored text but
+/// in no block.
 pub fn parse(text: &str) -> Layout {
-    let options =
-        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_YAML_STYLE_METADATA_BLOCKS;
     let mut walker = Walker {
         text,
         stack: Vec::new(),
         blocks: Vec::new(),
         list_depth: 0,
     };
+    let (mut yaml, mut in_front_matter, mut seen) = (String::new(), false, false);
     for (event, range) in Parser::new_ext(text, options).into_offset_iter() {
+        match &event {
+            Event::Start(Tag::MetadataBlock(_)) => in_front_matter = !seen,
+            Event::End(TagEnd::MetadataBlock(_)) => (in_front_matter, seen) = (false, true),
+            Event::Text(part) if in_front_matter => yaml.push_str(part),
+            _ => {}
+        }
         walker.event(event, range);
     }
     Layout {
         text: text.to_owned(),
         blocks: walker.blocks,
         title: None,
+        metadata: front_matter::metadata(&yaml),
     }
 }
 
@@ -225,6 +238,28 @@ mod tests {
                 (BlockKind::Heading { level: 3 }, "Deep"),
             ]
         );
+    }
+
+    #[test]
+    fn front_matter_is_metadata_kept_in_the_text_but_in_no_block() {
+        let md = "---\ntitle: Moss care\ntags: [moss, shade]\n---\n\n# Moss\n\nKeep it damp.\n\n---\nnot: front matter\n---\n";
+        let layout = parse(md);
+        assert_eq!(layout.text, md);
+        assert_eq!(
+            layout.metadata.to_json(),
+            serde_json::json!({"title": "Moss care", "tags": ["moss", "shade"]})
+        );
+        let texts: Vec<&str> = (layout.blocks.iter())
+            .map(|b| &md[b.range.clone()])
+            .collect();
+        assert_eq!(texts[..2], ["Moss", "Keep it damp."]);
+        assert!(
+            texts
+                .iter()
+                .all(|t| !t.contains("title:") && !t.contains("tags:"))
+        );
+        // Only the top of the file is front matter; a file without any has none.
+        assert!(parse("# Moss\n\nKeep it damp.\n").metadata.is_empty());
     }
 
     #[test]

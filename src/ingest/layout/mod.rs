@@ -7,6 +7,9 @@
 
 use std::ops::Range;
 
+use crate::model::metadata::Metadata;
+
+mod front_matter;
 pub mod html;
 pub mod markdown;
 pub mod pdf;
@@ -48,7 +51,7 @@ pub struct Block {
 /// The stored text of a document and its blocks in document order.
 ///
 /// Blocks do not overlap and are sorted by `range.start`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Layout {
     /// The text that is stored and that every coordinate points into.
     pub text: String,
@@ -57,6 +60,10 @@ pub struct Layout {
     /// The document's title where the source sets one apart (a PDF's
     /// cover), as written in `text`: the tree's root takes it.
     pub title: Option<String>,
+    /// What the source says about itself (an HTML page's `<title>` and
+    /// `<meta>`, a PDF's information dictionary, Markdown front matter):
+    /// the document's metadata, under what the caller gives.
+    pub metadata: Metadata,
 }
 
 /// Trims ASCII/Unicode whitespace off both ends of `range` within `text`.

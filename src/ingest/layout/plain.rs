@@ -26,6 +26,7 @@ pub fn parse(text: &str) -> Layout {
         text: text.to_owned(),
         blocks,
         title: None,
+        metadata: Default::default(),
     }
 }
 

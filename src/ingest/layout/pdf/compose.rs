@@ -117,6 +117,7 @@ pub fn compose(
             text: out.text,
             blocks: out.blocks,
             title: None,
+            metadata: Default::default(),
         },
         out.geometry,
     )

@@ -4,7 +4,7 @@
 //! ([`contents`]) and headings ([`headings`]: the outline, else type,
 //! numbering and what the contents name) found; and the
 //! stored text, its blocks and every line's page and box composed
-//! ([`compose`]).
+//! ([`compose`]). The information dictionary is its metadata ([`info`]).
 //!
 //! A PDF's stored text is this extracted text, not the file's bytes: its
 //! coordinates point into the text, and through [`PageLayout`] into the
@@ -18,6 +18,7 @@ pub mod contents;
 pub mod furniture;
 pub mod headings;
 pub mod highlight;
+pub mod info;
 pub mod lines;
 pub mod nesting;
 pub mod tables;
@@ -170,6 +171,9 @@ fn read(
     let roles = compose::roles(&furniture, &rows, &headings);
     let (mut layout, mut geometry) = compose::compose(&pages, &roles, &sizes);
     layout.title = headings::cover_title(&pages, &taken, body.0);
+    // What the file says of itself never fails its reading, a panic in
+    // the reader on a hostile dictionary included.
+    layout.metadata = catch_quietly(|| info::metadata(&document)).unwrap_or_default();
     geometry.source_bytes = source_bytes;
     geometry.source_crc32 = source_crc32;
     Ok((layout, geometry))
