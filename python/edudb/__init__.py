@@ -384,12 +384,17 @@ class Store:
         role: str = "user",
         at: Union[None, str, _datetime.date, _datetime.datetime] = None,
         placement: Placement = "auto",
+        metadata: Optional[Mapping[str, Any]] = None,
     ) -> TurnReceipt:
         """Appends a turn to ``session`` (created by its first turn).
         ``role``: ``"user"``, ``"assistant"`` or ``"system"``;
         ``at``: when it was said (an aware datetime, a date, or RFC 3339
-        text); ``placement``: where it goes in the dialogue tree."""
+        text); ``placement``: where it goes in the dialogue tree;
+        ``metadata``: what to keep about it (``{"speaker": "Caroline"}``),
+        which ``WHERE meta.KEY`` filters on in a ``session('id')`` scope."""
         turn: Dict[str, Any] = {"text": text, "role": role, "placement": placement}
+        if metadata is not None:
+            turn["metadata"] = dict(metadata)
         if isinstance(at, _datetime.datetime):
             if at.tzinfo is None:
                 raise UserError("`at` needs a time zone (an aware datetime)")

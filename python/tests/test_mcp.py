@@ -131,6 +131,17 @@ def test_every_tool_answers_with_text_and_structure(tmp_path: Path) -> None:
             assert "Sapporo" in text and context["tokens_used"] <= 64
             _, sessions = await call(session, "list_sessions")
             assert [s["id"] for s in sessions["sessions"]] == ["trip"]
+            # A turn's metadata is kept, and a query filters on it.
+            _, kept = await call(session, "remember", session="trip", text="The ferry to Otaru is at noon.",
+                                 metadata={"speaker": "Mel", "source": "chat"})
+            _, found = await call(
+                session, "query",
+                statement="SELECT SPANS FROM session('trip') WHERE meta.speaker = $who SEED BM25($q) BUDGET 100 TOKENS",
+                params={"who": "Mel", "q": "ferry Otaru noon fly"},
+            )
+            assert [i["doc"] for i in found["results"]] == [kept["doc"]]
+            text, _ = await refusal(session, "remember", session="trip", text="x", metadata={"speaker": ["Mel", 1]})
+            assert "speaker" in text
 
             _, stored = await call(session, "ingest", id="note", text="# Note\n\nThe ferry leaves at noon.")
             assert stored["documents"][0]["id"] == "note"

@@ -613,6 +613,21 @@ def test_a_child_forked_while_the_store_is_open_does_not_keep_it_locked(
     assert child.exitcode == 0
 
 
+def test_a_turn_s_metadata_is_kept_and_filtered_on_in_its_session(tmp_path: Path) -> None:
+    with edudb.open(tmp_path / "s.db") as db:
+        first = db.add_turn("trip", "We fly to Sapporo on Monday.", metadata={"speaker": "Caroline", "day": 1})
+        db.add_turn("trip", "Then we take the train to Sapporo.", metadata={"speaker": "Mel"})
+        db.add_turn("trip", "Sapporo has a snow festival.")
+        assert db.metadata(first.doc) == {"speaker": "Caroline", "day": 1}
+        hits = db.query(
+            "SELECT SPANS FROM session('trip') WHERE meta.speaker = 'Mel' SEED BM25($q) BUDGET 200 TOKENS",
+            q="Sapporo",
+        )
+        assert [item.doc for item in hits.items] == ["@session/trip/000001"]
+        with pytest.raises(edudb.UserError, match="speaker"):
+            db.add_turn("trip", "Nested?", metadata={"speaker": {"name": "Mel"}})
+
+
 def test_metadata_is_given_at_ingest_filtered_on_and_changed_in_place(tmp_path: Path) -> None:
     one, two = sorted(DEMO.glob("*.md"))[:2]
     with edudb.open(tmp_path / "s.db") as db:

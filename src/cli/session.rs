@@ -41,12 +41,17 @@ pub enum SessionCommand {
         /// When the turn was said: RFC 3339 (2023-05-18T13:47:00Z) or a date.
         #[arg(long, value_name = "TIME", value_parser = parse_time)]
         at: Option<i64>,
+        /// The turn's metadata, `KEY=VALUE` (repeated), as `ingest --meta`
+        /// takes it (`--meta speaker=Caroline`); `WHERE meta.KEY …` in a
+        /// `session('id')` scope filters on it.
+        #[arg(long = "meta", value_name = "KEY=VALUE")]
+        meta: Vec<String>,
         /// Append many turns from a JSON Lines file (`-`: standard input),
         /// one object per line: `{"text": …}` with optional `"role"`
-        /// (user, assistant, system), `"at"` (RFC 3339) and `"placement"`
-        /// ("auto", "llm", "continue", "new_topic", {"topic": N}, {"fork": N}),
-        /// all in one atomic write.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["text", "role", "new_topic", "topic", "fork", "continue_", "placement", "at"])]
+        /// (user, assistant, system), `"at"` (RFC 3339), `"placement"`
+        /// ("auto", "llm", "continue", "new_topic", {"topic": N}, {"fork": N})
+        /// and `"metadata"` (an object), all in one atomic write.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["text", "role", "new_topic", "topic", "fork", "continue_", "placement", "at", "meta"])]
         jsonl: Option<String>,
         /// The turn's text, or `-` to read it from standard input (text
         /// starting with '-', such as "-5 °C tonight?", is taken as text).
@@ -200,6 +205,7 @@ pub fn run<'a>(
             continue_,
             placement,
             at,
+            meta,
             text,
             ..
         } => {
@@ -222,6 +228,7 @@ pub fn run<'a>(
                 text,
                 at: *at,
                 placement,
+                metadata: super::metadata::given(meta, None)?,
             };
             let db = open(true)?;
             let receipt = db.append_turns(

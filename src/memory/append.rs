@@ -16,6 +16,7 @@ use crate::model::dag::Dag;
 use crate::model::dialogue::{Dialogue, MAX_TURNS, Role, SummaryPick, span_text};
 use crate::model::document::{Document, Format, PackedVectors};
 use crate::model::ids::{turn_doc_id, validate_session_id, write_turn_doc_id};
+use crate::model::metadata::Metadata;
 use crate::progress::{CancelToken, Progress};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -48,6 +49,10 @@ pub struct TurnInput {
     pub at: Option<i64>,
     /// Where it goes.
     pub placement: Placement,
+    /// What the caller says about it (its speaker, its source, any key):
+    /// its document's metadata, which `WHERE meta.KEY …` filters on in a
+    /// `session('id')` scope.
+    pub metadata: Metadata,
 }
 
 impl TurnInput {
@@ -61,9 +66,10 @@ impl TurnInput {
     }
 
     /// A turn from its JSON form, as `session add --jsonl` lines and the
-    /// server take it: `{text, role?, at?, placement?}`, `at` in RFC 3339
-    /// or a plain date, other fields refused. The error says what is
-    /// wrong; callers add where.
+    /// server take it: `{text, role?, at?, placement?, metadata?}`, `at` in
+    /// RFC 3339 or a plain date, `metadata` an object as documents' is,
+    /// other fields refused. The error says what is wrong; callers add
+    /// where.
     pub fn from_json(json: &str) -> std::result::Result<TurnInput, String> {
         /// The JSON form.
         #[derive(serde::Deserialize)]
@@ -75,6 +81,7 @@ impl TurnInput {
             at: Option<String>,
             #[serde(default)]
             placement: Placement,
+            metadata: Option<serde_json::Value>,
         }
         let turn: TurnJson =
             serde_json::from_str(json).map_err(|e| format!("not a turn object: {e}"))?;
@@ -83,11 +90,17 @@ impl TurnInput {
             .map(|at| crate::model::time::parse(&at))
             .transpose()
             .map_err(|e| e.to_string())?;
+        let metadata = (turn.metadata.as_ref())
+            .map(Metadata::from_json)
+            .transpose()
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
         Ok(TurnInput {
             role: turn.role,
             text: turn.text,
             at,
             placement: turn.placement,
+            metadata,
         })
     }
 }
@@ -100,6 +113,7 @@ impl TurnInput {
             "role": self.role,
             "at": self.at.map(crate::model::time::format),
             "placement": self.placement,
+            "metadata": self.metadata.to_json(),
         })
     }
 }
@@ -199,12 +213,13 @@ pub(crate) fn append_turns(
                 let id = turn_doc_id(session, first + index as u32);
                 // Text with no words to index (only punctuation, say) is an
                 // empty turn, not an error naming the internal document id.
-                let prepared = engine
+                let mut prepared = engine
                     .prepare_text(&id, input.text.clone(), Format::Text)
                     .map_err(|e| match e {
                         Error::EmptyDocument { .. } => empty(),
                         e => e,
                     })?;
+                prepared.0.metadata = input.metadata.clone();
                 progress.advance(1, &id);
                 Ok(prepared)
             })
@@ -495,8 +510,25 @@ mod tests {
                 ..TurnInput::new(Role::Assistant, "It \"rains\" in Kyoto.")
             };
             input.at = (i > 0).then_some(1_700_000_000 + i as i64);
+            if i % 2 == 1 {
+                input.metadata = Metadata::from_json(&serde_json::json!({
+                    "speaker": "Caroline", "page": i, "tags": ["trip"]
+                }))
+                .unwrap();
+            }
             let json = input.to_json().to_string();
             assert_eq!(TurnInput::from_json(&json), Ok(input), "{json}");
         }
+    }
+
+    #[test]
+    fn a_turn_s_metadata_is_refused_as_a_document_s_is() {
+        let refused = TurnInput::from_json(r#"{"text": "x", "metadata": {"where": {"a": 1}}}"#);
+        assert!(
+            refused.as_ref().is_err_and(|e| e.contains("where")),
+            "{refused:?}"
+        );
+        let refused = TurnInput::from_json(r#"{"text": "x", "metadata": ["speaker"]}"#);
+        assert!(refused.is_err());
     }
 }

@@ -230,6 +230,10 @@ pub struct RememberArgs {
     pub role: Option<String>,
     /// When it was said: RFC 3339 (`2026-05-01T10:00:00Z`) or a date.
     pub at: Option<String>,
+    /// What to keep about it, as a flat object of texts, numbers,
+    /// booleans, dates or lists of texts (`{"speaker": "Caroline",
+    /// "source": "chat"}`); `query` filters on it with `WHERE meta.KEY`.
+    pub metadata: Option<serde_json::Map<String, Value>>,
 }
 
 /// `recall`'s arguments.
@@ -401,6 +405,9 @@ impl McpServer {
         }
         if let Some(at) = args.at {
             turn["at"] = json!(at);
+        }
+        if let Some(metadata) = args.metadata {
+            turn["metadata"] = Value::Object(metadata);
         }
         let turn = match TurnInput::from_json(&turn.to_string()) {
             Ok(turn) => turn,

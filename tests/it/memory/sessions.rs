@@ -3,7 +3,7 @@
 //! `session('id')` scope with time filters, batch appends, salvage.
 
 use edudb::memory::{BranchChoice, Placement, Role, is_turn_id, turn_doc_id};
-use edudb::{CancelToken, Db, Error, IngestOptions, NoProgress, Params, Rows};
+use edudb::{CancelToken, Db, Error, IngestOptions, Metadata, NoProgress, Params, Rows, TurnInput};
 use tempfile::TempDir;
 
 use super::fixtures::*;
@@ -442,7 +442,6 @@ fn a_store_of_mostly_turns_answers_vector_searches_over_documents_exactly() {
 
 #[test]
 fn append_turns_is_one_write_that_places_turns_as_one_by_one_appends_do() {
-    use edudb::TurnInput;
     let (_dir, db) = store();
     let inputs: Vec<TurnInput> = TRAVEL
         .iter()
@@ -693,5 +692,112 @@ fn salvage_copies_documents_and_sessions_whole() {
     assert_eq!(
         copy.search("moss", 5).unwrap(),
         db.search("moss", 5).unwrap()
+    );
+}
+
+#[test]
+fn a_turn_s_metadata_is_filtered_on_in_its_session_and_goes_with_the_turn() {
+    let (dir, db) = store();
+    let said = |speaker: &str, text: &str| TurnInput {
+        metadata: Metadata::from_json(&serde_json::json!({"speaker": speaker, "source": "chat"}))
+            .unwrap(),
+        ..TurnInput::new(Role::User, text)
+    };
+    let receipts = db
+        .append_turns(
+            "trip",
+            &[
+                said(
+                    "Caroline",
+                    "We fly to Sapporo on Monday and take the train.",
+                ),
+                said("Mel", "Then we take the train to Otaru."),
+                said("Caroline", "The train to Otaru leaves at nine."),
+            ],
+            &NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert_eq!(
+        db.metadata(&receipts[1].doc).unwrap().to_json(),
+        serde_json::json!({"speaker": "Mel", "source": "chat"})
+    );
+    let picked = |condition: &str| -> Vec<String> {
+        let statement = format!(
+            "SELECT SPANS FROM session('trip') WHERE {condition} SEED BM25('train Otaru') BUDGET 300 TOKENS"
+        );
+        let mut docs: Vec<String> = (selection(&db, &statement).items.into_iter())
+            .map(|item| item.doc)
+            .collect();
+        docs.sort();
+        docs.dedup();
+        docs
+    };
+    assert_eq!(
+        picked("meta.speaker = 'Caroline'"),
+        [receipts[0].doc.clone(), receipts[2].doc.clone()]
+    );
+    assert_eq!(picked("meta.speaker = 'Mel'"), [receipts[1].doc.clone()]);
+    // A forgotten turn's metadata goes with its text.
+    db.forget_turn("trip", 2).unwrap();
+    assert_eq!(
+        picked("meta.speaker = 'Caroline'"),
+        [receipts[0].doc.clone()]
+    );
+    assert!(db.check().unwrap().damaged.is_empty());
+
+    // The command line gives a turn metadata with --meta, or per line of
+    // --jsonl.
+    let path = dir.path().join("cli.db");
+    let out = crate::support::edudb(
+        &path,
+        &[
+            "session",
+            "add",
+            "chat",
+            "We meet at noon.",
+            "--meta",
+            "speaker=Ana",
+            "--meta",
+            "day=2023-05-01",
+        ],
+    );
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let lines = dir.path().join("turns.jsonl");
+    std::fs::write(
+        &lines,
+        "{\"text\": \"Noon suits me.\", \"metadata\": {\"speaker\": \"Bo\"}}\n\
+         {\"text\": \"Bring the map.\", \"metadata\": {\"speaker\": {\"nested\": 1}}}\n",
+    )
+    .unwrap();
+    let out = crate::support::edudb(
+        &path,
+        &["session", "add", "chat", "--jsonl", lines.to_str().unwrap()],
+    );
+    assert!(!out.status.success());
+    let refused = crate::support::stderr(&out);
+    assert!(
+        refused.contains(":2") && refused.contains("speaker"),
+        "{refused}"
+    );
+    std::fs::write(
+        &lines,
+        "{\"text\": \"Noon suits me.\", \"metadata\": {\"speaker\": \"Bo\"}}\n",
+    )
+    .unwrap();
+    let out = crate::support::edudb(
+        &path,
+        &["session", "add", "chat", "--jsonl", lines.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    drop(db);
+    let db = Db::open(&path).unwrap();
+    assert_eq!(
+        db.metadata(&turn_doc_id("chat", 0)).unwrap().to_json(),
+        serde_json::json!({"speaker": "Ana", "day": "2023-05-01"})
+    );
+    assert_eq!(
+        db.metadata(&turn_doc_id("chat", 1)).unwrap().to_json(),
+        serde_json::json!({"speaker": "Bo"})
     );
 }
