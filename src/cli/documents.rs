@@ -45,7 +45,7 @@ pub(super) fn ingest(
             }
         }
     }
-    let metadata = super::metadata::given(&args.meta, args.meta_json.as_deref())?;
+    let metadata = super::meta_values::given(&args.meta, args.meta_json.as_deref())?;
     let db = context.open(true)?;
     let options = IngestOptions {
         format: args.format,

@@ -14,6 +14,7 @@ mod failure;
 mod highlight;
 mod maintenance;
 mod mcp;
+mod meta_values;
 mod metadata;
 mod render;
 mod retrieval;

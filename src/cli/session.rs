@@ -228,7 +228,7 @@ pub fn run<'a>(
                 text,
                 at: *at,
                 placement,
-                metadata: super::metadata::given(meta, None)?,
+                metadata: super::meta_values::given(meta, None)?,
             };
             let db = open(true)?;
             let receipt = db.append_turns(
