@@ -11,6 +11,7 @@ use crate::compute::dag_index::DagIndex;
 use crate::compute::device::Device;
 use crate::compute::embed::{Embedder, EmbedderConfig};
 use crate::compute::propagate::PropagateOptions;
+use crate::engine::backup::BackupReport;
 use crate::engine::dag_index::DagHit;
 use crate::engine::reads::{CheckReport, Damaged, EduText, SearchHit, Stats};
 use crate::engine::salvage::SalvageReport;
@@ -137,6 +138,24 @@ impl Db {
         cancel: &CancelToken,
     ) -> Result<SalvageReport> {
         self.engine.salvage(to.as_ref(), progress, cancel)
+    }
+
+    /// Writes a consistent copy of this store, open and in use, to `to`
+    /// (absent or empty, outside the store): every document and session
+    /// as they were at one moment, the report's `change`, with every write
+    /// before it and none after. Writers wait only while the documents
+    /// and sessions changed during the copy are copied again; readers
+    /// never wait. The copy is a store of its own (its indexes built as it
+    /// is written) that opens and checks clean; until it is whole it lies
+    /// under `to` with `.partial` added, so a backup stopped at any moment
+    /// leaves no `to`.
+    pub fn backup(
+        &self,
+        to: impl AsRef<Path>,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<BackupReport> {
+        self.engine.backup(to.as_ref(), progress, cancel)
     }
 
     /// Salvages the store at `from` into a new store at `to`, as

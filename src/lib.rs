@@ -48,6 +48,7 @@ pub use compute::embed::{Embedder, EmbedderConfig};
 pub use compute::propagate::PropagateOptions;
 pub use db::Db;
 pub use engine::OpenOptions;
+pub use engine::backup::BackupReport;
 pub use engine::dag_index::DagHit;
 pub use engine::reads::{CheckReport, Damaged, EduText, SearchHit, Stats};
 pub use engine::salvage::SalvageReport;

@@ -268,6 +268,13 @@ pub(super) enum Command {
     Reindex,
     /// Validate every stored document and the index.
     Check,
+    /// Write a consistent copy of the store to DEST while it stays in use
+    /// (through a running server, whose writers wait only for the last
+    /// changes): a store of its own that opens and checks clean.
+    Backup {
+        /// The copy's directory (absent or empty, outside the store).
+        dest: PathBuf,
+    },
     /// Copy every document and session that still reads whole into a new
     /// store (for a damaged store `rm` cannot repair); name what is left.
     Salvage {
@@ -463,6 +470,7 @@ impl Command {
             } => resolve(path),
             Command::Session { command } => command.resolve_paths(cwd),
             Command::Salvage { to } => resolve(to),
+            Command::Backup { dest } => resolve(dest),
             Command::Highlight(args) => {
                 resolve(&mut args.pdf);
                 resolve(&mut args.output);

@@ -77,6 +77,34 @@ pub(super) fn salvage(context: &Context, out: &mut dyn Write, to: &Path) -> Resu
     Ok(exit_for(&report.skipped))
 }
 
+/// `backup DEST`: a consistent copy of the store (the served one when a
+/// server runs), with what it holds; exit 2 when something did not read
+/// whole and was left out of it.
+pub(super) fn backup(context: &Context, out: &mut dyn Write, dest: &Path) -> Result<u8, Failure> {
+    let cli = context.cli;
+    let bars = bars::Bars::new(cli.quiet || cli.json);
+    let report = context
+        .open(false)?
+        .backup(dest, &bars, &CancelToken::new())?;
+    if cli.json {
+        render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
+    } else {
+        writeln!(
+            out,
+            "backed up to {}: {} documents and {} sessions as of change {} ({:.1} MB, {:.2} s; writers waited {:.2} s)",
+            report.path.display(),
+            report.documents,
+            report.sessions,
+            report.change,
+            report.bytes as f64 / 1e6,
+            report.seconds,
+            report.writers_held_seconds
+        )?;
+        list_damaged(out, "left out ", &report.skipped)?;
+    }
+    Ok(exit_for(&report.skipped))
+}
+
 /// `check`: validates every record and index, naming the damage found.
 pub(super) fn check(context: &Context, out: &mut dyn Write) -> Result<u8, Failure> {
     let report = context.open(false)?.check()?;

@@ -150,7 +150,7 @@ impl Engine {
     }
 
     /// Drops change-log entries every derived index has applied, up to
-    /// `seq`. The vector index, when it has been built, holds the log back
+    /// `seq` (and no further than a running backup holds it). The vector index, when it has been built, holds the log back
     /// to what it has persisted; when it has never been built, its first
     /// build reads the whole store anyway. Trimming is upkeep: on a disk
     /// too full for it the log is kept (a warning) and the next write
@@ -158,6 +158,8 @@ impl Engine {
     pub(super) fn trim_log(&self, seq: u64) -> Result<()> {
         let vectors = VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR));
         let upto = if vectors == 0 { seq } else { seq.min(vectors) };
+        // A running backup reads the log after the change it holds.
+        let upto = upto.min(self.log_floor.load(std::sync::atomic::Ordering::SeqCst));
         match self.store.trim_log(upto) {
             Err(err @ Error::DiskFull { .. }) => {
                 tracing::warn!("the change log is kept untrimmed for now: {err}");

@@ -9,6 +9,7 @@
 //! [`Store`]), `fulltext/` (the [`FullText`] index), `vectors/` (the
 //! [`VectorIndex`] dumps).
 
+pub(crate) mod backup;
 pub(crate) mod cache;
 pub(crate) mod dag_index;
 mod indexes;
@@ -78,6 +79,9 @@ pub(crate) struct Engine {
     /// index's last commit, so no later commit can mark a missed change as
     /// applied.
     fulltext_behind: std::sync::atomic::AtomicBool,
+    /// The change the log is kept from while a backup runs (`u64::MAX`
+    /// when none does): its second pass reads every change after it.
+    log_floor: std::sync::atomic::AtomicU64,
     /// Held for the lifetime of the `Engine`; the OS releases it on exit or crash.
     _lock: StoreLock,
 }
@@ -201,6 +205,7 @@ impl Engine {
             device: std::sync::OnceLock::new(),
             dag_index: Mutex::new(None),
             fulltext_behind: Default::default(),
+            log_floor: std::sync::atomic::AtomicU64::new(u64::MAX),
             _lock: lock,
         };
         engine.catch_up(rebuild)?;

@@ -30,6 +30,17 @@ const SCRATCH_PREFIX: &str = "salvage-scratch.";
 /// A document with its vectors and DAG: what one document's write holds.
 type Record = (Document, PackedVectors, Dag);
 
+/// How copying one document or session went.
+#[derive(Debug)]
+pub(super) enum Copied {
+    /// It was copied whole.
+    Whole,
+    /// The store does not hold it.
+    Absent,
+    /// It does not read whole, for this reason; nothing was copied.
+    Unreadable(Error),
+}
+
 /// What [`crate::Db::salvage`] copied and what it left behind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SalvageReport {
@@ -207,9 +218,8 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<()> {
-        // What a model cost to build each document goes with it.
-        let costs: std::collections::HashMap<String, LlmCost> = match self.store().costs() {
-            Ok(costs) => costs.into_iter().collect(),
+        let costs = match self.costs_by_document() {
+            Ok(costs) => costs,
             Err(err) => {
                 skip(report, "the build costs", &err);
                 Default::default()
@@ -217,39 +227,74 @@ impl Engine {
         };
         for id in documents {
             cancel.check()?;
-            match self.readable_document(id) {
-                Ok(Some(record)) => {
-                    target.write(|| {
-                        let (doc, vectors, dag) = &record;
-                        let cost = costs.get(id).copied().unwrap_or_default();
-                        target.store().put(doc, vectors, dag, &cost)?;
-                        Ok(((), written(vec![record.0.clone()])))
-                    })?;
-                    report.documents += 1;
-                }
-                Ok(None) => skip(report, id, &Error::NoSuchDocument(id.clone())),
-                Err(err) if err.is_damage() => skip(report, id, &err),
-                Err(err) => return Err(err),
+            match self.copy_document(target, id, &costs)? {
+                Copied::Whole => report.documents += 1,
+                Copied::Absent => skip(report, id, &Error::NoSuchDocument(id.clone())),
+                Copied::Unreadable(err) => skip(report, id, &err),
             }
             progress.advance(1, id);
         }
         for id in sessions {
             cancel.check()?;
-            match self.readable_session(id) {
-                Ok((turns, dialogue)) => {
-                    target.write(|| {
-                        target.store().put_turns(&turns, &dialogue)?;
-                        let docs = turns.iter().map(|(doc, ..)| doc.clone()).collect();
-                        Ok(((), written(docs)))
-                    })?;
-                    report.sessions += 1;
-                }
-                Err(err) if err.is_damage() => skip(report, &format!("session {id}"), &err),
-                Err(err) => return Err(err),
+            match self.copy_session(target, id)? {
+                Copied::Whole => report.sessions += 1,
+                Copied::Absent => skip(
+                    report,
+                    &format!("session {id}"),
+                    &Error::NoSuchSession(id.clone()),
+                ),
+                Copied::Unreadable(err) => skip(report, &format!("session {id}"), &err),
             }
             progress.advance(1, id);
         }
         Ok(())
+    }
+
+    /// What a model cost to build each document (it goes with its copy).
+    pub(super) fn costs_by_document(&self) -> Result<std::collections::HashMap<String, LlmCost>> {
+        Ok(self.store().costs()?.into_iter().collect())
+    }
+
+    /// Copies document `id` into `target` in one write, with its cost from
+    /// `costs`, when it reads whole.
+    pub(super) fn copy_document(
+        &self,
+        target: &Engine,
+        id: &str,
+        costs: &std::collections::HashMap<String, LlmCost>,
+    ) -> Result<Copied> {
+        match self.readable_document(id) {
+            Ok(Some(record)) => {
+                target.write(|| {
+                    let (doc, vectors, dag) = &record;
+                    let cost = costs.get(id).copied().unwrap_or_default();
+                    target.store().put(doc, vectors, dag, &cost)?;
+                    Ok(((), written(vec![record.0.clone()])))
+                })?;
+                Ok(Copied::Whole)
+            }
+            Ok(None) => Ok(Copied::Absent),
+            Err(err) if err.is_damage() => Ok(Copied::Unreadable(err)),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Copies session `id` into `target`, its dialogue with every turn in
+    /// one write, when all of it reads whole.
+    pub(super) fn copy_session(&self, target: &Engine, id: &str) -> Result<Copied> {
+        match self.readable_session(id) {
+            Ok((turns, dialogue)) => {
+                target.write(|| {
+                    target.store().put_turns(&turns, &dialogue)?;
+                    let docs = turns.iter().map(|(doc, ..)| doc.clone()).collect();
+                    Ok(((), written(docs)))
+                })?;
+                Ok(Copied::Whole)
+            }
+            Err(Error::NoSuchSession(_)) => Ok(Copied::Absent),
+            Err(err) if err.is_damage() => Ok(Copied::Unreadable(err)),
+            Err(err) => Err(err),
+        }
     }
 
     /// Document `id` with its vectors and DAG, once they pass the checks
@@ -309,11 +354,11 @@ fn written(put: Vec<Document>) -> Written {
 }
 
 /// Records `what` as left out of the salvage for `err`.
-/// Refuses a salvage into `to` unless it is absent or empty.
-fn require_new(to: &Path) -> Result<()> {
+/// Refuses a salvage or a backup into `to` unless it is absent or empty.
+pub(super) fn require_new(to: &Path) -> Result<()> {
     if std::fs::read_dir(to).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(Error::Usage(format!(
-            "salvage needs a new store: {} is not empty",
+            "the copy needs a new store: {} is not empty",
             to.display()
         )));
     }

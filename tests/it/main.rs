@@ -7,6 +7,7 @@ mod support;
 
 mod api_surface;
 mod ask;
+mod backup;
 mod chat;
 mod cli;
 mod client;

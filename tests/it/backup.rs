@@ -1,0 +1,236 @@
+//! Online backup: a copy that holds every document, session and piece of
+//! metadata, checks clean, and is consistent while writes go on: the
+//! copy is the store as it was after some prefix of the writes made
+//! during the backup, never a mix.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use edudb::memory::Placement;
+use edudb::{CancelToken, Db, IngestOptions, Metadata, NoProgress, Role, TurnInput};
+use serde_json::json;
+
+use crate::support::{edudb, ingest_rfcs, stderr, store};
+
+#[test]
+fn a_backup_holds_every_document_session_and_metadata_and_checks_clean() {
+    let (dir, db) = store();
+    ingest_rfcs(&db, 6);
+    let first = db.documents().unwrap()[0].id.clone();
+    db.update_metadata(
+        &first,
+        &[("team".into(), edudb::MetaValue::text("lang".into()))],
+        &[],
+    )
+    .unwrap();
+    for text in [
+        "We fly to Sapporo on Monday.",
+        "Then the train to Otaru.",
+        "The ferry is at noon.",
+    ] {
+        db.append_turn("trip", Role::User, text, Placement::Auto)
+            .unwrap();
+    }
+    db.forget_turn("trip", 1).unwrap();
+    let to = dir.path().join("copy");
+    let report = db.backup(&to, &NoProgress, &CancelToken::new()).unwrap();
+    assert_eq!((report.documents, report.sessions), (6, 1));
+    assert!(report.skipped.is_empty() && report.bytes > 0 && report.path == to);
+    assert!(!dir.path().join("copy.partial").exists());
+
+    let copy = Db::open(&to).unwrap();
+    assert!(copy.check().unwrap().damaged.is_empty());
+    let ids = |db: &Db| {
+        db.documents()
+            .unwrap()
+            .into_iter()
+            .map(|d| d.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&copy), ids(&db));
+    for id in ids(&db) {
+        let (a, b) = (db.document(&id).unwrap(), copy.document(&id).unwrap());
+        assert_eq!((a.text, a.edus, a.tree), (b.text, b.edus, b.tree), "{id}");
+        assert_eq!(
+            db.metadata(&id).unwrap(),
+            copy.metadata(&id).unwrap(),
+            "{id}"
+        );
+    }
+    assert_eq!(
+        copy.metadata(&first).unwrap().to_json(),
+        json!({"team": "lang"})
+    );
+    assert_eq!(copy.dialogue("trip").unwrap(), db.dialogue("trip").unwrap());
+    let hits = |db: &Db| {
+        (db.search("unsafe code", 5).unwrap().into_iter())
+            .map(|hit| (hit.doc, hit.edus))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(hits(&copy), hits(&db));
+
+    // A cancelled backup leaves nothing behind.
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let stopped = dir.path().join("stopped");
+    let err = db.backup(&stopped, &NoProgress, &cancel).unwrap_err();
+    assert!(matches!(err, edudb::Error::Cancelled), "{err}");
+    assert!(!stopped.exists() && !dir.path().join("stopped.partial").exists());
+
+    // A destination that holds something, or lies inside the store, is
+    // refused before anything is written.
+    let refused = db
+        .backup(&to, &NoProgress, &CancelToken::new())
+        .unwrap_err();
+    assert!(refused.to_string().contains("not empty"), "{refused}");
+    let inside = db.path().join("inner");
+    let refused = db
+        .backup(&inside, &NoProgress, &CancelToken::new())
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("outside the store"),
+        "{refused}"
+    );
+    assert!(!inside.exists());
+}
+
+/// What the writer of the stream test has done after its first `k` writes:
+/// the documents `w0…` it added, the version of `r` it last wrote and the
+/// turns it appended.
+fn after(k: usize) -> (Vec<String>, Option<usize>, usize) {
+    let written: Vec<usize> = (0..k).collect();
+    let added = (written.iter())
+        .filter(|i| *i % 3 == 0)
+        .map(|i| format!("w{i}"))
+        .collect();
+    let version = written.iter().rev().find(|i| *i % 3 == 1).copied();
+    let turns = written.iter().filter(|i| *i % 3 == 2).count();
+    (added, version, turns)
+}
+
+#[test]
+fn a_backup_during_a_stream_of_writes_is_the_store_after_a_prefix_of_them() {
+    let (dir, db) = store();
+    ingest_rfcs(&db, 30);
+    let acknowledged = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let to = dir.path().join("copy");
+    let (before, report, after_backup) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let markdown = || IngestOptions {
+                format: Some("markdown".parse().unwrap()),
+                ..IngestOptions::default()
+            };
+            let mut i = 0;
+            while !stop.load(Ordering::SeqCst) {
+                match i % 3 {
+                    0 => db
+                        .ingest_bytes(
+                            &format!("w{i}"),
+                            format!("# W{i}\n\nWrite {i}.\n").into(),
+                            markdown(),
+                        )
+                        .map(drop),
+                    1 => db
+                        .ingest_bytes(
+                            "r",
+                            format!("# R\n\nVersion {i} of r.\n").into(),
+                            markdown(),
+                        )
+                        .map(drop),
+                    _ => db
+                        .append_turns(
+                            "stream",
+                            &[TurnInput {
+                                metadata: Metadata::from_json(&json!({"write": i})).unwrap(),
+                                ..TurnInput::new(Role::User, format!("Turn of write {i}."))
+                            }],
+                            &NoProgress,
+                            &CancelToken::new(),
+                        )
+                        .map(drop),
+                }
+                .unwrap();
+                i += 1;
+                acknowledged.store(i, Ordering::SeqCst);
+            }
+        });
+        while acknowledged.load(Ordering::SeqCst) < 10 {
+            std::thread::yield_now();
+        }
+        let before = acknowledged.load(Ordering::SeqCst);
+        let report = db.backup(&to, &NoProgress, &CancelToken::new()).unwrap();
+        let after_backup = acknowledged.load(Ordering::SeqCst);
+        // Let the writer go on a while after the backup, then stop it.
+        while acknowledged.load(Ordering::SeqCst) < after_backup + 5 {
+            std::thread::yield_now();
+        }
+        stop.store(true, Ordering::SeqCst);
+        (before, report, after_backup)
+    });
+    let copy = Db::open(&to).unwrap();
+    assert!(copy.check().unwrap().damaged.is_empty());
+    let added: Vec<String> = {
+        let mut ids: Vec<(usize, String)> = (copy.documents().unwrap().into_iter())
+            .filter_map(|d| Some((d.id.strip_prefix('w')?.parse().ok()?, d.id)))
+            .collect();
+        ids.sort();
+        ids.into_iter().map(|(_, id)| id).collect()
+    };
+    let version = (copy.document("r").ok()).map(|d| {
+        let text = d.text;
+        let number = text
+            .split("Version ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        number.parse::<usize>().unwrap()
+    });
+    let turns = copy.dialogue("stream").map_or(0, |d| d.turns.len());
+    let state = (added, version, turns);
+    // A write finished as the backup ended may not be counted yet.
+    let prefix = (before..=after_backup + 1).find(|&k| after(k) == state);
+    assert!(
+        prefix.is_some(),
+        "the copy {state:?} is the store after no prefix of {before}..={after_backup} writes"
+    );
+    assert!(report.caught_up > 0 || before == after_backup, "{report:?}");
+    // Every turn copied keeps its metadata.
+    if let Ok(dialogue) = copy.dialogue("stream") {
+        for turn in dialogue.turns {
+            assert!(copy.metadata(&turn.doc).unwrap().get("write").is_some());
+        }
+    }
+}
+
+#[test]
+fn the_command_line_backs_up_a_served_store_through_its_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let out = edudb(
+        &path,
+        &[
+            "ingest",
+            "-q",
+            crate::support::rfcs()
+                .join("0002-rfc-process.md")
+                .to_str()
+                .unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (child, _address, socket) = crate::support::spawn_server(&path);
+    let to = dir.path().join("copy");
+    let out = edudb(&path, &["backup", to.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["documents"], 1);
+    assert_eq!(report["path"], to.to_str().unwrap());
+    // The server kept the store the whole time, and still does.
+    let out = edudb(&path, &["docs", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    crate::support::stop_server(child, &socket);
+    let out = edudb(&to, &["check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
