@@ -15,6 +15,7 @@ use crate::engine::backup::BackupReport;
 use crate::engine::dag_index::DagHit;
 use crate::engine::reads::{CheckReport, Damaged, EduText, SearchHit, Stats};
 use crate::engine::salvage::SalvageReport;
+use crate::engine::vacuum::VacuumReport;
 use crate::engine::write::IngestReport;
 use crate::engine::{Engine, OpenOptions};
 use crate::error::Result;
@@ -144,8 +145,8 @@ impl Db {
     /// (absent or empty, outside the store): every document and session
     /// as they were at one moment, the report's `change`, with every write
     /// before it and none after. Writers wait only while the documents
-    /// and sessions changed during the copy are copied again; readers
-    /// never wait. The copy is a store of its own (its indexes built as it
+    /// and sessions changed during the copy are copied again (and every
+    /// document's metadata compared); readers never wait. The copy is a store of its own (its indexes built as it
     /// is written) that opens and checks clean; until it is whole it lies
     /// under `to` with `.partial` added, so a backup stopped at any moment
     /// leaves no `to`.
@@ -156,6 +157,23 @@ impl Db {
         cancel: &CancelToken,
     ) -> Result<BackupReport> {
         self.engine.backup(to.as_ref(), progress, cancel)
+    }
+
+    /// Rewrites the store at `dir` compactly, giving back the space that
+    /// removed and replaced documents left: a [`Db::backup`] beside it,
+    /// exchanged with it in one atomic step while it is held open (no
+    /// other process can use it meanwhile), the old store then removed. A
+    /// stop at any moment leaves the old store or the new one, whole, at
+    /// `dir`. Refused when something in it does not read whole (`check`
+    /// names it; `salvage` or `rm` first), and where the platform has no
+    /// atomic exchange of directories (only Linux has).
+    pub fn vacuum(
+        dir: impl AsRef<Path>,
+        options: &OpenOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<VacuumReport> {
+        Engine::vacuum(dir.as_ref(), options, progress, cancel)
     }
 
     /// Salvages the store at `from` into a new store at `to`, as

@@ -52,6 +52,7 @@ pub use engine::backup::BackupReport;
 pub use engine::dag_index::DagHit;
 pub use engine::reads::{CheckReport, Damaged, EduText, SearchHit, Stats};
 pub use engine::salvage::SalvageReport;
+pub use engine::vacuum::VacuumReport;
 pub use engine::write::{IngestFailure, IngestReport};
 pub use error::{ChatError, EmbedError, Error, Result};
 pub use ingest::dag::attention::AttentionSource;

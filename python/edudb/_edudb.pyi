@@ -116,3 +116,7 @@ class Store:
     def forget_turn(self, session: str, turn: int) -> str: ...
     def rust_query_seconds(self, statement: str, params: Dict[str, Param], runs: int) -> float:
         """Seconds per run of the statement in Rust alone (benchmarks)."""
+
+def check_condition(condition: str) -> None:
+    """Raises QueryError unless ``condition`` is one WHERE condition."""
+    ...

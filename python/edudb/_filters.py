@@ -15,6 +15,8 @@ import datetime as _dt
 import re
 from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 
+from . import _edudb
+
 Value = Union[str, int, float, bool, _dt.date, _dt.datetime]
 """A value a filter compares metadata with: text, a number, a boolean, or
 a date (a ``datetime`` with its time zone)."""
@@ -174,7 +176,9 @@ def with_where(statement: str, condition: str) -> str:
 
 def statement_end(statement: str) -> int:
     """Where ``statement``'s closing ``;`` is (outside its strings and
-    comments), or its length when it has none."""
+    comments, with only comments and blanks after it), or its length when
+    it has none (so a second statement after a ``;`` stays, and is
+    refused)."""
     at, in_string = 0, False
     while at < len(statement):
         char = statement[at]
@@ -189,9 +193,14 @@ def statement_end(statement: str) -> int:
             newline = statement.find("\n", at)
             at = len(statement) if newline < 0 else newline
         elif char == ";":
-            return at
+            return at if _only_comments(statement[at + 1 :]) else len(statement)
         at += 1
     return len(statement)
+
+
+def _only_comments(text: str) -> bool:
+    """Whether ``text`` holds nothing but blanks and ``--`` comments."""
+    return all(not line.strip() or line.strip().startswith("--") for line in text.splitlines())
 
 
 def compile_filter(given: Filter) -> Where:
@@ -200,6 +209,10 @@ def compile_filter(given: Filter) -> Where:
     if isinstance(given, str):
         if not given.strip():
             raise ValueError("the filter is empty")
+        # Parsed alone first: a condition that would end its clause (a
+        # stray `)`, a clause after it) is refused at its own line and
+        # column, never spliced.
+        _edudb.check_condition(given)
         return given, {}
     condition = Condition()
     return from_mapping(given, condition), condition.params

@@ -17,7 +17,8 @@ metadata (``doc``, ``node``,
 ``filters`` restricts the documents by their metadata as LlamaIndex writes
 it, ``MetadataFilters`` (operators ``==``, ``!=``, ``>``, ``>=``, ``<``,
 ``<=``, ``in``, ``nin``, ``contains``, ``any``, ``all``; conditions
-``and``, ``or``, ``not``; nested), or edudb's own condition as a string.
+``and``, ``or``, ``not``, where ``not`` negates its filters joined by
+``and``; nested), or edudb's own condition as a string.
 It restricts what the seed ranks, so the budget fills from matching
 documents.
 """

@@ -811,10 +811,20 @@ impl Location {
 }
 
 /// The module: the `Store` class, the exception classes, `__version__`.
+/// Checks that `condition` is one WHERE condition of the query language,
+/// and nothing more; raises `QueryError` with its line and column.
+#[pyfunction]
+fn check_condition(condition: &str) -> PyResult<()> {
+    edudb::query::parser::parse_condition(condition)
+        .map(drop)
+        .map_err(|err| to_python(Error::Query(err)))
+}
+
 #[pymodule]
 fn _edudb(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     module.add_class::<Store>()?;
+    module.add_function(wrap_pyfunction!(check_condition, module)?)?;
     module.add("EdudbError", py.get_type::<EdudbError>())?;
     module.add("UserError", py.get_type::<UserError>())?;
     module.add("QueryError", py.get_type::<QueryError>())?;

@@ -229,6 +229,14 @@ def test_langchain_takes_edudb_s_own_condition_and_a_call_s_filter_replaces_the_
         scoped.invoke(QUESTION, filter={"team": "libs"})
     trailing = EdudbRetriever(store=filed, statement=SPANS + "; -- the end", budget=400, filter={"team": "core"})
     assert {d.metadata["doc"] for d in trailing.invoke(QUESTION)} == {"0002-rfc-process"}
+    # A second statement after the `;` is not dropped: it is refused.
+    second = EdudbRetriever(store=filed, statement=SPANS + "; SHOW DOCS", budget=400, filter={"team": "core"})
+    with pytest.raises(edudb.QueryError, match="one statement at a time"):
+        second.invoke(QUESTION)
+    # A condition that would end its clause and widen it is refused where it does.
+    with pytest.raises(edudb.QueryError) as widened:
+        EdudbRetriever(store=filed, budget=400, filter="meta.team = 'lang') OR (true").invoke(QUESTION)
+    assert widened.value.column == 19
 
 
 @pytest.mark.parametrize(

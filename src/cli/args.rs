@@ -275,6 +275,10 @@ pub(super) enum Command {
         /// The copy's directory (absent or empty, outside the store).
         dest: PathBuf,
     },
+    /// Rewrite the store compactly, giving back the space removed and
+    /// replaced documents left (the store closed: stop a server first); a
+    /// stop at any moment leaves the old store or the new one, whole.
+    Vacuum,
     /// Copy every document and session that still reads whole into a new
     /// store (for a damaged store `rm` cannot repair); name what is left.
     Salvage {
@@ -434,6 +438,7 @@ impl Command {
         !matches!(
             self,
             Command::Init
+                | Command::Vacuum
                 | Command::Console { .. }
                 | Command::Serve(_)
                 | Command::Mcp { .. }

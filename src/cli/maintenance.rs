@@ -105,6 +105,29 @@ pub(super) fn backup(context: &Context, out: &mut dyn Write, dest: &Path) -> Res
     Ok(exit_for(&report.skipped))
 }
 
+/// `vacuum`: the store rewritten compactly, with its size before and after.
+pub(super) fn vacuum(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
+    let cli = context.cli;
+    let bars = bars::Bars::new(cli.quiet || cli.json);
+    let options = context.open_options(false)?;
+    let report = Db::vacuum(&cli.db, &options, &bars, &CancelToken::new())?;
+    if cli.json {
+        render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
+    } else {
+        writeln!(
+            out,
+            "vacuumed {}: {:.1} MB → {:.1} MB ({} documents, {} sessions; {:.1} s)",
+            cli.db.display(),
+            report.bytes_before as f64 / 1e6,
+            report.bytes_after as f64 / 1e6,
+            report.documents,
+            report.sessions,
+            report.seconds
+        )?;
+    }
+    Ok(())
+}
+
 /// `check`: validates every record and index, naming the damage found.
 pub(super) fn check(context: &Context, out: &mut dyn Write) -> Result<u8, Failure> {
     let report = context.open(false)?.check()?;

@@ -186,6 +186,7 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
         Command::Reindex => maintenance::reindex(context, out),
         Command::Salvage { to } => maintenance::salvage(context, out, to),
         Command::Backup { dest } => maintenance::backup(context, out, dest),
+        Command::Vacuum => done(maintenance::vacuum(context, out)),
         Command::Check => maintenance::check(context, out),
         Command::Demo => done(demo::run(out, cli.quiet)),
         Command::Session { command } => done(session::run(

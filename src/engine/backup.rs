@@ -23,10 +23,11 @@ use serde::Serialize;
 use crate::engine::reads::Damaged;
 use crate::engine::salvage::{Copied, require_new};
 use crate::engine::write::Written;
-use crate::engine::{Engine, OpenOptions, io_error};
+use crate::engine::{Engine, FULLTEXT_DIR, OpenOptions, io_error};
 use crate::error::{Error, Result};
 use crate::model::ids::parse_turn_id;
 use crate::progress::{CancelToken, Progress};
+use crate::storage::store::ENGINE_DIR;
 
 /// What [`crate::Db::backup`] copied.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -63,18 +64,19 @@ impl Engine {
     ) -> Result<BackupReport> {
         let started = Instant::now();
         require_new(to)?;
-        let (to_abs, dir_abs) = (absolute(to)?, absolute(&self.dir)?);
-        if to_abs.starts_with(&dir_abs) || dir_abs.starts_with(&to_abs) {
-            return Err(Error::Usage(format!(
-                "a backup goes outside the store: {} is inside {} or holds it",
-                to.display(),
-                self.dir.display()
-            )));
-        }
         let partial = partial_path(to);
-        if partial.exists() {
-            std::fs::remove_dir_all(&partial).map_err(io_error(&partial))?;
+        let store = self.dir.canonicalize().map_err(io_error(&self.dir))?;
+        for path in [to, partial.as_path()] {
+            let resolved = resolved(path)?;
+            if resolved.starts_with(&store) || store.starts_with(&resolved) {
+                return Err(Error::Usage(format!(
+                    "a backup goes outside the store: {} is inside {} or holds it",
+                    path.display(),
+                    self.dir.display()
+                )));
+            }
         }
+        remove_leftover(&partial)?;
         let target = Engine::open(
             &partial,
             &OpenOptions {
@@ -84,19 +86,22 @@ impl Engine {
             },
         )?;
         let copied = self.hold_log_from().and_then(|first| {
-            let copied = self.copy_at_one_moment(&target, first, progress, cancel);
-            self.log_floor.store(u64::MAX, Ordering::SeqCst);
-            copied
+            // Released however the copy ends, a panic included.
+            let _held = LogHeld(self);
+            self.copy_at_one_moment(&target, first, progress, cancel)
         });
         drop(target);
-        let mut report = match copied {
+        let renamed = copied.and_then(|report| {
+            std::fs::rename(&partial, to).map_err(io_error(to))?;
+            Ok(report)
+        });
+        let mut report = match renamed {
             Ok(report) => report,
             Err(err) => {
                 let _ = std::fs::remove_dir_all(&partial);
                 return Err(err);
             }
         };
-        std::fs::rename(&partial, to).map_err(io_error(to))?;
         report.path = to.to_owned();
         report.bytes = directory_bytes(to);
         report.seconds = started.elapsed().as_secs_f64();
@@ -155,8 +160,8 @@ impl Engine {
             .filter(|id| parse_turn_id(id).is_none())
             .collect();
         let sessions = self.store().session_ids()?;
-        let costs = self.costs_by_document()?;
         let mut report = BackupReport::default();
+        let costs = costs_or_skipped(self, &mut report);
         progress.start("backup", (documents.len() + sessions.len()) as u64);
         let result = (|| {
             for id in &documents {
@@ -207,7 +212,7 @@ impl Engine {
             let session = skipped.doc.strip_prefix("session ");
             !documents.contains(&skipped.doc) && !session.is_some_and(|s| sessions.contains(s))
         });
-        let costs = self.costs_by_document()?;
+        let costs = costs_or_skipped(self, report);
         for id in &documents {
             if target.store().contains(id)? {
                 target.write(|| {
@@ -228,15 +233,29 @@ impl Engine {
             let copied = self.copy_session(target, id)?;
             note(report, &format!("session {id}"), copied);
         }
-        // Metadata changed in place is not in the change log.
+        // Metadata changed in place is not in the change log, nor is the
+        // removal of a session whose every turn was forgotten.
+        let mut given = std::collections::HashMap::new();
         for (id, metadata) in self.store().all_metadata()? {
-            if let Ok(metadata) = metadata
-                && target
-                    .store()
-                    .metadata(&id)?
-                    .is_some_and(|copied| copied != metadata)
-            {
-                target.store().set_metadata(&id, &metadata)?;
+            if let Ok(metadata) = metadata {
+                given.insert(id, metadata);
+            }
+        }
+        for (id, _) in target.store().all_metadata()? {
+            given.entry(id).or_default();
+        }
+        for (id, metadata) in &given {
+            if (target.store().metadata(id)?).is_some_and(|copied| copied != *metadata) {
+                target.store().set_metadata(id, metadata)?;
+            }
+        }
+        let kept: BTreeSet<String> = self.store().session_ids()?.into_iter().collect();
+        for id in target.store().session_ids()? {
+            if !kept.contains(&id) {
+                target.write(|| {
+                    let turns = target.store().remove_session(&id)?.unwrap_or_default();
+                    Ok(((), removed(turns)))
+                })?;
             }
         }
         report.documents = (target.store().ids()?.iter())
@@ -245,6 +264,31 @@ impl Engine {
         report.sessions = target.store().session_ids()?.len();
         Ok((last, documents.len() + sessions.len()))
     }
+}
+
+/// Resets the change log's floor when dropped: the backup holding it is
+/// over, however it ended.
+struct LogHeld<'a>(&'a Engine);
+
+impl Drop for LogHeld<'_> {
+    fn drop(&mut self) {
+        self.0.log_floor.store(u64::MAX, Ordering::SeqCst);
+    }
+}
+
+/// What each document cost to build; the record of those costs left out,
+/// and named in `report`, when it does not read.
+fn costs_or_skipped(
+    engine: &Engine,
+    report: &mut BackupReport,
+) -> std::collections::HashMap<String, crate::model::cost::LlmCost> {
+    engine.costs_by_document().unwrap_or_else(|err| {
+        report.skipped.push(Damaged {
+            doc: "the build costs".into(),
+            problem: err.to_string(),
+        });
+        Default::default()
+    })
 }
 
 /// Records in `report` what copying `what` found unreadable.
@@ -265,10 +309,35 @@ fn removed(ids: Vec<String>) -> Written {
     }
 }
 
-/// `path` made absolute (against the working directory), for comparing
-/// where two paths lie.
-fn absolute(path: &Path) -> Result<PathBuf> {
-    std::path::absolute(path).map_err(io_error(path))
+/// Where `path` really lies (links and `..` resolved), for comparing where
+/// two paths lie; a path that does not exist yet, by its parent's.
+fn resolved(path: &Path) -> Result<PathBuf> {
+    if let Ok(real) = path.canonicalize() {
+        return Ok(real);
+    }
+    let absolute = std::path::absolute(path).map_err(io_error(path))?;
+    let (Some(parent), Some(name)) = (absolute.parent(), absolute.file_name()) else {
+        return Ok(absolute);
+    };
+    let parent = parent.canonicalize().map_err(io_error(parent))?;
+    Ok(parent.join(name))
+}
+
+/// Removes what a stopped backup or vacuum left at `path`, once it is
+/// seen to be a store (a storage engine's and a full-text index's
+/// directories); anything else there is refused, never removed.
+pub(super) fn remove_leftover(path: &Path) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let a_store = path.join(ENGINE_DIR).is_dir() && path.join(FULLTEXT_DIR).is_dir();
+    if !a_store {
+        return Err(Error::Usage(format!(
+            "{} is in the way and is not a store a stopped backup left: move it away",
+            path.display()
+        )));
+    }
+    std::fs::remove_dir_all(path).map_err(io_error(path))
 }
 
 /// Where a backup to `to` is built until it is whole.
@@ -279,7 +348,7 @@ fn partial_path(to: &Path) -> PathBuf {
 }
 
 /// The bytes of the files under `dir`.
-fn directory_bytes(dir: &Path) -> u64 {
+pub(super) fn directory_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };

@@ -17,6 +17,7 @@ mod lock;
 mod metadata;
 pub(crate) mod reads;
 pub(crate) mod salvage;
+pub(crate) mod vacuum;
 pub(crate) mod write;
 
 use std::path::{Path, PathBuf};

@@ -353,9 +353,15 @@ fn written(put: Vec<Document>) -> Written {
     }
 }
 
-/// Records `what` as left out of the salvage for `err`.
-/// Refuses a salvage or a backup into `to` unless it is absent or empty.
+/// Refuses a salvage or a backup into `to` unless it is absent or an
+/// empty directory.
 pub(super) fn require_new(to: &Path) -> Result<()> {
+    if to.exists() && !to.is_dir() {
+        return Err(Error::Usage(format!(
+            "the copy needs a new store: {} is a file",
+            to.display()
+        )));
+    }
     if std::fs::read_dir(to).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(Error::Usage(format!(
             "the copy needs a new store: {} is not empty",
@@ -365,6 +371,7 @@ pub(super) fn require_new(to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Records `what` as left out of the salvage for `err`.
 fn skip(report: &mut SalvageReport, what: &str, err: &Error) {
     report.skipped.push(Damaged {
         doc: what.to_owned(),

@@ -301,9 +301,10 @@ impl Metadata {
     /// `<title>` and `<meta>`, a PDF's information dictionary, Markdown
     /// front matter), read as well as it can be and never an error: each
     /// key becomes a name ([`source_key`]), texts have their whitespace
-    /// collapsed, and an entry metadata cannot hold (an empty or over-long
-    /// text, a nested value, a key past the limits) is left out. The first
-    /// of two entries with one key is kept.
+    /// collapsed, a list cut at [`MAX_LIST_LEN`] items, and an entry
+    /// metadata cannot hold (an empty or over-long text, a nested value, a
+    /// key past the limits) is left out. The first of two entries with one
+    /// key is kept.
     pub fn from_source(entries: impl IntoIterator<Item = (String, serde_json::Value)>) -> Metadata {
         use serde_json::Value;
         let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -323,6 +324,7 @@ impl Metadata {
                             _ => None,
                         })
                         .filter(|text| !text.is_empty())
+                        .take(MAX_LIST_LEN)
                         .map(Value::String)
                         .collect(),
                 ),
@@ -366,6 +368,15 @@ pub fn check_key(key: &str) -> Result<()> {
             ),
         ))
     }
+}
+
+/// A source's list of keywords (`risk, pensions; debt`) as list items: its
+/// words between commas and semicolons (kept as written; blanks dropped by
+/// [`Metadata::from_source`]).
+pub fn keywords(text: &str) -> Vec<serde_json::Value> {
+    (text.split([',', ';']))
+        .map(|k| serde_json::Value::String(k.into()))
+        .collect()
 }
 
 /// A source's name for an entry as a metadata key: lowercased, each run of

@@ -147,3 +147,79 @@ fn sigkill_during_turn_appends_leaves_whole_turns_only() {
         "the session never grew: {most_turns} turns"
     );
 }
+
+/// Rounds of the vacuum test: each kills one `vacuum` at a random moment.
+const VACUUM_ROUNDS: usize = 10;
+
+#[test]
+fn sigkill_at_any_moment_of_a_vacuum_leaves_the_old_store_or_the_new_one_whole() {
+    let seed = crash_seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store");
+    let files: Vec<String> = (rfc_files().into_iter().take(60))
+        .map(|path| path.to_string_lossy().into_owned())
+        .collect();
+    let mut args = vec!["ingest", "-q"];
+    args.extend(files.iter().map(String::as_str));
+    assert!(support::edudb(&db, &args).status.success());
+    // Half removed: space for the vacuum to give back.
+    let removed: Vec<String> = (files.iter().step_by(2))
+        .map(|f| {
+            std::path::Path::new(f)
+                .file_stem()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let mut args = vec!["rm"];
+    args.extend(removed.iter().map(String::as_str));
+    assert!(support::edudb(&db, &args).status.success());
+    let kept = whole_documents(&db, &mut rng).unwrap();
+    assert_eq!(kept.len(), files.len() - removed.len());
+    // How long a whole vacuum takes, to kill the others within it.
+    let started = std::time::Instant::now();
+    let out = run_within_a_minute(&db, &["vacuum", "--json"], "the store");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let whole_ms = (started.elapsed().as_millis() as u64).max(50);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["bytes_after"].as_u64() < report["bytes_before"].as_u64(),
+        "{report}"
+    );
+    let mut partial_rounds = 0;
+    for round in 0..VACUUM_ROUNDS {
+        let mut child = spawn(&db, &["vacuum"]);
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..whole_ms)));
+        let finished = child.try_wait().unwrap().is_some();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        partial_rounds += usize::from(!finished);
+        assert_eq!(
+            whole_documents(&db, &mut rng).unwrap(),
+            kept,
+            "round {round} (seed {seed}): the store after a kill {}",
+            if finished { "after exit" } else { "mid-run" }
+        );
+    }
+    assert!(
+        partial_rounds >= VACUUM_ROUNDS / 2,
+        "only {partial_rounds} rounds were killed mid-run"
+    );
+    // What a killed vacuum left beside the store goes with the next one.
+    let out = run_within_a_minute(&db, &["vacuum"], "the store");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for leftover in ["store.vacuum", "store.vacuum.partial"] {
+        assert!(!dir.path().join(leftover).exists(), "{leftover} is left");
+    }
+    assert_eq!(whole_documents(&db, &mut rng).unwrap(), kept);
+}

@@ -93,18 +93,30 @@ fn a_backup_holds_every_document_session_and_metadata_and_checks_clean() {
     assert!(!inside.exists());
 }
 
-/// What the writer of the stream test has done after its first `k` writes:
-/// the documents `w0…` it added, the version of `r` it last wrote and the
-/// turns it appended.
-fn after(k: usize) -> (Vec<String>, Option<usize>, usize) {
+/// The kinds of the stream test's writes, by the write's number modulo 5:
+/// a new document `w{i}`, a new version of `r` (which clears its
+/// metadata), a turn, `r`'s metadata set to `v = i`, and `v` unset.
+const KINDS: usize = 5;
+
+/// The stream test's store after its first `k` writes: the documents
+/// `w0…` added, the version of `r` last written, the turns appended and
+/// `r`'s metadata `v`.
+type State = (Vec<String>, Option<usize>, usize, Option<usize>);
+
+/// What the writer of the stream test has done after its first `k` writes.
+fn after(k: usize) -> State {
     let written: Vec<usize> = (0..k).collect();
     let added = (written.iter())
-        .filter(|i| *i % 3 == 0)
+        .filter(|i| *i % KINDS == 0)
         .map(|i| format!("w{i}"))
         .collect();
-    let version = written.iter().rev().find(|i| *i % 3 == 1).copied();
-    let turns = written.iter().filter(|i| *i % 3 == 2).count();
-    (added, version, turns)
+    let version = written.iter().rev().find(|i| *i % KINDS == 1).copied();
+    let turns = written.iter().filter(|i| *i % KINDS == 2).count();
+    let v = (written.iter().rev())
+        .find(|i| [1, 3, 4].contains(&(*i % KINDS)))
+        .filter(|i| *i % KINDS == 3)
+        .copied();
+    (added, version, turns, v)
 }
 
 #[test]
@@ -122,7 +134,7 @@ fn a_backup_during_a_stream_of_writes_is_the_store_after_a_prefix_of_them() {
             };
             let mut i = 0;
             while !stop.load(Ordering::SeqCst) {
-                match i % 3 {
+                match i % KINDS {
                     0 => db
                         .ingest_bytes(
                             &format!("w{i}"),
@@ -137,6 +149,14 @@ fn a_backup_during_a_stream_of_writes_is_the_store_after_a_prefix_of_them() {
                             markdown(),
                         )
                         .map(drop),
+                    3 => db
+                        .update_metadata(
+                            "r",
+                            &[("v".into(), edudb::MetaValue::Number(i as f64))],
+                            &[],
+                        )
+                        .map(drop),
+                    4 => db.update_metadata("r", &[], &["v".into()]).map(drop),
                     _ => db
                         .append_turns(
                             "stream",
@@ -188,7 +208,9 @@ fn a_backup_during_a_stream_of_writes_is_the_store_after_a_prefix_of_them() {
         number.parse::<usize>().unwrap()
     });
     let turns = copy.dialogue("stream").map_or(0, |d| d.turns.len());
-    let state = (added, version, turns);
+    let v = (copy.metadata("r").ok())
+        .and_then(|m| m.get("v").map(|v| v.to_json().as_u64().unwrap() as usize));
+    let state = (added, version, turns, v);
     // A write finished as the backup ended may not be counted yet.
     let prefix = (before..=after_backup + 1).find(|&k| after(k) == state);
     assert!(
@@ -233,4 +255,81 @@ fn the_command_line_backs_up_a_served_store_through_its_server() {
     crate::support::stop_server(child, &socket);
     let out = edudb(&to, &["check"]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn vacuum_gives_back_the_space_of_removed_documents_and_keeps_the_rest() {
+    let (dir, db) = store();
+    ingest_rfcs(&db, 40);
+    let ids: Vec<String> = db.documents().unwrap().into_iter().map(|d| d.id).collect();
+    for id in ids.iter().step_by(2) {
+        db.remove(id).unwrap();
+    }
+    db.append_turn(
+        "trip",
+        Role::User,
+        "We fly to Sapporo on Monday.",
+        Placement::Auto,
+    )
+    .unwrap();
+    let before: Vec<(String, String)> = (db.documents().unwrap().into_iter())
+        .map(|d| (d.id.clone(), db.document(&d.id).unwrap().text))
+        .collect();
+    let path = db.path().to_owned();
+    // The store must be closed: held open, it is busy.
+    let busy =
+        Db::vacuum(&path, &Default::default(), &NoProgress, &CancelToken::new()).unwrap_err();
+    assert!(busy.is_busy(), "{busy}");
+    drop(db);
+    let report = Db::vacuum(&path, &Default::default(), &NoProgress, &CancelToken::new()).unwrap();
+    assert!(report.bytes_after < report.bytes_before, "{report:?}");
+    assert_eq!((report.documents, report.sessions), (before.len(), 1));
+    let db = Db::open(&path).unwrap();
+    assert!(db.check().unwrap().damaged.is_empty());
+    let after: Vec<(String, String)> = (db.documents().unwrap().into_iter())
+        .map(|d| (d.id.clone(), db.document(&d.id).unwrap().text))
+        .collect();
+    assert_eq!(after, before);
+    assert_eq!(db.dialogue("trip").unwrap().turns.len(), 1);
+    let beside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        beside,
+        [std::ffi::OsString::from("db")],
+        "only the store is left"
+    );
+}
+
+#[test]
+fn a_backup_never_removes_the_store_or_what_a_backup_did_not_leave() {
+    let dir = tempfile::tempdir().unwrap();
+    // A store whose name is another path's `.partial`.
+    let db = Db::create(dir.path().join("data.partial")).unwrap();
+    ingest_rfcs(&db, 2);
+    let refused = db
+        .backup(dir.path().join("data"), &NoProgress, &CancelToken::new())
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("outside the store"),
+        "{refused}"
+    );
+    assert_eq!(db.documents().unwrap().len(), 2);
+    // A folder of the user's in the way is refused, not removed.
+    let theirs = dir.path().join("copy.partial");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(theirs.join("notes.txt"), "mine").unwrap();
+    let refused = db
+        .backup(dir.path().join("copy"), &NoProgress, &CancelToken::new())
+        .unwrap_err();
+    assert!(refused.to_string().contains("in the way"), "{refused}");
+    assert!(theirs.join("notes.txt").exists());
+    // A file where the copy would go.
+    std::fs::write(dir.path().join("file"), "x").unwrap();
+    let refused = db
+        .backup(dir.path().join("file"), &NoProgress, &CancelToken::new())
+        .unwrap_err();
+    assert!(refused.to_string().contains("is a file"), "{refused}");
 }

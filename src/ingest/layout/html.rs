@@ -11,7 +11,7 @@ use scraper::{Html, Node};
 use serde_json::Value;
 
 use super::{Block, BlockKind, Layout, trim_range};
-use crate::model::metadata::Metadata;
+use crate::model::metadata::{Metadata, keywords};
 
 /// Elements whose whole subtree is not document content.
 const DROPPED: &[&str] = &[
@@ -85,8 +85,8 @@ pub fn parse(html: &str) -> Layout {
 
 /// What the page says about itself: its `<title>` as `title`, and each
 /// `<meta>` with a `name` (or Open Graph's `property`) and a `content`,
-/// keyed by that name (`og:title` is `og_title`); `keywords` is a list of
-/// its comma-separated words. The first of a name is kept.
+/// keyed by that name (`og:title` is `og_title`); `keywords` is a list
+/// ([`keywords`]). The first of a name is kept.
 fn page_metadata(document: &Html, title: Option<&str>) -> Metadata {
     let selector = scraper::Selector::parse("meta[content]").expect("a valid selector");
     let metas = document.select(&selector).filter_map(|meta| {
@@ -94,12 +94,7 @@ fn page_metadata(document: &Html, title: Option<&str>) -> Metadata {
         let name = element.attr("name").or_else(|| element.attr("property"))?;
         let content = element.attr("content")?;
         let value = if name.eq_ignore_ascii_case("keywords") {
-            Value::Array(
-                content
-                    .split(',')
-                    .map(|k| Value::String(k.into()))
-                    .collect(),
-            )
+            Value::Array(keywords(content))
         } else {
             Value::String(content.into())
         };

@@ -174,6 +174,16 @@ impl FullText {
             .map_err(fulltext)
     }
 
+    /// Closes the writer, waiting for its background merges, so that
+    /// nothing more is written to the index's directory until a next write
+    /// opens a writer again (vacuum exchanges the directory under it).
+    pub fn close_writer(&mut self) -> Result<()> {
+        match self.writer.take() {
+            Some(writer) => writer.wait_merging_threads().map_err(fulltext),
+            None => Ok(()),
+        }
+    }
+
     /// Drops every uncommitted change with a fresh writer (after a failure
     /// the old one may have lost some of them); without a writer there is
     /// nothing to drop.

@@ -11,10 +11,22 @@ use pdf_oxide::PdfDocument;
 use pdf_oxide::optional_content::decode_pdf_text_string;
 use serde_json::Value;
 
-use crate::model::metadata::Metadata;
+use crate::model::metadata::{Metadata, keywords};
 
 /// Most entries of the dictionary read (a hostile file can hold many).
 const MAX_ENTRIES: usize = 64;
+
+/// The entries the PDF standard names.
+const STANDARD: [&str; 8] = [
+    "Title",
+    "Author",
+    "Subject",
+    "Keywords",
+    "Creator",
+    "Producer",
+    "CreationDate",
+    "ModDate",
+];
 
 /// The metadata that `document`'s information dictionary gives (empty
 /// without one).
@@ -29,34 +41,26 @@ pub fn metadata(document: &PdfDocument) -> Metadata {
         return Metadata::default();
     };
     let mut names: Vec<&String> = entries.keys().collect();
-    names.sort();
+    // The standard entries first, so that none is shadowed by a custom
+    // entry whose name reads the same as a key, nor left out past
+    // MAX_ENTRIES.
+    names.sort_by_key(|name| (!STANDARD.contains(&name.as_str()), name.as_str()));
     let read = names.into_iter().take(MAX_ENTRIES).filter_map(|name| {
         let value = document.resolve_object(&entries[name]).ok()?;
         let text = decode_pdf_text_string(value.as_string()?);
         Some(entry(name, text))
     });
-    // The standard entries first, so that none is shadowed by a custom
-    // entry whose name reads the same as a key.
-    let (standard, custom): (Vec<_>, Vec<_>) = read.partition(|(_, _, standard)| *standard);
-    Metadata::from_source((standard.into_iter().chain(custom)).map(|(key, value, _)| (key, value)))
+    Metadata::from_source(read)
 }
 
-/// An entry as a metadata key and value, and whether the entry is one the
-/// PDF standard names.
-fn entry(name: &str, text: String) -> (String, Value, bool) {
-    let standard = |key: &str, value: Value| (key.to_owned(), value, true);
+/// An entry as a metadata key and value.
+fn entry(name: &str, text: String) -> (String, Value) {
+    let standard = |key: &str, value: Value| (key.to_owned(), value);
     match name {
         "Title" | "Author" | "Subject" | "Creator" | "Producer" => {
             standard(&name.to_ascii_lowercase(), Value::String(text))
         }
-        "Keywords" => standard(
-            "keywords",
-            Value::Array(
-                text.split([',', ';'])
-                    .map(|k| Value::String(k.into()))
-                    .collect(),
-            ),
-        ),
+        "Keywords" => standard("keywords", Value::Array(keywords(&text))),
         "CreationDate" | "ModDate" => {
             let key = if name == "ModDate" {
                 "modified"
@@ -65,7 +69,7 @@ fn entry(name: &str, text: String) -> (String, Value, bool) {
             };
             standard(key, Value::String(date(&text).unwrap_or(text)))
         }
-        _ => (name.to_owned(), Value::String(text), false),
+        _ => (name.to_owned(), Value::String(text)),
     }
 }
 
@@ -136,7 +140,7 @@ mod tests {
         assert_eq!(entry("ModDate", "not a date".into()).1, "not a date");
         assert_eq!(
             entry("Company", "Amcor".into()),
-            ("Company".into(), "Amcor".into(), false)
+            ("Company".into(), "Amcor".into())
         );
     }
 }

@@ -1,0 +1,139 @@
+//! Vacuum: a store rewritten compactly, giving back the space removed and
+//! replaced documents left behind (the storage engine keeps and rewrites
+//! its free segments rather than return them).
+//!
+//! The store is opened (so no other process can use it meanwhile), backed
+//! up into `NAME.vacuum` beside it (a compact copy: every document and
+//! session written once), and the two directories are exchanged in one
+//! atomic step (`renameat2` with `RENAME_EXCHANGE`), the old store then
+//! removed. A stop at any moment leaves either the old store whole at its
+//! path (before the exchange) or the new one (after); whatever is left
+//! beside it, `NAME.vacuum` or `NAME.vacuum.partial`, is not the store
+//! whichever side of the exchange the stop came, and the next vacuum
+//! removes it.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::engine::backup::{directory_bytes, remove_leftover};
+use crate::engine::reads::Damaged;
+use crate::engine::{Engine, OpenOptions, io_error};
+use crate::error::{Error, Result};
+use crate::progress::{CancelToken, Progress};
+
+/// What [`crate::Db::vacuum`] did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct VacuumReport {
+    /// The store's size on disk before, in bytes...
+    pub bytes_before: u64,
+    /// ...and after.
+    pub bytes_after: u64,
+    /// Documents kept (session turns not counted).
+    pub documents: usize,
+    /// Sessions kept, each with every turn.
+    pub sessions: usize,
+    /// Seconds it took.
+    pub seconds: f64,
+}
+
+impl Engine {
+    /// The work of [`crate::Db::vacuum`].
+    pub(crate) fn vacuum(
+        dir: &Path,
+        options: &OpenOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<VacuumReport> {
+        let started = Instant::now();
+        let options = OpenOptions {
+            create: false,
+            ..options.clone()
+        };
+        let engine = Engine::open(dir, &options)?;
+        let beside = sibling(dir, ".vacuum");
+        for leftover in [sibling(dir, ".vacuum.partial"), beside.clone()] {
+            remove_leftover(&leftover)?;
+        }
+        let bytes_before = directory_bytes(dir);
+        let copy = engine.backup(&beside, progress, cancel)?;
+        if let Some(Damaged { doc, problem }) = copy.skipped.first() {
+            std::fs::remove_dir_all(&beside).map_err(io_error(&beside))?;
+            return Err(Error::Usage(format!(
+                "vacuum would leave out what does not read whole ({doc}: {problem}; {} in all): run `check`, then `salvage` or `rm`",
+                copy.skipped.len()
+            )));
+        }
+        // The store stays open, and so locked, through the exchange: no
+        // other process writes the old store once it is copied. Its index
+        // writer is closed first, so that no merge of it writes into the
+        // directory that is the new store's after the exchange.
+        engine.close_fulltext_writer()?;
+        if let Err(err) = exchange(dir, &beside) {
+            drop(engine);
+            let _ = std::fs::remove_dir_all(&beside);
+            return Err(err);
+        }
+        drop(engine);
+        std::fs::remove_dir_all(&beside).map_err(io_error(&beside))?;
+        Ok(VacuumReport {
+            bytes_before,
+            bytes_after: directory_bytes(dir),
+            documents: copy.documents,
+            sessions: copy.sessions,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+impl Engine {
+    /// Closes the full-text index's writer, waiting for its merges.
+    fn close_fulltext_writer(&self) -> Result<()> {
+        self.fulltext_writer().close_writer()
+    }
+}
+
+/// `dir` with `suffix` added to its name.
+fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name: OsString = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    dir.with_file_name(name)
+}
+
+/// Exchanges directories `a` and `b` in one atomic step.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| Error::Usage(format!("{} holds a NUL byte", p.display())))
+    };
+    let (from, to) = (path(a)?, path(b)?);
+    // SAFETY: both are valid NUL-terminated paths that outlive the call.
+    let done = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(io_error(a)(std::io::Error::last_os_error()))
+    }
+}
+
+/// Exchanges directories `a` and `b` in one atomic step: only Linux has
+/// one, so elsewhere vacuum is refused (its copy removed, the store as it
+/// was).
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> Result<()> {
+    Err(Error::Usage(
+        "vacuum needs an atomic exchange of directories, which edudb has only on Linux".into(),
+    ))
+}
