@@ -64,7 +64,7 @@ impl Engine {
     ) -> Result<BackupReport> {
         let started = Instant::now();
         require_new(to)?;
-        let partial = partial_path(to);
+        let partial = sibling(to, ".partial");
         let store = self.dir.canonicalize().map_err(io_error(&self.dir))?;
         for path in [to, partial.as_path()] {
             let resolved = resolved(path)?;
@@ -223,6 +223,13 @@ impl Engine {
             let copied = self.copy_document(target, id, &costs)?;
             note(report, id, copied);
         }
+        let caught_up = documents.len() + sessions.len();
+        // The removal of a session whose every turn was forgotten is not in
+        // the change log: a session the copy has and the store no longer
+        // does is refreshed too (so removed).
+        let kept: BTreeSet<String> = self.store().session_ids()?.into_iter().collect();
+        sessions
+            .extend((target.store().session_ids()?.into_iter()).filter(|id| !kept.contains(id)));
         for id in &sessions {
             if target.store().dialogue(id)?.is_some() {
                 target.write(|| {
@@ -233,8 +240,7 @@ impl Engine {
             let copied = self.copy_session(target, id)?;
             note(report, &format!("session {id}"), copied);
         }
-        // Metadata changed in place is not in the change log, nor is the
-        // removal of a session whose every turn was forgotten.
+        // Nor are metadata changed in place.
         let mut given = std::collections::HashMap::new();
         for (id, metadata) in self.store().all_metadata()? {
             if let Ok(metadata) = metadata {
@@ -249,20 +255,11 @@ impl Engine {
                 target.store().set_metadata(id, metadata)?;
             }
         }
-        let kept: BTreeSet<String> = self.store().session_ids()?.into_iter().collect();
-        for id in target.store().session_ids()? {
-            if !kept.contains(&id) {
-                target.write(|| {
-                    let turns = target.store().remove_session(&id)?.unwrap_or_default();
-                    Ok(((), removed(turns)))
-                })?;
-            }
-        }
         report.documents = (target.store().ids()?.iter())
             .filter(|id| parse_turn_id(id).is_none())
             .count();
         report.sessions = target.store().session_ids()?.len();
-        Ok((last, documents.len() + sessions.len()))
+        Ok((last, caught_up))
     }
 }
 
@@ -340,11 +337,12 @@ pub(super) fn remove_leftover(path: &Path) -> Result<()> {
     std::fs::remove_dir_all(path).map_err(io_error(path))
 }
 
-/// Where a backup to `to` is built until it is whole.
-fn partial_path(to: &Path) -> PathBuf {
-    let mut name = to.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    to.with_file_name(name)
+/// `path` with `suffix` added to its name: where a backup to it is built
+/// until it is whole (`.partial`), where a vacuum builds its copy.
+pub(super) fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
 }
 
 /// The bytes of the files under `dir`.

@@ -150,9 +150,10 @@ impl Engine {
     }
 
     /// Drops change-log entries every derived index has applied, up to
-    /// `seq` (and no further than a running backup holds it). The vector index, when it has been built, holds the log back
-    /// to what it has persisted; when it has never been built, its first
-    /// build reads the whole store anyway. Trimming is upkeep: on a disk
+    /// `seq` (and no further than a running backup holds it). The vector
+    /// index, when it has been built, holds the log back to what it has
+    /// persisted; when it has never been built, its first build reads the
+    /// whole store anyway. Trimming is upkeep: on a disk
     /// too full for it the log is kept (a warning) and the next write
     /// trims it.
     pub(super) fn trim_log(&self, seq: u64) -> Result<()> {

@@ -12,13 +12,12 @@
 //! whichever side of the exchange the stop came, and the next vacuum
 //! removes it.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::engine::backup::{directory_bytes, remove_leftover};
+use crate::engine::backup::{directory_bytes, remove_leftover, sibling};
 use crate::engine::reads::Damaged;
 use crate::engine::{Engine, OpenOptions, io_error};
 use crate::error::{Error, Result};
@@ -93,13 +92,6 @@ impl Engine {
     fn close_fulltext_writer(&self) -> Result<()> {
         self.fulltext_writer().close_writer()
     }
-}
-
-/// `dir` with `suffix` added to its name.
-fn sibling(dir: &Path, suffix: &str) -> PathBuf {
-    let mut name: OsString = dir.file_name().unwrap_or_default().to_os_string();
-    name.push(suffix);
-    dir.with_file_name(name)
 }
 
 /// Exchanges directories `a` and `b` in one atomic step.
