@@ -55,22 +55,20 @@ pub fn metadata(document: &PdfDocument) -> Metadata {
 
 /// An entry as a metadata key and value.
 fn entry(name: &str, text: String) -> (String, Value) {
-    let standard = |key: &str, value: Value| (key.to_owned(), value);
-    match name {
-        "Title" | "Author" | "Subject" | "Creator" | "Producer" => {
-            standard(&name.to_ascii_lowercase(), Value::String(text))
+    let key = match name {
+        "CreationDate" => "created".to_owned(),
+        "ModDate" => "modified".to_owned(),
+        "Title" | "Author" | "Subject" | "Keywords" | "Creator" | "Producer" => {
+            name.to_ascii_lowercase()
         }
-        "Keywords" => standard("keywords", Value::Array(keywords(&text))),
-        "CreationDate" | "ModDate" => {
-            let key = if name == "ModDate" {
-                "modified"
-            } else {
-                "created"
-            };
-            standard(key, Value::String(date(&text).unwrap_or(text)))
-        }
-        _ => (name.to_owned(), Value::String(text)),
-    }
+        _ => name.to_owned(),
+    };
+    let value = match name {
+        "Keywords" => Value::Array(keywords(&text)),
+        "CreationDate" | "ModDate" => Value::String(date(&text).unwrap_or(text)),
+        _ => Value::String(text),
+    };
+    (key, value)
 }
 
 /// A PDF date (`D:YYYYMMDDHHmmSSOHH'mm'`, every part after the year
