@@ -7,8 +7,9 @@
 //! The edudb queries run with the document cache warm (a service asking many
 //! questions of one store), and once more with the cache off. The seed
 //! query also runs filtered by a metadata condition that keeps a tenth of
-//! the documents (`WHERE meta.shard = 3`), its median printed as a ratio
-//! to the unfiltered one.
+//! the documents (`WHERE meta.shard = 3`), and by one that keeps a
+//! hundredth (`WHERE meta.slice = 7`), their medians printed as ratios to
+//! the unfiltered one.
 //!
 //! `cargo bench --bench query` (add `-- --quick` for a short run).
 
@@ -101,16 +102,26 @@ fn bench_query(c: &mut Criterion) {
     let propagate = db
         .prepare("SELECT FROM * SEED BM25($q) PROPAGATE BUDGET 512 TOKENS")
         .unwrap();
-    // Every tenth document in shard 3: a filter that keeps a tenth.
+    // Every tenth document in shard 3, every hundredth in slice 7:
+    // filters that keep a tenth and a hundredth.
     for (i, meta) in db.documents().unwrap().iter().enumerate() {
-        let shard = [(
-            "shard".to_owned(),
-            edudb::MetaValue::Number((i % 10) as f64),
-        )];
-        db.update_metadata(&meta.id, &shard, &[]).unwrap();
+        let keys = [
+            (
+                "shard".to_owned(),
+                edudb::MetaValue::Number((i % 10) as f64),
+            ),
+            (
+                "slice".to_owned(),
+                edudb::MetaValue::Number((i % 100) as f64),
+            ),
+        ];
+        db.update_metadata(&meta.id, &keys, &[]).unwrap();
     }
     let filtered = db
         .prepare("SELECT FROM * WHERE meta.shard = 3 SEED BM25($q) BUDGET 512 TOKENS")
+        .unwrap();
+    let filtered_narrow = db
+        .prepare("SELECT FROM * WHERE meta.slice = 7 SEED BM25($q) BUDGET 512 TOKENS")
         .unwrap();
     // Without the step across documents: what naming sections costs.
     let propagate_within = db
@@ -134,6 +145,7 @@ fn bench_query(c: &mut Criterion) {
     for (name, statement) in [
         ("seed_budget_512", &seed_budget),
         ("seed_budget_512_filtered_tenth", &filtered),
+        ("seed_budget_512_filtered_hundredth", &filtered_narrow),
         ("traverse_budget_512", &traverse),
         ("propagate_budget_512", &propagate),
         ("propagate_within_budget_512", &propagate_within),
@@ -177,7 +189,10 @@ fn main() {
     common::print_ratios(
         GROUP,
         "seed_budget_512",
-        &["seed_budget_512_filtered_tenth"],
+        &[
+            "seed_budget_512_filtered_tenth",
+            "seed_budget_512_filtered_hundredth",
+        ],
         run_started,
     );
 }

@@ -13,12 +13,13 @@
 //! so after a crash the store replays the change log past that point.
 //!
 //! Files: `schema` (fields, errors), `writer` ([`FullText`]), `reader`
-//! ([`FullTextReader`]) and `directory` (the directory tantivy writes
-//! through).
+//! ([`FullTextReader`]), `scope` (a ranking within some documents) and
+//! `directory` (the directory tantivy writes through).
 
 pub mod directory;
 mod reader;
 mod schema;
+mod scope;
 #[cfg(test)]
 mod tests;
 mod writer;

@@ -3,18 +3,18 @@
 //! fast-field columns opened once per segment.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
+use lru::LruCache;
 use tantivy::collector::TopDocs;
 use tantivy::index::SegmentId;
-use tantivy::query::{
-    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser,
-    TermQuery,
-};
+use tantivy::query::{Bm25StatisticsProvider, Bm25Weight, Query, QueryParser, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{Index, IndexReader, Searcher, Term};
 
 use super::schema::{Fields, NO_NODE, damaged, fulltext};
+use super::scope::{Allowed, WithinDocuments, any_of};
 use crate::error::{Error, Result};
 use crate::model::edu::Span;
 use crate::model::ids::is_turn_id;
@@ -36,7 +36,13 @@ pub struct FullTextReader {
     /// Each live segment's opened coordinate columns, shared by every clone:
     /// opening them costs more than reading a query's hits from them.
     pub(super) columns: Arc<Mutex<HashMap<SegmentId, Columns>>>,
+    /// The last document scopes searched, with their entries per segment,
+    /// shared by every clone.
+    pub(super) scopes: Arc<Mutex<LruCache<Vec<String>, Arc<Allowed>>>>,
 }
+
+/// How many document scopes a reader keeps (see [`Allowed`]).
+const KEPT_SCOPES: NonZeroUsize = NonZeroUsize::new(16).expect("not zero");
 
 impl std::fmt::Debug for FullTextReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -45,6 +51,17 @@ impl std::fmt::Debug for FullTextReader {
 }
 
 impl FullTextReader {
+    /// A reader of `index` through `reader`, with nothing opened yet.
+    pub(super) fn new(index: Index, reader: IndexReader, fields: Fields) -> FullTextReader {
+        FullTextReader {
+            index,
+            reader,
+            fields,
+            columns: Arc::default(),
+            scopes: Arc::new(Mutex::new(LruCache::new(KEPT_SCOPES))),
+        }
+    }
+
     /// Number of committed entries.
     pub fn entries(&self) -> u64 {
         self.reader.searcher().num_docs()
@@ -168,35 +185,33 @@ impl FullTextReader {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let any_term = BooleanQuery::new(
-            terms
-                .into_iter()
-                .map(|t| {
-                    let q: Box<dyn Query> =
-                        Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
-                    (Occur::Should, q)
-                })
-                .collect(),
-        );
         let Some(docs) = docs else {
-            return self.top(searcher, &any_term, limit, statistics);
+            return self.top(searcher, &any_of(&terms), limit, statistics);
         };
-        let any_doc = docs
-            .iter()
-            .map(|id| {
-                let term = Term::from_field_text(self.fields.doc, id);
-                let q: Box<dyn Query> = Box::new(TermQuery::new(term, IndexRecordOption::Basic));
-                (Occur::Should, q)
-            })
-            .collect();
-        // The scope only filters: scored, it would add the document id's
-        // idf to every hit and break the scale of `rank_ceiling`.
-        let scope = ConstScoreQuery::new(Box::new(BooleanQuery::new(any_doc)), 0.0);
-        let within_docs = BooleanQuery::new(vec![
-            (Occur::Must, Box::new(any_term) as Box<dyn Query>),
-            (Occur::Must, Box::new(scope)),
-        ]);
+        let within_docs = WithinDocuments::new(terms, self.scope(searcher, docs));
         self.top(searcher, &within_docs, limit, statistics)
+    }
+
+    /// The entries of documents `docs`: one of the last [`KEPT_SCOPES`]
+    /// scopes searched, its live segments' entries kept, or a new one.
+    fn scope(&self, searcher: &Searcher, docs: &[&str]) -> Arc<Allowed> {
+        let key: Vec<String> = docs.iter().map(|&id| id.to_owned()).collect();
+        let mut scopes = self.scopes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(allowed) = scopes.get(&key) {
+            let live: Vec<SegmentId> = searcher
+                .segment_readers()
+                .iter()
+                .map(|s| s.segment_id())
+                .collect();
+            allowed.keep_segments(&live);
+            return Arc::clone(allowed);
+        }
+        let ids = docs
+            .iter()
+            .map(|id| Term::from_field_text(self.fields.doc, id));
+        let allowed = Arc::new(Allowed::new(ids));
+        scopes.put(key, Arc::clone(&allowed));
+        allowed
     }
 
     /// The BM25 statistics `field` is ranked with (see [`FieldStatistics`]).

@@ -431,3 +431,89 @@ fn a_damaged_index_fails_with_tantivys_error_as_the_source() {
     let source = std::error::Error::source(&err).expect("tantivy's error is kept");
     assert!(err.to_string().contains(&source.to_string()), "{err}");
 }
+
+#[test]
+fn a_document_scope_ranks_exactly_the_unscoped_hits_it_allows_narrow_or_wide() {
+    // 240 documents over a small vocabulary, committed in four batches
+    // (several segments); scopes of 1 and 3 documents take the
+    // intersection, of 60 and 200 the filtered pruned walk.
+    let words = [
+        "oven", "loaf", "river", "garden", "lamp", "harbour", "kettle", "stone", "the", "of",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = FullText::open(dir.path()).unwrap();
+    let mut seq = 0;
+    for batch in 0..4u64 {
+        for n in 0..60usize {
+            let number = batch as usize * 60 + n;
+            let sentences: Vec<String> = (0..4)
+                .map(|s| {
+                    let pick = |k: usize| words[(number * 7 + s * 3 + k * k * 5) % words.len()];
+                    format!(
+                        "The {} {} {} near the {}.",
+                        pick(1),
+                        pick(2),
+                        pick(3),
+                        pick(4 + s)
+                    )
+                })
+                .collect();
+            let text = sentences.join("\n\n") + "\n";
+            let doc =
+                crate::ingest::pipeline::analyze(&format!("d{number:03}"), text, Format::Text)
+                    .unwrap();
+            index.replace(&doc).unwrap();
+        }
+        seq += 1;
+        index.commit(seq).unwrap();
+    }
+    let reader = index.reader();
+    let ids: Vec<String> = (0..240).map(|n| format!("d{n:03}")).collect();
+    for (query, target) in [
+        ("oven river of the", Target::Edus),
+        ("lamp kettle", Target::Nodes),
+        ("stone", Target::Edus),
+    ] {
+        let all = reader.rank(query, target, None, 100_000).unwrap();
+        for (take, step) in [(1, 1), (3, 7), (60, 4), (200, 1)] {
+            let scope: Vec<&str> = ids
+                .iter()
+                .step_by(step)
+                .take(take)
+                .map(String::as_str)
+                .collect();
+            let allowed: Vec<_> = all
+                .iter()
+                .filter(|h| scope.contains(&h.doc.as_str()))
+                .collect();
+            for limit in [5, 40, 100_000] {
+                let scoped = reader.rank(query, target, Some(&scope), limit).unwrap();
+                assert_eq!(
+                    scoped.len(),
+                    allowed.len().min(limit),
+                    "{query} in {take}, top {limit}"
+                );
+                for (got, want) in scoped.iter().zip(&allowed) {
+                    assert!(
+                        (got.score - want.score).abs() <= 1e-5 * want.score.abs().max(1.0),
+                        "{query} in {take}, top {limit}: {got:?} against {want:?}"
+                    );
+                    assert!(
+                        scope.contains(&got.doc.as_str()),
+                        "{got:?} is outside the scope"
+                    );
+                }
+                for got in &scoped {
+                    let same = all
+                        .iter()
+                        .find(|h| h.doc == got.doc && h.span == got.span && h.node == got.node);
+                    let unscoped = same.map_or(f32::NAN, |h| h.score);
+                    assert!(
+                        (unscoped - got.score).abs() <= 1e-5 * unscoped.abs().max(1.0),
+                        "scored as unscoped: {got:?} against {unscoped}"
+                    );
+                }
+            }
+        }
+    }
+}

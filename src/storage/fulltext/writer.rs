@@ -3,7 +3,6 @@
 //! and the background merges of small segments.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use tantivy::merge_policy::LogMergePolicy;
 use tantivy::{Index, IndexWriter, ReloadPolicy, Term, doc};
@@ -71,12 +70,7 @@ impl FullText {
         };
         Ok(FullText {
             writer: None,
-            reader: FullTextReader {
-                index,
-                reader,
-                fields,
-                columns: Arc::default(),
-            },
+            reader: FullTextReader::new(index, reader, fields),
         })
     }
 
