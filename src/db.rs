@@ -40,6 +40,8 @@ use crate::storage::vectors::VectorCounts;
 #[derive(Debug)]
 pub struct Db {
     engine: Engine,
+    /// What it was opened with, to open it again after a vacuum.
+    options: OpenOptions,
 }
 
 impl Db {
@@ -66,6 +68,10 @@ impl Db {
     pub fn open_with(dir: impl AsRef<Path>, options: &OpenOptions) -> Result<Db> {
         Ok(Db {
             engine: Engine::open(dir, options)?,
+            options: OpenOptions {
+                create: false,
+                ..options.clone()
+            },
         })
     }
 
@@ -174,6 +180,22 @@ impl Db {
         cancel: &CancelToken,
     ) -> Result<VacuumReport> {
         Engine::vacuum(dir.as_ref(), options, progress, cancel)
+    }
+
+    /// Vacuums this store as [`Db::vacuum`] does: closed for it, and opened
+    /// again after with the options it was opened with, so that a process
+    /// holding it (a server) keeps it across the vacuum. Gives the
+    /// vacuum's outcome (on failure the store is as it was) and the store
+    /// opened again.
+    pub fn vacuum_reopened(
+        self,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> (Result<VacuumReport>, Result<Db>) {
+        let (dir, options) = (self.path().to_owned(), self.options.clone());
+        drop(self);
+        let report = Db::vacuum(&dir, &options, progress, cancel);
+        (report, Db::open_with(&dir, &options))
     }
 
     /// Salvages the store at `from` into a new store at `to`, as

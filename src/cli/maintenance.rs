@@ -4,13 +4,14 @@
 use std::io::Write;
 use std::path::Path;
 
-use edudb::{CancelToken, Damaged, Db};
+use edudb::serve::Client;
+use edudb::{CancelToken, Damaged, Db, VacuumReport};
 use serde_json::json;
 
 use super::bars;
 use super::context::Context;
 use super::failure::{EXIT_INTERNAL, Failure};
-use super::render;
+use super::{render, route};
 
 /// `stats`: the store's counts and sizes.
 pub(super) fn stats(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
@@ -105,12 +106,23 @@ pub(super) fn backup(context: &Context, out: &mut dyn Write, dest: &Path) -> Res
     Ok(exit_for(&report.skipped))
 }
 
-/// `vacuum`: the store rewritten compactly, with its size before and after.
+/// `vacuum`: the store rewritten compactly, with its size before and
+/// after; by its server when one runs (every other request waits for it),
+/// else here with the store closed.
 pub(super) fn vacuum(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
     let cli = context.cli;
-    let bars = bars::Bars::new(cli.quiet || cli.json);
-    let options = context.open_options(false)?;
-    let report = Db::vacuum(&cli.db, &options, &bars, &CancelToken::new())?;
+    let report: VacuumReport = match route::Server::find(&cli.db) {
+        Some(server) => {
+            let answer = Client::connect(&server.store().to_string_lossy(), None)?.vacuum()?;
+            serde_json::from_value(answer)
+                .map_err(|e| edudb::Error::Serve(format!("the server's vacuum report: {e}")))?
+        }
+        None => {
+            let bars = bars::Bars::new(cli.quiet || cli.json);
+            let options = context.open_options(false)?;
+            Db::vacuum(&cli.db, &options, &bars, &CancelToken::new())?
+        }
+    };
     if cli.json {
         render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
     } else {

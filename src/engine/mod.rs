@@ -157,12 +157,17 @@ impl Engine {
             std::fs::create_dir_all(dir).map_err(io_error(dir))?;
         }
         let lock = StoreLock::take(dir, options.busy_timeout)?;
-        // A dead server's socket: remove it, so that no client tries it.
-        match std::fs::remove_file(dir.join(SOCKET_FILE)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                tracing::warn!("a stale {SOCKET_FILE} could not be removed: {e}")
+        // A dead server's socket: remove it, so that no client tries it. A
+        // live one is a server's that closed the store to vacuum it, and
+        // that serves it again once vacuumed.
+        let socket = dir.join(SOCKET_FILE);
+        if std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            match std::fs::remove_file(&socket) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    tracing::warn!("a stale {SOCKET_FILE} could not be removed: {e}")
+                }
+                _ => {}
             }
-            _ => {}
         }
         let engine_dir = dir.join(ENGINE_DIR);
         let opened = if options.to_remove {

@@ -15,16 +15,16 @@
 use std::path::Path;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::backup::{directory_bytes, remove_leftover, sibling};
 use crate::engine::reads::Damaged;
-use crate::engine::{Engine, OpenOptions, io_error};
+use crate::engine::{Engine, OpenOptions, SOCKET_FILE, io_error};
 use crate::error::{Error, Result};
 use crate::progress::{CancelToken, Progress};
 
 /// What [`crate::Db::vacuum`] did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct VacuumReport {
     /// The store's size on disk before, in bytes...
     pub bytes_before: u64,
@@ -70,6 +70,7 @@ impl Engine {
         // writer is closed first, so that no merge of it writes into the
         // directory that is the new store's after the exchange.
         engine.close_fulltext_writer()?;
+        keep_socket(dir, &beside);
         if let Err(err) = exchange(dir, &beside) {
             drop(engine);
             let _ = std::fs::remove_dir_all(&beside);
@@ -91,6 +92,20 @@ impl Engine {
     /// Closes the full-text index's writer, waiting for its merges.
     fn close_fulltext_writer(&self) -> Result<()> {
         self.fulltext_writer().close_writer()
+    }
+}
+
+/// Links the socket of a server vacuuming the store at `dir` (it closed
+/// the store for that and serves it again after) into `beside`, the store
+/// that takes its place: after the exchange clients find it where they
+/// did, with no moment between.
+fn keep_socket(dir: &Path, beside: &Path) {
+    let socket = dir.join(SOCKET_FILE);
+    match std::fs::hard_link(&socket, beside.join(SOCKET_FILE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => tracing::warn!(
+            "the server's socket could not be kept across the vacuum (its clients reach it by TCP only until it restarts): {e}"
+        ),
+        _ => {}
     }
 }
 

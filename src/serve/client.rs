@@ -178,6 +178,12 @@ impl Client {
             .map_err(|e| Error::Serve(format!("{}: the command's answer: {e}", self.name)))
     }
 
+    /// Has the server vacuum its store (`POST /v1/vacuum`): `vacuum
+    /// --json`'s report.
+    pub fn vacuum(&self) -> Result<Value> {
+        self.call(Method::POST, &["vacuum"], &[], Body::None)
+    }
+
     /// The server's `{store, version, max_body_bytes}`.
     pub fn health(&self) -> Result<Value> {
         self.call(Method::GET, &["health"], &[], Body::None)

@@ -55,6 +55,7 @@ pub(super) fn router(
         .route("/v1/stats", get(store::stats))
         .route("/v1/check", get(store::check))
         .route("/v1/reindex", post(store::reindex))
+        .route("/v1/vacuum", post(store::vacuum))
         .route("/v1/search", get(retrieval::search))
         .route("/v1/query", post(retrieval::query))
         .route("/v1/ask", post(retrieval::ask))
@@ -126,7 +127,7 @@ pub(super) async fn openapi() -> impl IntoResponse {
 
 pub(super) async fn health(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(json!({
-        "store": shared.db.path().display().to_string(),
+        "store": shared.path.display().to_string(),
         "version": env!("CARGO_PKG_VERSION"),
         "max_body_bytes": shared.max_body_bytes,
     }))

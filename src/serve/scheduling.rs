@@ -1,15 +1,17 @@
 //! What every handler shares, and how their work runs on the store: reads
 //! side by side on the read pool, writes one at a time behind a bounded
 //! queue, each answered "busy" (or of unknown outcome, for a write) past
-//! the request timeout.
+//! the request timeout; and a vacuum alone, closing and reopening the
+//! store while every other request waits ([`ServedStore`]).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::http::StatusCode;
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedRwLockReadGuard, RwLock, Semaphore};
 
 use super::failure::{Answer, Failure};
 use super::forwarding::CommandRunner;
@@ -17,9 +19,73 @@ use super::{jobs, reads};
 use crate::db::Db;
 use crate::error::Result;
 
+/// Why a server has no store: it closed it for a vacuum, and opening it
+/// again failed.
+const CLOSED: &str = "the store could not be opened again after a vacuum";
+
+/// The served store behind a gate: work on it holds the gate shared for as
+/// long as it runs; a vacuum holds it alone (no work running, later work
+/// waiting its turn behind it) while it closes the store and opens it
+/// again. Empty once a store could not be opened again.
+#[derive(Clone)]
+pub(super) struct ServedStore(Arc<RwLock<Option<Db>>>);
+
+/// A share of [`ServedStore`]'s gate: the store stays open while it is held.
+pub(super) struct Held(OwnedRwLockReadGuard<Option<Db>>);
+
+impl Held {
+    /// The store, or why there is none.
+    pub(super) fn db(&self) -> std::result::Result<&Db, String> {
+        self.0.as_ref().ok_or_else(|| CLOSED.to_owned())
+    }
+}
+
+impl ServedStore {
+    pub(super) fn new(db: Db) -> ServedStore {
+        ServedStore(Arc::new(RwLock::new(Some(db))))
+    }
+
+    /// A share of the gate, once no vacuum holds it or waits for it.
+    pub(super) async fn share(&self) -> Held {
+        Held(Arc::clone(&self.0).read_owned().await)
+    }
+
+    /// Runs `work` on the store on a blocking thread, holding a share of
+    /// the gate; what it gave, or why it gave nothing.
+    pub(super) async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Db) -> T + Send + 'static,
+    ) -> std::result::Result<T, String> {
+        let held = self.share().await;
+        let task = tokio::task::spawn_blocking(move || held.db().map(work));
+        task.await.map_err(|e| e.to_string())?
+    }
+
+    /// Runs `work` with the store taken out of the gate, once every running
+    /// work has ended and none other can start: `work` closes it, and gives
+    /// its answer and the store opened again (on error none, and the store
+    /// stays empty).
+    pub(super) async fn alone(
+        &self,
+        work: impl FnOnce(Db) -> (Result<Value>, Result<Db>) + Send + 'static,
+    ) -> std::result::Result<Result<Value>, String> {
+        let mut gate = Arc::clone(&self.0).write_owned().await;
+        let task = tokio::task::spawn_blocking(move || {
+            let db = gate.take().ok_or_else(|| CLOSED.to_owned())?;
+            let (answer, reopened) = work(db);
+            let db = reopened.map_err(|err| format!("{CLOSED}: {err}"))?;
+            *gate = Some(db);
+            Ok(answer)
+        });
+        task.await.map_err(|e| e.to_string())?
+    }
+}
+
 /// What every handler shares.
 pub(super) struct Shared {
-    pub(super) db: Arc<Db>,
+    pub(super) store: ServedStore,
+    /// The store's directory.
+    pub(super) path: PathBuf,
     pub(super) token: Option<String>,
     pub(super) commands: Option<Arc<dyn CommandRunner>>,
     pub(super) timeout: Duration,
@@ -34,9 +100,9 @@ pub(super) struct Shared {
     /// Where reads run.
     pub(super) reads: reads::ReadPool,
     /// Set when the store failed in its file system and its handle was
-    /// abandoned ([`Error::Abandoned`](crate::Error::Abandoned)): every
-    /// later request would fail, so the server stops, with this as its
-    /// error.
+    /// abandoned ([`Error::Abandoned`](crate::Error::Abandoned)), or could
+    /// not be opened again after a vacuum: every later request would fail,
+    /// so the server stops, with this as its error.
     pub(super) abandoned: std::sync::OnceLock<String>,
 }
 
@@ -52,7 +118,8 @@ impl Shared {
         write_queue: usize,
     ) -> Result<Shared> {
         Ok(Shared {
-            db: Arc::new(db),
+            path: db.path().to_owned(),
+            store: ServedStore::new(db),
             token: None,
             commands: None,
             timeout,
@@ -64,29 +131,34 @@ impl Shared {
             abandoned: std::sync::OnceLock::new(),
         })
     }
+}
 
-    /// Notes an error from the store: an abandoned store stops the server.
-    pub(super) fn note<T>(&self, result: &Result<T>) {
+/// Runs `work` on the served store on a blocking thread; an error from a
+/// store that abandoned its handle stops the server.
+pub(super) async fn on_store<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&Db) -> Result<T> + Send + 'static,
+) -> std::result::Result<Result<T>, String> {
+    let noted = Arc::clone(shared);
+    shared
+        .store
+        .run(move |db| {
+            let result = work(db);
+            noted.note(db, &result);
+            result
+        })
+        .await
+}
+
+impl Shared {
+    /// Notes an error from `db`: an abandoned store stops the server.
+    fn note<T>(&self, db: &Db, result: &Result<T>) {
         if let Err(err) = result
-            && self.db.is_abandoned()
+            && db.is_abandoned()
         {
             let _ = self.abandoned.set(err.to_string());
         }
     }
-}
-
-/// Runs `work` on the served store on a blocking thread.
-pub(super) fn on_store<T: Send + 'static>(
-    shared: &Shared,
-    work: impl FnOnce(&Db) -> T + Send + 'static,
-) -> tokio::task::JoinHandle<T> {
-    let db = Arc::clone(&shared.db);
-    tokio::task::spawn_blocking(move || work(&db))
-}
-
-/// What a task on a blocking thread gave, or why it gave nothing.
-pub(super) async fn joined<T>(task: tokio::task::JoinHandle<T>) -> std::result::Result<T, String> {
-    task.await.map_err(|e| e.to_string())
 }
 
 /// Runs a read on the read pool, concurrently with other requests; one
@@ -96,8 +168,19 @@ pub(super) async fn read(
     shared: &Arc<Shared>,
     work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
 ) -> Answer {
-    let db = Arc::clone(&shared.db);
-    answer_read(shared, shared.reads.run(move || work(&db))).await
+    let noted = Arc::clone(shared);
+    let task = async move {
+        let held = noted.store.share().await;
+        let pool = Arc::clone(&noted);
+        let read = move || {
+            let db = held.db()?;
+            let result = work(db);
+            noted.note(db, &result);
+            Ok(result)
+        };
+        pool.reads.run(read).await.and_then(|r| r)
+    };
+    answer_read(shared, task).await
 }
 
 /// Runs a read that waits on a model server or reads the whole store as
@@ -107,7 +190,7 @@ pub(super) async fn read_waiting(
     shared: &Arc<Shared>,
     work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
 ) -> Answer {
-    answer_read(shared, joined(on_store(shared, work))).await
+    answer_read(shared, on_store(shared, work)).await
 }
 
 /// The answer of a running read, or "busy" once it is past the timeout.
@@ -141,9 +224,16 @@ pub(super) async fn write(
     let Ok(Ok(turn)) = waited.await else {
         return Err(Failure::busy("timed out waiting for earlier writes; retry"));
     };
-    let task = on_store(shared, move |db| {
-        let _held = (place, turn);
-        work(db)
+    // Spawned, so that it runs to its end even once its answer is late.
+    let task = tokio::spawn({
+        let shared = Arc::clone(shared);
+        async move {
+            on_store(&shared, move |db| {
+                let _held = (place, turn);
+                work(db)
+            })
+            .await
+        }
     });
     let late = || {
         Failure::new(
@@ -155,7 +245,12 @@ pub(super) async fn write(
             ),
         )
     };
-    within(shared, joined(task), late).await
+    within(shared, async { joined(task).await? }, late).await
+}
+
+/// What a spawned task gave, or why it gave nothing.
+async fn joined<T>(task: tokio::task::JoinHandle<T>) -> std::result::Result<T, String> {
+    task.await.map_err(|e| e.to_string())
 }
 
 /// The answer of `task`, or `late()` once the request timeout has passed.
@@ -167,10 +262,7 @@ pub(super) async fn within(
     match tokio::time::timeout(shared.timeout, task).await {
         Err(_) => Err(late()),
         Ok(Err(why)) => Err(Failure::internal(format!("the request failed: {why}"))),
-        Ok(Ok(result)) => {
-            shared.note(&result);
-            result.map(Json).map_err(Failure::from)
-        }
+        Ok(Ok(result)) => result.map(Json).map_err(Failure::from),
     }
 }
 
@@ -184,6 +276,62 @@ mod tests {
     fn shared(dir: &std::path::Path, write_queue: usize, timeout: Duration) -> Arc<Shared> {
         let db = Db::create(dir.join("db")).unwrap();
         Arc::new(Shared::new(db, timeout, 16 << 20, write_queue).unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_waits_while_the_store_is_held_alone_and_runs_on_the_store_given_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path(), 4, Duration::from_secs(30));
+        let (started, has_started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let alone = {
+            let store = shared.store.clone();
+            tokio::spawn(async move {
+                store
+                    .alone(move |db| {
+                        started.send(()).unwrap();
+                        released.recv().unwrap();
+                        let path = db.path().to_owned();
+                        drop(db);
+                        (Ok(json!("closed and opened")), Db::open(&path))
+                    })
+                    .await
+            })
+        };
+        tokio::task::spawn_blocking(move || has_started.recv().unwrap())
+            .await
+            .unwrap();
+        let reading = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move { read(&shared, |db| Ok(json!(db.documents()?.len()))).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !reading.is_finished(),
+            "a read waits while the store is held alone"
+        );
+        release.send(()).unwrap();
+        let answer = alone.await.unwrap().unwrap().unwrap();
+        assert_eq!(answer, json!("closed and opened"));
+        assert_eq!(reading.await.unwrap().unwrap().0, json!(0));
+        // A store that cannot be opened again leaves none: later work is
+        // refused with why.
+        let failed = shared
+            .store
+            .alone(|db| {
+                drop(db);
+                (Ok(json!("closed")), Err(crate::Error::Usage("gone".into())))
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            failed.contains(CLOSED) && failed.contains("gone"),
+            "{failed}"
+        );
+        let refused = read(&shared, |db| Ok(json!(db.documents()?.len())))
+            .await
+            .unwrap_err();
+        assert!(refused.message.contains(CLOSED), "{}", refused.message);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::api::Api;
 use super::forwarding::{CommandRunner, SOCKET_FILE};
 use super::mcp;
 use super::routes::router;
@@ -156,9 +155,8 @@ async fn serve(
     // known on the other; its streams end when the server stops.
     let mcp_stop = tokio_util::sync::CancellationToken::new();
     let mcp = options.mcp.clone().map(|mcp_options| {
-        let api: Arc<dyn Api + Send + Sync> = Arc::clone(&shared.db) as _;
         mcp::http_service(
-            api,
+            shared.store.clone(),
             mcp_options,
             options.token.is_some(),
             options.max_body_bytes,

@@ -304,6 +304,81 @@ fn vacuum_gives_back_the_space_of_removed_documents_and_keeps_the_rest() {
 }
 
 #[test]
+fn the_command_line_vacuums_a_served_store_through_its_server_while_a_reader_keeps_reading() {
+    let (dir, db) = store();
+    ingest_rfcs(&db, 20);
+    let ids: Vec<String> = db.documents().unwrap().into_iter().map(|d| d.id).collect();
+    for id in ids.iter().step_by(2) {
+        db.remove(id).unwrap();
+    }
+    let path = db.path().to_owned();
+    drop(db);
+    let (child, _address, socket) = crate::support::spawn_server(&path);
+    // Every hit's place and text, in order of place: the vacuum drops the
+    // removed documents' deleted entries, so scores (and their order)
+    // may change, but not what matches.
+    let search = |path: &std::path::Path| {
+        let out = edudb(
+            path,
+            &["search", "lifetime borrow", "--limit", "10000", "--json"],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let hits: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let mut places: Vec<String> = hits
+            .iter()
+            .map(|h| format!("{} {} {} {}", h["doc"], h["node"], h["edus"], h["text"]))
+            .collect();
+        places.sort();
+        places
+    };
+    let before = search(&path);
+    assert!(before.len() >= 5, "{before:?}");
+    // A reader goes on through the vacuum: its searches wait for it, none
+    // fails, and each finds what it found before.
+    let stop = AtomicBool::new(false);
+    let answered = AtomicUsize::new(0);
+    let report = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                assert_eq!(search(&path), before);
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        while answered.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        let out = edudb(&path, &["vacuum", "--json"]);
+        stop.store(true, Ordering::Relaxed);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    });
+    assert!(
+        report["bytes_after"].as_u64() < report["bytes_before"].as_u64(),
+        "{report}"
+    );
+    assert_eq!(report["documents"], 10, "{report}");
+    // The server holds the vacuumed store and serves it.
+    assert_eq!(search(&path), before);
+    let out = edudb(&path, &["docs", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed.as_array().map(Vec::len), Some(10), "{listed}");
+    crate::support::stop_server(child, &socket);
+    let out = edudb(&path, &["check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let beside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        beside,
+        [std::ffi::OsString::from("db")],
+        "only the store is left"
+    );
+}
+
+#[test]
 fn a_backup_never_removes_the_store_or_what_a_backup_did_not_leave() {
     let dir = tempfile::tempdir().unwrap();
     // A store whose name is another path's `.partial`.

@@ -139,7 +139,6 @@ pub(crate) async fn ingest_job(
         })
         .await;
         let ended = ended.unwrap_or_else(|e| Err(Error::Serve(format!("the job failed: {e}"))));
-        shared.note(&ended);
         running.finish(ended);
     });
     Ok((StatusCode::ACCEPTED, Json(job.status())))

@@ -1,5 +1,5 @@
-//! The store as a whole: `/v1/stats`, `/v1/check`, `/v1/reindex`, and
-//! forwarded command lines (`/v1/cli`).
+//! The store as a whole: `/v1/stats`, `/v1/check`, `/v1/reindex`,
+//! `/v1/vacuum`, and forwarded command lines (`/v1/cli`).
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use crate::progress::{CancelToken, NoProgress};
 use crate::serve::api::Api;
 use crate::serve::client::{CommandOutput, CommandRequest};
 use crate::serve::failure::{Answer, Failure};
-use crate::serve::scheduling::{Shared, on_store, read, read_waiting, write};
+use crate::serve::scheduling::{Shared, read, read_waiting, write};
 
 pub(crate) async fn stats(State(shared): State<Arc<Shared>>) -> Answer {
     read(&shared, Api::stats).await
@@ -29,6 +29,37 @@ pub(crate) async fn reindex(State(shared): State<Arc<Shared>>) -> Answer {
     .await
 }
 
+/// `POST /v1/vacuum`: the store rewritten compactly ([`crate::Db::vacuum`]):
+/// after the writes queued before it, once every running request has
+/// ended, the store is closed, vacuumed and opened again, while later
+/// requests wait (those past the request timeout are answered busy). It
+/// has no timeout of its own, like a forwarded command. A store that
+/// cannot be opened again stops the server.
+pub(crate) async fn vacuum(State(shared): State<Arc<Shared>>) -> Answer {
+    let Ok(place) = Arc::clone(&shared.queue).try_acquire_owned() else {
+        return Err(Failure::busy("the write queue is full; retry"));
+    };
+    let Ok(turn) = Arc::clone(&shared.writer).acquire_owned().await else {
+        return Err(Failure::busy("the server is stopping"));
+    };
+    let outcome = shared
+        .store
+        .alone(move |db| {
+            let _held = (place, turn);
+            let (report, reopened) = db.vacuum_reopened(&NoProgress, &CancelToken::new());
+            let answer = report.map(|r| serde_json::to_value(r).unwrap_or_default());
+            (answer, reopened)
+        })
+        .await;
+    match outcome {
+        Ok(answer) => answer.map(Json).map_err(Failure::from),
+        Err(why) => {
+            let _ = shared.abandoned.set(why.clone());
+            Err(Failure::internal(why))
+        }
+    }
+}
+
 /// Runs a forwarded command line, with no timeout (a long ingest runs as
 /// long as it would without a server).
 pub(crate) async fn command(
@@ -42,7 +73,9 @@ pub(crate) async fn command(
             "this server runs no command lines",
         ));
     };
-    on_store(&shared, move |db| runner.run(db, request))
+    shared
+        .store
+        .run(move |db| runner.run(db, request))
         .await
         .map(Json)
         .map_err(|e| Failure::internal(format!("the command failed: {e}")))

@@ -2,9 +2,9 @@
 //! input and output (what desktop and IDE agents launch), and `/mcp` of
 //! `edudb serve` over streamable HTTP (with the server's token rules). Both
 //! are [`McpServer`], the official SDK's (`rmcp`) handler over an [`Api`]:
-//! a [`Db`](crate::Db) opened by the process, or a [`Client`](super::Client)
-//! of the server that owns the store, so an agent and a person can share
-//! one.
+//! a [`Db`](crate::Db) opened by the process, a [`Client`](super::Client)
+//! of the server that owns the store (so an agent and a person can share
+//! one), or, at a server's `/mcp`, the store the server holds.
 //!
 //! Tools ([`tools`]): retrieval (`search`, `query`, `list_documents`,
 //! `document_tree`, `read`), memory (`remember`, `recall`,
@@ -42,9 +42,10 @@ mod options;
 mod text;
 mod tools;
 
+use crate::serve::scheduling::ServedStore;
 pub use options::McpOptions;
 pub use tools::McpServer;
-use tools::refused;
+use tools::{Calls, refused};
 
 /// The resource URI of a document: `edudb://doc/{id}`.
 const DOC_URI: &str = "edudb://doc/";
@@ -201,7 +202,7 @@ pub fn serve_stdio(api: Arc<dyn Api + Send + Sync>, options: McpOptions) -> Resu
     })
 }
 
-/// `/mcp` of a server: streamable HTTP over `api`, stateless, each answer
+/// `/mcp` of a server: streamable HTTP over its `store`, stateless, each answer
 /// plain JSON unless the call sends notifications first (an SSE stream
 /// per call and sessions measured about 4 ms more per `remember` through
 /// the official Python client). Hosts other than loopback names are
@@ -209,7 +210,7 @@ pub fn serve_stdio(api: Arc<dyn Api + Send + Sync>, options: McpOptions) -> Resu
 /// a page in a browser cannot use it through DNS rebinding either);
 /// cancelling `stop` ends the streams still open.
 pub(super) fn http_service(
-    api: Arc<dyn Api + Send + Sync>,
+    store: ServedStore,
     options: McpOptions,
     open_hosts: bool,
     max_body_bytes: usize,
@@ -223,7 +224,7 @@ pub(super) fn http_service(
     if open_hosts {
         config = config.disable_allowed_hosts();
     }
-    let server = McpServer::new(api, options);
+    let server = McpServer::over(Calls::Served(store), options);
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),

@@ -23,11 +23,22 @@ use crate::progress::{CancelToken, NoProgress};
 use crate::query::Params;
 use crate::query::parser::parse_condition;
 use crate::serve::api::{Api, described};
+use crate::serve::scheduling::ServedStore;
+
+/// Where the MCP tools' calls run.
+#[derive(Clone)]
+pub(super) enum Calls {
+    /// A store's [`Api`]: a store opened here, or a client of a server.
+    Api(Arc<dyn Api + Send + Sync>),
+    /// The store a server holds, behind its gate (a vacuum closes and
+    /// opens it again).
+    Served(ServedStore),
+}
 
 /// The MCP handler over a store's [`Api`].
 #[derive(Clone)]
 pub struct McpServer {
-    pub(super) api: Arc<dyn Api + Send + Sync>,
+    pub(super) calls: Calls,
     pub(super) options: Arc<McpOptions>,
     pub(super) tool_router: ToolRouter<McpServer>,
 }
@@ -43,6 +54,11 @@ impl std::fmt::Debug for McpServer {
 impl McpServer {
     /// A server of `api` as `options` allow.
     pub fn new(api: Arc<dyn Api + Send + Sync>, options: McpOptions) -> McpServer {
+        McpServer::over(Calls::Api(api), options)
+    }
+
+    /// A server whose calls run as `calls` say, as `options` allow.
+    pub(super) fn over(calls: Calls, options: McpOptions) -> McpServer {
         let mut tool_router = McpServer::tool_router();
         if options.read_only {
             for name in WRITING {
@@ -50,7 +66,7 @@ impl McpServer {
             }
         }
         McpServer {
-            api,
+            calls,
             options: Arc::new(options),
             tool_router,
         }
@@ -62,10 +78,15 @@ impl McpServer {
         &self,
         work: impl FnOnce(&dyn Api) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let api = Arc::clone(&self.api);
-        tokio::task::spawn_blocking(move || work(&*api))
-            .await
-            .map_err(|e| Error::Serve(format!("the call failed: {e}")))?
+        let outcome = match &self.calls {
+            Calls::Api(api) => {
+                let api = Arc::clone(api);
+                let task = tokio::task::spawn_blocking(move || work(&*api));
+                task.await.map_err(|e| e.to_string())
+            }
+            Calls::Served(store) => store.run(move |db| work(db)).await,
+        };
+        outcome.map_err(|e| Error::Serve(format!("the call failed: {e}")))?
     }
 }
 
