@@ -182,20 +182,33 @@ impl Db {
         Engine::vacuum(dir.as_ref(), options, progress, cancel)
     }
 
-    /// Vacuums this store as [`Db::vacuum`] does: closed for it, and opened
-    /// again after with the options it was opened with, so that a process
-    /// holding it (a server) keeps it across the vacuum. Gives the
-    /// vacuum's outcome (on failure the store is as it was) and the store
-    /// opened again.
+    /// Vacuums this store as [`Db::vacuum`] does, while it is held open,
+    /// and opens the vacuumed store with the options this one was opened
+    /// with, so that a process holding it (a server) keeps it across the
+    /// vacuum: the store goes unlocked only between closing the old store
+    /// and opening the new one. Gives the vacuum's outcome (on failure the
+    /// store is as it was, still open) and the store open.
     pub fn vacuum_reopened(
         self,
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> (Result<VacuumReport>, Result<Db>) {
-        let (dir, options) = (self.path().to_owned(), self.options.clone());
-        drop(self);
-        let report = Db::vacuum(&dir, &options, progress, cancel);
-        (report, Db::open_with(&dir, &options))
+        let Db { engine, options } = self;
+        let dir = engine.path().to_owned();
+        let reopen = || Engine::open(&dir, &options);
+        match engine.vacuum_held(progress, cancel, reopen) {
+            Ok((report, reopened)) => {
+                let reopened = reopened.map(|engine| Db {
+                    engine,
+                    options: options.clone(),
+                });
+                (Ok(report), reopened)
+            }
+            Err(failed) => {
+                let (err, engine) = *failed;
+                (Err(err), Ok(Db { engine, options }))
+            }
+        }
     }
 
     /// Salvages the store at `from` into a new store at `to`, as

@@ -46,45 +46,80 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<VacuumReport> {
-        let started = Instant::now();
         let options = OpenOptions {
             create: false,
             ..options.clone()
         };
         let engine = Engine::open(dir, &options)?;
-        let beside = sibling(dir, ".vacuum");
-        for leftover in [sibling(dir, ".vacuum.partial"), beside.clone()] {
-            remove_leftover(&leftover)?;
+        match engine.vacuum_held(progress, cancel, || ()) {
+            Ok((report, ())) => Ok(report),
+            Err(failed) => Err(failed.0),
         }
-        let bytes_before = directory_bytes(dir);
-        let copy = engine.backup(&beside, progress, cancel)?;
-        if let Some(Damaged { doc, problem }) = copy.skipped.first() {
-            std::fs::remove_dir_all(&beside).map_err(io_error(&beside))?;
-            return Err(Error::Usage(format!(
-                "vacuum would leave out what does not read whole ({doc}: {problem}; {} in all): run `check`, then `salvage` or `rm`",
-                copy.skipped.len()
-            )));
+    }
+
+    /// Vacuums the store this engine holds open, so locked from the
+    /// start: the report, and what `reopen` gives, called as soon as the
+    /// new store has taken the old one's place and the engine is closed
+    /// (the store goes unlocked only between the two). On failure the
+    /// error, with the engine still open on the store as it was.
+    pub(crate) fn vacuum_held<R>(
+        self,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+        reopen: impl FnOnce() -> R,
+    ) -> std::result::Result<(VacuumReport, R), Box<(Error, Engine)>> {
+        let started = Instant::now();
+        let dir = self.dir.clone();
+        let beside = sibling(&dir, ".vacuum");
+        let bytes_before = directory_bytes(&dir);
+        let copied = (|| {
+            for leftover in [sibling(&dir, ".vacuum.partial"), beside.clone()] {
+                remove_leftover(&leftover)?;
+            }
+            let copy = self.backup(&beside, progress, cancel)?;
+            if let Some(Damaged { doc, problem }) = copy.skipped.first() {
+                std::fs::remove_dir_all(&beside).map_err(io_error(&beside))?;
+                return Err(Error::Usage(format!(
+                    "vacuum would leave out what does not read whole ({doc}: {problem}; {} in all): run `check`, then `salvage` or `rm`",
+                    copy.skipped.len()
+                )));
+            }
+            // The store stays open, and so locked, through the exchange: no
+            // other process writes the old store once it is copied. Its
+            // index writer is closed first, so that no merge of it writes
+            // into the directory that is the new store's after the exchange.
+            self.close_fulltext_writer()?;
+            keep_socket(&dir, &beside);
+            if let Err(err) = exchange(&dir, &beside) {
+                let _ = std::fs::remove_dir_all(&beside);
+                return Err(err);
+            }
+            Ok(copy)
+        })();
+        let copy = match copied {
+            Ok(copy) => copy,
+            Err(err) => return Err(Box::new((err, self))),
+        };
+        drop(self);
+        let reopened = reopen();
+        // The old store, now beside: what is left of it if this fails is
+        // removed by the next vacuum.
+        if let Err(err) = std::fs::remove_dir_all(&beside) {
+            tracing::warn!(
+                "the store before the vacuum, at {}, could not be removed: {err}",
+                beside.display()
+            );
         }
-        // The store stays open, and so locked, through the exchange: no
-        // other process writes the old store once it is copied. Its index
-        // writer is closed first, so that no merge of it writes into the
-        // directory that is the new store's after the exchange.
-        engine.close_fulltext_writer()?;
-        keep_socket(dir, &beside);
-        if let Err(err) = exchange(dir, &beside) {
-            drop(engine);
-            let _ = std::fs::remove_dir_all(&beside);
-            return Err(err);
-        }
-        drop(engine);
-        std::fs::remove_dir_all(&beside).map_err(io_error(&beside))?;
-        Ok(VacuumReport {
-            bytes_before,
-            bytes_after: directory_bytes(dir),
-            documents: copy.documents,
-            sessions: copy.sessions,
-            seconds: started.elapsed().as_secs_f64(),
-        })
+        Ok((
+            VacuumReport {
+                bytes_before,
+                bytes_after: directory_bytes(&dir),
+                documents: copy.documents,
+                sessions: copy.sessions,
+                seconds: started.elapsed().as_secs_f64(),
+            },
+            reopened,
+        ))
     }
 }
 

@@ -118,7 +118,7 @@ pub fn run(
     result?;
     match shared.abandoned.get() {
         Some(cause) => Err(Error::Serve(format!(
-            "the store failed in its file system and this process cannot use it again, so the server stopped: {cause}"
+            "this process cannot use the store again (it failed in its file system, or could not be opened again after a vacuum), so the server stopped: {cause}"
         ))),
         None => Ok(()),
     }

@@ -291,16 +291,7 @@ fn vacuum_gives_back_the_space_of_removed_documents_and_keeps_the_rest() {
         .collect();
     assert_eq!(after, before);
     assert_eq!(db.dialogue("trip").unwrap().turns.len(), 1);
-    let beside: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert_eq!(
-        beside,
-        [std::ffi::OsString::from("db")],
-        "only the store is left"
-    );
+    only_the_store_is_left(dir.path());
 }
 
 #[test]
@@ -366,16 +357,7 @@ fn the_command_line_vacuums_a_served_store_through_its_server_while_a_reader_kee
     crate::support::stop_server(child, &socket);
     let out = edudb(&path, &["check"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let beside: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert_eq!(
-        beside,
-        [std::ffi::OsString::from("db")],
-        "only the store is left"
-    );
+    only_the_store_is_left(dir.path());
 }
 
 #[test]
@@ -407,4 +389,19 @@ fn a_backup_never_removes_the_store_or_what_a_backup_did_not_leave() {
         .backup(dir.path().join("file"), &NoProgress, &CancelToken::new())
         .unwrap_err();
     assert!(refused.to_string().contains("is a file"), "{refused}");
+}
+
+/// Checks that `dir` holds its store, `db`, and nothing beside it (no copy,
+/// no leftover of a vacuum).
+fn only_the_store_is_left(dir: &std::path::Path) {
+    let beside: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        beside,
+        [std::ffi::OsString::from("db")],
+        "only the store is left"
+    );
 }

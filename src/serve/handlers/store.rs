@@ -39,25 +39,31 @@ pub(crate) async fn vacuum(State(shared): State<Arc<Shared>>) -> Answer {
     let Ok(place) = Arc::clone(&shared.queue).try_acquire_owned() else {
         return Err(Failure::busy("the write queue is full; retry"));
     };
-    let Ok(turn) = Arc::clone(&shared.writer).acquire_owned().await else {
-        return Err(Failure::busy("the server is stopping"));
-    };
-    let outcome = shared
-        .store
-        .alone(move |db| {
-            let _held = (place, turn);
-            let (report, reopened) = db.vacuum_reopened(&NoProgress, &CancelToken::new());
-            let answer = report.map(|r| serde_json::to_value(r).unwrap_or_default());
-            (answer, reopened)
-        })
-        .await;
-    match outcome {
-        Ok(answer) => answer.map(Json).map_err(Failure::from),
-        Err(why) => {
-            let _ = shared.abandoned.set(why.clone());
-            Err(Failure::internal(why))
+    // Spawned, so that it runs to its end, and a store that could not be
+    // opened again stops the server, even when its caller goes away.
+    let task = tokio::spawn(async move {
+        let Ok(turn) = Arc::clone(&shared.writer).acquire_owned().await else {
+            return Err(Failure::internal("the writer's permit was closed"));
+        };
+        let outcome = shared
+            .store
+            .alone(move |db| {
+                let _held = (place, turn);
+                let (report, reopened) = db.vacuum_reopened(&NoProgress, &CancelToken::new());
+                let answer = report.map(|r| serde_json::to_value(r).unwrap_or_default());
+                (answer, reopened)
+            })
+            .await;
+        match outcome {
+            Ok(answer) => answer.map(Json).map_err(Failure::from),
+            Err(why) => {
+                let _ = shared.abandoned.set(why.clone());
+                Err(Failure::internal(why))
+            }
         }
-    }
+    });
+    task.await
+        .map_err(|e| Failure::internal(format!("the vacuum failed: {e}")))?
 }
 
 /// Runs a forwarded command line, with no timeout (a long ingest runs as
