@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::backup::{directory_bytes, remove_leftover, sibling};
+use crate::engine::backup::{BackupReport, directory_bytes, remove_leftover, sibling};
 use crate::engine::reads::Damaged;
 use crate::engine::{Engine, OpenOptions, SOCKET_FILE, io_error};
 use crate::error::{Error, Result};
@@ -72,31 +72,7 @@ impl Engine {
         let dir = self.dir.clone();
         let beside = sibling(&dir, ".vacuum");
         let bytes_before = directory_bytes(&dir);
-        let copied = (|| {
-            for leftover in [sibling(&dir, ".vacuum.partial"), beside.clone()] {
-                remove_leftover(&leftover)?;
-            }
-            let copy = self.backup(&beside, progress, cancel)?;
-            if let Some(Damaged { doc, problem }) = copy.skipped.first() {
-                std::fs::remove_dir_all(&beside).map_err(io_error(&beside))?;
-                return Err(Error::Usage(format!(
-                    "vacuum would leave out what does not read whole ({doc}: {problem}; {} in all): run `check`, then `salvage` or `rm`",
-                    copy.skipped.len()
-                )));
-            }
-            // The store stays open, and so locked, through the exchange: no
-            // other process writes the old store once it is copied. Its
-            // index writer is closed first, so that no merge of it writes
-            // into the directory that is the new store's after the exchange.
-            self.close_fulltext_writer()?;
-            keep_socket(&dir, &beside);
-            if let Err(err) = exchange(&dir, &beside) {
-                let _ = std::fs::remove_dir_all(&beside);
-                return Err(err);
-            }
-            Ok(copy)
-        })();
-        let copy = match copied {
+        let copy = match self.copy_and_exchange(&dir, &beside, progress, cancel) {
             Ok(copy) => copy,
             Err(err) => return Err(Box::new((err, self))),
         };
@@ -124,6 +100,40 @@ impl Engine {
 }
 
 impl Engine {
+    /// Backs this engine's store, at `dir`, up into `beside` and exchanges
+    /// the two directories: the copy's report. On failure `dir` holds the
+    /// store as it was, and nothing the attempt made is left beside it.
+    fn copy_and_exchange(
+        &self,
+        dir: &Path,
+        beside: &Path,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<BackupReport> {
+        for leftover in [sibling(dir, ".vacuum.partial"), beside.to_owned()] {
+            remove_leftover(&leftover)?;
+        }
+        let copy = self.backup(beside, progress, cancel)?;
+        if let Some(Damaged { doc, problem }) = copy.skipped.first() {
+            std::fs::remove_dir_all(beside).map_err(io_error(beside))?;
+            return Err(Error::Usage(format!(
+                "vacuum would leave out what does not read whole ({doc}: {problem}; {} in all): run `check`, then `salvage` or `rm`",
+                copy.skipped.len()
+            )));
+        }
+        // The store stays open, and so locked, through the exchange: no
+        // other process writes the old store once it is copied. Its index
+        // writer is closed first, so that no merge of it writes into the
+        // directory that is the new store's after the exchange.
+        self.close_fulltext_writer()?;
+        keep_socket(dir, beside);
+        if let Err(err) = exchange(dir, beside) {
+            let _ = std::fs::remove_dir_all(beside);
+            return Err(err);
+        }
+        Ok(copy)
+    }
+
     /// Closes the full-text index's writer, waiting for its merges.
     fn close_fulltext_writer(&self) -> Result<()> {
         self.fulltext_writer().close_writer()

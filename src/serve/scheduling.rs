@@ -57,8 +57,7 @@ impl ServedStore {
         work: impl FnOnce(&Db) -> T + Send + 'static,
     ) -> std::result::Result<T, String> {
         let held = self.share().await;
-        let task = tokio::task::spawn_blocking(move || held.db().map(work));
-        task.await.map_err(|e| e.to_string())?
+        joined(tokio::task::spawn_blocking(move || held.db().map(work))).await?
     }
 
     /// Runs `work` with the store taken out of the gate, once every running
@@ -77,7 +76,7 @@ impl ServedStore {
             *gate = Some(db);
             Ok(answer)
         });
-        task.await.map_err(|e| e.to_string())?
+        joined(task).await?
     }
 }
 
@@ -131,6 +130,15 @@ impl Shared {
             abandoned: std::sync::OnceLock::new(),
         })
     }
+
+    /// Notes an error from `db`: an abandoned store stops the server.
+    fn note<T>(&self, db: &Db, result: &Result<T>) {
+        if let Err(err) = result
+            && db.is_abandoned()
+        {
+            let _ = self.abandoned.set(err.to_string());
+        }
+    }
 }
 
 /// Runs `work` on the served store on a blocking thread; an error from a
@@ -148,17 +156,6 @@ pub(super) async fn on_store<T: Send + 'static>(
             result
         })
         .await
-}
-
-impl Shared {
-    /// Notes an error from `db`: an abandoned store stops the server.
-    fn note<T>(&self, db: &Db, result: &Result<T>) {
-        if let Err(err) = result
-            && db.is_abandoned()
-        {
-            let _ = self.abandoned.set(err.to_string());
-        }
-    }
 }
 
 /// Runs a read on the read pool, concurrently with other requests; one
@@ -249,7 +246,7 @@ pub(super) async fn write(
 }
 
 /// What a spawned task gave, or why it gave nothing.
-async fn joined<T>(task: tokio::task::JoinHandle<T>) -> std::result::Result<T, String> {
+pub(super) async fn joined<T>(task: tokio::task::JoinHandle<T>) -> std::result::Result<T, String> {
     task.await.map_err(|e| e.to_string())
 }
 

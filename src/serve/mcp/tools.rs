@@ -23,7 +23,7 @@ use crate::progress::{CancelToken, NoProgress};
 use crate::query::Params;
 use crate::query::parser::parse_condition;
 use crate::serve::api::{Api, described};
-use crate::serve::scheduling::ServedStore;
+use crate::serve::scheduling::{ServedStore, joined};
 
 /// Where the MCP tools' calls run.
 #[derive(Clone)]
@@ -81,8 +81,7 @@ impl McpServer {
         let outcome = match &self.calls {
             Calls::Api(api) => {
                 let api = Arc::clone(api);
-                let task = tokio::task::spawn_blocking(move || work(&*api));
-                task.await.map_err(|e| e.to_string())
+                joined(tokio::task::spawn_blocking(move || work(&*api))).await
             }
             Calls::Served(store) => store.run(move |db| work(db)).await,
         };
