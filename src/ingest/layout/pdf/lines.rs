@@ -64,6 +64,10 @@ const GUTTER_GAP: f32 = 1.2;
 /// The width of a space a piece's text begins or ends with, in font
 /// sizes: its box holds it, so the visible gap is that much wider.
 const SPACE_WIDTH: f32 = 0.25;
+/// A piece whose box begins this many font sizes before its neighbour's
+/// ends overlaps it (more than rounding moves a box): it was set against
+/// that neighbour, whatever spaces its text begins with.
+const OVERLAP: f32 = 0.05;
 
 /// The lines of page `page` from its pieces: pieces whose vertical extents
 /// overlap by half the smaller height share a line (PDFs draw in any
@@ -125,11 +129,15 @@ fn line_of(page: u32, pieces: &[&Piece]) -> Line {
         let size = piece.size.max(1.0);
         let continues = line.cells.last_mut().map(|cell| {
             let mut gap = piece.rect.x0 - cell.x1;
-            if piece.text.starts_with(char::is_whitespace) {
-                gap += SPACE_WIDTH * size;
-            }
-            if ends_with_space {
-                gap += SPACE_WIDTH * size;
+            // A piece drawn back over its neighbour's box was placed
+            // against it: a space its text carries at the join is not seen.
+            if gap > -OVERLAP * size {
+                if piece.text.starts_with(char::is_whitespace) {
+                    gap += SPACE_WIDTH * size;
+                }
+                if ends_with_space {
+                    gap += SPACE_WIDTH * size;
+                }
             }
             (cell, gap)
         });
@@ -244,6 +252,25 @@ mod tests {
         assert_eq!(cells, ["Net income", "5,363", "4,869"]);
         assert_eq!(lines[1].text(), "Nextline");
         assert_eq!(lines[0].rect.x1, 485.0);
+    }
+
+    #[test]
+    fn a_space_carried_by_a_piece_counts_unless_the_piece_overlaps_its_neighbour() {
+        // As in a filing's heading: "Incom" then " e" drawn back over it.
+        let overlapping = [
+            piece("Statement of Incom", 72.0, 167.7, 700.0),
+            piece(" e", 167.1, 172.3, 700.0),
+        ];
+        assert_eq!(lines(1, &overlapping)[0].text(), "Statement of Income");
+        // A piece beginning with its space where the last one ends is a
+        // new word; so is one after a piece ending with a space.
+        let touching = [
+            piece("Statement of", 72.0, 130.0, 700.0),
+            piece(" Income", 130.0, 165.0, 700.0),
+            piece("for ", 168.0, 182.0, 700.0),
+            piece("2018", 182.0, 200.0, 700.0),
+        ];
+        assert_eq!(lines(1, &touching)[0].text(), "Statement of Income for 2018");
     }
 
     #[test]
