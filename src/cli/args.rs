@@ -276,8 +276,9 @@ pub(super) enum Command {
         dest: PathBuf,
     },
     /// Rewrite the store compactly, giving back the space removed and
-    /// replaced documents left (the store closed: stop a server first); a
-    /// stop at any moment leaves the old store or the new one, whole.
+    /// replaced documents left (through a running server, whose requests
+    /// wait while it runs); a stop at any moment leaves the old store or
+    /// the new one, whole.
     Vacuum,
     /// Copy every document and session that still reads whole into a new
     /// store (for a damaged store `rm` cannot repair); name what is left.

@@ -1,10 +1,10 @@
 //! Keeping the derived indexes caught up with the store: the full-text
 //! index (replayed from the change log on open and after a failed write,
-//! or rebuilt), the vector index (loaded on first use, replayed, persisted
-//! when due), and the change log trimmed to what both have applied.
+//! or rebuilt), a reindex of both (the vector graph's own upkeep is
+//! [`super::vector_graph`]'s), and the change log trimmed to what both
+//! have applied.
 
 use std::collections::HashMap;
-use std::sync::RwLockReadGuard;
 use std::sync::atomic::Ordering;
 
 use crate::engine::reads::Damaged;
@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::progress::{CancelToken, Progress};
 use crate::storage::fulltext::FullText;
 use crate::storage::store::Loss;
-use crate::storage::vectors::{VectorCounts, VectorIndex};
+use crate::storage::vectors::VectorIndex;
 
 impl Engine {
     /// Brings the full-text index up to the store's latest change: replays
@@ -161,6 +161,8 @@ impl Engine {
         let upto = if vectors == 0 { seq } else { seq.min(vectors) };
         // A running backup reads the log after the change it holds.
         let upto = upto.min(self.log_floor.load(std::sync::atomic::Ordering::SeqCst));
+        // So does a background build of the vector graph.
+        let upto = upto.min(self.build_floor.load(std::sync::atomic::Ordering::SeqCst));
         match self.store.trim_log(upto) {
             Err(err @ Error::DiskFull { .. }) => {
                 tracing::warn!("the change log is kept untrimmed for now: {err}");
@@ -168,225 +170,6 @@ impl Engine {
             }
             other => other,
         }
-    }
-
-    /// The vector index, loaded (and caught up with the store) on first
-    /// use: commands that never search by vector never pay for loading it.
-    pub(crate) fn vector_index(&self) -> Result<RwLockReadGuard<'_, Option<VectorIndex>>> {
-        loop {
-            let guard = self
-                .vectors
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if guard.is_some() {
-                return Ok(guard);
-            }
-            drop(guard);
-            self.with_vector_index(|_| Ok(()))?;
-        }
-    }
-
-    /// The vector index as persisted (empty when missing or damaged), not
-    /// yet caught up.
-    fn open_vector_index(&self) -> VectorIndex {
-        VectorIndex::open(
-            &self.dir.join(VECTORS_DIR),
-            &self.embedder.identity(),
-            self.embedder.dimension(),
-        )
-    }
-
-    /// Runs `f` on the loaded, caught-up vector index under the write lock.
-    fn with_vector_index<R>(&self, f: impl FnOnce(&mut VectorIndex) -> Result<R>) -> Result<R> {
-        let mut guard = self
-            .vectors
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if guard.is_none() {
-            let mut index = self.open_vector_index();
-            let replayed = self.replay_vectors(
-                &mut index,
-                &crate::progress::NoProgress,
-                &CancelToken::new(),
-            )?;
-            // Saving the caught-up graph is upkeep for the read that
-            // needed it: on a full disk the read still gets its answer, and
-            // the kept change log brings the saved graph along next time.
-            let saved = match replayed {
-                Some(last) => self.persist_vectors(&mut index, last),
-                // A graph saved before the flat tables existed gets them,
-                // so later processes need not load it.
-                None if index.lacks_flat_tables() => index.persist(),
-                None => Ok(()),
-            };
-            if let Err(err) = saved {
-                tracing::warn!("saving the caught-up vector graph failed: {err}");
-            }
-            *guard = Some(index);
-        }
-        let index = guard
-            .as_mut()
-            .ok_or_else(|| Error::Vectors("not loaded".into()))?;
-        f(index)
-    }
-
-    /// Brings the vector index up to the store's latest change (see
-    /// [`Engine::replay_vectors`]) and persists it when anything changed.
-    fn catch_up_vectors(
-        &self,
-        index: &mut VectorIndex,
-        progress: &dyn Progress,
-        cancel: &CancelToken,
-    ) -> Result<()> {
-        if let Some(last) = self.replay_vectors(index, progress, cancel)? {
-            self.persist_vectors(index, last)?;
-        }
-        Ok(())
-    }
-
-    /// Saves `index`, caught up to change `last`, and drops the change log
-    /// as far as both derived indexes have applied it.
-    fn persist_vectors(&self, index: &mut VectorIndex, last: u64) -> Result<()> {
-        index.persist()?;
-        self.trim_log(last.min(self.fulltext_writer().applied_seq()?))
-    }
-
-    /// Brings the vector index up to the store's latest change without
-    /// persisting it: replays the log past what it applied, or rebuilds it
-    /// from the stored vectors when the log no longer reaches back, it is
-    /// ahead, or a quarter of its entries are tombstones. Returns the change
-    /// it now reflects, or `None` when it was already there. On an error the
-    /// index is part-way and must be dropped, not used.
-    fn replay_vectors(
-        &self,
-        index: &mut VectorIndex,
-        progress: &dyn Progress,
-        cancel: &CancelToken,
-    ) -> Result<Option<u64>> {
-        let applied = index.applied_seq();
-        let last = self.store.last_seq()?;
-        if applied == last && !index.needs_rebuild() {
-            return Ok(None);
-        }
-        let ids: Vec<String> =
-            if applied > last || applied < self.store.trimmed_seq()? || index.needs_rebuild() {
-                tracing::info!("building the vector index from the stored vectors");
-                index.clear();
-                self.store.ids()?
-            } else {
-                tracing::info!("vector index catching up from change {applied} to {last}");
-                let mut ids: Vec<String> = self
-                    .store
-                    .changes_after(applied)?
-                    .into_iter()
-                    .map(|(_, id)| id)
-                    .collect();
-                ids.sort_unstable();
-                ids.dedup();
-                ids
-            };
-        progress.start("vectors", ids.len() as u64);
-        let result = ids.iter().try_for_each(|id| -> Result<()> {
-            cancel.check()?;
-            self.index_vectors(index, id)?;
-            progress.advance(1, id);
-            Ok(())
-        });
-        progress.finish();
-        result?;
-        index.set_applied(last);
-        Ok(Some(last))
-    }
-
-    /// Puts document `id`'s stored vectors into `index`, or removes it
-    /// from the index when the store no longer has it.
-    fn index_vectors(&self, index: &mut VectorIndex, id: &str) -> Result<()> {
-        let replaced =
-            (self.store.get(id)).and_then(|stored| match (stored, self.store.vectors(id)?) {
-                (Some(stored), Some(vectors)) => {
-                    index.replace(&stored.to_document()?, vectors.get()?)
-                }
-                (None, _) => {
-                    index.remove(id);
-                    Ok(())
-                }
-                (Some(_), None) => Err(Error::Invariant {
-                    doc: id.to_owned(),
-                    message: "vectors record missing".into(),
-                }),
-            });
-        match replaced {
-            // A damaged document stays out of the graph (check names it)
-            // rather than failing every vector search.
-            Err(err) if err.is_damage() => {
-                tracing::warn!("document {id} left out of the vector index: {err}");
-                index.remove(id);
-                Ok(())
-            }
-            other => other,
-        }
-    }
-
-    /// Brings the vector index up to the store's latest change when it is
-    /// loaded, by replaying the change log (not the caller's list of
-    /// documents, so concurrent writers applying out of order, or a
-    /// document stored but not indexed after a failure, are never skipped).
-    /// An index that is not loaded is left alone: it catches up on its
-    /// first use, so bulk ingest does not pay for graph inserts until a
-    /// vector search or [`Engine::reindex`] needs the graph. Persisting is
-    /// deferred ([`VectorIndex::persist_due`]; at the latest when the `Engine`
-    /// is dropped): the change log is kept until it happens, so a crash
-    /// before it only means a replay on the next open.
-    pub(super) fn apply_to_vectors(&self) -> Result<()> {
-        let mut guard = self
-            .vectors
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(index) = guard.as_mut() else {
-            return Ok(());
-        };
-        let replayed =
-            self.replay_vectors(index, &crate::progress::NoProgress, &CancelToken::new());
-        match replayed {
-            Err(err) => {
-                *guard = None;
-                Err(err)
-            }
-            Ok(Some(last)) if index.persist_due() => {
-                index.persist()?;
-                self.trim_log(last)
-            }
-            Ok(_) => Ok(()),
-        }
-    }
-
-    /// The change the vector graph reflects: the loaded one's, else the
-    /// persisted one's (0 when never built).
-    pub(super) fn vector_graph_change(&self) -> u64 {
-        let loaded = self
-            .vectors
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .map(VectorIndex::applied_seq);
-        loaded.unwrap_or_else(|| VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR)))
-    }
-
-    /// The work of [`crate::Db::set_vector_search_effort`].
-    pub(crate) fn set_vector_search_effort(&self, candidates: usize) -> Result<()> {
-        self.with_vector_index(|index| {
-            index.set_search_effort(candidates);
-            Ok(())
-        })
-    }
-
-    /// The work of [`crate::Db::vector_counts`].
-    pub(crate) fn vector_counts(&self) -> Result<VectorCounts> {
-        Ok(self
-            .vector_index()?
-            .as_ref()
-            .map(VectorIndex::counts)
-            .unwrap_or_default())
     }
 
     /// The work of [`crate::Db::reindex`].
@@ -430,41 +213,6 @@ impl Engine {
         drop(fulltext);
         self.refresh_vectors(true, progress, cancel)?;
         Ok(skipped)
-    }
-
-    /// The work of [`crate::Db::build_vectors`].
-    pub(crate) fn build_vectors(
-        &self,
-        progress: &dyn Progress,
-        cancel: &CancelToken,
-    ) -> Result<()> {
-        self.refresh_vectors(false, progress, cancel)
-    }
-
-    /// Brings the vector index (loaded, or opened as persisted; emptied
-    /// first when `rebuild`) up to the store's latest change and saves it.
-    fn refresh_vectors(
-        &self,
-        rebuild: bool,
-        progress: &dyn Progress,
-        cancel: &CancelToken,
-    ) -> Result<()> {
-        let mut guard = self
-            .vectors
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut index = match guard.take() {
-            Some(index) => index,
-            None => self.open_vector_index(),
-        };
-        if rebuild {
-            index.clear();
-        }
-        // Put back only when whole: a part-built index would answer
-        // searches with documents missing.
-        self.catch_up_vectors(&mut index, progress, cancel)?;
-        *guard = Some(index);
-        Ok(())
     }
 }
 

@@ -12,12 +12,14 @@
 pub(crate) mod backup;
 pub(crate) mod cache;
 pub(crate) mod dag_index;
+mod graph_build;
 mod indexes;
 mod lock;
 mod metadata;
 pub(crate) mod reads;
 pub(crate) mod salvage;
 pub(crate) mod vacuum;
+mod vector_graph;
 pub(crate) mod write;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +34,7 @@ use crate::engine::cache::{
     CENTROID_CACHE_BYTES, CentroidCache, DEFAULT_CACHE_BYTES, DocumentCache, SESSION_CACHE_BYTES,
     SessionCache,
 };
+use crate::engine::graph_build::{GraphBuild, VectorSlot};
 use crate::engine::lock::{LOCK_FILE, StoreLock};
 use crate::error::{Error, Result};
 use crate::storage::fulltext::{FullText, FullTextReader};
@@ -48,7 +51,8 @@ pub(crate) const SOCKET_FILE: &str = "serve.sock";
 #[derive(Debug)]
 pub(crate) struct Engine {
     dir: PathBuf,
-    store: Store,
+    /// Shared with a background build of the vector graph.
+    store: Arc<Store>,
     fulltext: Mutex<FullText>,
     /// Searches run on this handle, never waiting for the writer.
     reader: FullTextReader,
@@ -64,10 +68,15 @@ pub(crate) struct Engine {
     /// The chat model the language-model steps ask, if one was given.
     chat: Option<Arc<dyn ChatModel>>,
     /// The vector index, loaded on first use (see [`Engine::vector_index`]).
-    vectors: RwLock<Option<VectorIndex>>,
-    /// Graph searches answered from the flat tables so far (see
+    vectors: VectorSlot,
+    /// Searches answered exactly while no graph was loaded (see
     /// [`Engine::vector_search`]).
     flat_searches: std::sync::atomic::AtomicUsize,
+    /// The vector graph's build on a thread of its own, while one runs.
+    graph_build: Mutex<Option<GraphBuild>>,
+    /// The change the log is kept from while that build runs (`u64::MAX`
+    /// when none does).
+    build_floor: Arc<std::sync::atomic::AtomicU64>,
     /// Where attention aggregation and propagation run, detected on first
     /// use (opening a GPU compiles its kernels, which plain commands skip).
     device: std::sync::OnceLock<Device>,
@@ -197,7 +206,7 @@ impl Engine {
         let (embedder, embedder_config) = store_embedder(&store, options)?;
         let engine = Engine {
             dir: dir.to_owned(),
-            store,
+            store: Arc::new(store),
             reader: fulltext.reader(),
             fulltext: Mutex::new(fulltext),
             cache: DocumentCache::new(DEFAULT_CACHE_BYTES),
@@ -206,8 +215,10 @@ impl Engine {
             embedder,
             embedder_config,
             chat: options.chat.clone(),
-            vectors: RwLock::new(None),
+            vectors: Arc::new(RwLock::new(None)),
             flat_searches: Default::default(),
+            graph_build: Mutex::new(None),
+            build_floor: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
             device: std::sync::OnceLock::new(),
             dag_index: Mutex::new(None),
             fulltext_behind: Default::default(),
@@ -263,15 +274,17 @@ impl Engine {
 }
 
 impl Drop for Engine {
-    /// Persists vector-index changes not yet written (see
+    /// Stops a background build of the vector graph, then persists
+    /// vector-index changes not yet written (see
     /// [`Engine::apply_to_vectors`]); a failure only costs a replay next time.
     /// The loaded graph is then freed on a thread of its own: freeing its
     /// hundred thousand small allocations took about a third of a CLI
     /// vector search, and a process that is exiting need not wait for it.
     fn drop(&mut self) {
-        let vectors = self
+        drop(self.take_over_vector_graph(true));
+        let mut vectors = self
             .vectors
-            .get_mut()
+            .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(Err(err)) = vectors
             .as_mut()

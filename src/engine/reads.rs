@@ -270,8 +270,8 @@ impl Engine {
 
     /// The whole store's `k` nodes or EDUs nearest to the unit vector
     /// `query`: as [`Engine::vector_search`] searches without a scope, or
-    /// scoring every stored vector through the graph's entries when
-    /// `exact`.
+    /// scoring every stored vector when `exact` (through the graph's
+    /// entries when it is loaded; it is not loaded for this).
     fn nearest_unit(
         &self,
         query: &[f32],
@@ -282,22 +282,28 @@ impl Engine {
         if !exact {
             return self.vector_search(target, query, k, None);
         }
-        let guard = self.vector_index()?;
-        let Some(index) = guard.as_ref() else {
-            return Ok(Vec::new());
-        };
-        index.search_exact(&self.store, target, query, k)
+        let guard = self
+            .vectors
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match guard.as_ref() {
+            Some(index) => index.search_exact(&self.store, target, query, k),
+            None => self.search_every_stored(target, query, k, None),
+        }
     }
 
     /// The `k` nodes or EDUs nearest to the unit vector `query`, among the
     /// documents in `scope` when given. A scope of at most
     /// [`EXACT_SCOPE_LIMIT`] vectors is scored exactly from the store,
     /// without loading or building the graph. Anything larger searches the
-    /// graph, except a process's first [`FLAT_SEARCHES`] such searches
-    /// while the graph is not loaded: those are scored exactly from the
-    /// flat tables persisted with the graph ([`Engine::search_flat`]), so a
-    /// process that runs a query or two (a CLI command) never loads the
-    /// graph, and one that searches on loads it for the rest of its life.
+    /// graph when it is loaded. No search waits for the graph: while it is
+    /// not loaded, searches are scored exactly, from the flat tables
+    /// persisted with the graph ([`Engine::search_flat`]) or, where there
+    /// are none to use, from every stored vector; and past a process's
+    /// first [`FLAT_SEARCHES`] such searches the graph is loaded (built
+    /// when it never was) in the background for the searches after it. So
+    /// a process that runs a query or two (a CLI command) never loads the
+    /// graph, and one that searches on gets it without waiting for it.
     pub(crate) fn vector_search(
         &self,
         target: Target,
@@ -311,25 +317,47 @@ impl Engine {
         {
             return Ok(hits);
         }
-        let loaded = self
-            .vectors
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_some();
-        if !loaded
-            && self
-                .flat_searches
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                < FLAT_SEARCHES
-            && let Some(hits) = self.search_flat(target, query, k, scope)?
         {
-            return Ok(hits);
+            let guard = self
+                .vectors
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(index) = guard.as_ref() {
+                return index.search(target, query, k, scope);
+            }
         }
-        let guard = self.vector_index()?;
-        match guard.as_ref() {
-            Some(index) => index.search(target, query, k, scope),
-            None => Ok(Vec::new()),
+        if self
+            .flat_searches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            >= FLAT_SEARCHES
+        {
+            self.build_vector_graph_in_background();
         }
+        match self.search_flat(target, query, k, scope)? {
+            Some(hits) => Ok(hits),
+            None => self.search_every_stored(target, query, k, scope),
+        }
+    }
+
+    /// Exact search over the stored vectors of `scope`'s documents, or of
+    /// every document but session turns: what answers while no graph or
+    /// flat table can.
+    fn search_every_stored(
+        &self,
+        target: Target,
+        query: &[f32],
+        k: usize,
+        scope: Option<&[&str]>,
+    ) -> Result<Vec<RankedHit>> {
+        let ids: Vec<String> = match scope {
+            Some(docs) => docs.iter().map(|&d| d.to_owned()).collect(),
+            None => (self.store.ids()?.into_iter())
+                .filter(|id| !is_turn_id(id))
+                .collect(),
+        };
+        let docs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let hits = search_stored(&self.store, target, query, k, &docs, usize::MAX)?;
+        Ok(hits.unwrap_or_default())
     }
 
     /// An exact search of the flat table persisted with the graph of

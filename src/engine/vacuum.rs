@@ -110,6 +110,9 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<BackupReport> {
+        // A background build would save the old store's graph into the
+        // directory the new store takes.
+        drop(self.take_over_vector_graph(true));
         for leftover in [sibling(dir, ".vacuum.partial"), beside.to_owned()] {
             remove_leftover(&leftover)?;
         }

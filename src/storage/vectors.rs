@@ -87,49 +87,13 @@ pub fn search_stored(
         if scored.len() > limit {
             return Ok(None);
         }
-        let (Some(stored), Some(vectors)) = (store.get(doc)?, store.vectors(doc)?) else {
-            continue;
-        };
-        let vectors = vectors.get()?;
-        let d = vectors.dimension();
-        if d != query.len() {
-            return Err(Error::Vectors(format!(
-                "query vector has dimension {}, the stored vectors of {doc} {d}",
-                query.len()
-            )));
-        }
-        let rows: Vec<(Option<u32>, Span, usize)> = match target {
-            Target::Nodes => (stored.tree()?.nodes.iter().enumerate())
-                .map(|(i, n)| {
-                    let span = Span::new(n.span.first.to_native(), n.span.last.to_native());
-                    (Some(i as u32), span, i)
-                })
-                .collect(),
-            Target::Edus => (stored.edus()?.iter())
-                .filter(|e| e.kind != EduKind::Heading)
-                .map(|e| {
-                    let id = e.id.to_native();
-                    (None, Span::new(id, id), id as usize)
-                })
-                .collect(),
-        };
-        let values = vectors.rows(target);
-        for (node, span, row) in rows {
-            let Some(row) = values.row(row) else {
-                return Err(Error::Invariant {
-                    doc: doc.to_owned(),
-                    message: "stored vectors shorter than the document".into(),
-                });
-            };
-            if row.is_zero() {
-                continue;
+        match score_stored(store, target, query, doc, &mut scored) {
+            // As in every read, a damaged document is left out with a
+            // warning (check names it).
+            Err(err) if err.is_damage() => {
+                tracing::warn!("document {doc} left out of a vector search: {err}");
             }
-            scored.push(RankedHit {
-                doc: doc.to_owned(),
-                node,
-                span,
-                score: score(row.dot(query)),
-            });
+            other => other?,
         }
     }
     if scored.len() > limit {
@@ -138,6 +102,62 @@ pub fn search_stored(
     scored.sort_by(|a, b| b.score.total_cmp(&a.score));
     scored.truncate(k);
     Ok(Some(scored))
+}
+
+/// Scores document `doc`'s stored vectors of `target` against `query`
+/// into `scored` (nothing when the store does not hold it).
+fn score_stored(
+    store: &Store,
+    target: Target,
+    query: &[f32],
+    doc: &str,
+    scored: &mut Vec<RankedHit>,
+) -> Result<()> {
+    let (Some(stored), Some(vectors)) = (store.get(doc)?, store.vectors(doc)?) else {
+        return Ok(());
+    };
+    let vectors = vectors.get()?;
+    let d = vectors.dimension();
+    if d != query.len() {
+        return Err(Error::Vectors(format!(
+            "query vector has dimension {}, the stored vectors of {doc} {d}",
+            query.len()
+        )));
+    }
+    let rows: Vec<(Option<u32>, Span, usize)> = match target {
+        Target::Nodes => (stored.tree()?.nodes.iter().enumerate())
+            .map(|(i, n)| {
+                let span = Span::new(n.span.first.to_native(), n.span.last.to_native());
+                (Some(i as u32), span, i)
+            })
+            .collect(),
+        Target::Edus => (stored.edus()?.iter())
+            .filter(|e| e.kind != EduKind::Heading)
+            .map(|e| {
+                let id = e.id.to_native();
+                (None, Span::new(id, id), id as usize)
+            })
+            .collect(),
+    };
+    let values = vectors.rows(target);
+    for (node, span, row) in rows {
+        let Some(row) = values.row(row) else {
+            return Err(Error::Invariant {
+                doc: doc.to_owned(),
+                message: "stored vectors shorter than the document".into(),
+            });
+        };
+        if row.is_zero() {
+            continue;
+        }
+        scored.push(RankedHit {
+            doc: doc.to_owned(),
+            node,
+            span,
+            score: score(row.dot(query)),
+        });
+    }
+    Ok(())
 }
 
 /// Where one indexed vector came from.

@@ -230,21 +230,43 @@ fn a_piped_script_with_an_error_exits_1() {
 
 #[test]
 fn ctrl_c_cancels_the_running_statement_not_the_console() {
+    // A store embedded by a server that answers ingest and then stops
+    // answering: the next vector search waits on it.
+    let server = crate::scripted::ScriptedServer::start(|_, request| {
+        let asks = request.body["input"].to_string();
+        if asks.contains("unanswered") {
+            crate::scripted::Reply::Silence
+        } else {
+            crate::embedding_http::embeddings_reply(request)
+        }
+    });
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("store");
-    let rfcs = crate::support::rfcs();
-    let out = edudb(&db, &["ingest", "-q", rfcs.to_str().unwrap()]);
+    let file = dir.path().join("notes.md");
+    std::fs::write(&file, "# Notes\n\nHerons wade in the shallows at dawn.\n").unwrap();
+    let out = edudb(
+        &db,
+        &[
+            "ingest",
+            "-q",
+            "--embedder",
+            "openai",
+            "--embed-url",
+            &server.base_url,
+            "--embed-model",
+            "fake-model",
+            file.to_str().unwrap(),
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let history = dir.path().join("history");
     let mut session = console(&db, &history, true);
-    // The first vector search over the RFCs builds the graph: tens of
-    // seconds on two cores.
     session
-        .send_line("SELECT FROM * SEED NEAR('borrowing and lifetimes') LIMIT 3;")
+        .send_line("SELECT FROM * SEED NEAR('an unanswered question') LIMIT 3;")
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1_000));
-    // The statement ends by being cancelled (it would otherwise run on and
-    // print its rows); the session's timeout bounds only a hang.
+    // The statement ends by being cancelled (it would otherwise wait out
+    // the embedder's timeouts); the session's timeout bounds only a hang.
     session.send_control('c').unwrap();
     session.exp_string("statement cancelled").unwrap();
     session.exp_string("edudb> ").unwrap();

@@ -265,7 +265,9 @@ fn normalised(mut v: Vec<f32>) -> Vec<f32> {
 
 /// An embeddings reply for `request`, its items in reverse order (so the
 /// embedder must place them by `index`).
-fn embeddings_reply(request: &Received) -> Reply {
+/// A reply embedding every input of `request` (as [`fake_vector`]s, in
+/// reverse order of their indexes).
+pub fn embeddings_reply(request: &Received) -> Reply {
     let data: Vec<Value> = inputs(request)
         .iter()
         .enumerate()

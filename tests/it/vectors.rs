@@ -182,11 +182,14 @@ fn ingest_defers_the_graph_until_a_vector_search_needs_it() {
     )
     .items;
     assert_eq!(docs_of(&items), ["astronomy"]);
+    // Answered exactly from the stored vectors: no graph is built for it.
+    assert_eq!(db.check().unwrap().vector_graph_change, 0);
+    assert!(!path.join("vectors").exists());
+    // What reads the graph itself builds it. Every node is in it; heading
+    // EDUs are not (their section's vector carries the title).
+    let graph = db.vector_counts().unwrap();
     let report = db.check().unwrap();
     assert_eq!(report.vector_graph_change, report.last_change);
-    // Every node is in the graph; heading EDUs are not (their section's
-    // vector carries the title).
-    let graph = db.vector_counts().unwrap();
     assert_eq!(graph.nodes, report.vectors.nodes);
     assert!(
         graph.edus > 0 && graph.edus < report.vectors.edus,
@@ -245,7 +248,7 @@ fn a_search_effort_beyond_the_store_size_matches_exact_search() {
 fn concurrent_writers_leave_every_document_in_the_loaded_graph() {
     let (_dir, db) = store();
     // Load the graph, so writes update it as they land.
-    db.nearest("oven", edudb::Target::Nodes, 1, false).unwrap();
+    db.vector_counts().unwrap();
     std::thread::scope(|scope| {
         for writer in 0..4 {
             let db = &db;
@@ -621,6 +624,72 @@ fn graph_dumps(path: &std::path::Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// Waits (a minute at most) until a background build has saved the graph
+/// of `db`, at `path`, caught up with its last change.
+fn wait_for_the_graph(db: &Db, path: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let report = db.check().unwrap();
+        if !graph_dumps(path).is_empty() && report.vector_graph_change == report.last_change {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the graph was not built in the background: {report:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn no_vector_search_waits_for_a_graph_that_was_never_built() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("db");
+    let texts = ["water the tomatoes", "retry with backoff", "bake the loaf"];
+    let db = Db::create(&path).unwrap();
+    ingest_topics(&db);
+    // Scored exactly from the stored vectors: the same answers as the
+    // caught-up graph searched exhaustively, with no graph built for them.
+    // (Each answer searches twice: two answers stay below the searches a
+    // process makes before it starts a build.)
+    let got: Vec<_> = texts[..2].iter().map(|t| answer(&db, t)).collect();
+    assert_eq!(got[0][0].0, "garden", "{:?}", got[0]);
+    assert_eq!(got[1][0].0, "network", "{:?}", got[1]);
+    assert!(!path.join("vectors").exists(), "a graph was built");
+    assert_eq!(db.check().unwrap().vector_graph_change, 0);
+    // Searching on starts the build in the background; a document written
+    // while it runs is in the graph it leaves.
+    for text in texts {
+        answer(&db, text);
+    }
+    ingest_markdown(
+        &db,
+        "ocean",
+        "# Ocean\n\n## Tides\n\nThe moon pulls the tides twice a day over the harbour.\n",
+    );
+    wait_for_the_graph(&db, &path);
+    assert_eq!(answer(&db, "the moon pulls the tides")[0].0, "ocean");
+    db.remove("ocean").unwrap();
+    drop(db);
+    let graph_answers: Vec<_> = {
+        let db = Db::open(&path).unwrap();
+        db.set_vector_search_effort(5_000).unwrap();
+        texts[..2].iter().map(|t| answer(&db, t)).collect()
+    };
+    assert_eq!(got, graph_answers);
+    // A store closed while its build runs stops it and opens whole; the
+    // graph it had saved stays usable.
+    for _ in 0..2 {
+        let db = Db::open(&path).unwrap();
+        ingest_markdown(&db, "later", "# Later\n\nHerons wade in the shallows.\n");
+        for text in texts {
+            answer(&db, text);
+        }
+        drop(db);
+        assert!(Db::open(&path).unwrap().check().unwrap().damaged.is_empty());
+    }
+}
+
 #[test]
 fn a_process_answers_its_first_vector_searches_exactly_from_the_flat_tables() {
     let dir = TempDir::new().unwrap();
@@ -665,9 +734,9 @@ fn a_process_answers_its_first_vector_searches_exactly_from_the_flat_tables() {
         let got: Vec<_> = texts.iter().map(|t| answer(&db, t)).collect();
         assert!(graph_dumps(&path).is_empty(), "the graph was loaded");
         // Past its first searches a process loads the graph (rebuilding
-        // the dumps here) and keeps it.
+        // the dumps here) in the background and keeps it.
         answer(&db, "retry with backoff");
-        assert!(!graph_dumps(&path).is_empty(), "the graph was not loaded");
+        wait_for_the_graph(&db, &path);
         got
     };
     assert_eq!(got[0][0].0, "kitchen", "{:?}", got[0]);

@@ -270,7 +270,10 @@ mod tests {
             piece("for ", 168.0, 182.0, 700.0),
             piece("2018", 182.0, 200.0, 700.0),
         ];
-        assert_eq!(lines(1, &touching)[0].text(), "Statement of Income for 2018");
+        assert_eq!(
+            lines(1, &touching)[0].text(),
+            "Statement of Income for 2018"
+        );
     }
 
     #[test]
