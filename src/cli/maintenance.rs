@@ -162,7 +162,7 @@ pub(super) fn check(context: &Context, out: &mut dyn Write) -> Result<u8, Failur
         if report.vector_graph_change < report.last_change {
             writeln!(
                 out,
-                "vector graph at change {} of {}: it catches up on the next vector search (or `edudb reindex`)",
+                "vector graph at change {} of {}: searches score the stored vectors exactly until it catches up, in the background of a process that searches on (or now with `edudb reindex`)",
                 report.vector_graph_change, report.last_change
             )?;
         }

@@ -26,19 +26,30 @@ impl GraphBuild {
     /// Runs `job` on a thread of its own. Its failure is a warning (the
     /// process's searches go on answering exactly, and a read that needs
     /// the graph itself loads it in the foreground), its cancellation none.
-    pub(super) fn start(job: BuildJob) -> std::io::Result<GraphBuild> {
+    pub(super) fn start(job: BuildJob) -> Result<GraphBuild> {
         let cancel = job.cancel.clone();
-        let thread = std::thread::Builder::new()
+        // Held from before the thread runs: no trim between here and the
+        // change its first catch-up reads as the last.
+        let floor = Arc::clone(&job.floor);
+        floor.store(job.store.last_seq()?, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
             .name("edudb-vector-graph".into())
             .spawn(move || {
-                let built = job.run();
-                job.floor.store(u64::MAX, Ordering::SeqCst);
-                match built {
+                let _release = FloorRelease(&job.floor);
+                match job.run() {
                     Err(Error::Cancelled) | Ok(()) => {}
                     Err(err) => tracing::warn!("building the vector graph failed: {err}"),
                 }
-            })?;
-        Ok(GraphBuild { cancel, thread })
+            });
+        match spawned {
+            Ok(thread) => Ok(GraphBuild { cancel, thread }),
+            Err(err) => {
+                drop(FloorRelease(&floor));
+                Err(Error::Vectors(format!(
+                    "the thread to build the vector graph did not start: {err}"
+                )))
+            }
+        }
     }
 
     /// Waits for the build to end, cancelling it first when `cancel`.
@@ -65,16 +76,29 @@ pub(super) struct BuildJob {
     pub(super) cancel: CancelToken,
 }
 
+/// Changes a build may leave to its last catch-up, the one made holding
+/// the slot's lock (which searches and writers wait for): more are caught
+/// up before it takes the lock.
+const LOCKED_CATCH_UP: u64 = 64;
+
 impl BuildJob {
     /// Loads the persisted graph (or starts an empty one), catches it up
-    /// and saves it without holding the slot, then catches up what was
-    /// written meanwhile under the slot's lock and puts it there, unless a
-    /// foreground load got there first.
+    /// and saves it without holding the slot (again while writes came in
+    /// faster than [`LOCKED_CATCH_UP`]), then catches up the last changes
+    /// under the slot's lock and puts it there, unless a foreground load
+    /// got there first. A failure to save is a warning, as it is for a
+    /// foreground load: the kept change log brings the saved graph along.
     fn run(&self) -> Result<()> {
-        self.floor.store(self.store.last_seq()?, Ordering::SeqCst);
         let mut index = VectorIndex::open(&self.dir, &self.identity, self.dimension);
-        if replay_vectors(&self.store, &mut index, &NoProgress, &self.cancel)?.is_some() {
-            index.persist()?;
+        loop {
+            if replay_vectors(&self.store, &mut index, &NoProgress, &self.cancel)?.is_some()
+                && let Err(err) = index.persist()
+            {
+                tracing::warn!("saving the vector graph built in the background failed: {err}");
+            }
+            if self.store.last_seq()? <= index.applied_seq() + LOCKED_CATCH_UP {
+                break;
+            }
         }
         let mut slot = self
             .slot
@@ -85,6 +109,16 @@ impl BuildJob {
             *slot = Some(index);
         }
         Ok(())
+    }
+}
+
+/// Lets go of the change log a build held when the build ends, however it
+/// ends (a panic included).
+struct FloorRelease<'a>(&'a AtomicU64);
+
+impl Drop for FloorRelease<'_> {
+    fn drop(&mut self) {
+        self.0.store(u64::MAX, Ordering::SeqCst);
     }
 }
 

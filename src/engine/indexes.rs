@@ -15,6 +15,10 @@ use crate::storage::fulltext::FullText;
 use crate::storage::store::Loss;
 use crate::storage::vectors::VectorIndex;
 
+/// Changes of the log a saved vector graph keeps for its catch-up, at
+/// most.
+const VECTOR_LOG_KEPT: u64 = 20_000;
+
 impl Engine {
     /// Brings the full-text index up to the store's latest change: replays
     /// the change log past what the index applied, or rebuilds it when the
@@ -158,7 +162,15 @@ impl Engine {
     /// trims it.
     pub(super) fn trim_log(&self, seq: u64) -> Result<()> {
         let vectors = VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR));
-        let upto = if vectors == 0 { seq } else { seq.min(vectors) };
+        // A saved graph holds the log back for its catch-up, but only so
+        // far: a store searched only by short-lived processes (which never
+        // load the graph) would keep its log for ever. Past that the graph
+        // is rebuilt from the stored vectors when it is next loaded.
+        let upto = if vectors == 0 || seq.saturating_sub(vectors) > VECTOR_LOG_KEPT {
+            seq
+        } else {
+            seq.min(vectors)
+        };
         // A running backup reads the log after the change it holds.
         let upto = upto.min(self.log_floor.load(std::sync::atomic::Ordering::SeqCst));
         // So does a background build of the vector graph.

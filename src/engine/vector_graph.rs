@@ -103,8 +103,7 @@ impl Engine {
     /// lock, loading it (after a background build it finds running) when
     /// it is not.
     fn with_vector_index<R>(&self, f: impl FnOnce(&mut VectorIndex) -> Result<R>) -> Result<R> {
-        let _no_background_build =
-            (!self.vector_graph_loaded()).then(|| self.take_over_vector_graph(false));
+        let _no_background_build = self.take_over_vector_graph(false);
         let mut guard = self
             .vectors
             .write()

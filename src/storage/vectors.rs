@@ -105,7 +105,8 @@ pub fn search_stored(
 }
 
 /// Scores document `doc`'s stored vectors of `target` against `query`
-/// into `scored` (nothing when the store does not hold it).
+/// into `scored` (nothing when the store does not hold it, or on an
+/// error).
 fn score_stored(
     store: &Store,
     target: Target,
@@ -119,10 +120,14 @@ fn score_stored(
     let vectors = vectors.get()?;
     let d = vectors.dimension();
     if d != query.len() {
-        return Err(Error::Vectors(format!(
-            "query vector has dimension {}, the stored vectors of {doc} {d}",
-            query.len()
-        )));
+        // The graph leaves such a document out, as damage.
+        return Err(Error::Invariant {
+            doc: doc.to_owned(),
+            message: format!(
+                "stored vectors of dimension {d}, the query's {}",
+                query.len()
+            ),
+        });
     }
     let rows: Vec<(Option<u32>, Span, usize)> = match target {
         Target::Nodes => (stored.tree()?.nodes.iter().enumerate())
@@ -140,6 +145,7 @@ fn score_stored(
             .collect(),
     };
     let values = vectors.rows(target);
+    let mut hits = Vec::with_capacity(rows.len());
     for (node, span, row) in rows {
         let Some(row) = values.row(row) else {
             return Err(Error::Invariant {
@@ -150,13 +156,15 @@ fn score_stored(
         if row.is_zero() {
             continue;
         }
-        scored.push(RankedHit {
+        hits.push(RankedHit {
             doc: doc.to_owned(),
             node,
             span,
             score: score(row.dot(query)),
         });
     }
+    // A document is scored whole or, on an error, not at all.
+    scored.append(&mut hits);
     Ok(())
 }
 
