@@ -184,6 +184,9 @@ fn damage_to_each_of_the_store_files_never_crashes_and_is_repaired_or_named() {
                 "query",
                 "SELECT SPANS FROM * SEED NEAR('lifetime elision') BUDGET 256 TOKENS",
             ],
+            // Builds the vector graph, as the first vector search did
+            // before searches stopped waiting for it.
+            &["reindex"],
         ] {
             run_on_damage(&store, args);
         }
