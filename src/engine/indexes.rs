@@ -172,9 +172,9 @@ impl Engine {
             seq.min(vectors)
         };
         // A running backup reads the log after the change it holds.
-        let upto = upto.min(self.log_floor.load(std::sync::atomic::Ordering::SeqCst));
+        let upto = upto.min(self.log_floor.load(Ordering::SeqCst));
         // So does a background build of the vector graph.
-        let upto = upto.min(self.build_floor.load(std::sync::atomic::Ordering::SeqCst));
+        let upto = upto.min(self.build_floor.load(Ordering::SeqCst));
         match self.store.trim_log(upto) {
             Err(err @ Error::DiskFull { .. }) => {
                 tracing::warn!("the change log is kept untrimmed for now: {err}");

@@ -282,10 +282,7 @@ impl Drop for Engine {
     /// vector search, and a process that is exiting need not wait for it.
     fn drop(&mut self) {
         drop(self.take_over_vector_graph(true));
-        let mut vectors = self
-            .vectors
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut vectors = self.vectors_write();
         if let Some(Err(err)) = vectors
             .as_mut()
             .filter(|index| index.is_dirty())

@@ -282,10 +282,7 @@ impl Engine {
         if !exact {
             return self.vector_search(target, query, k, None);
         }
-        let guard = self
-            .vectors
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let guard = self.vectors_read();
         match guard.as_ref() {
             Some(index) => index.search_exact(&self.store, target, query, k),
             None => self.search_every_stored(target, query, k, None),
@@ -318,10 +315,7 @@ impl Engine {
             return Ok(hits);
         }
         {
-            let guard = self
-                .vectors
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let guard = self.vectors_read();
             if let Some(index) = guard.as_ref() {
                 return index.search(target, query, k, scope);
             }
@@ -349,13 +343,16 @@ impl Engine {
         k: usize,
         scope: Option<&[&str]>,
     ) -> Result<Vec<RankedHit>> {
-        let ids: Vec<String> = match scope {
-            Some(docs) => docs.iter().map(|&d| d.to_owned()).collect(),
-            None => (self.store.ids()?.into_iter())
-                .filter(|id| !is_turn_id(id))
-                .collect(),
+        let unscoped: Vec<String>;
+        let docs: Vec<&str> = match scope {
+            Some(docs) => docs.to_vec(),
+            None => {
+                unscoped = self.store.ids()?;
+                (unscoped.iter().map(String::as_str))
+                    .filter(|id| !is_turn_id(id))
+                    .collect()
+            }
         };
-        let docs: Vec<&str> = ids.iter().map(String::as_str).collect();
         let hits = search_stored(&self.store, target, query, k, &docs, usize::MAX)?;
         Ok(hits.unwrap_or_default())
     }

@@ -8,7 +8,7 @@
 //! need the graph itself (its counts, exhaustive search) run in the
 //! foreground, after a background build they find running.
 
-use std::sync::{Arc, MutexGuard, RwLockReadGuard};
+use std::sync::{Arc, MutexGuard, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::engine::graph_build::{BuildJob, GraphBuild, replay_vectors};
 use crate::engine::{Engine, VECTORS_DIR};
@@ -22,10 +22,7 @@ impl Engine {
     /// Waits for a background build it finds running.
     pub(crate) fn vector_index(&self) -> Result<RwLockReadGuard<'_, Option<VectorIndex>>> {
         loop {
-            let guard = self
-                .vectors
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let guard = self.vectors_read();
             if guard.is_some() {
                 return Ok(guard);
             }
@@ -34,12 +31,23 @@ impl Engine {
         }
     }
 
-    /// Whether the vector graph is loaded, so searches can use it.
-    pub(super) fn vector_graph_loaded(&self) -> bool {
+    /// The vector index slot, read (a panic elsewhere does not close it).
+    pub(super) fn vectors_read(&self) -> RwLockReadGuard<'_, Option<VectorIndex>> {
         self.vectors
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_some()
+    }
+
+    /// The vector index slot, held for writing.
+    pub(super) fn vectors_write(&self) -> RwLockWriteGuard<'_, Option<VectorIndex>> {
+        self.vectors
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether the vector graph is loaded, so searches can use it.
+    pub(super) fn vector_graph_loaded(&self) -> bool {
+        self.vectors_read().is_some()
     }
 
     /// Starts loading, catching up and saving the vector graph on a thread
@@ -104,10 +112,7 @@ impl Engine {
     /// it is not.
     fn with_vector_index<R>(&self, f: impl FnOnce(&mut VectorIndex) -> Result<R>) -> Result<R> {
         let _no_background_build = self.take_over_vector_graph(false);
-        let mut guard = self
-            .vectors
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut guard = self.vectors_write();
         if guard.is_none() {
             let mut index = self.open_vector_index();
             let replayed =
@@ -151,10 +156,7 @@ impl Engine {
     /// is dropped): the change log is kept until it happens, so a crash
     /// before it only means a replay on the next open.
     pub(super) fn apply_to_vectors(&self) -> Result<()> {
-        let mut guard = self
-            .vectors
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut guard = self.vectors_write();
         let Some(index) = guard.as_mut() else {
             return Ok(());
         };
@@ -175,12 +177,7 @@ impl Engine {
     /// The change the vector graph reflects: the loaded one's, else the
     /// persisted one's (0 when never built).
     pub(super) fn vector_graph_change(&self) -> u64 {
-        let loaded = self
-            .vectors
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .map(VectorIndex::applied_seq);
+        let loaded = self.vectors_read().as_ref().map(VectorIndex::applied_seq);
         loaded.unwrap_or_else(|| VectorIndex::persisted_seq(&self.dir.join(VECTORS_DIR)))
     }
 
@@ -221,10 +218,7 @@ impl Engine {
         cancel: &CancelToken,
     ) -> Result<()> {
         let _no_background_build = self.take_over_vector_graph(rebuild);
-        let mut guard = self
-            .vectors
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut guard = self.vectors_write();
         let mut index = match guard.take() {
             Some(index) => index,
             None => self.open_vector_index(),
