@@ -615,11 +615,16 @@ fn answer(db: &Db, text: &str) -> Vec<(String, [u32; 2], i64)> {
         .collect()
 }
 
-/// The graph's dump files in the store's vector directory.
+/// The graph's dump files in the store's vector directory (none while it
+/// is absent: never saved, or between the renames of a save).
 fn graph_dumps(path: &std::path::Path) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(path.join("vectors"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
+    let entries = match std::fs::read_dir(path.join("vectors")) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => panic!("{e}"),
+    };
+    entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().contains(".hnsw."))
         .collect()
 }
