@@ -116,6 +116,37 @@ fn cross_attention_is_a_share_of_each_query_tokens_attention() {
 }
 
 #[test]
+fn batched_cross_attention_equals_each_pair_read_alone() {
+    let Some(dir) = local_model() else { return };
+    let model = LocalModel::load(&dir).unwrap();
+    let tokens = |t: &str| model.tokens(t).unwrap();
+    let texts = [
+        tokens("The oven bakes bread."),
+        tokens("Knead the dough, let it rise, then bake the loaf in a hot oven."),
+        tokens("x"),
+        tokens(&"The committee reviewed the harbour accounts again. ".repeat(12)),
+    ];
+    let pairs: Vec<(&[u32], &[u32])> = (0..texts.len())
+        .flat_map(|q| (0..texts.len()).map(move |k| (q, k)))
+        .map(|(q, k)| (&texts[q][..], &texts[k][..]))
+        .collect();
+    let batched = model.cross_attentions(&pairs).unwrap();
+    assert_eq!(batched.len(), pairs.len());
+    for ((queries, keys), together) in pairs.iter().zip(&batched) {
+        let alone = model.cross_attention(queries, keys).unwrap();
+        assert_eq!(
+            (together.query_tokens, together.key_tokens),
+            (alone.query_tokens, alone.key_tokens)
+        );
+        let difference = (together.weights.iter().zip(&alone.weights))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(difference < 1e-5, "largest difference {difference}");
+    }
+    assert!(model.cross_attentions(&[]).unwrap().is_empty());
+}
+
+#[test]
 fn a_missing_or_broken_model_directory_is_named_in_the_error() {
     let dir = tempfile::tempdir().unwrap();
     let err = LocalModel::load(dir.path()).unwrap_err();

@@ -1,5 +1,5 @@
 //! [`ModelAttention`]: the DAG's edge weights from a real transformer's
-//! attention ([`LocalModel::cross_attention`]).
+//! attention ([`LocalModel::cross_attentions`]).
 //!
 //! For each window the model reads the window's information points
 //! (grouped so a group fits beside one lower node) followed by one lower
@@ -7,8 +7,11 @@
 //! points' rows over the node's columns, averaged over heads and layers,
 //! fill the window's token-level matrix, which goes through the same
 //! aggregation as every other source ([`Device::segment_mean`]: mean over
-//! the node's tokens, then over the point's tokens).
+//! the node's tokens, then over the point's tokens). The passes of many
+//! windows are read together, in batches of similar lengths, and windows
+//! are taken a bounded number of matrix cells at a time.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::attention::{AttentionSource, NodeText, Window};
@@ -23,6 +26,10 @@ use crate::model::tokens::token_batches;
 /// is cut).
 const POINT_TOKENS: usize = 128;
 
+/// Most token-level matrix cells (f32) held at once: windows are read
+/// and aggregated in runs that stay within it (a larger window alone).
+const CELLS_PER_RUN: usize = 1 << 23;
+
 /// Attention from a local transformer, aggregated on a [`Device`].
 #[derive(Debug, Clone)]
 pub struct ModelAttention {
@@ -30,11 +37,29 @@ pub struct ModelAttention {
     device: Device,
 }
 
-/// One window's token-level attention and its segments.
-struct WindowMatrix {
-    attention: Vec<f32>,
+/// One window's tokens, as the model reads them.
+struct WindowTokens {
+    /// The points' tokens joined by group: a group is read beside each
+    /// node at once.
+    groups: Vec<Vec<u32>>,
+    /// First matrix row of each group.
+    group_rows: Vec<usize>,
+    /// Each lower node's tokens.
+    nodes: Vec<Vec<u32>>,
+    /// Each node's first matrix column.
+    node_columns: Vec<usize>,
     query_segments: Segments,
     key_segments: Segments,
+}
+
+impl WindowTokens {
+    fn rows(&self) -> usize {
+        self.query_segments.0.last().map_or(0, |r| r.end as usize)
+    }
+
+    fn columns(&self) -> usize {
+        self.key_segments.0.last().map_or(0, |r| r.end as usize)
+    }
 }
 
 impl ModelAttention {
@@ -79,9 +104,10 @@ impl ModelAttention {
         Ok((tokens, lengths))
     }
 
-    /// One window's token-level attention, its key columns segmented by
-    /// node, or with `by_edu` by EDU.
-    fn window(&self, doc: &Document, window: &Window, by_edu: bool) -> Result<WindowMatrix> {
+    /// One window's tokens: its points in groups, its nodes, and the
+    /// segments of its matrix (key columns by node, or with `by_edu` by
+    /// EDU).
+    fn window_tokens(&self, doc: &Document, window: &Window, by_edu: bool) -> Result<WindowTokens> {
         // A sequence holds a group of points, a node and three special
         // tokens; a node keeps what is left after the longest group.
         let positions = self.model.max_positions().saturating_sub(3);
@@ -96,38 +122,54 @@ impl ModelAttention {
             .into_iter()
             .unzip();
         let query_segments = Segments::from_lengths(points.iter().map(|p| p.len() as u32));
-        let node_ranges = Segments::from_lengths(nodes.iter().map(|n| n.len() as u32));
-        let key_segments = Segments::from_lengths(segment_lengths.concat());
-        let rows: usize = points.iter().map(Vec::len).sum();
-        let columns: usize = nodes.iter().map(Vec::len).sum();
-        let mut attention = vec![0.0f32; rows * columns];
+        let node_columns = (Segments::from_lengths(nodes.iter().map(|n| n.len() as u32)).0)
+            .iter()
+            .map(|r| r.start as usize)
+            .collect();
         let point_lengths: Vec<u32> = points.iter().map(|p| p.len() as u32).collect();
-        for group in token_batches(&point_lengths, group_limit as u32) {
-            let first_row = query_segments.0[group.start].start as usize;
-            let joined: Vec<u32> = points[group].concat();
-            if joined.is_empty() {
-                continue;
-            }
-            for (node, range) in nodes.iter().zip(&node_ranges.0) {
-                if node.is_empty() {
-                    continue;
-                }
-                let cross = self.model.cross_attention(&joined, node)?;
-                for (r, row) in cross.weights.chunks(cross.key_tokens).enumerate() {
-                    let at = (first_row + r) * columns + range.start as usize;
-                    attention[at..at + row.len()].copy_from_slice(row);
+        let groups: Vec<Range<usize>> = token_batches(&point_lengths, group_limit as u32);
+        Ok(WindowTokens {
+            group_rows: (groups.iter())
+                .map(|g| query_segments.0[g.start].start as usize)
+                .collect(),
+            groups: groups.into_iter().map(|g| points[g].concat()).collect(),
+            nodes,
+            node_columns,
+            query_segments,
+            key_segments: Segments::from_lengths(segment_lengths.concat()),
+        })
+    }
+
+    /// The token-level matrices of `windows`, every pass of theirs read in
+    /// one call to the model.
+    fn matrices(&self, windows: &[WindowTokens]) -> Result<Vec<Vec<f32>>> {
+        let mut pairs: Vec<(&[u32], &[u32])> = Vec::new();
+        // Where each pass's rows land: window, first row, first column.
+        let mut places: Vec<(usize, usize, usize)> = Vec::new();
+        for (w, window) in windows.iter().enumerate() {
+            for (group, &row) in window.groups.iter().zip(&window.group_rows) {
+                for (node, &column) in window.nodes.iter().zip(&window.node_columns) {
+                    if !group.is_empty() && !node.is_empty() {
+                        pairs.push((group, node));
+                        places.push((w, row, column));
+                    }
                 }
             }
         }
-        Ok(WindowMatrix {
-            attention,
-            query_segments,
-            key_segments,
-        })
+        let mut matrices: Vec<Vec<f32>> = (windows.iter())
+            .map(|w| vec![0.0; w.rows() * w.columns()])
+            .collect();
+        let read = self.model.cross_attentions(&pairs)?;
+        for (cross, (w, first_row, first_column)) in read.iter().zip(places) {
+            let columns = windows[w].columns();
+            for (r, row) in cross.weights.chunks(cross.key_tokens).enumerate() {
+                let at = (first_row + r) * columns + first_column;
+                matrices[w][at..at + row.len()].copy_from_slice(row);
+            }
+        }
+        Ok(matrices)
     }
-}
 
-impl ModelAttention {
     /// The weights of `windows`, with key columns by node or by EDU.
     fn weights_by(
         &self,
@@ -135,20 +177,28 @@ impl ModelAttention {
         windows: &[Window],
         by_edu: bool,
     ) -> Result<Vec<NodeWeights>> {
-        let matrices = (windows.iter())
-            .map(|w| self.window(doc, w, by_edu))
+        let tokens = (windows.iter())
+            .map(|w| self.window_tokens(doc, w, by_edu))
             .collect::<Result<Vec<_>>>()?;
-        let views: Vec<AttentionWindow> = matrices
-            .iter()
-            .map(|m| AttentionWindow {
-                attention: &m.attention,
-                query_tokens: m.query_segments.0.last().map_or(0, |r| r.end as usize),
-                key_tokens: m.key_segments.0.last().map_or(0, |r| r.end as usize),
-                query_segments: &m.query_segments,
-                key_segments: &m.key_segments,
-            })
+        let cells: Vec<u32> = (tokens.iter())
+            .map(|w| (w.rows() * w.columns()).min(u32::MAX as usize) as u32)
             .collect();
-        self.device.segment_mean(&views)
+        let mut weights = Vec::with_capacity(windows.len());
+        for run in token_batches(&cells, CELLS_PER_RUN as u32) {
+            let run = &tokens[run];
+            let matrices = self.matrices(run)?;
+            let views: Vec<AttentionWindow> = (run.iter().zip(&matrices))
+                .map(|(w, attention)| AttentionWindow {
+                    attention,
+                    query_tokens: w.rows(),
+                    key_tokens: w.columns(),
+                    query_segments: &w.query_segments,
+                    key_segments: &w.key_segments,
+                })
+                .collect();
+            weights.extend(self.device.segment_mean(&views)?);
+        }
+        Ok(weights)
     }
 }
 
