@@ -6,7 +6,11 @@
 //! - `embed_sentences`: 64 sentences of about 25 tokens, one call;
 //! - `embed_chunks`: 16 chunks of 256 model tokens (truncated), one call;
 //! - `dag_build`: one RFC's DAG (12 KB: the same information points, edges
-//!   from computed hashed attention or from the model's attention).
+//!   from computed hashed attention or from the model's attention);
+//! - `document`: what ingest does with the model for that RFC (its EDU and
+//!   node vectors, then its DAG on the model's attention) against
+//!   embedding its text once in 256-token chunks, the floor of any ingest
+//!   that reads every token with the model.
 //!
 //! Needs `EDUDB_LOCAL_MODEL` (`.ci/embedding-server model-dir`); the HTTP
 //! rows also `EDUDB_EMBEDDING_URL` (`.ci/embedding-server start`) and are
@@ -69,6 +73,19 @@ fn chunks(doc: &Document) -> Vec<String> {
         .take(16)
         .map(|c| String::from_utf8_lossy(c).into_owned())
         .collect()
+}
+
+/// The whole of `doc`'s text in pieces of at most 900 bytes cut at
+/// whitespace (under the model's 256 tokens each).
+fn doc_chunks(doc: &Document) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for word in doc.text.split_inclusive(char::is_whitespace) {
+        if out.last().unwrap().len() + word.len() > 900 {
+            out.push(String::new());
+        }
+        out.last_mut().unwrap().push_str(word);
+    }
+    out
 }
 
 fn rfc() -> Document {
@@ -156,6 +173,25 @@ fn main() {
         });
     }
     group.finish();
+    let whole_text = doc_chunks(&doc);
+    let whole_inputs: Vec<&str> = whole_text.iter().map(String::as_str).collect();
+    let mut group = criterion.benchmark_group("document");
+    group.sample_size(10);
+    group.bench_function("embed_text_once", |b| {
+        b.iter(|| local.embed(&whole_inputs).unwrap())
+    });
+    group.bench_function("vectors_and_dag", |b| {
+        b.iter(|| {
+            let vectors = embed_document(&doc, &local).unwrap();
+            build_dag(
+                &doc,
+                EduVectors::packed(&vectors.edus, vectors.dimension as usize),
+                &by_model,
+            )
+            .unwrap()
+        })
+    });
+    group.finish();
     criterion.final_summary();
 
     let others: Vec<&str> = embedders.iter().skip(1).map(|(n, _)| *n).collect();
@@ -181,6 +217,20 @@ fn main() {
         &["model_attention"],
         run_started,
     );
+    common::print_ratios(
+        "document",
+        "embed_text_once",
+        &["vectors_and_dag"],
+        run_started,
+    );
+    for name in ["embed_text_once", "vectors_and_dag"] {
+        if let Some(ns) = common::median_ns("document", name, run_started) {
+            println!(
+                "  {name:<28} {:>8.0} document tokens (o200k)/s",
+                doc.meta.tokens as f64 / (ns / 1e9)
+            );
+        }
+    }
     println!(
         "dag_build: {} EDUs, {} tokens (o200k), {} DAG nodes",
         doc.edus.len(),

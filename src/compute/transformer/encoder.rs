@@ -17,7 +17,6 @@ pub(super) struct Encoder {
     layers: Vec<Layer>,
     heads: usize,
     head_size: usize,
-    activation: HiddenAct,
 }
 
 /// One transformer layer.
@@ -30,6 +29,7 @@ struct Layer {
     intermediate: Linear,
     output: Linear,
     output_norm: LayerNorm,
+    activation: HiddenAct,
 }
 
 /// Token sequences padded to one width, as the encoder reads them.
@@ -40,14 +40,17 @@ pub(super) struct Batch {
     width: usize,
 }
 
-/// What one pass over a [`Batch`] gives.
-pub(super) struct Encoded {
-    /// `rows × width × hidden` final hidden states, flattened row-major.
-    pub states: Vec<f32>,
-    /// With attention asked for, `rows × width × width` probabilities
-    /// averaged over heads and layers, flattened row-major; padding
-    /// columns are zero.
-    pub attention: Option<Vec<f32>>,
+/// What a pass over a [`Batch`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Output {
+    /// The final hidden states, `rows × width × hidden`, flattened
+    /// row-major.
+    States,
+    /// The attention probabilities summed over layers, `rows × heads ×
+    /// width × width`, flattened row-major; padding columns are zero.
+    /// (Summing heads is left to the reader, who usually needs a small
+    /// block of each matrix.) The last layer stops once it has them.
+    Attention,
 }
 
 impl Batch {
@@ -117,18 +120,26 @@ impl Encoder {
             layers,
             heads: config.num_attention_heads,
             head_size: hidden / config.num_attention_heads,
-            activation: config.hidden_act,
         })
     }
 
-    /// Runs `batch` through every layer; with `attend`, also averages the
-    /// attention probabilities over heads and layers.
+    /// Attention heads per layer.
+    pub fn heads(&self) -> usize {
+        self.heads
+    }
+
+    /// Layers: what [`Output::Attention`] sums over.
+    pub fn layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Runs `batch` through the layers and gives what `output` asks for.
     pub fn forward(
         &self,
         batch: &Batch,
-        attend: bool,
+        output: Output,
         device: &Device,
-    ) -> candle_core::Result<Encoded> {
+    ) -> candle_core::Result<Vec<f32>> {
         let (rows, width) = (batch.lengths.len(), batch.width);
         let ids = Tensor::from_slice(&batch.ids, (rows, width), device)?;
         let types = Tensor::from_slice(&batch.types, (rows, width), device)?;
@@ -138,27 +149,26 @@ impl Encoder {
         let mut states = self.norm.forward(&embedded)?;
         let mask = batch.padding_mask(device)?;
         let mut attention: Option<Tensor> = None;
-        for layer in &self.layers {
-            let (next, probabilities) = layer.forward(&states, mask.as_ref(), self)?;
-            if attend {
-                let over_heads = probabilities.sum(1)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let (probabilities, values) = layer.attend(&states, mask.as_ref(), self)?;
+            if output == Output::Attention {
                 attention = Some(match attention {
-                    Some(total) => (total + over_heads)?,
-                    None => over_heads,
+                    Some(total) => (total + &probabilities)?,
+                    None => probabilities.clone(),
                 });
+                if l + 1 == self.layers.len() {
+                    break;
+                }
             }
-            states = next;
+            states = layer.finish(&states, &probabilities, &values)?;
         }
-        let count = (self.heads * self.layers.len()).max(1) as f64;
-        let attention = match attention {
-            Some(total) => Some((total / count)?.flatten_all()?.to_vec1::<f32>()?),
-            None if attend => Some(vec![0.0; rows * width * width]),
-            None => None,
-        };
-        Ok(Encoded {
-            states: states.flatten_all()?.to_vec1::<f32>()?,
-            attention,
-        })
+        match output {
+            Output::States => states.flatten_all()?.to_vec1::<f32>(),
+            Output::Attention => match attention {
+                Some(total) => total.flatten_all()?.to_vec1::<f32>(),
+                None => Ok(vec![0.0; rows * self.heads * width * width]),
+            },
+        }
     }
 }
 
@@ -194,18 +204,20 @@ impl Layer {
             )?,
             output: candle_nn::linear(config.intermediate_size, hidden, vb.pp("output.dense"))?,
             output_norm: candle_nn::layer_norm(hidden, eps, vb.pp("output.LayerNorm"))?,
+            activation: config.hidden_act,
         })
     }
 
-    /// The layer's output states and its attention probabilities
-    /// (`rows × heads × width × width`).
-    fn forward(
+    /// The layer's attention probabilities (`rows × heads × width ×
+    /// width`) and the values they weight (`rows × heads × width ×
+    /// head size`).
+    fn attend(
         &self,
         states: &Tensor,
         mask: Option<&Tensor>,
         shape: &Encoder,
     ) -> candle_core::Result<(Tensor, Tensor)> {
-        let (rows, width, hidden) = states.dims3()?;
+        let (rows, width, _) = states.dims3()?;
         let qkv = self
             .qkv
             .forward(states)?
@@ -219,9 +231,20 @@ impl Layer {
         if let Some(mask) = mask {
             scores = scores.broadcast_add(mask)?;
         }
-        let probabilities = candle_nn::ops::softmax_last_dim(&scores)?;
+        Ok((candle_nn::ops::softmax_last_dim(&scores)?, values))
+    }
+
+    /// The layer's output states from its input `states` and what
+    /// [`Layer::attend`] gave.
+    fn finish(
+        &self,
+        states: &Tensor,
+        probabilities: &Tensor,
+        values: &Tensor,
+    ) -> candle_core::Result<Tensor> {
+        let (rows, width, hidden) = states.dims3()?;
         let context = probabilities
-            .matmul(&values)?
+            .matmul(values)?
             .transpose(1, 2)?
             .contiguous()?
             .reshape((rows, width, hidden))?;
@@ -229,14 +252,12 @@ impl Layer {
             .attention_norm
             .forward(&(self.attention_output.forward(&context)? + states)?)?;
         let expanded = self.intermediate.forward(&attended)?;
-        let activated = match shape.activation {
-            HiddenAct::Gelu => expanded.gelu_erf()?,
+        let activated = match self.activation {
+            HiddenAct::Gelu => super::gelu::gelu(&expanded)?,
             HiddenAct::GeluApproximate => expanded.gelu()?,
             HiddenAct::Relu => expanded.relu()?,
         };
-        let output = self
-            .output_norm
-            .forward(&(self.output.forward(&activated)? + attended)?)?;
-        Ok((output, probabilities))
+        self.output_norm
+            .forward(&(self.output.forward(&activated)? + attended)?)
     }
 }

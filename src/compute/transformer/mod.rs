@@ -17,6 +17,7 @@
 //! disk only; nothing is downloaded. It runs on the CPU.
 
 mod encoder;
+mod gelu;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ use candle_transformers::models::bert::Config;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::error::EmbedError;
-use encoder::{Batch, Encoder};
+use encoder::{Batch, Encoder, Output};
 
 /// A BERT-family encoder and its tokenizer, loaded from local files.
 pub struct LocalModel {
@@ -74,11 +75,11 @@ fn model_error(dir: &Path, message: impl std::fmt::Display) -> EmbedError {
 
 /// Most tokens, padding included, in one forward pass: bounds the hidden
 /// states and the feed-forward layer's activations.
-const TOKENS_PER_PASS: usize = 8192;
+const TOKENS_PER_PASS: usize = 4096;
 /// Most attention scores per head in one forward pass (`rows × width²`):
 /// bounds the score and probability tensors of long sequences (12 heads
-/// of f32 at this bound are 24 MiB each).
-const SCORES_PER_PASS: usize = 1 << 19;
+/// of f32 at this bound are 12 MiB each).
+const SCORES_PER_PASS: usize = 1 << 18;
 
 /// Consecutive runs of sequences, given their lengths in ascending order,
 /// that fit one forward pass each when padded to their longest.
@@ -106,12 +107,10 @@ struct Row<'a> {
     length: usize,
     /// The pass's padded width.
     width: usize,
-    /// `width × hidden` final hidden states (padding rows after the real
-    /// ones).
-    states: &'a [f32],
-    /// With attention asked for, `width × width` probabilities averaged
-    /// over heads and layers; empty otherwise.
-    attention: &'a [f32],
+    /// The sequence's share of the pass's [`Output`]: `width × hidden`
+    /// states (padding rows after the real ones), or `heads × width ×
+    /// width` attention probabilities summed over layers.
+    values: &'a [f32],
 }
 
 /// One sequence the encoder reads: its tokens and their types.
@@ -220,9 +219,9 @@ impl LocalModel {
             .collect();
         let hidden = self.dimension();
         let mut vectors = vec![Vec::new(); texts.len()];
-        self.run(&sequences, false, |i, row| {
+        self.run(&sequences, Output::States, |i, row| {
             let mut vector = vec![0.0f32; hidden];
-            for token in row.states.chunks(hidden).take(row.length) {
+            for token in row.values.chunks(hidden).take(row.length) {
                 for (sum, x) in vector.iter_mut().zip(token) {
                     *sum += x;
                 }
@@ -285,13 +284,23 @@ impl LocalModel {
             sequences.push(Sequence { ids, types });
         }
         let mut out: Vec<Option<CrossAttention>> = vec![None; pairs.len()];
-        self.run(&sequences, true, |i, row| {
+        let heads = self.encoder.heads();
+        let count = (heads * self.encoder.layers()).max(1) as f32;
+        self.run(&sequences, Output::Attention, |i, row| {
             let (queries, keys) = pairs[i];
             let first_key = queries.len() + 2;
-            let mut weights = Vec::with_capacity(queries.len() * keys.len());
-            for row in row.attention.chunks(row.width).skip(1).take(queries.len()) {
-                weights.extend_from_slice(&row[first_key..first_key + keys.len()]);
+            let mut weights = vec![0.0f32; queries.len() * keys.len()];
+            let matrix = row.width * row.width;
+            for head in row.values.chunks(matrix).take(heads) {
+                let rows = head.chunks(row.width).skip(1).take(queries.len());
+                for (sums, from) in weights.chunks_mut(keys.len().max(1)).zip(rows) {
+                    let from = &from[first_key..first_key + keys.len()];
+                    for (sum, x) in sums.iter_mut().zip(from) {
+                        *sum += x;
+                    }
+                }
             }
+            weights.iter_mut().for_each(|w| *w /= count);
             out[i] = Some(CrossAttention {
                 query_tokens: queries.len(),
                 key_tokens: keys.len(),
@@ -302,41 +311,35 @@ impl LocalModel {
     }
 
     /// Runs `sequences` through the encoder in passes of similar lengths
-    /// and hands each sequence's index and its [`Row`] to `visit`.
+    /// and hands each sequence's index and its [`Row`] of `output` to
+    /// `visit`.
     fn run(
         &self,
         sequences: &[Sequence],
-        attend: bool,
+        output: Output,
         mut visit: impl FnMut(usize, Row<'_>),
     ) -> Result<(), EmbedError> {
         let mut order: Vec<usize> = (0..sequences.len()).collect();
         order.sort_by_key(|&i| sequences[i].ids.len());
         let lengths: Vec<usize> = order.iter().map(|&i| sequences[i].ids.len()).collect();
-        let hidden = self.dimension();
         for pass in passes(&lengths) {
             let width = lengths[pass.end - 1];
             let mut batch = Batch::new(width);
             for &i in &order[pass.clone()] {
                 batch.push(&sequences[i].ids, &sequences[i].types);
             }
-            let encoded = self
+            let values = self
                 .encoder
-                .forward(&batch, attend, &self.device)
+                .forward(&batch, output, &self.device)
                 .map_err(|e| self.error(e))?;
+            let per_row = values.len() / pass.len();
             for (row, &i) in order[pass].iter().enumerate() {
-                let states = &encoded.states[row * width * hidden..(row + 1) * width * hidden];
-                let attention = match &encoded.attention {
-                    Some(a) => &a[row * width * width..(row + 1) * width * width],
-                    None => &[][..],
-                };
-                let length = sequences[i].ids.len();
                 visit(
                     i,
                     Row {
-                        length,
+                        length: sequences[i].ids.len(),
                         width,
-                        states,
-                        attention,
+                        values: &values[row * per_row..(row + 1) * per_row],
                     },
                 );
             }
@@ -416,7 +419,9 @@ mod tests {
         for ids in &sequences {
             batch.push(ids, &vec![0; ids.len()]);
         }
-        let ours = model.encoder.forward(&batch, false, &Device::Cpu).unwrap();
+        let ours = (model.encoder)
+            .forward(&batch, Output::States, &Device::Cpu)
+            .unwrap();
         let hidden = model.dimension();
         for (row, ids) in sequences.iter().enumerate() {
             let tensor = Tensor::from_slice(ids, (1, ids.len()), &Device::Cpu).unwrap();
@@ -428,7 +433,7 @@ mod tests {
                 .to_vec1::<f32>()
                 .unwrap();
             let start = row * width * hidden;
-            let ours = &ours.states[start..start + ids.len() * hidden];
+            let ours = &ours[start..start + ids.len() * hidden];
             let difference = (ours.iter().zip(&theirs))
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0f32, f32::max);

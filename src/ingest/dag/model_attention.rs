@@ -28,7 +28,7 @@ const POINT_TOKENS: usize = 128;
 
 /// Most token-level matrix cells (f32) held at once: windows are read
 /// and aggregated in runs that stay within it (a larger window alone).
-const CELLS_PER_RUN: usize = 1 << 23;
+const CELLS_PER_RUN: usize = 1 << 22;
 
 /// Attention from a local transformer, aggregated on a [`Device`].
 #[derive(Debug, Clone)]
