@@ -107,10 +107,13 @@ pub fn ingest_report(
         .collect();
     let skip_reason = format!("not a known extension ({})", known.join(", "));
     let seconds = report.elapsed.as_secs_f64();
-    let rate = if seconds > 0.0 {
-        megabytes(report.bytes()) / seconds
+    let (rate, tokens_per_second) = if seconds > 0.0 {
+        (
+            megabytes(report.bytes()) / seconds,
+            report.tokens() as f64 / seconds,
+        )
     } else {
-        0.0
+        (0.0, 0.0)
     };
     if as_json {
         let failures: Vec<Value> = report
@@ -145,7 +148,7 @@ pub fn ingest_report(
     }
     writeln!(
         out,
-        "ingested {} documents: {} EDUs, {} nodes, {} tokens, {:.2} MB in {:.2} s ({:.2} MB/s){}",
+        "ingested {} documents: {} EDUs, {} nodes, {} tokens, {:.2} MB in {:.2} s ({:.2} MB/s, {:.0} tokens/s){}",
         report.documents.len(),
         report.edus(),
         report.nodes(),
@@ -153,6 +156,7 @@ pub fn ingest_report(
         megabytes(report.bytes()),
         seconds,
         rate,
+        tokens_per_second,
         if report.failures.is_empty() {
             String::new()
         } else {

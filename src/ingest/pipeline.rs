@@ -3,7 +3,6 @@
 //! validate the tree; then, for the store, embed its nodes and EDUs and
 //! build its DAG ([`prepare`]). Pure: nothing here touches the store.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use crate::compute::device::Device;
@@ -23,10 +22,7 @@ use crate::ingest::tree::llm::LlmStructurer;
 use crate::ingest::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, Tree, TreeBuilder};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
-use crate::model::document::{
-    DocMeta, Document, Format, PackedVectors, QuantizedRows, RepresentationPart,
-    representation_parts,
-};
+use crate::model::document::{DocMeta, Document, Format, PackedVectors, QuantizedRows};
 use crate::model::edu::{Edu, EduKind};
 use crate::model::metadata::Metadata;
 use crate::model::pages::PageLayout;
@@ -604,111 +600,66 @@ pub fn build_written_dag(
     )
 }
 
-/// Texts embedded per call: bounds the rows and texts held beside the
-/// packed vectors they fill.
+/// Texts embedded per call: bounds the rows and representations held
+/// beside the packed vectors they fill.
 const EMBED_BATCH: usize = 1024;
 
-/// Unit-length vectors of `texts` from `embedder`, checked: one per text,
-/// of the store's dimension, every component finite.
-fn checked_vectors(embedder: &dyn Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-    let dimension = embedder.dimension();
-    let mut vectors = embedder.embed(texts)?;
-    if vectors.len() != texts.len() {
-        return Err(EmbedError::Count {
-            identity: embedder.identity(),
-            expected: texts.len(),
-            found: vectors.len(),
-        }
-        .into());
-    }
-    for row in &mut vectors {
-        if row.len() != dimension {
-            return Err(EmbedError::Dimension {
-                identity: embedder.identity(),
-                expected: dimension,
-                found: row.len(),
-            }
-            .into());
-        }
-        if !row.iter().all(|x| x.is_finite()) {
-            return Err(EmbedError::NotFinite {
-                identity: embedder.identity(),
-            }
-            .into());
-        }
-        normalise(row);
-    }
-    Ok(vectors)
-}
-
-/// One vector per EDU (its text) and per tree node. A node's vector
-/// pools what its representation is made of (title, child titles, leading
-/// EDUs: [`representation_parts`]) the way the model pools tokens: the
-/// mean of the parts' vectors weighted by their tokens. So each EDU's
-/// text is embedded once, and besides the EDUs only the distinct titles
-/// are, instead of every node's representation again (which repeats the
-/// EDUs' text and was most of what an ingest embedded).
+/// One vector per tree node (its full-text representation: title, child
+/// titles, leading text) and per EDU (its text).
 pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<PackedVectors> {
     let dimension = embedder.dimension();
     // Each row is made unit length, as the index's cosine needs, whoever
     // embedded it, and kept in the store's 8 bits at once: a large document
-    // never holds its EDU vectors as `f32`, and nodes and the DAG are built
-    // from the very numbers the store gives back.
+    // never holds its vectors as `f32`, and the DAG is built from the very
+    // numbers the store gives back.
+    let embed = |texts: &[&str], rows: &mut QuantizedRows| -> Result<()> {
+        let vectors = embedder.embed(texts)?;
+        if vectors.len() != texts.len() {
+            return Err(EmbedError::Count {
+                identity: embedder.identity(),
+                expected: texts.len(),
+                found: vectors.len(),
+            }
+            .into());
+        }
+        for mut row in vectors {
+            if row.len() != dimension {
+                return Err(EmbedError::Dimension {
+                    identity: embedder.identity(),
+                    expected: dimension,
+                    found: row.len(),
+                }
+                .into());
+            }
+            if !row.iter().all(|x| x.is_finite()) {
+                return Err(EmbedError::NotFinite {
+                    identity: embedder.identity(),
+                }
+                .into());
+            }
+            normalise(&mut row);
+            push_row(rows, &row);
+        }
+        Ok(())
+    };
     let with_room = |rows: usize| QuantizedRows {
         codes: Vec::with_capacity(rows * dimension),
         scales: Vec::with_capacity(rows),
     };
+    let mut nodes = with_room(doc.tree.nodes.len());
+    for batch in doc.tree.nodes.chunks(EMBED_BATCH) {
+        let representations: Vec<String> = (batch.iter())
+            .map(|node| crate::model::document::representation(doc, node))
+            .collect();
+        let texts: Vec<&str> = representations.iter().map(String::as_str).collect();
+        embed(&texts, &mut nodes)?;
+    }
     let mut edus = with_room(doc.edus.len());
     for batch in doc.edus.chunks(EMBED_BATCH) {
         let texts: Vec<&str> = (batch.iter())
             .map(|e| &doc.text[e.start as usize..e.end as usize])
             .collect();
-        for row in checked_vectors(embedder, &texts)? {
-            push_row(&mut edus, &row);
-        }
-    }
-    let mut title_index: HashMap<&str, usize> = HashMap::new();
-    let mut titles: Vec<&str> = Vec::new();
-    for node in &doc.tree.nodes {
-        title_index.entry(node.title.as_str()).or_insert_with(|| {
-            titles.push(&node.title);
-            titles.len() - 1
-        });
-    }
-    let mut title_vectors = Vec::with_capacity(titles.len());
-    for batch in titles.chunks(EMBED_BATCH) {
-        title_vectors.extend(checked_vectors(embedder, batch)?);
-    }
-    let mut nodes = with_room(doc.tree.nodes.len());
-    for node in &doc.tree.nodes {
-        let own_title = &title_vectors[title_index[node.title.as_str()]];
-        let mut pooled = vec![0.0f32; dimension];
-        for part in representation_parts(doc, node) {
-            match part {
-                RepresentationPart::Title(title) => {
-                    let weight = tokens::count(title) as f32;
-                    let vector = &title_vectors[title_index[title]];
-                    for (sum, x) in pooled.iter_mut().zip(vector) {
-                        *sum += weight * x;
-                    }
-                }
-                RepresentationPart::Edu(e) => {
-                    let weight = doc.edus[e as usize].tokens as f32;
-                    if let Some((codes, scale)) = edus.row(e as usize, dimension) {
-                        for (sum, &code) in pooled.iter_mut().zip(codes) {
-                            *sum += weight * scale * f32::from(code);
-                        }
-                    }
-                }
-            }
-        }
-        // A node of no tokens at all (an empty title over headings only)
-        // takes its title's vector.
-        if pooled.iter().all(|&x| x == 0.0) {
-            pooled.copy_from_slice(own_title);
-        }
-        normalise(&mut pooled);
-        push_row(&mut nodes, &pooled);
+        embed(&texts, &mut edus)?;
     }
     Ok(PackedVectors {
         dimension: dimension as u32,
@@ -947,7 +898,7 @@ mod tests {
         assert_eq!(vectors.edus.scales.len(), doc.edus.len());
         assert!(vectors.edus.scales.iter().all(|&s| s > 0.0));
         // A short answer is an error naming the counts, not shifted rows.
-        let err = embed_document(&doc, &faulty(0)).unwrap_err();
+        let err = embed_document(&doc, &faulty(1)).unwrap_err();
         assert!(
             err.to_string().contains(&format!(
                 "returned {} vectors for {} texts",
@@ -955,86 +906,6 @@ mod tests {
                 doc.edus.len()
             )),
             "{err}"
-        );
-    }
-
-    /// The hashed embedder, counting the texts it is given.
-    #[derive(Debug)]
-    struct Counting {
-        inner: crate::compute::embed::hashed::HashedEmbedder,
-        texts: std::sync::Mutex<Vec<String>>,
-    }
-
-    impl Embedder for Counting {
-        fn embed(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, EmbedError> {
-            let mut seen = self.texts.lock().unwrap();
-            seen.extend(texts.iter().map(|t| t.to_string()));
-            self.inner.embed(texts)
-        }
-        fn dimension(&self) -> usize {
-            self.inner.dimension()
-        }
-        fn identity(&self) -> String {
-            self.inner.identity()
-        }
-    }
-
-    #[test]
-    fn node_vectors_pool_their_parts_and_no_text_is_embedded_twice() {
-        let body = "Moss needs shade and holds water. Water it weekly in summer.\n\n";
-        let text = format!(
-            "# Moss care\n\n{body}## Light\n\n{body}Ferns like it too.\n\n## Water\n\nRain is best. Tap water will do.\n"
-        );
-        let doc = analyze("m", text, Format::Markdown).unwrap();
-        let embedder = Counting {
-            inner: crate::compute::embed::hashed::HashedEmbedder::new(64).unwrap(),
-            texts: Default::default(),
-        };
-        let vectors = embed_document(&doc, &embedder).unwrap();
-        let dimension = vectors.dimension as usize;
-        // Each EDU's text once, then each distinct title once.
-        let seen = embedder.texts.lock().unwrap().clone();
-        let distinct: std::collections::HashSet<&str> =
-            doc.tree.nodes.iter().map(|n| n.title.as_str()).collect();
-        assert_eq!(seen.len(), doc.edus.len() + distinct.len());
-        let unique: std::collections::HashSet<&String> = seen[doc.edus.len()..].iter().collect();
-        assert_eq!(unique.len(), distinct.len());
-        // A node's vector is the token-weighted mean of its parts' vectors.
-        let edu_rows = vectors.edus.to_f32(dimension);
-        let node_rows = vectors.nodes.to_f32(dimension);
-        for (n, node) in doc.tree.nodes.iter().enumerate() {
-            let mut expected = vec![0.0f32; dimension];
-            for part in representation_parts(&doc, node) {
-                let (weight, vector) = match part {
-                    RepresentationPart::Title(title) => (
-                        tokens::count(title) as f32,
-                        embedder.inner.embed(&[title]).unwrap().remove(0),
-                    ),
-                    RepresentationPart::Edu(e) => (
-                        doc.edus[e as usize].tokens as f32,
-                        edu_rows[e as usize * dimension..][..dimension].to_vec(),
-                    ),
-                };
-                for (sum, x) in expected.iter_mut().zip(&vector) {
-                    *sum += weight * x;
-                }
-            }
-            normalise(&mut expected);
-            let stored = &node_rows[n * dimension..][..dimension];
-            let norm = stored.iter().map(|x| x * x).sum::<f32>().sqrt();
-            let cosine: f32 = stored
-                .iter()
-                .zip(&expected)
-                .map(|(a, b)| a * b)
-                .sum::<f32>()
-                / norm;
-            assert!(cosine > 0.999, "node {n} ({}): cosine {cosine}", node.title);
-        }
-        // The text a node ranks by is its parts, one per line.
-        let root = &doc.tree.nodes[0];
-        assert!(
-            crate::model::document::representation(&doc, root)
-                .starts_with(&format!("{}\n", root.title))
         );
     }
 }

@@ -200,52 +200,26 @@ impl QuantizedRows {
 /// Tokens of leading text in a node's representation.
 pub const REPRESENTATIVE_TOKENS: u32 = 128;
 
-/// One piece of a node's representation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RepresentationPart<'a> {
-    /// A title: the node's own or one of its children's.
-    Title(&'a str),
-    /// One of the node's leading non-heading EDUs (its index).
-    Edu(u32),
-}
-
-/// The pieces of `node`'s representation in order: its title, its
-/// children's titles, and its leading non-heading EDUs up to
-/// [`REPRESENTATIVE_TOKENS`].
-pub fn representation_parts<'a>(doc: &'a Document, node: &'a Node) -> Vec<RepresentationPart<'a>> {
-    let mut parts = vec![RepresentationPart::Title(&node.title)];
+/// What node-level ranking scores for `node`: its title, its children's
+/// titles, and its leading non-heading EDUs up to [`REPRESENTATIVE_TOKENS`].
+pub fn representation(doc: &Document, node: &Node) -> String {
+    let mut text = node.title.clone();
     for &child in &node.children {
-        parts.push(RepresentationPart::Title(
-            &doc.tree.nodes[child as usize].title,
-        ));
+        text.push('\n');
+        text.push_str(&doc.tree.nodes[child as usize].title);
     }
     let mut tokens = 0;
-    for e in node.span.first..=node.span.last {
+    for edu in &doc.edus[node.span.first as usize..=node.span.last as usize] {
         if tokens >= REPRESENTATIVE_TOKENS {
             break;
         }
-        let edu = &doc.edus[e as usize];
         if edu.kind != EduKind::Heading {
-            parts.push(RepresentationPart::Edu(e));
+            text.push('\n');
+            text.push_str(&doc.text[edu.start as usize..edu.end as usize]);
             tokens += edu.tokens;
         }
     }
-    parts
-}
-
-/// What node-level ranking scores for `node`: the text of its
-/// [`representation_parts`], one per line.
-pub fn representation(doc: &Document, node: &Node) -> String {
-    let texts: Vec<&str> = (representation_parts(doc, node).into_iter())
-        .map(|part| match part {
-            RepresentationPart::Title(title) => title,
-            RepresentationPart::Edu(e) => {
-                let edu = &doc.edus[e as usize];
-                &doc.text[edu.start as usize..edu.end as usize]
-            }
-        })
-        .collect();
-    texts.join("\n")
+    text
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ fn erf(x: f32) -> f32 {
         -7.37332916720468e-03,
         -1.42647390514189e-02,
     ];
-    let x = x.max(-4.0).min(4.0);
+    let x = x.clamp(-4.0, 4.0);
     let x2 = x * x;
     let p = ALPHA.iter().fold(0.0f32, |acc, &a| acc * x2 + a as f32);
     let q = BETA.iter().fold(0.0f32, |acc, &b| acc * x2 + b as f32);
