@@ -57,3 +57,52 @@ impl CancelToken {
         }
     }
 }
+
+/// A stage of one document's preparation that reports its own steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// A PDF's pages read.
+    Pages,
+    /// Texts embedded (its EDUs, then its nodes).
+    Vectors,
+    /// Windows of its DAG whose attention the local model has read.
+    Attention,
+}
+
+impl Stage {
+    /// What the stage counts, for a progress line.
+    pub fn units(self) -> &'static str {
+        match self {
+            Stage::Pages => "page",
+            Stage::Vectors => "vectors",
+            Stage::Attention => "attention windows",
+        }
+    }
+}
+
+/// Where one document's preparation tells its steps and checks for
+/// cancellation between them.
+#[derive(Clone, Copy)]
+pub struct Steps<'a> {
+    /// Stops the work at its next step once cancelled.
+    pub cancel: &'a CancelToken,
+    /// Told `(stage, done, total)` after each step.
+    pub report: &'a (dyn Fn(Stage, usize, usize) + Sync),
+}
+
+impl std::fmt::Debug for Steps<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Steps")
+            .field("cancel", self.cancel)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Steps<'_> {
+    /// Tells one step done, then stops with [`crate::error::Error::Cancelled`]
+    /// if the work was cancelled.
+    pub fn step(&self, stage: Stage, done: usize, total: usize) -> crate::error::Result<()> {
+        (self.report)(stage, done, total);
+        self.cancel.check()
+    }
+}

@@ -19,7 +19,7 @@ use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
 use crate::model::dialogue::Dialogue;
 use crate::model::document::{DocMeta, Document, PackedVectors};
-use crate::progress::{CancelToken, Progress};
+use crate::progress::{CancelToken, Progress, Stage, Steps};
 use crate::storage::fulltext::{FullText, PreparedCommit};
 
 /// One input that could not be ingested, and why.
@@ -129,10 +129,17 @@ impl Engine {
                         let Some(source) = sources.get(index) else {
                             break;
                         };
-                        // A PDF's pages are told as they are read, its
-                        // bytes counted once it is written.
-                        let on_page = |page: usize, pages: usize| {
-                            progress.working_on(&format!("{} page {}/{pages}", source.id, page + 1))
+                        // A document's steps (a PDF's pages, its texts
+                        // embedded, its DAG's windows read by a local
+                        // model) are told as they go, its bytes counted
+                        // once it is written.
+                        let report = |stage: Stage, done: usize, total: usize| {
+                            let units = stage.units();
+                            progress.working_on(&format!("{} {units} {done}/{total}", source.id))
+                        };
+                        let steps = Steps {
+                            cancel,
+                            report: &report,
                         };
                         let prepared = prepare(
                             source,
@@ -140,8 +147,7 @@ impl Engine {
                             self.embedder.as_ref(),
                             self.device(),
                             &llm,
-                            cancel,
-                            &on_page,
+                            &steps,
                         );
                         if sender.send((index, prepared)).is_err() {
                             break;

@@ -27,7 +27,7 @@ use crate::model::edu::{Edu, EduKind};
 use crate::model::metadata::Metadata;
 use crate::model::pages::PageLayout;
 use crate::model::tokens;
-use crate::progress::CancelToken;
+use crate::progress::{CancelToken, Stage, Steps};
 
 /// Largest document accepted: coordinates are 32-bit.
 pub const MAX_DOCUMENT_BYTES: usize = u32::MAX as usize;
@@ -483,15 +483,16 @@ pub struct LlmSteps<'a> {
 /// Reads, decodes and analyses one source, embeds its nodes and EDUs, and
 /// builds its DAG, with the language-model steps of `llm`. A PDF (by
 /// `options.format`, its extension or its first bytes) is read page by
-/// page, each page told to `on_page`, until `cancel` is set.
+/// page; its pages, the batches of texts embedded and the windows whose
+/// attention a local model reads are told to `steps`, which can stop the
+/// work between any two of them.
 pub fn prepare(
     source: &Source,
     options: IngestOptions,
     embedder: &dyn Embedder,
     device: &Device,
     llm: &LlmSteps<'_>,
-    cancel: &CancelToken,
-    on_page: &(dyn Fn(usize, usize) + Sync),
+    steps: &Steps<'_>,
 ) -> Result<Prepared> {
     // Sources built by library callers skip `sources::expand`'s check.
     crate::model::ids::validate_id(&source.id)?;
@@ -499,7 +500,8 @@ pub fn prepare(
     let bytes = source.read()?;
     let (layout, format, pages) = if is_pdf(options.format, source.path(), &bytes) {
         check_size(&source.name(), &bytes)?;
-        let (layout, pages) = layout::pdf::parse(&source.name(), bytes, cancel, on_page)?;
+        let on_page = |page: usize, pages: usize| (steps.report)(Stage::Pages, page + 1, pages);
+        let (layout, pages) = layout::pdf::parse(&source.name(), bytes, steps.cancel, &on_page)?;
         (layout, Format::Pdf, Some(pages))
     } else {
         let text = decode(&source.name(), bytes, options.lossy)?;
@@ -512,7 +514,8 @@ pub fn prepare(
         analyze_laid_out(&source.id, layout, format, pages, llm.structurer.as_ref())?;
     // What the caller gives wins over what the source says of itself.
     doc.metadata = std::mem::take(&mut doc.metadata).overlaid(&options.metadata);
-    let (vectors, dag, written) = embed_and_link(&doc, embedder, device, llm.ip_writer.as_ref())?;
+    let (vectors, dag, written) =
+        embed_and_link(&doc, embedder, device, llm.ip_writer.as_ref(), steps)?;
     cost.add(&written);
     Ok(Prepared {
         doc,
@@ -541,23 +544,30 @@ pub fn prepare_text(
     device: &Device,
 ) -> Result<(Document, PackedVectors, Dag)> {
     let doc = analyze(id, text, format)?;
-    let (vectors, dag, _) = embed_and_link(&doc, embedder, device, None)?;
+    let cancel = CancelToken::new();
+    let steps = Steps {
+        cancel: &cancel,
+        report: &|_, _, _| {},
+    };
+    let (vectors, dag, _) = embed_and_link(&doc, embedder, device, None, &steps)?;
     Ok((doc, vectors, dag))
 }
 
 /// Embeds an analysed document's nodes and EDUs and builds its DAG (its
-/// points written by `writer` when given), with what the writer cost.
+/// points written by `writer` when given), with what the writer cost,
+/// telling `steps` as it goes.
 fn embed_and_link(
     doc: &Document,
     embedder: &dyn Embedder,
     device: &Device,
     writer: Option<&LlmIpWriter<'_>>,
+    steps: &Steps<'_>,
 ) -> Result<(PackedVectors, Dag, LlmCost)> {
-    let vectors = embed_document(doc, embedder)?;
+    let vectors = embed_document_in_steps(doc, embedder, steps)?;
     // A store embedding with a local transformer weights its edges with
     // that model's attention.
-    let attention: Box<dyn AttentionSource> = match embedder.transformer() {
-        Some(model) => Box::new(ModelAttention::new(model, device.clone())),
+    let attention: Box<dyn AttentionSource + '_> = match embedder.transformer() {
+        Some(model) => Box::new(ModelAttention::new(model, device.clone()).reporting(*steps)),
         None => Box::new(ComputedAttention::new(device.clone())),
     };
     let (dag, cost) = build_written_dag(
@@ -601,12 +611,27 @@ pub fn build_written_dag(
 }
 
 /// Texts embedded per call: bounds the rows and representations held
-/// beside the packed vectors they fill.
-const EMBED_BATCH: usize = 1024;
+/// beside the packed vectors they fill, and is how often progress is told.
+const EMBED_BATCH: usize = 256;
 
 /// One vector per tree node (its full-text representation: title, child
 /// titles, leading text) and per EDU (its text).
 pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<PackedVectors> {
+    let cancel = CancelToken::new();
+    let steps = Steps {
+        cancel: &cancel,
+        report: &|_, _, _| {},
+    };
+    embed_document_in_steps(doc, embedder, &steps)
+}
+
+/// [`embed_document`], each batch of texts told to `steps`
+/// ([`Stage::Vectors`]: texts embedded of the document's nodes and EDUs).
+fn embed_document_in_steps(
+    doc: &Document,
+    embedder: &dyn Embedder,
+    steps: &Steps<'_>,
+) -> Result<PackedVectors> {
     let dimension = embedder.dimension();
     // Each row is made unit length, as the index's cosine needs, whoever
     // embedded it, and kept in the store's 8 bits at once: a large document
@@ -646,6 +671,7 @@ pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<PackedV
         codes: Vec::with_capacity(rows * dimension),
         scales: Vec::with_capacity(rows),
     };
+    let total = doc.tree.nodes.len() + doc.edus.len();
     let mut nodes = with_room(doc.tree.nodes.len());
     for batch in doc.tree.nodes.chunks(EMBED_BATCH) {
         let representations: Vec<String> = (batch.iter())
@@ -653,6 +679,7 @@ pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<PackedV
             .collect();
         let texts: Vec<&str> = representations.iter().map(String::as_str).collect();
         embed(&texts, &mut nodes)?;
+        steps.step(Stage::Vectors, nodes.scales.len(), total)?;
     }
     let mut edus = with_room(doc.edus.len());
     for batch in doc.edus.chunks(EMBED_BATCH) {
@@ -660,6 +687,11 @@ pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<PackedV
             .map(|e| &doc.text[e.start as usize..e.end as usize])
             .collect();
         embed(&texts, &mut edus)?;
+        steps.step(
+            Stage::Vectors,
+            nodes.scales.len() + edus.scales.len(),
+            total,
+        )?;
     }
     Ok(PackedVectors {
         dimension: dimension as u32,

@@ -307,6 +307,78 @@ fn the_cli_runs_a_local_model_from_model_dir() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("help desk"));
 }
 
+/// Records what an ingest says it is working on, and cancels its token
+/// once a line containing `cancel_at` comes.
+struct Steps {
+    lines: std::sync::Mutex<Vec<String>>,
+    cancel_at: Option<&'static str>,
+    token: edudb::CancelToken,
+}
+
+impl edudb::Progress for Steps {
+    fn working_on(&self, what: &str) {
+        self.lines.lock().unwrap().push(what.to_owned());
+        if self.cancel_at.is_some_and(|at| what.contains(at)) {
+            self.token.cancel();
+        }
+    }
+}
+
+#[test]
+fn a_long_documents_vectors_and_attention_are_told_as_they_go_and_can_be_cancelled() {
+    let Some(dir) = local_model() else { return };
+    let store = tempfile::tempdir().unwrap();
+    let options = OpenOptions {
+        create: true,
+        embedder: Some(EmbedderConfig::Local { model: dir }),
+        ..Default::default()
+    };
+    let db = Db::open_with(store.path().join("db"), &options).unwrap();
+    let sources =
+        edudb::ingest::sources::expand(&[rfcs().join("0201-error-chaining.md")], None).unwrap();
+    let id = sources[0].id.clone();
+    let run = |cancel_at| {
+        let steps = Steps {
+            lines: Default::default(),
+            cancel_at,
+            token: edudb::CancelToken::new(),
+        };
+        let result = db.ingest(
+            &sources,
+            edudb::IngestOptions::default(),
+            &steps,
+            &steps.token,
+        );
+        (result, steps.lines.into_inner().unwrap())
+    };
+    // Cancelled at the first attention step: an error, and nothing written.
+    let (result, lines) = run(Some("attention windows"));
+    assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("{id} vectors "))),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("attention")).count(),
+        1,
+        "{lines:?}"
+    );
+    assert!(db.document(&id).is_err());
+    // Run through: every stage's last step is its whole.
+    let (result, lines) = run(None);
+    result.unwrap();
+    for stage in ["vectors", "attention windows"] {
+        let last = (lines.iter())
+            .rfind(|l| l.starts_with(&format!("{id} {stage} ")))
+            .unwrap_or_else(|| panic!("no {stage} step in {lines:?}"));
+        let (done, total) = last.rsplit_once(' ').unwrap().1.split_once('/').unwrap();
+        assert_eq!(done, total, "{lines:?}");
+    }
+    assert!(db.document(&id).is_ok());
+}
+
 #[test]
 fn written_points_are_linked_by_the_local_models_attention() {
     let Some(dir) = local_model() else { return };

@@ -597,9 +597,13 @@ fn a_pdfs_pages_are_reported_as_they_are_read_and_the_document_once() {
         &edudb::CancelToken::new(),
     )
     .unwrap();
-    assert_eq!(
-        *reported.working.lock().unwrap(),
-        ["report page 1/2", "report page 2/2"]
-    );
+    let working = reported.working.lock().unwrap().clone();
+    let pages: Vec<&String> = working.iter().filter(|w| w.contains(" page ")).collect();
+    assert_eq!(pages, ["report page 1/2", "report page 2/2"]);
+    // Then its texts embedded, the last step the whole.
+    let vectors = working.last().unwrap();
+    assert!(vectors.starts_with("report vectors "), "{working:?}");
+    let (done, total) = vectors.rsplit_once(' ').unwrap().1.split_once('/').unwrap();
+    assert_eq!(done, total);
     assert_eq!(*reported.advances.lock().unwrap(), ["report"]);
 }

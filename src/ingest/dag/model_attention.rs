@@ -21,6 +21,7 @@ use crate::compute::transformer::LocalModel;
 use crate::error::Result;
 use crate::model::document::Document;
 use crate::model::tokens::token_batches;
+use crate::progress::{Stage, Steps};
 
 /// Most model tokens of one information point that attend (a longer point
 /// is cut).
@@ -32,9 +33,12 @@ const CELLS_PER_RUN: usize = 1 << 22;
 
 /// Attention from a local transformer, aggregated on a [`Device`].
 #[derive(Debug, Clone)]
-pub struct ModelAttention {
+pub struct ModelAttention<'a> {
     model: Arc<LocalModel>,
     device: Device,
+    /// Told each run of windows read ([`Stage::Attention`]), and checked
+    /// for cancellation between runs.
+    steps: Option<Steps<'a>>,
 }
 
 /// One window's tokens, as the model reads them.
@@ -62,10 +66,26 @@ impl WindowTokens {
     }
 }
 
-impl ModelAttention {
+impl ModelAttention<'static> {
     /// Attention read from `model`, aggregated on `device`.
-    pub fn new(model: Arc<LocalModel>, device: Device) -> ModelAttention {
-        ModelAttention { model, device }
+    pub fn new(model: Arc<LocalModel>, device: Device) -> ModelAttention<'static> {
+        ModelAttention {
+            model,
+            device,
+            steps: None,
+        }
+    }
+}
+
+impl<'a> ModelAttention<'a> {
+    /// The same, telling `steps` the windows read (a level's windows are
+    /// read in runs, each run told) and stopping between runs when they
+    /// are cancelled.
+    pub fn reporting(self, steps: Steps<'a>) -> ModelAttention<'a> {
+        ModelAttention {
+            steps: Some(steps),
+            ..self
+        }
     }
 
     /// The model's tokens of a node's text, at most `limit`.
@@ -185,6 +205,7 @@ impl ModelAttention {
             .collect();
         let mut weights = Vec::with_capacity(windows.len());
         for run in token_batches(&cells, CELLS_PER_RUN as u32) {
+            let done = run.end;
             let run = &tokens[run];
             let matrices = self.matrices(run)?;
             let views: Vec<AttentionWindow> = (run.iter().zip(&matrices))
@@ -197,12 +218,15 @@ impl ModelAttention {
                 })
                 .collect();
             weights.extend(self.device.segment_mean(&views)?);
+            if let Some(steps) = &self.steps {
+                steps.step(Stage::Attention, done, windows.len())?;
+            }
         }
         Ok(weights)
     }
 }
 
-impl AttentionSource for ModelAttention {
+impl AttentionSource for ModelAttention<'_> {
     fn weights(&self, doc: &Document, windows: &[Window]) -> Result<Vec<NodeWeights>> {
         self.weights_by(doc, windows, false)
     }
