@@ -63,7 +63,7 @@ impl CancelToken {
 pub enum Stage {
     /// A PDF's pages read.
     Pages,
-    /// Texts embedded (its EDUs, then its nodes).
+    /// Texts embedded (its nodes' representations, then its EDUs).
     Vectors,
     /// Windows of its DAG whose attention the local model has read.
     Attention,
@@ -96,6 +96,16 @@ impl std::fmt::Debug for Steps<'_> {
             .field("cancel", self.cancel)
             .finish_non_exhaustive()
     }
+}
+
+/// Runs `work` with steps that go untold and are never cancelled (for
+/// callers with no progress to show).
+pub fn untold<T>(work: impl FnOnce(&Steps<'_>) -> T) -> T {
+    let cancel = CancelToken::new();
+    work(&Steps {
+        cancel: &cancel,
+        report: &|_, _, _| {},
+    })
 }
 
 impl Steps<'_> {

@@ -27,7 +27,7 @@ use crate::model::edu::{Edu, EduKind};
 use crate::model::metadata::Metadata;
 use crate::model::pages::PageLayout;
 use crate::model::tokens;
-use crate::progress::{CancelToken, Stage, Steps};
+use crate::progress::{self, CancelToken, Stage, Steps};
 
 /// Largest document accepted: coordinates are 32-bit.
 pub const MAX_DOCUMENT_BYTES: usize = u32::MAX as usize;
@@ -544,12 +544,8 @@ pub fn prepare_text(
     device: &Device,
 ) -> Result<(Document, PackedVectors, Dag)> {
     let doc = analyze(id, text, format)?;
-    let cancel = CancelToken::new();
-    let steps = Steps {
-        cancel: &cancel,
-        report: &|_, _, _| {},
-    };
-    let (vectors, dag, _) = embed_and_link(&doc, embedder, device, None, &steps)?;
+    let (vectors, dag, _) =
+        progress::untold(|steps| embed_and_link(&doc, embedder, device, None, steps))?;
     Ok((doc, vectors, dag))
 }
 
@@ -617,12 +613,7 @@ const EMBED_BATCH: usize = 256;
 /// One vector per tree node (its full-text representation: title, child
 /// titles, leading text) and per EDU (its text).
 pub fn embed_document(doc: &Document, embedder: &dyn Embedder) -> Result<PackedVectors> {
-    let cancel = CancelToken::new();
-    let steps = Steps {
-        cancel: &cancel,
-        report: &|_, _, _| {},
-    };
-    embed_document_in_steps(doc, embedder, &steps)
+    progress::untold(|steps| embed_document_in_steps(doc, embedder, steps))
 }
 
 /// [`embed_document`], each batch of texts told to `steps`

@@ -1,8 +1,8 @@
 //! [`Encoder`]: a BERT-family encoder's forward pass over padded batches,
-//! giving the final hidden states and, when asked, the attention
-//! probabilities averaged over every head of every layer, from the same
-//! pass: sentence vectors and the DAG's attention share one copy of the
-//! weights and one implementation.
+//! giving the final hidden states or, when asked, every head's attention
+//! probabilities summed over the layers, from the same pass: sentence
+//! vectors and the DAG's attention share one copy of the weights and one
+//! implementation.
 
 use candle_core::{Device, Module, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};

@@ -220,6 +220,8 @@ impl LocalModel {
         let hidden = self.dimension();
         let mut vectors = vec![Vec::new(); texts.len()];
         self.run(&sequences, Output::States, |i, row| {
+            // The sum of the real tokens' states: normalising it gives the
+            // normalised mean.
             let mut vector = vec![0.0f32; hidden];
             for token in row.values.chunks(hidden).take(row.length) {
                 for (sum, x) in vector.iter_mut().zip(token) {
