@@ -46,6 +46,7 @@ from ._edudb import (
 from .results import (
     AskResult,
     AskStep,
+    BackupReport,
     CheckReport,
     Context,
     ContextItem,
@@ -67,6 +68,7 @@ from .results import (
     Stage,
     Stats,
     TurnReceipt,
+    VacuumReport,
 )
 
 __all__ = [
@@ -82,6 +84,7 @@ __all__ = [
     "InternalError",
     "AskResult",
     "AskStep",
+    "BackupReport",
     "CheckReport",
     "Context",
     "ContextItem",
@@ -103,6 +106,7 @@ __all__ = [
     "Stage",
     "Stats",
     "TurnReceipt",
+    "VacuumReport",
     "__version__",
 ]
 
@@ -452,6 +456,30 @@ class Store:
         indexes stay as they were (a served rebuild runs to its end)."""
         report: Dict[str, Any] = self._load(self._native.reindex(progress))
         return report
+
+    def backup(
+        self, dest: PathLike, progress: Optional[Callable[[int, int], object]] = None
+    ) -> BackupReport:
+        """Writes a consistent copy of the store to ``dest``, a directory
+        that must not exist yet, while the store stays in use: the copy
+        holds every write made before one moment and none after, and opens
+        as a store of its own. Writers wait only for its last pass. A
+        served store's copy is written by its server, on its machine (a
+        relative ``dest`` is taken from this process's directory).
+        ``progress(done, total)`` counts documents and sessions. In-process,
+        Ctrl-C or an exception from ``progress`` stops it and leaves no
+        copy."""
+        answer = self._native.backup(_os.fspath(dest), progress)
+        return BackupReport.from_json(self._load(answer))
+
+    def vacuum(self) -> VacuumReport:
+        """Rewrites the store compactly, giving back the space removed and
+        replaced documents left. A served store is vacuumed by its server
+        (its other requests wait); one open in this process waits for its
+        other calls to end and is opened again afterwards. Raises
+        :class:`UserError` when something in the store does not read whole
+        (``check`` names it)."""
+        return VacuumReport.from_json(self._load(self._native.vacuum()))
 
     @staticmethod
     def _load(answer: str) -> Any:

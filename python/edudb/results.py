@@ -384,6 +384,39 @@ class CheckReport:
 
 
 @dataclass(frozen=True)
+class BackupReport:
+    """What ``backup`` copied: the copy holds every write up to store
+    change ``change`` and none after."""
+
+    path: str
+    documents: int
+    sessions: int
+    change: int
+    caught_up: int
+    bytes: int
+    seconds: float
+    writers_held_seconds: float
+    skipped: List[Damaged]
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "BackupReport":
+        skipped = [Damaged(d["doc"], d["problem"]) for d in data["skipped"]]
+        return _build(cls, data, skipped=skipped)
+
+
+@dataclass(frozen=True)
+class VacuumReport(_FromJson):
+    """What ``vacuum`` did: the store's bytes on disk before and after,
+    and what it kept."""
+
+    bytes_before: int
+    bytes_after: int
+    documents: int
+    sessions: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class TurnReceipt(_FromJson):
     """Where an appended turn went (its topic and branch) and why."""
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use edudb::serve::{Api, Client};
 use edudb::{
     AskOptions, CancelToken, ChatConfig, ChatModel, Db, EmbedderConfig, Error, Format, HttpChat,
-    HttpConfig, IngestOptions, IpMakerKind, Metadata, OpenOptions, Params, Progress, Structurer,
-    TurnInput,
+    HttpConfig, IngestOptions, IpMakerKind, Metadata, NoProgress, OpenOptions, Params, Progress,
+    Structurer, TurnInput,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -155,19 +155,33 @@ impl Store {
         &self,
         work: impl FnOnce(&Backend) -> edudb::Result<T>,
     ) -> Result<T, Failed> {
-        if std::process::id() != self.opened_in {
-            return Err(Failed::Edudb(Error::Forked {
-                parent: self.opened_in,
-            }));
-        }
+        self.in_opening_process()?;
         let backend = self.backend.read().unwrap_or_else(PoisonError::into_inner);
         let backend = backend.as_ref().ok_or(Failed::Closed)?;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(backend))) {
-            Ok(result) => result.map_err(Failed::Edudb),
-            Err(panic) => Err(Failed::Panicked(
-                edudb::error::panic_message(&*panic).to_owned(),
-            )),
+        unpanicked(|| work(backend))
+    }
+
+    /// Refuses calls in a process forked from the one that opened the
+    /// store (see [`Store::opened_in`]).
+    fn in_opening_process(&self) -> Result<(), Failed> {
+        if std::process::id() == self.opened_in {
+            Ok(())
+        } else {
+            Err(Failed::Edudb(Error::Forked {
+                parent: self.opened_in,
+            }))
         }
+    }
+}
+
+/// `work`'s result, a panic in it (a bug) being a failure rather than
+/// Python's `PanicException`.
+fn unpanicked<T>(work: impl FnOnce() -> edudb::Result<T>) -> Result<T, Failed> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+        Ok(result) => result.map_err(Failed::Edudb),
+        Err(panic) => Err(Failed::Panicked(
+            edudb::error::panic_message(&*panic).to_owned(),
+        )),
     }
 }
 
@@ -473,6 +487,45 @@ impl Store {
         interruptible(py, progress, |tally, cancel| {
             self.with_backend(|backend| backend.api().reindex(tally, cancel))
         })
+    }
+
+    /// Writes a consistent copy of the store to the new directory `dest`
+    /// while it stays in use (`backup DEST --json`; a served store's copy
+    /// is written by its server, on its machine), reporting to
+    /// `progress(done, total)` in documents and sessions; in-process,
+    /// Ctrl-C (or an exception from `progress`) stops it and leaves no copy.
+    #[pyo3(signature = (dest, progress=None))]
+    fn backup(&self, py: Python<'_>, dest: PathBuf, progress: Option<Bound<'_, PyAny>>) -> Answer {
+        interruptible(py, progress, |tally, cancel| {
+            self.with_backend(|backend| backend.api().backup(&dest, tally, cancel))
+        })
+    }
+
+    /// Rewrites the store compactly (`vacuum --json`). A served store is
+    /// vacuumed by its server (its other requests wait); one open here
+    /// once every other call on it has ended, and is opened again with
+    /// the options it was opened with; one that could not be opened again
+    /// is closed, and why is raised.
+    fn vacuum(&self, py: Python<'_>) -> Answer {
+        let answer = py.detach(|| {
+            self.in_opening_process()?;
+            let mut held = self.backend.write().unwrap_or_else(PoisonError::into_inner);
+            match held.take().ok_or(Failed::Closed)? {
+                Backend::Served(client) => {
+                    let answer = unpanicked(|| client.vacuum());
+                    *held = Some(Backend::Served(client));
+                    answer
+                }
+                Backend::Local(db) => unpanicked(|| {
+                    let (report, reopened) = db.vacuum_reopened(&NoProgress, &CancelToken::new());
+                    *held = Some(Backend::Local(Box::new(reopened?)));
+                    let report = report?;
+                    serde_json::to_value(report)
+                        .map_err(|e| Error::Serve(format!("encoding the vacuum's report: {e}")))
+                }),
+            }
+        })?;
+        Ok(answer.to_string())
     }
 
     /// Appends a turn given as a `session add --jsonl` line (`{text, role?,

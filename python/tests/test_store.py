@@ -275,6 +275,51 @@ def test_a_session_round_trip(tmp_path: Path) -> None:
             db.context("trip", budget=64)
 
 
+def test_backup_copies_the_store_in_use_and_vacuum_gives_space_back(
+    store: edudb.Store, tmp_path: Path
+) -> None:
+    store.add_turn("trip", "We fly to Sapporo on Monday.", at="2026-02-02")
+    store.update_metadata(store.docs()[0].id, set={"team": "lang"})
+    seen: list = []
+    copy = tmp_path / "copy.db"
+    report = store.backup(copy, progress=lambda done, total: seen.append((done, total)))
+    assert isinstance(report, edudb.BackupReport)
+    documents = store.docs()
+    assert (report.documents, report.sessions, report.skipped) == (len(documents), 1, [])
+    assert report.path == str(copy) and report.bytes > 0
+    assert seen and seen[-1] == (len(documents) + 1, len(documents) + 1)
+    # The store stays in use, and the copy is a store of its own.
+    store.add_turn("trip", "Pack the snow boots.")
+    with edudb.open(copy, create=False) as copied:
+        assert copied.docs() == documents
+        assert copied.session("trip")["turns"] == 1
+        assert copied.check().ok
+    with pytest.raises(edudb.UserError, match="not empty"):
+        store.backup(copy)
+
+    class Enough(Exception):
+        pass
+
+    def stop(done: int, total: int) -> None:
+        raise Enough
+
+    with pytest.raises(Enough):
+        store.backup(tmp_path / "stopped.db", progress=stop)
+    assert not (tmp_path / "stopped.db").exists()
+
+    for document in documents[: len(documents) // 2]:
+        store.remove(document.id)
+    kept = store.docs()
+    vacuumed = store.vacuum()
+    assert isinstance(vacuumed, edudb.VacuumReport)
+    assert vacuumed.bytes_after < vacuumed.bytes_before
+    assert (vacuumed.documents, vacuumed.sessions) == (len(kept), 1)
+    # Opened again: every call goes on, on the vacuumed store.
+    assert store.docs() == kept
+    assert store.query(SPANS, q="unsafe", budget=64).items
+    assert store.session("trip")["turns"] == 2
+
+
 def test_stats_check_and_reindex(store: edudb.Store) -> None:
     stats = store.stats()
     assert stats.documents == len(store.docs())

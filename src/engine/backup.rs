@@ -13,7 +13,7 @@
 //! to `DEST` once whole, so a backup stopped at any moment leaves no
 //! `DEST` that looks like a copy.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -201,16 +201,22 @@ impl Engine {
             });
         }
         let mut documents = BTreeSet::new();
-        let mut sessions = BTreeSet::new();
+        // Each changed session's turn documents written since.
+        let mut sessions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for (_, id) in self.store().changes_after(first)? {
             match parse_turn_id(&id) {
-                Some((session, _)) => sessions.insert(session.to_owned()),
-                None => documents.insert(id),
-            };
+                Some((session, _)) => {
+                    let session = session.to_owned();
+                    sessions.entry(session).or_default().insert(id);
+                }
+                None => {
+                    documents.insert(id);
+                }
+            }
         }
         report.skipped.retain(|skipped| {
             let session = skipped.doc.strip_prefix("session ");
-            !documents.contains(&skipped.doc) && !session.is_some_and(|s| sessions.contains(s))
+            !documents.contains(&skipped.doc) && !session.is_some_and(|s| sessions.contains_key(s))
         });
         let costs = costs_or_skipped(self, report);
         for id in &documents {
@@ -228,9 +234,16 @@ impl Engine {
         // the change log: a session the copy has and the store no longer
         // does is refreshed too (so removed).
         let kept: BTreeSet<String> = self.store().session_ids()?.into_iter().collect();
-        sessions
-            .extend((target.store().session_ids()?.into_iter()).filter(|id| !kept.contains(id)));
-        for id in &sessions {
+        for gone in (target.store().session_ids()?.into_iter()).filter(|id| !kept.contains(id)) {
+            sessions.entry(gone).or_default();
+        }
+        for (id, changed) in &sessions {
+            // A session that only gained turns (an agent's, most often)
+            // gets just those, so writers do not wait while a long one is
+            // copied again.
+            if self.copy_session_tail(target, id, changed)? {
+                continue;
+            }
             if target.store().dialogue(id)?.is_some() {
                 target.write(|| {
                     let turns = target.store().remove_session(id)?.unwrap_or_default();

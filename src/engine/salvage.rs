@@ -5,6 +5,7 @@
 //! its data log into a scratch store inside it
 //! ([`Store::rebuild_from_log`]), which is then salvaged.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use serde::Serialize;
@@ -16,7 +17,7 @@ use crate::engine::{Engine, FULLTEXT_DIR, OpenOptions, io_error};
 use crate::error::{Error, Result};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
-use crate::model::dialogue::Dialogue;
+use crate::model::dialogue::{Dialogue, Turn};
 use crate::model::document::{Document, PackedVectors};
 use crate::model::ids::parse_turn_id;
 use crate::progress::{CancelToken, Progress};
@@ -297,6 +298,74 @@ impl Engine {
         }
     }
 
+    /// Copies into `target` only the turns session `id` gained since
+    /// `target`'s copy of it was made, with the session's dialogue as it is
+    /// now, in one write; true when done that way. False, with nothing
+    /// written, unless that is all that changed: the copy's turns not
+    /// forgotten are the first of the session's now, as the copy recorded
+    /// them and none among `changed` (the turn documents written since the
+    /// copy), and none of the new turns is one the copy knows (so no turn
+    /// was forgotten, and the session was not removed and begun again);
+    /// false also when a new turn or the dialogue does not read whole.
+    /// [`Engine::copy_session`] then copies it whole.
+    pub(super) fn copy_session_tail(
+        &self,
+        target: &Engine,
+        id: &str,
+        changed: &BTreeSet<String>,
+    ) -> Result<bool> {
+        let (Ok(Some(now)), Ok(Some(copy))) =
+            (self.store().dialogue(id), target.store().dialogue(id))
+        else {
+            return Ok(false);
+        };
+        let said = |dialogue: &Dialogue| -> Vec<Turn> {
+            (dialogue.turns.iter())
+                .filter(|turn| !turn.is_forgotten())
+                .cloned()
+                .collect()
+        };
+        let (now_said, copy_said) = (said(&now), said(&copy));
+        let kept = copy_said.len();
+        let a_prefix = now_said.len() >= kept
+            && (now_said.iter().zip(&copy_said)).all(|(turn, copied)| {
+                turn.doc == copied.doc && turn.edus == copied.edus && !changed.contains(&turn.doc)
+            });
+        let new = &now_said[kept.min(now_said.len())..];
+        let known = |turn: &Turn| copy.turns.iter().any(|copied| copied.doc == turn.doc);
+        if !a_prefix || new.iter().any(known) {
+            return Ok(false);
+        }
+        if new.is_empty() {
+            return Ok(now == copy);
+        }
+        let records = match (new.iter())
+            .map(|turn| self.readable_turn(id, turn))
+            .collect::<Result<Vec<_>>>()
+        {
+            Ok(records) => records,
+            Err(err) if err.is_damage() => return Ok(false),
+            Err(err) => return Err(err),
+        };
+        let edus: HashMap<&str, u32> = (copy_said.iter())
+            .map(|turn| (turn.doc.as_str(), turn.edus))
+            .chain(
+                records
+                    .iter()
+                    .map(|(doc, ..)| (doc.meta.id.as_str(), doc.meta.edus)),
+            )
+            .collect();
+        if now.validate(&|doc| edus.get(doc).copied()).is_err() {
+            return Ok(false);
+        }
+        target.write(|| {
+            target.store().put_turns(&records, &now)?;
+            let docs = records.iter().map(|(doc, ..)| doc.clone()).collect();
+            Ok(((), written(docs)))
+        })?;
+        Ok(true)
+    }
+
     /// Document `id` with its vectors and DAG, once they pass the checks
     /// `check` makes of a document ([`Store::checked_records`]); `None`
     /// when the store does not hold it.
@@ -319,20 +388,10 @@ impl Engine {
             .ok_or_else(|| Error::NoSuchSession(id.to_owned()))?;
         let turns = (dialogue.turns.iter())
             .filter(|turn| !turn.is_forgotten())
-            .map(|turn| {
-                let invariant = |message: String| Error::Invariant {
-                    doc: turn.doc.clone(),
-                    message,
-                };
-                let record = self.readable_document(&turn.doc)?.ok_or_else(|| {
-                    invariant(format!("session {id} lists it; the store does not hold it"))
-                })?;
-                turn.check_document(&record.0).map_err(invariant)?;
-                Ok(record)
-            })
+            .map(|turn| self.readable_turn(id, turn))
             .collect::<Result<Vec<_>>>()?;
         // The dialogue's own tree, as `check` validates it.
-        let edus: std::collections::HashMap<&str, u32> = (turns.iter())
+        let edus: HashMap<&str, u32> = (turns.iter())
             .map(|(doc, ..)| (doc.meta.id.as_str(), doc.meta.edus))
             .collect();
         dialogue
@@ -342,6 +401,20 @@ impl Engine {
                 message,
             })?;
         Ok((turns, dialogue))
+    }
+
+    /// The records of `turn` of session `id`, readable and as the turn
+    /// records them.
+    fn readable_turn(&self, id: &str, turn: &Turn) -> Result<Record> {
+        let invariant = |message: String| Error::Invariant {
+            doc: turn.doc.clone(),
+            message,
+        };
+        let record = self.readable_document(&turn.doc)?.ok_or_else(|| {
+            invariant(format!("session {id} lists it; the store does not hold it"))
+        })?;
+        turn.check_document(&record.0).map_err(invariant)?;
+        Ok(record)
     }
 }
 

@@ -6,6 +6,7 @@
 //! the same answers.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -90,6 +91,13 @@ pub trait Api {
     /// is cancelled (where the rebuild runs here: a served one runs to its
     /// end).
     fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<Value>;
+
+    /// Writes a consistent copy of the store to the new directory `dest`
+    /// while others keep using it, as [`Db::backup`] does (`backup DEST
+    /// --json`); a served store's copy is written by its server, so `dest`
+    /// is a path on the server's machine. Progress and cancelling as for
+    /// [`Api::reindex`].
+    fn backup(&self, dest: &Path, progress: &dyn Progress, cancel: &CancelToken) -> Result<Value>;
 
     /// Appends `turn` to `session` (created by its first turn); the
     /// receipt (`session add --json`).
@@ -218,6 +226,10 @@ impl Api for Db {
             "vectors": to_value(&self.vector_counts()?)?,
             "skipped": to_value(&skipped)?,
         }))
+    }
+
+    fn backup(&self, dest: &Path, progress: &dyn Progress, cancel: &CancelToken) -> Result<Value> {
+        to_value(&self.backup(dest, progress, cancel)?)
     }
 
     fn append_turn(&self, session: &str, turn: &TurnInput) -> Result<Value> {

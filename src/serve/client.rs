@@ -548,6 +548,21 @@ impl Api for Client {
         self.call(Method::POST, &["reindex"], &[], Body::None)
     }
 
+    /// The server writes the copy, so a relative `dest` is made absolute
+    /// here first (the caller's meaning, for a server on this machine).
+    fn backup(
+        &self,
+        dest: &Path,
+        _progress: &dyn Progress,
+        _cancel: &CancelToken,
+    ) -> Result<Value> {
+        let dest = std::path::absolute(dest).map_err(|e| {
+            Error::Usage(format!("the backup's destination {}: {e}", dest.display()))
+        })?;
+        let body = Body::Json(json!({ "dest": dest }));
+        self.call(Method::POST, &["backup"], &[], body)
+    }
+
     fn append_turn(&self, session: &str, turn: &TurnInput) -> Result<Value> {
         let path = ["sessions", session, "turns"];
         self.call(Method::POST, &path, &[], Body::Json(turn.to_json()))

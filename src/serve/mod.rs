@@ -42,6 +42,7 @@
 //! | `GET /stats` | | `stats --json` |
 //! | `GET /check` | | `check --json` |
 //! | `POST /reindex` | | `reindex --json` |
+//! | `POST /backup` | `{dest}` (a new directory; absolute, on the server's machine) | `backup DEST --json` |
 //! | `POST /vacuum` | | `vacuum --json` (every other request waits for it) |
 //! | `GET /search` | `q`, `limit` (10) | `search --json` |
 //! | `POST /ask` | `{question, budget?, statement?, group?, answer?}` | `ask --json` |

@@ -55,6 +55,7 @@ pub(super) fn router(
         .route("/v1/stats", get(store::stats))
         .route("/v1/check", get(store::check))
         .route("/v1/reindex", post(store::reindex))
+        .route("/v1/backup", post(store::backup))
         .route("/v1/vacuum", post(store::vacuum))
         .route("/v1/search", get(retrieval::search))
         .route("/v1/query", post(retrieval::query))

@@ -405,3 +405,96 @@ fn only_the_store_is_left(dir: &std::path::Path) {
         "only the store is left"
     );
 }
+
+/// Runs `writes` on the store once the backup's first pass (which holds
+/// no writer) has copied `after`, before its second pass.
+struct WritesDuringFirstPass<'a> {
+    after: &'a str,
+    writes: std::sync::Mutex<Option<Box<dyn FnOnce() + Send + 'a>>>,
+}
+
+impl edudb::Progress for WritesDuringFirstPass<'_> {
+    fn advance(&self, _units: u64, item: &str) {
+        if item != self.after {
+            return;
+        }
+        let writes = self.writes.lock().unwrap().take();
+        if let Some(writes) = writes {
+            writes();
+        }
+    }
+}
+
+#[test]
+fn a_session_that_only_gained_turns_during_a_backup_gets_just_those_and_any_other_change_is_copied_whole()
+ {
+    let (dir, db) = store();
+    ingest_rfcs(&db, 3);
+    let say = |session: &str, text: &str| {
+        db.append_turn(session, Role::User, text, Placement::Auto)
+            .unwrap();
+    };
+    for session in ["long", "forgetful", "again"] {
+        for i in 0..4 {
+            say(
+                session,
+                &format!("Turn {i} of {session}, about the ferry to Otaru."),
+            );
+        }
+    }
+    // Each record of a copy is written once: a change of its log each.
+    let records = |copy: &Db| {
+        let stats = copy.stats().unwrap();
+        stats.documents + stats.turns
+    };
+    let plain = db
+        .backup(dir.path().join("plain"), &NoProgress, &CancelToken::new())
+        .unwrap();
+    let copy = Db::open(dir.path().join("plain")).unwrap();
+    assert_eq!(
+        copy.stats().unwrap().last_change,
+        records(&copy),
+        "{plain:?}"
+    );
+    drop(copy);
+
+    // The sessions are copied last, in id order: "long" is the last.
+    let hook = WritesDuringFirstPass {
+        after: "long",
+        writes: std::sync::Mutex::new(Some(Box::new(|| {
+            say("long", "A fifth turn, said during the backup.");
+            say("long", "And a sixth.");
+            db.forget_turn("forgetful", 1).unwrap();
+            db.remove_session("again").unwrap();
+            for i in 0..5 {
+                say("again", &format!("Begun again: turn {i}, about trains."));
+            }
+        }))),
+    };
+    let to = dir.path().join("copy");
+    let report = db.backup(&to, &hook, &CancelToken::new()).unwrap();
+    assert_eq!(report.caught_up, 3, "{report:?}");
+    let copy = Db::open(&to).unwrap();
+    assert!(copy.check().unwrap().damaged.is_empty());
+    for session in ["long", "forgetful", "again"] {
+        let dialogue = db.dialogue(session).unwrap();
+        assert_eq!(copy.dialogue(session).unwrap(), dialogue, "{session}");
+        for turn in dialogue.turns.iter().filter(|t| !t.is_forgotten()) {
+            let (a, b) = (
+                db.document(&turn.doc).unwrap(),
+                copy.document(&turn.doc).unwrap(),
+            );
+            assert_eq!((a.text, a.edus), (b.text, b.edus), "{}", turn.doc);
+        }
+    }
+    assert_eq!(copy.dialogue("long").unwrap().turns.len(), 6);
+    // "long" got its two new turns alone; "forgetful" and "again" were
+    // removed from the copy (a change per turn document) and copied whole.
+    let removed = 4 + 4;
+    let written_again = 3 + 5;
+    assert_eq!(
+        copy.stats().unwrap().last_change,
+        (3 + 12) + 2 + removed + written_again,
+        "{report:?}"
+    );
+}

@@ -778,6 +778,24 @@ fn every_route_answers_as_the_document_says() {
     assert_eq!(report["damaged"], json!([]), "{report}");
     spec.call(&tcp, "POST", "/v1/reindex", Body::None)
         .expect(200);
+    // A copy of the served store, written by the server; it opens and
+    // checks clean beside it.
+    let copies = tempfile::tempdir().expect("a temporary directory");
+    let dest = copies.path().join("copy");
+    let copied = post("/v1/backup", json!({ "dest": dest })).expect(200);
+    assert_eq!(copied["path"], dest.display().to_string(), "{copied}");
+    let served_documents = get("/v1/docs").expect(200);
+    assert_eq!(
+        copied["documents"].as_u64(),
+        served_documents.as_array().map(|d| d.len() as u64),
+        "{copied}"
+    );
+    let copy = Db::open(&dest).expect("the backup opens");
+    assert!(copy.check().expect("check").damaged.is_empty());
+    drop(copy);
+    post("/v1/backup", json!({ "dest": dest })).error(400, "user");
+    post("/v1/backup", json!({ "dest": "relative/copy" })).error(400, "user");
+    post("/v1/backup", json!({ "to": dest })).error(422, "user");
     // The store closed, rewritten and opened again: the calls below run on
     // the vacuumed store.
     let vacuumed = spec

@@ -1,18 +1,20 @@
 //! The store as a whole: `/v1/stats`, `/v1/check`, `/v1/reindex`,
-//! `/v1/vacuum`, and forwarded command lines (`/v1/cli`).
+//! `/v1/backup`, `/v1/vacuum`, and forwarded command lines (`/v1/cli`).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
+use serde::Deserialize;
 
 use crate::progress::{CancelToken, NoProgress};
 use crate::serve::api::Api;
 use crate::serve::client::{CommandOutput, CommandRequest};
 use crate::serve::failure::{Answer, Failure};
-use crate::serve::scheduling::{Shared, read, read_waiting, write};
+use crate::serve::scheduling::{Shared, on_store, read, read_waiting, write};
 
 pub(crate) async fn stats(State(shared): State<Arc<Shared>>) -> Answer {
     read(&shared, Api::stats).await
@@ -27,6 +29,40 @@ pub(crate) async fn reindex(State(shared): State<Arc<Shared>>) -> Answer {
         Api::reindex(db, &NoProgress, &CancelToken::new())
     })
     .await
+}
+
+/// `POST /v1/backup`'s body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BackupRequest {
+    /// Where the copy goes: a new directory, an absolute path on the
+    /// server's machine.
+    dest: PathBuf,
+}
+
+/// `POST /v1/backup`: a consistent copy of the store at `dest`
+/// ([`crate::Db::backup`]), written while other requests go on (writes
+/// wait only for its last pass). Like a forwarded command it has no
+/// timeout; it runs to its end even when its caller goes away.
+pub(crate) async fn backup(
+    State(shared): State<Arc<Shared>>,
+    body: std::result::Result<Json<BackupRequest>, JsonRejection>,
+) -> Answer {
+    let Json(BackupRequest { dest }) = body?;
+    if !dest.is_absolute() {
+        return Err(Failure::user(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the backup's dest {} is relative: give an absolute path on the server's machine",
+                dest.display()
+            ),
+        ));
+    }
+    let work = move |db: &crate::Db| Api::backup(db, &dest, &NoProgress, &CancelToken::new());
+    match on_store(&shared, work).await {
+        Ok(answer) => answer.map(Json).map_err(Failure::from),
+        Err(why) => Err(Failure::internal(why)),
+    }
 }
 
 /// `POST /v1/vacuum`: the store rewritten compactly ([`crate::Db::vacuum`]):
