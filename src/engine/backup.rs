@@ -13,7 +13,7 @@
 //! to `DEST` once whole, so a backup stopped at any moment leaves no
 //! `DEST` that looks like a copy.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -116,11 +116,11 @@ impl Engine {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<BackupReport> {
-        let mut report = self.first_pass(target, progress, cancel)?;
+        let (mut report, sessions_read) = self.first_pass(target, progress, cancel)?;
         cancel.check()?;
         let held = Instant::now();
         let (change, caught_up) = self.write(|| {
-            let caught = self.catch_up_copy(target, first, &mut report)?;
+            let caught = self.catch_up_copy(target, first, &sessions_read, &mut report)?;
             Ok((caught, Written::default()))
         })?;
         report.writers_held_seconds = held.elapsed().as_secs_f64();
@@ -149,19 +149,22 @@ impl Engine {
 
     /// Copies every document and session into `target` as they read now,
     /// without holding writers; what a write changes meanwhile is copied
-    /// again by [`Engine::catch_up_copy`].
+    /// again by [`Engine::catch_up_copy`]. Also gives the store's latest
+    /// change as each session began to be read: its copy holds every
+    /// change up to that one.
     fn first_pass(
         &self,
         target: &Engine,
         progress: &dyn Progress,
         cancel: &CancelToken,
-    ) -> Result<BackupReport> {
+    ) -> Result<(BackupReport, HashMap<String, u64>)> {
         let documents: Vec<String> = (self.store().ids()?.into_iter())
             .filter(|id| parse_turn_id(id).is_none())
             .collect();
         let sessions = self.store().session_ids()?;
         let mut report = BackupReport::default();
         let costs = costs_or_skipped(self, &mut report);
+        let mut sessions_read = HashMap::new();
         progress.start("backup", (documents.len() + sessions.len()) as u64);
         let result = (|| {
             for id in &documents {
@@ -172,6 +175,7 @@ impl Engine {
             }
             for id in &sessions {
                 cancel.check()?;
+                sessions_read.insert(id.clone(), self.store().last_seq()?);
                 let copied = self.copy_session(target, id)?;
                 note(&mut report, &format!("session {id}"), copied);
                 progress.advance(1, id);
@@ -179,18 +183,20 @@ impl Engine {
             Ok(())
         })();
         progress.finish();
-        result.map(|()| report)
+        result.map(|()| (report, sessions_read))
     }
 
     /// With the writer held: copies again into `target` every document and
     /// session changed after change `first` (first removing its earlier
-    /// copy, so what is gone here is gone there), and every document's
-    /// metadata; returns the store's latest change and how many were
-    /// copied again. The counts in `report` become the copy's.
+    /// copy, so what is gone here is gone there; a session that only gained
+    /// turns since `sessions_read` says it was read gets just those), and
+    /// every document's metadata; returns the store's latest change and how
+    /// many were copied again. The counts in `report` become the copy's.
     fn catch_up_copy(
         &self,
         target: &Engine,
         first: u64,
+        sessions_read: &HashMap<String, u64>,
         report: &mut BackupReport,
     ) -> Result<(u64, usize)> {
         let last = self.store().last_seq()?;
@@ -201,13 +207,17 @@ impl Engine {
             });
         }
         let mut documents = BTreeSet::new();
-        // Each changed session's turn documents written since.
+        // Each changed session, with its turn documents written after it
+        // was read (its copy holds those written before).
         let mut sessions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (_, id) in self.store().changes_after(first)? {
+        for (change, id) in self.store().changes_after(first)? {
             match parse_turn_id(&id) {
                 Some((session, _)) => {
-                    let session = session.to_owned();
-                    sessions.entry(session).or_default().insert(id);
+                    let read = sessions_read.get(session).copied().unwrap_or(first);
+                    let changed = sessions.entry(session.to_owned()).or_default();
+                    if change > read {
+                        changed.insert(id);
+                    }
                 }
                 None => {
                     documents.insert(id);
@@ -254,7 +264,7 @@ impl Engine {
             note(report, &format!("session {id}"), copied);
         }
         // Nor are metadata changed in place.
-        let mut given = std::collections::HashMap::new();
+        let mut given = HashMap::new();
         for (id, metadata) in self.store().all_metadata()? {
             if let Ok(metadata) = metadata {
                 given.insert(id, metadata);

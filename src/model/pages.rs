@@ -157,12 +157,30 @@ impl PageLayout {
     }
 
     /// The boxes of the lines that bytes `range` overlap, each with its
-    /// page, in order (what a highlight of the range covers).
+    /// page, in order (what a highlight of the range covers). A line the
+    /// range begins or ends inside is cut to the part it covers, in
+    /// proportion to the line's bytes (exact at its ends, an estimate
+    /// inside it: glyphs differ in width), so a clause that begins mid-line
+    /// does not mark the one before it.
     pub fn line_boxes(&self, range: Range<u32>) -> Vec<PageBox> {
-        (self.lines_of(range).iter())
-            .map(|line| PageBox {
-                page: line.page,
-                rect: line.rect,
+        (self.lines_of(range.clone()).iter())
+            .map(|line| {
+                let (from, to) = (range.start.max(line.start), range.end.min(line.end));
+                let width = line.rect.x1 - line.rect.x0;
+                let length = (line.end - line.start) as f32;
+                let at = |offset: u32| line.rect.x0 + width * (offset - line.start) as f32 / length;
+                PageBox {
+                    page: line.page,
+                    rect: BoxPt {
+                        x0: if from > line.start {
+                            at(from)
+                        } else {
+                            line.rect.x0
+                        },
+                        x1: if to < line.end { at(to) } else { line.rect.x1 },
+                        ..line.rect
+                    },
+                }
             })
             .collect()
     }
@@ -263,8 +281,26 @@ mod tests {
             rect: rect(72.0, y, 300.0, y + 10.0),
         };
         assert_eq!(
-            layout.line_boxes(2..12),
+            layout.line_boxes(0..14),
             [on(0, 700.0), on(0, 680.0), on(1, 700.0)]
+        );
+        // Lines it begins or ends inside are cut where it does, in
+        // proportion to their bytes (4 each, 228 points wide).
+        let cut = |page, y, x0, x1| PageBox {
+            page,
+            rect: rect(x0, y, x1, y + 10.0),
+        };
+        assert_eq!(
+            layout.line_boxes(2..12),
+            [
+                cut(0, 700.0, 72.0 + 114.0, 300.0),
+                on(0, 680.0),
+                cut(1, 700.0, 72.0, 72.0 + 114.0)
+            ]
+        );
+        assert_eq!(
+            layout.line_boxes(6..7),
+            [cut(0, 680.0, 72.0 + 57.0, 72.0 + 114.0)]
         );
         assert_eq!(layout.line_boxes(4..5), []);
         assert_eq!(layout.bytes_of_pages(1..2, 15), 10..15);

@@ -406,20 +406,22 @@ fn only_the_store_is_left(dir: &std::path::Path) {
     );
 }
 
-/// Runs `writes` on the store once the backup's first pass (which holds
-/// no writer) has copied `after`, before its second pass.
-struct WritesDuringFirstPass<'a> {
-    after: &'a str,
-    writes: std::sync::Mutex<Option<Box<dyn FnOnce() + Send + 'a>>>,
-}
+/// Writes run on the store while the backup's first pass (which holds no
+/// writer) goes on: each once that pass has copied the item it names.
+type Writes<'a> = Vec<(String, Box<dyn FnOnce() + Send + 'a>)>;
+
+/// A [`edudb::Progress`] that runs [`Writes`].
+struct WritesDuringFirstPass<'a>(std::sync::Mutex<Writes<'a>>);
 
 impl edudb::Progress for WritesDuringFirstPass<'_> {
     fn advance(&self, _units: u64, item: &str) {
-        if item != self.after {
-            return;
-        }
-        let writes = self.writes.lock().unwrap().take();
-        if let Some(writes) = writes {
+        let due: Writes = {
+            let mut writes = self.0.lock().unwrap();
+            let (due, later) = writes.drain(..).partition(|(after, _)| after == item);
+            *writes = later;
+            due
+        };
+        for (_, writes) in due {
             writes();
         }
     }
@@ -458,19 +460,26 @@ fn a_session_that_only_gained_turns_during_a_backup_gets_just_those_and_any_othe
     );
     drop(copy);
 
-    // The sessions are copied last, in id order: "long" is the last.
-    let hook = WritesDuringFirstPass {
-        after: "long",
-        writes: std::sync::Mutex::new(Some(Box::new(|| {
-            say("long", "A fifth turn, said during the backup.");
-            say("long", "And a sixth.");
-            db.forget_turn("forgetful", 1).unwrap();
-            db.remove_session("again").unwrap();
-            for i in 0..5 {
-                say("again", &format!("Begun again: turn {i}, about trains."));
-            }
-        }))),
-    };
+    // Documents are copied first, then sessions in id order ("long" last).
+    let first_document = db.documents().unwrap()[0].id.clone();
+    let hook = WritesDuringFirstPass(std::sync::Mutex::new(vec![
+        (
+            first_document,
+            Box::new(|| say("long", "Said while the documents were copied.")),
+        ),
+        (
+            "long".to_owned(),
+            Box::new(|| {
+                say("long", "A turn said once the sessions were copied.");
+                say("long", "And one more.");
+                db.forget_turn("forgetful", 1).unwrap();
+                db.remove_session("again").unwrap();
+                for i in 0..5 {
+                    say("again", &format!("Begun again: turn {i}, about trains."));
+                }
+            }),
+        ),
+    ]));
     let to = dir.path().join("copy");
     let report = db.backup(&to, &hook, &CancelToken::new()).unwrap();
     assert_eq!(report.caught_up, 3, "{report:?}");
@@ -487,14 +496,16 @@ fn a_session_that_only_gained_turns_during_a_backup_gets_just_those_and_any_othe
             assert_eq!((a.text, a.edus), (b.text, b.edus), "{}", turn.doc);
         }
     }
-    assert_eq!(copy.dialogue("long").unwrap().turns.len(), 6);
-    // "long" got its two new turns alone; "forgetful" and "again" were
-    // removed from the copy (a change per turn document) and copied whole.
+    assert_eq!(copy.dialogue("long").unwrap().turns.len(), 7);
+    // "long" got its two turns said after it was read alone (the one said
+    // before is in its first copy); "forgetful" and "again" were removed
+    // from the copy (a change per turn document) and copied whole.
+    let first_pass = 3 + 13;
     let removed = 4 + 4;
     let written_again = 3 + 5;
     assert_eq!(
         copy.stats().unwrap().last_change,
-        (3 + 12) + 2 + removed + written_again,
+        first_pass + 2 + removed + written_again,
         "{report:?}"
     );
 }
