@@ -57,6 +57,12 @@ pub struct Store {
     ballast: Ballast,
     /// Whether any document was ever given metadata (`HAS_METADATA_KEY`).
     pub(super) has_metadata: std::sync::atomic::AtomicBool,
+    /// Batches applied through this handle (or tried: a failed apply may
+    /// still have reached sled), so that what was read before one can be
+    /// known to be stale.
+    pub(super) batches: std::sync::atomic::AtomicU64,
+    /// The latest lookups of the metadata index.
+    pub(super) lookups: super::lookups::Lookups,
     /// Why the handle was abandoned: the first file-system failure sled
     /// reported through it.
     abandoned: std::sync::OnceLock<String>,
@@ -406,6 +412,8 @@ impl Store {
             stale_files: std::sync::Mutex::default(),
             ballast,
             has_metadata: Default::default(),
+            batches: Default::default(),
+            lookups: Default::default(),
             abandoned: std::sync::OnceLock::new(),
             #[cfg(test)]
             fail_next_flush: Default::default(),
@@ -501,6 +509,7 @@ impl Store {
         }
         let writes = std::mem::take(&mut batch.writes);
         let applied = self.sled()?.apply_batch(writes);
+        (self.batches).fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // Applied, the batch's files are named by it. A failed apply may
         // still reach sled's log, so its files are left for the sweep at
         // the next open to judge, not removed here.

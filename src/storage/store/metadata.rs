@@ -13,6 +13,7 @@
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
+use std::sync::atomic::Ordering;
 
 use super::handle::{Batch, Store};
 use super::records::{HAS_METADATA_KEY, META, METADATA, METADATA_INDEX, key};
@@ -284,8 +285,23 @@ impl Store {
     }
 
     /// The documents whose metadata key `name` passes `test`, found in the
-    /// index (a range scan per test).
+    /// index (a range scan per test), or kept from the same lookup when no
+    /// batch was applied since (a served store's filter, asked again and
+    /// again, costs a copy of its set rather than a scan).
     pub fn documents_matching(&self, name: &str, test: &MetaTest) -> Result<BTreeSet<String>> {
+        // Read before the scan: a batch applied during it makes the lookup
+        // stale, however much of the batch the scan saw.
+        let batches = self.batches.load(Ordering::SeqCst);
+        if let Some(found) = self.lookups.find(batches, name, test) {
+            return Ok(found);
+        }
+        let found = self.scan_matching(name, test)?;
+        self.lookups.keep(batches, name, test, &found);
+        Ok(found)
+    }
+
+    /// [`Store::documents_matching`]'s scan of the index.
+    fn scan_matching(&self, name: &str, test: &MetaTest) -> Result<BTreeSet<String>> {
         let prefix = name_prefix(name);
         let mut found = BTreeSet::new();
         let (from, typed) = match test {
@@ -360,6 +376,41 @@ mod tests {
 
     fn ids(found: BTreeSet<String>) -> Vec<String> {
         found.into_iter().collect()
+    }
+
+    #[test]
+    fn a_lookup_is_kept_until_a_batch_is_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let boeing = MetaTest::equal(MetaValue::text("Boeing".into()));
+        let mut a = doc("a", "One sentence here.");
+        a.metadata = with(serde_json::json!({"company": "Boeing"}));
+        put(&store, &a);
+        let find = || ids(store.documents_matching("company", &boeing).unwrap());
+        assert_eq!(find(), ["a"]);
+        // Kept: the same lookup again is answered without a scan.
+        let batches = store.batches.load(Ordering::SeqCst);
+        assert_eq!(
+            store.lookups.find(batches, "company", &boeing).map(ids),
+            Some(vec!["a".to_owned()])
+        );
+        assert_eq!(
+            store.lookups.find(batches, "company", &MetaTest::Exists),
+            None
+        );
+        assert_eq!(find(), ["a"]);
+        // Each kind of batch makes it stale: a document put, metadata set
+        // in place, a document removed.
+        let mut b = doc("b", "Another one there.");
+        b.metadata = with(serde_json::json!({"company": "Boeing"}));
+        put(&store, &b);
+        assert_eq!(find(), ["a", "b"]);
+        store
+            .set_metadata("a", &with(serde_json::json!({"company": "Airbus"})))
+            .unwrap();
+        assert_eq!(find(), ["b"]);
+        store.remove("b").unwrap();
+        assert_eq!(find(), Vec::<String>::new());
     }
 
     #[test]

@@ -66,6 +66,7 @@ mod handle;
 mod kept_apart;
 mod legacy;
 mod log_pages;
+mod lookups;
 mod losses;
 mod metadata;
 mod records;
