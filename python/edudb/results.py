@@ -360,6 +360,11 @@ class Damaged:
     problem: str
 
 
+def _damaged(items: List[Dict[str, Any]]) -> List[Damaged]:
+    """The damaged records a report lists."""
+    return [Damaged(d["doc"], d["problem"]) for d in items]
+
+
 @dataclass(frozen=True)
 class CheckReport:
     """What ``check`` found: counts and every damaged record."""
@@ -374,8 +379,7 @@ class CheckReport:
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> "CheckReport":
-        damaged = [Damaged(d["doc"], d["problem"]) for d in data["damaged"]]
-        return _build(cls, data, damaged=damaged)
+        return _build(cls, data, damaged=_damaged(data["damaged"]))
 
     @property
     def ok(self) -> bool:
@@ -400,8 +404,7 @@ class BackupReport:
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> "BackupReport":
-        skipped = [Damaged(d["doc"], d["problem"]) for d in data["skipped"]]
-        return _build(cls, data, skipped=skipped)
+        return _build(cls, data, skipped=_damaged(data["skipped"]))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,12 @@ def tour(path: str) -> None:
         sessions: List[edudb.SessionSummary] = db.sessions()
         stats: edudb.Stats = db.stats()
         ok: bool = db.check().ok
+        copied: edudb.BackupReport = db.backup("copy.db", progress=lambda done, total: None)
+        skipped: List[edudb.Damaged] = copied.skipped
+        vacuumed: edudb.VacuumReport = db.vacuum()
+        given_back: int = vacuumed.bytes_before - vacuumed.bytes_after
         del edus, hits, plan, weights, receipt, context, sessions, stats, ok
+        del copied, skipped, vacuumed, given_back
     try:
         edudb.connect("http://127.0.0.1:1", token="t").docs()
     except edudb.QueryError as error:
