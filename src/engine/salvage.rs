@@ -5,7 +5,7 @@
 //! its data log into a scratch store inside it
 //! ([`Store::rebuild_from_log`]), which is then salvaged.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -319,21 +319,17 @@ impl Engine {
         else {
             return Ok(false);
         };
-        let said = |dialogue: &Dialogue| -> Vec<Turn> {
-            (dialogue.turns.iter())
-                .filter(|turn| !turn.is_forgotten())
-                .cloned()
-                .collect()
-        };
-        let (now_said, copy_said) = (said(&now), said(&copy));
+        let (now_said, copy_said) = (said_turns(&now), said_turns(&copy));
         let kept = copy_said.len();
         let a_prefix = now_said.len() >= kept
             && (now_said.iter().zip(&copy_said)).all(|(turn, copied)| {
                 turn.doc == copied.doc && turn.edus == copied.edus && !changed.contains(&turn.doc)
             });
         let new = &now_said[kept.min(now_said.len())..];
-        let known = |turn: &Turn| copy.turns.iter().any(|copied| copied.doc == turn.doc);
-        if !a_prefix || new.iter().any(known) {
+        // Run with writers held: one set of the copy's turns, not a search
+        // of them per new turn.
+        let known: HashSet<&str> = copy.turns.iter().map(|turn| turn.doc.as_str()).collect();
+        if !a_prefix || new.iter().any(|turn| known.contains(turn.doc.as_str())) {
             return Ok(false);
         }
         if new.is_empty() {
@@ -416,6 +412,13 @@ impl Engine {
         turn.check_document(&record.0).map_err(invariant)?;
         Ok(record)
     }
+}
+
+/// `dialogue`'s turns not forgotten, in order.
+fn said_turns(dialogue: &Dialogue) -> Vec<&Turn> {
+    (dialogue.turns.iter())
+        .filter(|turn| !turn.is_forgotten())
+        .collect()
 }
 
 /// Documents written by one salvage step.
