@@ -14,14 +14,17 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{Index, IndexReader, Searcher, Term};
 
 use super::schema::{Fields, NO_NODE, damaged, fulltext};
-use super::scope::{Allowed, WithinDocuments, any_of};
+use super::scope::{Allowed, Weighted, WithinDocuments, any_of};
 use crate::error::{Error, Result};
 use crate::model::edu::Span;
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 
-/// Weight of a section-title match against an EDU-text match in `search`:
-/// a heading that names the query is the better answer.
+/// Weight of a section-title match against a text match: an EDU's in
+/// `search`, a node representation's in `rank` (a heading that names the
+/// query is the better answer). In `rank` it was checked on the HotpotQA
+/// and MuSiQue dev sets, where 2 raised the plain seed's recall at every
+/// budget and 4 no longer did (docs/benchmarks.md).
 const TITLE_BOOST: f32 = 2.0;
 
 /// tantivy's BM25 term-frequency saturation constant.
@@ -127,6 +130,8 @@ impl FullTextReader {
     /// no query syntax, so any user text is accepted), within `docs` when
     /// given, best first. Session turns are ranked only when `docs` names
     /// nothing else (a `session('id')` scope); otherwise only documents.
+    /// A document's node scores its representation's match plus
+    /// [`TITLE_BOOST`] times its title's (see [`Self::ranked_terms`]).
     pub fn rank(
         &self,
         text: &str,
@@ -135,9 +140,10 @@ impl FullTextReader {
         limit: usize,
     ) -> Result<Vec<RankedHit>> {
         let field = self.field_of(target, docs);
+        let terms = self.ranked_terms(text, field)?;
         let searcher = self.reader.searcher();
         let statistics = self.statistics(&searcher, field)?;
-        self.rank_field(text, field, docs, limit, &searcher, &statistics)
+        self.rank_terms(terms, docs, limit, &searcher, &statistics)
     }
 
     /// Ranks sections by their titles alone against free `text`, within
@@ -154,7 +160,24 @@ impl FullTextReader {
         // Titles are held by documents' node entries: their count, not
         // every entry's, is the collection size.
         let statistics = self.statistics(&searcher, self.fields.node_text)?;
-        self.rank_field(text, self.fields.title, docs, limit, &searcher, &statistics)
+        let terms = weighted(self.terms(text, self.fields.title)?, 1.0);
+        self.rank_terms(terms, docs, limit, &searcher, &statistics)
+    }
+
+    /// The weighted terms `field` is ranked on for `text`: its own terms,
+    /// and for documents' nodes the title field's too, weighted
+    /// [`TITLE_BOOST`]. A node's representation holds its title once
+    /// among up to [`crate::model::document::REPRESENTATIVE_TOKENS`] of its
+    /// text, so a section a question names by its heading ("the cash flow
+    /// statement") would rank below any passage repeating the question's
+    /// words; scoring the title as a field of its own, as BM25F does, lets
+    /// the heading count as what the section is about.
+    fn ranked_terms(&self, text: &str, field: Field) -> Result<Vec<Weighted>> {
+        let mut terms = weighted(self.terms(text, field)?, 1.0);
+        if field == self.fields.node_text && !terms.is_empty() {
+            terms.extend(weighted(self.terms(text, self.fields.title)?, TITLE_BOOST));
+        }
+        Ok(terms)
     }
 
     /// How specific `title` is: the fewest sections whose titles hold one of
@@ -170,18 +193,16 @@ impl FullTextReader {
         Ok(fewest.unwrap_or(0))
     }
 
-    /// The entries whose `field` holds any of `text`'s terms, within `docs`
-    /// when given, by BM25 with `statistics`, best first.
-    fn rank_field(
+    /// The entries holding any of `terms`, within `docs` when given, by
+    /// BM25 with `statistics` times each term's weight, best first.
+    fn rank_terms(
         &self,
-        text: &str,
-        field: Field,
+        terms: Vec<Weighted>,
         docs: Option<&[&str]>,
         limit: usize,
         searcher: &Searcher,
         statistics: &dyn Bm25StatisticsProvider,
     ) -> Result<Vec<RankedHit>> {
-        let terms = self.terms(text, field)?;
         if terms.is_empty() {
             return Ok(Vec::new());
         }
@@ -231,18 +252,22 @@ impl FullTextReader {
     /// indexed or `text` has no terms. `docs` picks the fields as `rank` does.
     pub fn rank_ceiling(&self, text: &str, target: Target, docs: Option<&[&str]>) -> Result<f32> {
         let field = self.field_of(target, docs);
-        let terms = self.terms(text, field)?;
+        let terms = self.ranked_terms(text, field)?;
         let searcher = self.reader.searcher();
         let statistics = self.statistics(&searcher, field)?;
-        if terms.is_empty() || statistics.entries == 0 {
+        if statistics.entries == 0 {
             return Ok(0.0);
         }
         // tantivy's `max_score` is idf × (1 + k1) (an entry saturated with
-        // the terms); one occurrence at average length scores idf.
-        let saturated = Bm25Weight::for_terms(&statistics, &terms)
-            .map_err(fulltext)?
-            .max_score();
-        Ok(saturated / (1.0 + TANTIVY_BM25_K1))
+        // the term); one occurrence at average length scores idf.
+        let mut ceiling = 0.0;
+        for (term, weight) in &terms {
+            let saturated = Bm25Weight::for_terms(&statistics, std::slice::from_ref(term))
+                .map_err(fulltext)?
+                .max_score();
+            ceiling += weight * saturated / (1.0 + TANTIVY_BM25_K1);
+        }
+        Ok(ceiling)
     }
 
     /// The distinct terms `field`'s analyser makes of `text`.
@@ -440,4 +465,9 @@ impl Columns {
             .map_err(fulltext)?;
         Ok(ords.iter().copied().zip(names).collect())
     }
+}
+
+/// `terms`, each with `weight`.
+fn weighted(terms: Vec<Term>, weight: f32) -> Vec<Weighted> {
+    terms.into_iter().map(|t| (t, weight)).collect()
 }

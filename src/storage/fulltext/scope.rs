@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tantivy::index::SegmentId;
 use tantivy::query::{
-    BitSetDocSet, Bm25Weight, BooleanQuery, ConstScorer, EnableScoring, Explanation, Occur, Query,
-    Scorer, TermQuery, Weight, intersect_scorers,
+    BitSetDocSet, Bm25Weight, BooleanQuery, BoostQuery, ConstScorer, EnableScoring, Explanation,
+    Occur, Query, Scorer, TermQuery, Weight, intersect_scorers,
 };
 use tantivy::schema::IndexRecordOption;
 use tantivy::{BitSet, DocId, DocSet, Score, SegmentReader, TERMINATED, TantivyError, Term};
@@ -36,26 +36,34 @@ use tantivy::{BitSet, DocId, DocSet, Score, SegmentReader, TERMINATED, TantivyEr
 /// entries; otherwise the unrestricted WAND walk is filtered by them.
 const SPARSE_SHARE: u64 = 4;
 
-/// Any of `terms` (BM25, summed), matching only the `allowed` entries;
-/// scored as the terms alone.
+/// A term of a ranking and the weight its BM25 score is multiplied by.
+pub(super) type Weighted = (Term, Score);
+
+/// Any of `terms` (BM25 times each term's weight, summed), matching only
+/// the `allowed` entries; scored as the terms alone.
 #[derive(Debug, Clone)]
 pub(super) struct WithinDocuments {
-    terms: Vec<Term>,
+    terms: Vec<Weighted>,
     allowed: Arc<Allowed>,
 }
 
 impl WithinDocuments {
     /// Any of `terms` within `allowed`.
-    pub(super) fn new(terms: Vec<Term>, allowed: Arc<Allowed>) -> Self {
+    pub(super) fn new(terms: Vec<Weighted>, allowed: Arc<Allowed>) -> Self {
         WithinDocuments { terms, allowed }
     }
 }
 
-/// Any of `terms`, each scored by BM25, summed: a union tantivy ranks
-/// top-k with block-max WAND.
-pub(super) fn any_of(terms: &[Term]) -> BooleanQuery {
-    let term = |t: &Term| -> Box<dyn Query> {
-        Box::new(TermQuery::new(t.clone(), IndexRecordOption::WithFreqs))
+/// Any of `terms`, each scored by BM25 times its weight, summed: a union
+/// tantivy ranks top-k with block-max WAND.
+pub(super) fn any_of(terms: &[Weighted]) -> BooleanQuery {
+    let term = |(t, weight): &Weighted| -> Box<dyn Query> {
+        let query = Box::new(TermQuery::new(t.clone(), IndexRecordOption::WithFreqs));
+        if *weight == 1.0 {
+            query
+        } else {
+            Box::new(BoostQuery::new(query, *weight))
+        }
     };
     BooleanQuery::new(terms.iter().map(|t| (Occur::Should, term(t))).collect())
 }
@@ -63,15 +71,21 @@ pub(super) fn any_of(terms: &[Term]) -> BooleanQuery {
 impl Query for WithinDocuments {
     fn weight(&self, enable_scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
         let mut terms = Vec::with_capacity(self.terms.len());
-        for term in &self.terms {
-            let query = TermQuery::new(term.clone(), IndexRecordOption::WithFreqs);
+        for (term, weight) in &self.terms {
+            let query = BoostQuery::new(
+                Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs)),
+                *weight,
+            );
             // The most the term can score anywhere (unbounded unscored).
             let most = match enable_scoring {
                 EnableScoring::Enabled {
                     statistics_provider,
                     ..
-                } => Bm25Weight::for_terms(statistics_provider, std::slice::from_ref(term))?
-                    .max_score(),
+                } => {
+                    Bm25Weight::for_terms(statistics_provider, std::slice::from_ref(term))?
+                        .max_score()
+                        * weight
+                }
                 EnableScoring::Disabled { .. } => Score::INFINITY,
             };
             terms.push((query.weight(enable_scoring)?, most));

@@ -517,3 +517,48 @@ fn a_document_scope_ranks_exactly_the_unscoped_hits_it_allows_narrow_or_wide() {
         }
     }
 }
+
+#[test]
+fn a_section_whose_heading_the_query_names_outranks_one_repeating_its_words() {
+    let text = "# Report\n\n## Statement of Cash Flows\n\n| Item | 2018 |\n|---|---|\n| Net income | 5,363 |\n| Purchases of PP&E | (1,577) |\n\n## Liquidity\n\nThe cash flow statement of the parent shows cash flow from operations. Each cash flow statement of a subsidiary shows its cash flow too.\n";
+    let doc = crate::ingest::pipeline::analyze("r", text.into(), Format::Markdown).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = FullText::open(dir.path()).unwrap();
+    index.replace(&doc).unwrap();
+    index.commit(1).unwrap();
+    let reader = index.reader();
+    let section = |title: &str| {
+        (doc.tree.nodes.iter())
+            .find(|n| n.title == title)
+            .map(|n| n.id)
+            .unwrap()
+    };
+    let (named, repeating) = (section("Statement of Cash Flows"), section("Liquidity"));
+    let query = "cash flow statement";
+    let hits = reader.rank(query, Target::Nodes, None, 10).unwrap();
+    let position = |id: u32| hits.iter().position(|h| h.node == Some(id)).unwrap();
+    assert!(position(named) < position(repeating), "{hits:?}");
+    // The title's own match is part of the score, twice: the named
+    // section scores more than twice its title alone.
+    let titles = reader.rank_titles(query, None, 10).unwrap();
+    let title_score = titles.iter().find(|h| h.node == Some(named)).unwrap().score;
+    assert!(
+        hits[position(named)].score > 2.0 * title_score,
+        "{hits:?} {titles:?}"
+    );
+    // Scoped to the document, the same scores.
+    let scoped = reader.rank(query, Target::Nodes, Some(&["r"]), 10).unwrap();
+    for (got, want) in scoped.iter().zip(&hits) {
+        assert!(
+            (got.score - want.score).abs() <= 1e-5 * want.score,
+            "{got:?} {want:?}"
+        );
+    }
+    // The ceiling counts the title terms too: the named section's score
+    // stays below one saturated match of every term in both fields.
+    let ceiling = reader.rank_ceiling(query, Target::Nodes, None).unwrap();
+    assert!(
+        ceiling > 0.0 && hits[0].score < ceiling * (1.0 + 1.2),
+        "{ceiling} {hits:?}"
+    );
+}
