@@ -249,6 +249,41 @@ fn traverse_walks_down_only_where_the_continuation_score_holds() {
 }
 
 #[test]
+fn traverse_keeps_a_walked_through_section_that_matches_better_than_its_parts() {
+    let (_dir, db) = support::store();
+    let report = "# Annual report\n\n\
+        ## Statement of Cash Flows\n\n\
+        Amounts are in millions of dollars. Figures are audited.\n\n\
+        Operating cash rose in the year. Investing outflows were steady.\n\n\
+        ## Liquidity\n\n\
+        Our cash flow statement shows cash flow from operations, and the cash flow statement of each unit shows its cash flow.\n";
+    ingest_markdown(&db, "report", report);
+    let question = "cash flow statement";
+    let seeded = selection(
+        &db,
+        &format!("SELECT NODES FROM * SEED BM25('{question}') ORDER BY SCORE LIMIT 1"),
+    );
+    let best = &seeded.items[0];
+    assert_eq!(best.title.as_deref(), Some("Statement of Cash Flows"));
+    let walked = selection(
+        &db,
+        &format!(
+            "SELECT NODES FROM * SEED BM25('{question}') TRAVERSE THRESHOLD 0.01 ORDER BY SCORE LIMIT 100"
+        ),
+    );
+    // The walk went below the section (a paragraph of it matched "cash")
+    // and still offers the section whole, at its own seed score.
+    let inside = walked
+        .items
+        .iter()
+        .any(|w| w.level > best.level && w.edus[0] >= best.edus[0] && w.edus[1] <= best.edus[1]);
+    let kept = walked.items.iter().find(|w| w.node == best.node);
+    assert!(inside, "the walk did not go below the section: {walked:?}");
+    assert_eq!(kept.map(|k| k.score), Some(best.score), "{walked:?}");
+    assert_exact(&db, &walked.items);
+}
+
+#[test]
 fn expand_grows_each_pick_structurally() {
     let (_dir, db) = store();
     let base = "SELECT FROM doc('garden') SEED BM25('outward facing bud') WHERE kind = edu";

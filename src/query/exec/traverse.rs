@@ -13,9 +13,12 @@ const EDUS_PER_WALK_LEAF: usize = 3;
 /// its own seed score and the seed scores of the EDUs it covers. From each
 /// root with φ ≥ `threshold`, children with φ ≥ `threshold` (down to
 /// `depth`) are explored; a node none of whose children is explored is a
-/// walk leaf and becomes a candidate scored φ. Each visited node also
-/// contributes its best EDUs not covered by an explored child. Returns the
-/// candidates and the number of nodes visited.
+/// walk leaf and becomes a candidate scored φ; a node walked through that
+/// the seed ranked stays a candidate at its own seed score when that is
+/// above every explored child's φ (a section whose heading the question
+/// names is worth taking whole, even when a child leads further down). Each visited node also contributes its best EDUs
+/// not covered by an explored child. Returns the candidates and the number
+/// of nodes visited.
 pub(super) fn traverse(
     views: &[View],
     nodes: &[Candidate],
@@ -87,12 +90,24 @@ pub(super) fn traverse(
                         score,
                     }),
             );
-            if explored.is_empty() {
+            // A walk leaf scores φ. A node walked through stays a
+            // candidate at its own seed score when that beats every
+            // explored child's φ: as a whole it matches better than any
+            // part below it (a section whose heading the question names).
+            let score = if explored.is_empty() {
+                Some(phi(id))
+            } else {
+                node_scores[doc]
+                    .get(&id)
+                    .copied()
+                    .filter(|&own| explored.iter().all(|&c| own > phi(c)))
+            };
+            if let Some(score) = score {
                 out.push(Candidate {
                     doc,
                     node: Some(id),
                     span: view.span_of(id),
-                    score: phi(id),
+                    score,
                 });
             }
             stack.extend(explored);
