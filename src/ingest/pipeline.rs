@@ -709,13 +709,24 @@ mod tests {
     }
 
     #[test]
-    fn a_caption_wrapped_over_lines_titles_its_table_on_one_line() {
-        let text = "Net sales by\nregion\n\n| Region | 2022 |\n|---|---|\n| Americas | 12 |\n| Europe | 7 |\n";
-        let doc = analyze("t", text.to_owned(), Format::Markdown).unwrap();
-        let table = (doc.tree.nodes.iter())
-            .find(|n| n.kind == NodeKind::Table)
-            .expect("a table node");
-        assert_eq!(table.title, "Net sales by region");
+    fn a_table_is_titled_by_its_caption_on_one_line_or_the_heading_right_above_it() {
+        let cases = [
+            (
+                "Net sales by\nregion\n\n| Region | 2022 |\n|---|---|\n| Americas | 12 |\n| Europe | 7 |\n",
+                "Net sales by region",
+            ),
+            (
+                "# Report\n\n## Consolidated Statement of Cash Flows\n\n| (Millions) | 2018 |\n|---|---|\n| Net income | 5,363 |\n| Purchases of PP&E | (1,577) |\n",
+                "Consolidated Statement of Cash Flows",
+            ),
+        ];
+        for (text, title) in cases {
+            let doc = analyze("t", text.to_owned(), Format::Markdown).unwrap();
+            let table = (doc.tree.nodes.iter())
+                .find(|n| n.kind == NodeKind::Table)
+                .expect("a table node");
+            assert_eq!(table.title, title);
+        }
     }
 
     #[test]

@@ -215,15 +215,19 @@ fn place_blocks(
 /// Longest caption, in words.
 const CAPTION_WORDS: usize = 15;
 
-/// The text of `block` when it can caption a table after it: a paragraph
-/// of one short EDU.
+/// The title `block` gives a table right after it: a heading's text (the
+/// table is what the heading names, "Consolidated Statement of Cash
+/// Flows"), or a paragraph of one short EDU (a caption).
 fn caption(input: &StructureInput<'_>, block: &BlockEdus) -> Option<String> {
-    if block.kind != BlockKind::Paragraph || block.edus.len() != 1 {
-        return None;
-    }
-    let edu = &input.edus[block.edus.start as usize];
+    let edu = input.edus.get(block.edus.start as usize)?;
     let text = input.text[edu.start as usize..edu.end as usize].trim();
-    (text.split_whitespace().count() <= CAPTION_WORDS).then(|| one_line(text))
+    match block.kind {
+        BlockKind::Heading { .. } => Some(one_line(text)),
+        BlockKind::Paragraph if block.edus.len() == 1 => {
+            (text.split_whitespace().count() <= CAPTION_WORDS).then(|| one_line(text))
+        }
+        _ => None,
+    }
 }
 
 /// Groups the items of draft `index` into cohesion segments, recursively,
