@@ -245,8 +245,9 @@ impl FullTextReader {
     }
 
     /// The BM25 score that [`FullTextReader::rank`] would give an entry of
-    /// average length containing each of `text`'s terms once: the sum of
-    /// the terms' idf. A fixed scale for a query's scores (a hit matching
+    /// average length containing each of `text`'s terms once (a node: in
+    /// its representation and its title): the sum of the terms' idf, each
+    /// times its weight. A fixed scale for a query's scores (a hit matching
     /// only its common words scores a small fraction of it), where dividing
     /// by the best hit would lift any weak match to 1. 0 when nothing is
     /// indexed or `text` has no terms. `docs` picks the fields as `rank` does.
