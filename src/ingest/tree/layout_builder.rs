@@ -157,11 +157,9 @@ fn place_blocks(
                     sections.pop();
                 }
                 let parent = sections.last().map_or(root, |s| s.1);
-                let first = &input.edus[block.edus.start as usize];
-                let title = one_line(&input.text[first.start as usize..first.end as usize]);
                 let draft = Draft {
                     kind: NodeKind::Section,
-                    title: Some(title),
+                    title: Some(heading_title(input, block)),
                     items: edus.collect(),
                 };
                 let index = add(drafts, parent, draft);
@@ -215,15 +213,22 @@ fn place_blocks(
 /// Longest caption, in words.
 const CAPTION_WORDS: usize = 15;
 
-/// The title `block` gives a table right after it: a heading's text (the
-/// table is what the heading names, "Consolidated Statement of Cash
+/// The text of heading `block`'s first EDU on one line: its section's
+/// title.
+fn heading_title(input: &StructureInput<'_>, block: &BlockEdus) -> String {
+    let first = &input.edus[block.edus.start as usize];
+    one_line(&input.text[first.start as usize..first.end as usize])
+}
+
+/// The title `block` gives a table right after it: a heading's own title
+/// (the table is what the heading names, "Consolidated Statement of Cash
 /// Flows"), or a paragraph of one short EDU (a caption).
 fn caption(input: &StructureInput<'_>, block: &BlockEdus) -> Option<String> {
-    let edu = input.edus.get(block.edus.start as usize)?;
-    let text = input.text[edu.start as usize..edu.end as usize].trim();
     match block.kind {
-        BlockKind::Heading { .. } => Some(one_line(text)),
+        BlockKind::Heading { .. } => Some(heading_title(input, block)),
         BlockKind::Paragraph if block.edus.len() == 1 => {
+            let edu = &input.edus[block.edus.start as usize];
+            let text = input.text[edu.start as usize..edu.end as usize].trim();
             (text.split_whitespace().count() <= CAPTION_WORDS).then(|| one_line(text))
         }
         _ => None,

@@ -16,9 +16,9 @@ const EDUS_PER_WALK_LEAF: usize = 3;
 /// walk leaf and becomes a candidate scored φ; a node walked through that
 /// the seed ranked stays a candidate at its own seed score when that is
 /// above every explored child's φ (a section whose heading the question
-/// names is worth taking whole, even when a child leads further down). Each visited node also contributes its best EDUs
-/// not covered by an explored child. Returns the candidates and the number
-/// of nodes visited.
+/// names is worth taking whole, even when a child leads further down).
+/// Each visited node also contributes its best EDUs not covered by an
+/// explored child. Returns the candidates and the number of nodes visited.
 pub(super) fn traverse(
     views: &[View],
     nodes: &[Candidate],
@@ -55,20 +55,19 @@ pub(super) fn traverse(
                 .map(|&(_, s)| s)
                 .fold(own, f32::max)
         };
-        let continues = |id: u32| {
-            let score = phi(id);
-            score >= threshold && score > 0.0
-        };
-        if !continues(0) {
+        let continues = |score: f32| score >= threshold && score > 0.0;
+        if !continues(phi(0)) {
             continue;
         }
         let mut stack = vec![0u32];
         while let Some(id) = stack.pop() {
             visited += 1;
-            let explored: Vec<u32> = view
+            // The children explored, each with its φ.
+            let explored: Vec<(u32, f32)> = view
                 .children(id)
                 .filter(|&c| depth.is_none_or(|d| view.node(c).level <= d))
-                .filter(|&c| continues(c))
+                .map(|c| (c, phi(c)))
+                .filter(|&(_, score)| continues(score))
                 .collect();
             let mut own: Vec<(u32, f32)> = in_span(view.span_of(id))
                 .iter()
@@ -76,7 +75,7 @@ pub(super) fn traverse(
                 .filter(|&(e, _)| {
                     !explored
                         .iter()
-                        .any(|&c| view.span_of(c).contains(&Span::new(e, e)))
+                        .any(|&(c, _)| view.span_of(c).contains(&Span::new(e, e)))
                 })
                 .collect();
             own.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -100,7 +99,7 @@ pub(super) fn traverse(
                 node_scores[doc]
                     .get(&id)
                     .copied()
-                    .filter(|&own| explored.iter().all(|&c| own > phi(c)))
+                    .filter(|&own| explored.iter().all(|&(_, child)| own > child))
             };
             if let Some(score) = score {
                 out.push(Candidate {
@@ -110,7 +109,7 @@ pub(super) fn traverse(
                     score,
                 });
             }
-            stack.extend(explored);
+            stack.extend(explored.iter().map(|&(c, _)| c));
         }
     }
     (out, visited)

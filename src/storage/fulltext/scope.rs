@@ -57,25 +57,23 @@ impl WithinDocuments {
 /// Any of `terms`, each scored by BM25 times its weight, summed: a union
 /// tantivy ranks top-k with block-max WAND.
 pub(super) fn any_of(terms: &[Weighted]) -> BooleanQuery {
-    let term = |(t, weight): &Weighted| -> Box<dyn Query> {
-        let query = Box::new(TermQuery::new(t.clone(), IndexRecordOption::WithFreqs));
-        if *weight == 1.0 {
-            query
-        } else {
-            Box::new(BoostQuery::new(query, *weight))
-        }
-    };
-    BooleanQuery::new(terms.iter().map(|t| (Occur::Should, term(t))).collect())
+    let clause =
+        |t: &Weighted| -> (Occur, Box<dyn Query>) { (Occur::Should, Box::new(term_query(t))) };
+    BooleanQuery::new(terms.iter().map(clause).collect())
+}
+
+/// One weighted term's BM25 query. tantivy's boost hands back the term's
+/// own scorer, its score scaled, so a union of these keeps block-max WAND.
+fn term_query((term, weight): &Weighted) -> BoostQuery {
+    let query = TermQuery::new(term.clone(), IndexRecordOption::WithFreqs);
+    BoostQuery::new(Box::new(query), *weight)
 }
 
 impl Query for WithinDocuments {
     fn weight(&self, enable_scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
         let mut terms = Vec::with_capacity(self.terms.len());
-        for (term, weight) in &self.terms {
-            let query = BoostQuery::new(
-                Box::new(TermQuery::new(term.clone(), IndexRecordOption::WithFreqs)),
-                *weight,
-            );
+        for weighted @ (term, weight) in &self.terms {
+            let query = term_query(weighted);
             // The most the term can score anywhere (unbounded unscored).
             let most = match enable_scoring {
                 EnableScoring::Enabled {
