@@ -106,7 +106,9 @@ def main():
     parser.add_argument("--data", default="../shared/data/financebench_dev")
     parser.add_argument("--budgets", default="512,1024,2048")
     parser.add_argument("--store", help="keep the store here (built when absent)")
-    parser.add_argument("--embedder", default=None, help="passed to `edudb init --embedder`")
+    parser.add_argument(
+        "--embedder", default=None, help="the new store's embedder: hashed, or local:DIR (the in-process model in DIR)"
+    )
     parser.add_argument("--cache", default=str(Path.home() / ".cache/edudb/financebench"))
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -119,7 +121,9 @@ def main():
     store = Path(args.store) if args.store else Path(tempfile.mkdtemp()) / "store"
     if not store.exists():
         if args.embedder:
-            subprocess.run([args.edudb, "--db", str(store), "init", "--embedder", args.embedder], check=True)
+            kind, _, model = args.embedder.partition(":")
+            chosen = ["--embedder", kind] + (["--model", model] if model else [])
+            subprocess.run([args.edudb, "--db", str(store), "init"] + chosen, check=True)
         started = time.perf_counter()
         subprocess.run(
             [args.edudb, "--db", str(store), "ingest"] + [str(data / "pdfs" / f"{f}.pdf") for f in filings],

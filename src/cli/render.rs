@@ -39,6 +39,17 @@ fn megabytes(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
 
+/// A rate of text read, in the unit that shows its figures: MB/s, or
+/// KB/s below a tenth of a megabyte a second (a model-backed ingest, where
+/// "0.00 MB/s" said nothing).
+fn text_rate(megabytes_per_second: f64) -> String {
+    if megabytes_per_second >= 0.1 || megabytes_per_second == 0.0 {
+        format!("{megabytes_per_second:.2} MB/s")
+    } else {
+        format!("{:.1} KB/s", megabytes_per_second * 1e3)
+    }
+}
+
 /// Writes a JSON value, pretty-printed, and a newline.
 pub fn json(out: &mut dyn Write, value: &Value) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, value)?;
@@ -148,14 +159,14 @@ pub fn ingest_report(
     }
     writeln!(
         out,
-        "ingested {} documents: {} EDUs, {} nodes, {} tokens, {:.2} MB in {:.2} s ({:.2} MB/s, {:.0} tokens/s){}",
+        "ingested {} documents: {} EDUs, {} nodes, {} tokens, {:.2} MB in {:.2} s ({}, {:.0} tokens/s){}",
         report.documents.len(),
         report.edus(),
         report.nodes(),
         report.tokens(),
         megabytes(report.bytes()),
         seconds,
-        rate,
+        text_rate(rate),
         tokens_per_second,
         if report.failures.is_empty() {
             String::new()
@@ -803,4 +814,17 @@ fn selection(out: &mut dyn Write, selection: &Selection, output: Output) -> io::
         selection.items.len(),
         selection.tokens_used
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_rate_keeps_its_figures_at_model_speeds() {
+        assert_eq!(text_rate(12.345), "12.35 MB/s");
+        assert_eq!(text_rate(0.1), "0.10 MB/s");
+        assert_eq!(text_rate(0.0021), "2.1 KB/s");
+        assert_eq!(text_rate(0.0), "0.00 MB/s");
+    }
 }
