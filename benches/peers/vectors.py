@@ -45,7 +45,6 @@ class CachedModel:
             for at in range(0, whole, RECORD):
                 key = data[at : at + DIGEST]
                 self.vectors[key] = np.frombuffer(data, "<f4", DIMENSION, at + DIGEST)
-        self.embedded_tokens = 0
 
     def embed(self, texts):
         """(vectors (N, 384) float32, token count), as the server's model."""
@@ -54,13 +53,13 @@ class CachedModel:
             missing = list(dict.fromkeys(k for k in keys if k not in self.vectors))
         if missing:
             first = {k: t for k, t in zip(keys, texts)}
-            fresh, tokens = self._model().embed([first[k] for k in missing])
+            fresh, _ = self._model().embed([first[k] for k in missing])
             with self.lock:
                 with open(self.path, "ab") as out:
                     for key, vector in zip(missing, fresh):
                         out.write(key + vector.astype("<f4").tobytes())
                         self.vectors[key] = vector.astype(np.float32)
-                self.embedded_tokens += tokens
+        # No token count: a cached text costs nothing to answer.
         return np.stack([self.vectors[k] for k in keys]), 0
 
     def _model(self):
