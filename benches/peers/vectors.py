@@ -8,12 +8,15 @@ embeds nothing.
     python vectors.py --cache FILE --port-file FILE   serve /v1/embeddings from the cache
 
 The cache is append-only: records of a text's SHA-256 and its 384 float32
-values; a torn last record (a killed run) is ignored on loading.
+values, appended under an exclusive lock (two runs may share the file); a
+torn last record (a killed run) is ignored on loading, and a vector that
+is not of unit length (a damaged file) is an error.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import sys
 import threading
@@ -44,7 +47,10 @@ class CachedModel:
             whole = len(data) - len(data) % RECORD
             for at in range(0, whole, RECORD):
                 key = data[at : at + DIGEST]
-                self.vectors[key] = np.frombuffer(data, "<f4", DIMENSION, at + DIGEST)
+                vector = np.frombuffer(data, "<f4", DIMENSION, at + DIGEST)
+                if abs(float(np.dot(vector, vector)) - 1.0) > 1e-3:
+                    raise SystemExit(f"{cache}: record {at // RECORD} is not a unit vector; remove the file")
+                self.vectors[key] = vector
 
     def embed(self, texts):
         """(vectors (N, 384) float32, token count), as the server's model."""
@@ -55,10 +61,12 @@ class CachedModel:
             first = {k: t for k, t in zip(keys, texts)}
             fresh, _ = self._model().embed([first[k] for k in missing])
             with self.lock:
+                records = b"".join(key + vector.astype("<f4").tobytes() for key, vector in zip(missing, fresh))
                 with open(self.path, "ab") as out:
-                    for key, vector in zip(missing, fresh):
-                        out.write(key + vector.astype("<f4").tobytes())
-                        self.vectors[key] = vector.astype(np.float32)
+                    fcntl.flock(out, fcntl.LOCK_EX)
+                    out.write(records)
+                for key, vector in zip(missing, fresh):
+                    self.vectors[key] = vector.astype(np.float32)
         # No token count: a cached text costs nothing to answer.
         return np.stack([self.vectors[k] for k in keys]), 0
 
