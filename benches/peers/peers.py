@@ -419,17 +419,10 @@ def evidence_phase(kind: str, work: Path, vectors: Vectors) -> dict:
     ]
     passage_vectors = vectors.embed([p["text"] for p in passages])
     question_vectors = vectors.embed([q["question"] for q in asked])
-    staging = work / f"{kind}-staging"
-    staging.mkdir()
-    files = []
-    for i, d in enumerate(docs.values()):
-        text = "".join(f"# {s['title']}\n\n" + " ".join(s["sentences"]) + "\n\n" for s in d["sections"])
-        file = staging / f"d{i:05}.md"
-        file.write_text(text)
-        files.append((d["id"], file))
     db = open_edudb(work / f"{kind}-edudb", vectors.url)
-    for doc_id, file in files:
-        db.ingest(file.read_bytes(), id=doc_id, format="markdown")
+    for d in docs.values():
+        text = "".join(f"# {s['title']}\n\n" + " ".join(s["sentences"]) + "\n\n" for s in d["sections"])
+        db.ingest(text.encode(), id=d["id"], format="markdown")
     lance = lance_table(work / f"{kind}-lance", passages, passage_vectors)
     chroma = chroma_collection(work / f"{kind}-chroma", passages, passage_vectors)
     scores = {s: {b: [] for b in BUDGETS} for s in SYSTEMS}
