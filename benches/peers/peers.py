@@ -52,9 +52,12 @@ CHUNK_CHARACTERS = 1000
 GROUPS = 10
 FILTER_GROUP = 3
 K = 10
-EDUDB_FULLTEXT = "SELECT FROM * SEED BM25($q) LIMIT 10"
-EDUDB_VECTOR = "SELECT FROM * SEED NEAR($q) LIMIT 10"
-EDUDB_FILTERED = f"SELECT FROM * WHERE meta.grp = {FILTER_GROUP} SEED NEAR($q) LIMIT 10"
+# A store's first searches in a process that are scored exactly, before
+# its graph loads (`FLAT_SEARCHES` in src/engine/reads.rs).
+FLAT_SEARCHES = 4
+EDUDB_FULLTEXT = f"SELECT FROM * SEED BM25($q) LIMIT {K}"
+EDUDB_VECTOR = f"SELECT FROM * SEED NEAR($q) LIMIT {K}"
+EDUDB_FILTERED = f"SELECT FROM * WHERE meta.grp = {FILTER_GROUP} SEED NEAR($q) LIMIT {K}"
 EDUDB_BUDGETED = "SELECT SPANS FROM * SEED HYBRID($q) PROPAGATE BUDGET $budget TOKENS"
 BUDGETS = (256, 1024)
 SYSTEMS = ("edudb", "lancedb", "chroma")
@@ -228,12 +231,13 @@ class Edudb:
     def exact(self, texts: list[str]) -> list[list[str]]:
         """The exact top-10 of each query: a store's first searches in a
         process, before its graph loads, are scored exactly from the stored
-        vectors, so the store is reopened every FLAT_SEARCHES (4) queries."""
+        vectors, so the store is reopened every FLAT_SEARCHES queries."""
         self.db.close()
         out = []
-        for start in range(0, len(texts), 4):
+        for start in range(0, len(texts), FLAT_SEARCHES):
             db = open_edudb(self.path, self.url)
-            out += [[hit_key(h) for h in db.query(EDUDB_VECTOR, q=q).items] for q in texts[start : start + 4]]
+            batch = texts[start : start + FLAT_SEARCHES]
+            out += [[hit_key(h) for h in db.query(EDUDB_VECTOR, q=q).items] for q in batch]
             db.close()
         self.db = open_edudb(self.path, self.url)
         self.db.reindex()
@@ -250,11 +254,10 @@ class Lance:
 
     name = "lancedb"
 
-    def __init__(self, path: Path, vectors: np.ndarray):
+    def __init__(self, path: Path):
         import lancedb
 
         self.table = lancedb.connect(str(path)).open_table("units")
-        self.vectors = vectors
 
     def fulltext(self, q: str):
         return [r["id"] for r in self.table.search(q, query_type="fts").limit(K).select(["id"]).to_list()]
@@ -272,11 +275,10 @@ class Chroma:
 
     name = "chroma"
 
-    def __init__(self, path: Path, vectors: np.ndarray):
+    def __init__(self, path: Path):
         import chromadb
 
         self.collection = chromadb.PersistentClient(path=str(path)).get_collection("units")
-        self.vectors = vectors
 
     def fulltext(self, q: str):
         return None  # no ranked full-text search in an embedded Chroma
@@ -325,15 +327,12 @@ def size_mb(path: Path) -> float:
 def load_step(argv: list[str]) -> None:
     """`peers.py load SYSTEM DIR UNITS.json VECTORS.npy|URL` (a child process)."""
     system, path, units_file, source = argv
-    path = Path(path)
+    path, units = Path(path), json.loads(Path(units_file).read_text())
+    vectors = None if system.startswith("edudb") else np.load(source)
     started = time.perf_counter()
-    if system in ("edudb-hashed", "edudb-minilm"):
-        docs = json.loads(Path(units_file).read_text())
-        load_edudb(path, docs, None if system == "edudb-hashed" else source, Path(units_file).parent / "staging")
+    if system.startswith("edudb"):
+        load_edudb(path, units, None if system == "edudb-hashed" else source, Path(units_file).parent / "staging")
     else:
-        units = json.loads(Path(units_file).read_text())
-        vectors = np.load(source)
-        started = time.perf_counter()
         (lance_table if system == "lancedb" else chroma_collection)(path, units, vectors)
     seconds = time.perf_counter() - started
     print(json.dumps({"seconds": seconds, "mb": size_mb(path), "peak_rss_mb": peak_rss_mb()}))
@@ -586,6 +585,8 @@ def run(args, work: Path, vectors: Vectors) -> dict:
         for d in docs for e in hashed.edus(d["id"]) if e.kind != "heading"
     ]
     hashed.close()
+    edudb_units = f"{len(edus)} EDUs + nodes"
+    load["edudb (hashed)"]["units"] = edudb_units
     units = {"chunks": chunks(docs), "edus": edus}
     say(f"{len(units['chunks'])} chunks, {len(edus)} EDUs; their vectors (cached after the first run)")
     unit_vectors = {kind: vectors.embed([u["text"] for u in rows]) for kind, rows in units.items()}
@@ -594,31 +595,29 @@ def run(args, work: Path, vectors: Vectors) -> dict:
         np.save(work / f"{kind}.npy", unit_vectors[kind])
     say("loading edudb (MiniLM through the cache)")
     load["edudb (MiniLM)"] = child(["load", "edudb-minilm", str(work / "edudb"), str(work / "docs.json"), vectors.url])
-    for kind in units:
+    load["edudb (MiniLM)"]["units"] = edudb_units
+    for kind, rows in units.items():
         for system in ("lancedb", "chroma"):
             say(f"loading {system} ({kind})")
             load[f"{system} ({kind})"] = child(
                 ["load", system, str(work / f"{system}-{kind}"), str(work / f"{kind}.json"), str(work / f"{kind}.npy")]
-            )
-    edudb_units = f"{len(edus)} EDUs + nodes"
-    for name, row in load.items():
-        row["units"] = edudb_units if name.startswith("edudb") else str(len(units[name.split("(")[1][:-1]]))
+            ) | {"units": str(len(rows))}
     texts = questions()
     query_vectors = vectors.embed(texts)
     round_trips = [timed(vectors.embed, [t])[0] for t in texts]
     queries = {}
+    edudb_store = Edudb(work / "edudb", vectors.url)
+    edudb_exact = edudb_store.exact(texts)
     for kind in units:
         say(f"queries ({kind} for the peers)")
-        peers = [Lance(work / f"lancedb-{kind}", unit_vectors[kind]), Chroma(work / f"chroma-{kind}", unit_vectors[kind])]
-        systems = peers if kind == "edus" else [Edudb(work / "edudb", vectors.url), *peers]
-        exact = {p.name: exact_ids(p.vectors, query_vectors) for p in peers}
-        if kind == "chunks":
-            exact["edudb"] = systems[0].exact(texts)
-        measured = query_phase(systems, texts, query_vectors, exact, args.rounds)
+        peers = [Lance(work / f"lancedb-{kind}"), Chroma(work / f"chroma-{kind}")]
+        exact = {p.name: exact_ids(unit_vectors[kind], query_vectors) for p in peers}
+        # edudb's units are its own, whichever the peers load: measured once, beside the chunks.
+        systems = [edudb_store, *peers] if kind == "chunks" else peers
+        measured = query_phase(systems, texts, query_vectors, exact | {"edudb": edudb_exact}, args.rounds)
         for name, row in measured.items():
             queries[name if name == "edudb" else f"{name} ({kind})"] = row
-        if kind == "chunks":
-            systems[0].db.close()
+    edudb_store.db.close()
     evidence = {}
     if not args.no_evidence:
         for kind in ("hotpotqa", "musique"):
