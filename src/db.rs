@@ -221,7 +221,9 @@ impl Db {
     /// [`SalvageReport::from_log`] says so. Run it before opening a
     /// damaged store again: each open lets the engine reuse the space past
     /// a cut. `from` is opened with `options` (`create` is ignored); `to`
-    /// must be absent or empty.
+    /// must be absent or empty. Where the reading lost the store's record
+    /// of its embedder, `options` must name it (it is refused otherwise);
+    /// a lost format record is taken as this binary's format.
     pub fn salvage_store(
         from: impl AsRef<Path>,
         to: impl AsRef<Path>,

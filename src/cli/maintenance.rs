@@ -64,6 +64,18 @@ pub(super) fn salvage(context: &Context, out: &mut dyn Write, to: &Path) -> Resu
                 "its data log is damaged, or its engine could not open it, so it was read page by page: {} pages, {} records, {} damaged stretches left out (a document removed or replaced just before the damage may be back in its earlier form)",
                 log.pages, log.records, log.damaged
             )?;
+            if log.format_assumed {
+                writeln!(
+                    out,
+                    "the store's format record did not read, so its records were read in this version's format (one that does not decode in it is left out)"
+                )?;
+            }
+            if log.embedder_named {
+                writeln!(
+                    out,
+                    "the store's embedder record did not read; the copy records the embedder named here"
+                )?;
+            }
         }
         writeln!(
             out,

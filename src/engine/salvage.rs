@@ -126,6 +126,7 @@ impl Engine {
             log,
             &from.join(ENGINE_DIR),
             &scratch.path().join(ENGINE_DIR),
+            options.embedder.is_some() || options.custom_embedder.is_some(),
         )?;
         // The documents the damaged store's full-text index knows, so
         // that those the log lost are named among what was left out.
@@ -457,9 +458,13 @@ fn skip(report: &mut SalvageReport, what: &str, err: &Error) {
 
 #[cfg(test)]
 mod tests {
+    use crate::compute::embed::EmbedderConfig;
+    use crate::engine::lock::StoreLock;
     use crate::engine::{Engine, OpenOptions, three_fruit_store};
     use crate::error::Error;
+    use crate::model::metadata::MetaValue;
     use crate::progress::{CancelToken, NoProgress};
+    use crate::storage::store::{ENGINE_DIR, Store};
 
     #[test]
     fn damaged_documents_are_left_out_and_named_and_the_rest_copied_whole() {
@@ -488,5 +493,62 @@ mod tests {
         drop(copy);
         let copy = Engine::open(&to, &OpenOptions::default()).unwrap();
         assert_eq!(copy.store().ids().unwrap(), ["apples"]);
+    }
+
+    #[test]
+    fn a_log_that_lost_the_stores_own_records_is_salvaged_once_the_embedder_is_named() {
+        let (dir, engine) = three_fruit_store();
+        let orchard = [("orchard".to_owned(), MetaValue::text("north".into()))];
+        engine.update_metadata("apples", &orchard, &[]).unwrap();
+        drop(engine);
+        let from = dir.path().join("db");
+        let salvage = |to: &str, embedder: Option<EmbedderConfig>| {
+            let mut log = Store::read_log(&from.join(ENGINE_DIR)).unwrap().unwrap();
+            // The page of the format, embedder and metadata mark is lost.
+            log.lose_store_records();
+            let lock = StoreLock::take(&from, std::time::Duration::ZERO).unwrap();
+            let options = OpenOptions {
+                embedder,
+                ..Default::default()
+            };
+            let to = dir.path().join(to);
+            let report = Engine::salvage_log(
+                &from,
+                log,
+                lock,
+                &to,
+                &options,
+                &NoProgress,
+                &CancelToken::new(),
+            );
+            (report, to)
+        };
+        // Unnamed, the embedder the vectors belong to is not guessed.
+        let (refused, to) = salvage("unnamed", None);
+        assert!(
+            matches!(&refused, Err(Error::Corrupt { message, .. }) if message.contains("--embedder")),
+            "{refused:?}"
+        );
+        assert!(!to.exists());
+        let (report, to) = salvage("named", Some(EmbedderConfig::default()));
+        let report = report.unwrap();
+        assert_eq!(
+            (report.documents, report.skipped.len()),
+            (3, 0),
+            "{report:?}"
+        );
+        let recovery = report.from_log.unwrap();
+        assert!(
+            recovery.format_assumed && recovery.embedder_named,
+            "{recovery:?}"
+        );
+        let copy = Engine::open(&to, &OpenOptions::default()).unwrap();
+        assert!(copy.check().unwrap().damaged.is_empty());
+        assert_eq!(copy.embedder_config(), &EmbedderConfig::default());
+        assert_eq!(
+            copy.metadata("apples").unwrap().get("orchard"),
+            Some(&MetaValue::text("north".into()))
+        );
+        assert_eq!(copy.search("orchards", 5).unwrap().len(), 1);
     }
 }

@@ -271,7 +271,7 @@ fn damage_to_each_of_the_store_files_never_crashes_and_is_repaired_or_named() {
 /// Run by the damage campaign in a child process: salvages the damaged
 /// store in `EDUDB_DAMAGED_STORE`, which nothing has opened since it was
 /// damaged, with [`Db::salvage_store`] (which reads a damaged data log
-/// page by page); checks that the copy passes `check` and that every
+/// page by page), naming the embedder it was built with; checks that the copy passes `check` and that every
 /// document in it is exactly its file among `EDUDB_DAMAGED_FILES`. Prints
 /// `verdict: N`, the documents copied.
 #[test]
@@ -281,10 +281,16 @@ fn salvage_damaged_store() {
     let files = std::env::var("EDUDB_DAMAGED_FILES").unwrap();
     let to = tempfile::tempdir().unwrap();
     let copy = to.path().join("copy");
+    // Named as a salvage's caller would: damage may take the store's
+    // record of it.
+    let built_with = edudb::OpenOptions {
+        embedder: Some(edudb::EmbedderConfig::default()),
+        ..Default::default()
+    };
     let report = Db::salvage_store(
         store,
         &copy,
-        &Default::default(),
+        &built_with,
         &edudb::NoProgress,
         &edudb::CancelToken::new(),
     )

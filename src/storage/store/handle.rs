@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use super::ballast::Ballast;
 use super::engine_files;
 use super::log_pages::{self, LogContents, LogRecovery};
-use super::records::{EMBEDDER_KEY, HAS_METADATA_KEY, VERSION_KEY};
+use super::records::{
+    EMBEDDER_KEY, FORMAT_VERSION, HAS_METADATA_KEY, META, METADATA, VERSION_KEY, decode_meta,
+};
 use crate::error::{Error, Result};
 use crate::storage::fork_release::ReleasedOnFork;
 use crate::storage::record_files::RecordFiles;
@@ -439,23 +441,62 @@ impl Store {
     /// copies of) `damaged`'s record files: a store to salvage from when
     /// the engine cannot open `damaged`, or would cut its log short.
     /// `damaged` is only read. Returns how the reading went.
+    ///
+    /// The store's own records share the log's first keys, so damage
+    /// there may take them while documents still read: a lost format
+    /// record is taken as this binary's format once a document's metadata
+    /// record decodes in it, a lost mark of metadata is set again where
+    /// metadata records read, and a lost embedder record needs
+    /// `embedder_named` (the caller names the embedder, which the rebuilt
+    /// store then records): without it the rebuild is refused, since
+    /// vectors copied under another embedder would answer wrongly.
     pub fn rebuild_from_log(
         contents: LogContents,
         damaged: &Path,
         into: &Path,
+        embedder_named: bool,
     ) -> Result<LogRecovery> {
         let records = contents.records();
+        let mut recovery = contents.recovery();
+        let lost = |message: &str| Error::Corrupt {
+            key: format!(
+                "{} (the data log)",
+                damaged.join(engine_files::LOG_FILE).display()
+            ),
+            message: message.into(),
+        };
+        let mut settings: Vec<(&[u8], Vec<u8>)> = Vec::new();
         if !records.contains_key(VERSION_KEY) {
-            return Err(Error::Corrupt {
-                key: format!("{} (the data log)", damaged.join(engine_files::LOG_FILE).display()),
-                message: "not even the store's format record reads in it, so nothing in it can be read as a store's".into(),
-            });
+            let a_document = (records.range(vec![META]..vec![META + 1]))
+                .any(|(key, value)| decode_meta(key, value).is_ok());
+            if !a_document {
+                return Err(lost(
+                    "neither the store's format record nor any document's record reads in it, so nothing in it can be read as a store's",
+                ));
+            }
+            settings.push((VERSION_KEY, FORMAT_VERSION.to_string().into_bytes()));
+            recovery.format_assumed = true;
+        }
+        if !records.contains_key(EMBEDDER_KEY) {
+            if !embedder_named {
+                return Err(lost(
+                    "the record of the store's embedder does not read in it; salvage it again naming the embedder it was built with (--embedder), so that its vectors are kept under the right one",
+                ));
+            }
+            recovery.embedder_named = true;
+        }
+        let has_metadata = (records.range(vec![METADATA]..vec![METADATA + 1]))
+            .next()
+            .is_some();
+        if has_metadata && !records.contains_key(HAS_METADATA_KEY) {
+            settings.push((HAS_METADATA_KEY, b"1".to_vec()));
         }
         let db = engine_files::open(into)?.map_err(|e| storage(into, e))?;
         let mut batch = sled::Batch::default();
         let mut bytes = 0;
-        for (key, value) in records {
-            batch.insert(key.as_slice(), value.as_slice());
+        let written = records.iter().map(|(key, value)| (key.as_slice(), value));
+        for (key, value) in written.chain(settings.iter().map(|(key, value)| (*key, value))) {
+            batch.insert(key, value.as_slice());
             bytes += key.len() + value.len();
             if bytes > REBUILD_BATCH_BYTES {
                 db.apply_batch(std::mem::take(&mut batch))
@@ -473,7 +514,7 @@ impl Store {
                 source,
             }
         })?;
-        Ok(contents.recovery())
+        Ok(recovery)
     }
 
     /// The embedder configuration recorded for this store, if any.
@@ -626,7 +667,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::store::records::FORMAT_VERSION;
 
     #[test]
     fn a_failure_in_the_file_system_abandons_the_handle_for_the_rest_of_the_process() {

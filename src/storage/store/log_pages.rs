@@ -79,6 +79,14 @@ impl LogContents {
     pub(super) fn records(&self) -> &BTreeMap<Vec<u8>, Vec<u8>> {
         &self.records
     }
+
+    /// Drops the store's own records (the keys that start with a 0 byte:
+    /// format, embedder, marks), as damage to the log page holding them
+    /// does.
+    #[cfg(test)]
+    pub(crate) fn lose_store_records(&mut self) {
+        self.records.retain(|key, _| key.first() != Some(&0));
+    }
 }
 
 /// How a data log read page by page went: what [`crate::Db::salvage_store`]
@@ -92,6 +100,13 @@ pub struct LogRecovery {
     /// Stretches of the log, and files of large pages, that did not read
     /// (their checksums failed) and were left out.
     pub damaged: usize,
+    /// Whether the store's format record was among what did not read, so
+    /// its records were read as this binary's format (a record of an
+    /// older one that does not decode in it is left out as damaged).
+    pub format_assumed: bool,
+    /// Whether the record of the store's embedder did not read, so the
+    /// caller named it.
+    pub embedder_named: bool,
 }
 
 /// A leaf page as a node message holds it: its key range and entries,
@@ -486,6 +501,7 @@ fn rebuild(mut messages: Vec<Message>, damaged: usize) -> LogContents {
             pages: pages.len(),
             records: records.len(),
             damaged,
+            ..Default::default()
         },
         records,
     }
