@@ -100,6 +100,7 @@ __all__ = [
     "LlmCost",
     "Node",
     "PageBox",
+    "QueryParam",
     "QueryResult",
     "SearchHit",
     "SessionSummary",
@@ -111,6 +112,11 @@ __all__ = [
 ]
 
 PathLike = Union[str, "_os.PathLike[str]"]
+
+QueryParam = Union[str, int, float, Sequence[float]]
+"""A value bound to a statement's ``$name``: text, a number, or a query
+vector (a sequence of numbers, such as a list or a numpy array) for
+``NEAR($name)``."""
 
 _U16, _U32, _U63 = 2**16 - 1, 2**32 - 1, 2**63 - 1
 
@@ -336,11 +342,13 @@ class Store:
         hits = self._native.search(text, _whole("limit", limit, _U63))
         return [SearchHit.from_json(h) for h in self._load(hits)]
 
-    def query(self, statement: str, /, **params: Union[str, int, float]) -> QueryResult:
+    def query(self, statement: str, /, **params: QueryParam) -> QueryResult:
         """Runs a statement of the query language, its ``$name``
-        parameters bound from ``params`` (text or numbers)::
+        parameters bound from ``params`` (text, numbers, or a sequence of
+        numbers: a query vector of your own for ``NEAR($v)``)::
 
             db.query("SELECT SPANS FROM * SEED BM25($q) BUDGET $n TOKENS", q="ramen", n=128)
+            db.query("SELECT FROM * SEED NEAR($v) LIMIT 10", v=my_embedding)
 
         ``explain=`` is refused unless the statement names ``$explain``: the
         plan is :meth:`explain`'s (or ``EXPLAIN`` in the statement).
@@ -352,7 +360,7 @@ class Store:
             )
         return QueryResult.from_json(self._load(self._native.query(statement, params)))
 
-    def explain(self, statement: str, /, **params: Union[str, int, float]) -> List[Stage]:
+    def explain(self, statement: str, /, **params: QueryParam) -> List[Stage]:
         """Runs ``statement`` as if it began with EXPLAIN and returns its
         plan: each stage's operator, rows in and out, and time. Error
         positions are those of ``statement`` as given."""

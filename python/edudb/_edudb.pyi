@@ -2,7 +2,7 @@
 instead: its ``Store`` wraps this one and turns its JSON answers into
 typed results."""
 
-from typing import Callable, Dict, List, Optional, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 __version__: str
 
@@ -47,7 +47,7 @@ class Corrupt(EdudbError):
 class InternalError(EdudbError):
     """The store or server failed."""
 
-Param = Union[str, int, float]
+Param = Union[str, int, float, Sequence[float]]
 
 class Store:
     """A store, in-process or served; every call answers JSON text."""

@@ -735,7 +735,8 @@ fn parse_format(format: Option<&str>) -> PyResult<Option<Format>> {
         .map_err(to_python)
 }
 
-/// A dict of parameters as the library's: names to text or numbers.
+/// A dict of parameters as the library's: names to text, numbers or
+/// sequences of numbers (query vectors, such as a list or a numpy array).
 fn to_params(params: &Bound<'_, PyDict>) -> PyResult<Params> {
     let mut bound = Params::new();
     for (name, value) in params.iter() {
@@ -752,9 +753,11 @@ fn to_params(params: &Bound<'_, PyDict>) -> PyResult<Params> {
             return Err(UserError::new_err(format!(
                 "parameter ${name} is an integer too large for a number"
             )));
+        } else if let Ok(vector) = value.extract::<Vec<f32>>() {
+            bound.vector(name, vector)
         } else {
             return Err(UserError::new_err(format!(
-                "parameter ${name} is of type {}: give text or a number",
+                "parameter ${name} is of type {}: give text, a number or a sequence of numbers (a query vector)",
                 value.get_type().name()?
             )));
         };

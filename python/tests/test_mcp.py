@@ -182,7 +182,7 @@ def test_wrong_arguments_bad_statements_and_missing_things_are_tool_errors(tmp_p
             assert (error["query"]["line"], error["query"]["column"]) == (2, 1)
             assert "line 2, column 1" in text and "BUDGET" in text
             text, error = await refusal(session, "query", statement="SELECT FROM * SEED BM25($q)", params={"q": True})
-            assert "parameter $q is true: give a string or a number" in text and error["class"] == "user"
+            assert "parameter $q is true: give a string, a number or an array of numbers" in text and error["class"] == "user"
             text, _ = await refusal(session, "ingest", id="x", text="hi", format="docx")
             assert "unknown format" in text
             text, error = await refusal(session, "document_tree", document="nowhere")

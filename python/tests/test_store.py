@@ -183,6 +183,21 @@ def test_query_binds_text_and_numbers_and_keeps_the_budget(store: edudb.Store) -
         store.query(SPANS, q="unsafe")  # $budget unbound
 
 
+def test_near_takes_a_query_vector_of_the_stores_dimension(tmp_path: Path) -> None:
+    with edudb.open(tmp_path / "db", embedder="hashed", dimension=32) as db:
+        db.ingest(DEMO)
+        vector = [((i * 7) % 5) - 2.0 for i in range(32)]
+        near = "SELECT SPANS FROM * SEED NEAR($v) LIMIT 4"
+        listed = db.query(near, v=vector)
+        assert len(listed.items) == 4
+        assert all(item.match_score is not None for item in listed.items)
+        assert db.query(near, v=tuple(vector)).items == listed.items
+        with pytest.raises(edudb.QueryError, match="a vector of 3 numbers; this store's vectors have 32"):
+            db.query(near, v=[1.0, 2.0, 3.0])
+        with pytest.raises(edudb.QueryError, match="only NEAR takes"):
+            db.query("SELECT SPANS FROM * SEED BM25($v)", v=vector)
+
+
 def test_show_statements_answer_their_rows(store: edudb.Store) -> None:
     shown = store.query("SHOW DOCS")
     assert shown.items == []

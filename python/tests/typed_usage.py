@@ -58,4 +58,4 @@ def adapters(db: edudb.Store) -> int:
 def mistakes(db: edudb.Store) -> None:
     count: int = db.docs()  # MISTAKE: a list, not an int
     db.search(42)  # MISTAKE: the text is a str
-    db.query("SELECT", q=[1])  # MISTAKE: a parameter is text or a number
+    db.query("SELECT", q={"x": 1})  # MISTAKE: a parameter is text, a number or a vector

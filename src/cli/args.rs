@@ -230,7 +230,7 @@ pub(super) enum Command {
         /// Output: text or json (same as --json).
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         format: OutputFormat,
-        /// Bind a parameter: NAME=VALUE for `$NAME` (`1=...` for `$1`); numbers bind as numbers.
+        /// Bind a parameter: NAME=VALUE for `$NAME` (`1=...` for `$1`); numbers bind as numbers, `[x, y, ...]` as a query vector for NEAR.
         #[arg(long = "param", short = 'p', value_parser = parse_param)]
         params: Vec<(String, String)>,
     },

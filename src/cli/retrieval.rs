@@ -79,11 +79,17 @@ pub(super) fn highlight(
     Ok(())
 }
 
-/// Parameters from `--param` pairs: numbers as numbers, the rest as text.
+/// Parameters from `--param` pairs: numbers as numbers, a JSON array of
+/// numbers (`[0.1, -0.3, ...]`) as a vector, the rest as text.
 pub fn bind_params(pairs: &[(String, String)]) -> Params {
     pairs.iter().fold(Params::new(), |params, (name, value)| {
-        match value.parse::<f64>() {
-            Ok(number) if number.is_finite() => params.number(name, number),
+        if let Ok(number) = value.parse::<f64>()
+            && number.is_finite()
+        {
+            return params.number(name, number);
+        }
+        match serde_json::from_str::<Vec<f32>>(value) {
+            Ok(vector) if value.trim_start().starts_with('[') => params.vector(name, vector),
             _ => params.text(name, value),
         }
     })

@@ -26,6 +26,8 @@ pub trait Catalog {
     /// The documents (session turns included) whose metadata key `key`
     /// passes `test`.
     fn documents_matching(&self, key: &str, test: &MetaTest) -> Result<BTreeSet<String>>;
+    /// The length of the store's vectors (its embedder's dimension).
+    fn vector_dimension(&self) -> usize;
 }
 
 impl Catalog for Engine {
@@ -50,6 +52,10 @@ impl Catalog for Engine {
         test: &crate::model::metadata::MetaTest,
     ) -> Result<std::collections::BTreeSet<String>> {
         Engine::documents_matching(self, key, test)
+    }
+
+    fn vector_dimension(&self) -> usize {
+        self.embedder().dimension()
     }
 
     fn document_size(&self, id: &str) -> Result<Option<(u32, u32)>> {

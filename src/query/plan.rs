@@ -113,8 +113,11 @@ pub const MAX_STEPS: u64 = 16;
 /// A bound SEED.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeedPlan {
-    /// The text relevance is measured against.
+    /// The text relevance is measured against (empty for a given vector).
     pub text: String,
+    /// `NEAR($v)` with a vector parameter: the caller's query vector, of
+    /// unit length, searched for instead of the text's embedding.
+    pub vector: Option<Vec<f32>>,
     /// How.
     pub method: SeedMethod,
     /// `MIN x`: hits whose match score (BM25, cosine, HYBRID's fused
@@ -286,6 +289,15 @@ impl Binder<'_> {
             ValueKind::Param(name) => match self.params.get(name) {
                 Some(Param::Text(text)) => Bound::Text(text.clone()),
                 Some(Param::Number(number)) => Bound::Number(number.to_string()),
+                Some(Param::Vector(_)) => {
+                    return Err(self
+                        .error(
+                            value.at.clone(),
+                            format!("parameter ${name} is a vector, which only NEAR takes"),
+                        )
+                        .with_hint("seed with NEAR($name), or bind text")
+                        .into());
+                }
                 None => {
                     return Err(self
                         .error(value.at.clone(), format!("parameter ${name} is not given"))
@@ -300,6 +312,33 @@ impl Binder<'_> {
         Ok(match self.value(value)? {
             Bound::Text(text) | Bound::Number(text) => text,
         })
+    }
+
+    /// The query vector `value` binds, scaled to unit length, when it is a
+    /// vector parameter: of the store's dimension, finite, not all zeros.
+    fn query_vector(&self, value: &ast::Value) -> crate::error::Result<Option<Vec<f32>>> {
+        let ValueKind::Param(name) = &value.kind else {
+            return Ok(None);
+        };
+        let Some(Param::Vector(vector)) = self.params.get(name) else {
+            return Ok(None);
+        };
+        let dimension = self.catalog.vector_dimension();
+        let refused = |message: String| Err(self.error(value.at.clone(), message).into());
+        if vector.len() != dimension {
+            return refused(format!(
+                "parameter ${name} is a vector of {} numbers; this store's vectors have {dimension}",
+                vector.len()
+            ));
+        }
+        if !vector.iter().all(|x| x.is_finite()) || vector.iter().all(|&x| x == 0.0) {
+            return refused(format!(
+                "parameter ${name} must be a vector of finite numbers, not all zero"
+            ));
+        }
+        let mut unit = vector.clone();
+        crate::compute::vector::normalise(&mut unit);
+        Ok(Some(unit))
     }
 
     /// A seed's text, at most [`MAX_SEED_TEXT_BYTES`] long.
@@ -488,8 +527,16 @@ impl Binder<'_> {
                 let min = (select.seed_min.as_ref())
                     .map(|v| self.real(v, "SEED's MIN", 0.0..most))
                     .transpose()?;
+                let vector = match seed {
+                    Seed::Near(value) => self.query_vector(value)?,
+                    _ => None,
+                };
                 Some(SeedPlan {
-                    text: self.seed_text(text)?,
+                    text: match vector {
+                        Some(_) => String::new(),
+                        None => self.seed_text(text)?,
+                    },
+                    vector,
                     method,
                     min: min.map(|m| m as f32),
                 })

@@ -528,6 +528,7 @@ impl Api for Client {
                 let value = match value {
                     Param::Text(text) => json!(text),
                     Param::Number(n) => json!(n),
+                    Param::Vector(vector) => json!(vector),
                 };
                 (name.to_owned(), value)
             })

@@ -372,6 +372,49 @@ fn parameters_bind_values_and_prepared_statements_rerun() {
     assert!(missing.message.contains("$q"));
 }
 
+/// `NEAR($v)` with a vector parameter searches for the caller's own query
+/// vector: the store's embedding of a text, given so (at any length), picks
+/// what `NEAR('text')` picks; a vector of another dimension, of zeros, or
+/// given to a seed that needs text is refused where it is written.
+#[test]
+fn near_takes_the_callers_own_query_vector() {
+    let (_dir, db) = store();
+    let question = "how often should tomatoes be watered";
+    let by_text = selection(
+        &db,
+        &format!("SELECT FROM * SEED NEAR('{question}') LIMIT 5"),
+    );
+    let mut vector = db.embedder().embed(&[question]).unwrap().pop().unwrap();
+    vector.iter_mut().for_each(|x| *x *= 3.0);
+    let given = Params::new().vector("v", vector.clone());
+    let by_vector = selection_with(&db, "SELECT FROM * SEED NEAR($v) LIMIT 5", &given);
+    assert_eq!(edus_of(&by_vector.items), edus_of(&by_text.items));
+    assert!(!by_vector.items.is_empty());
+    let explained = db
+        .query("EXPLAIN SELECT FROM * SEED NEAR($v) LIMIT 5", &given)
+        .unwrap()
+        .to_json();
+    let seed = explained["plan"][0]["detail"].as_str().unwrap();
+    assert!(
+        seed.contains(&format!("a given vector of {}", vector.len())),
+        "{seed}"
+    );
+    let refused = |statement: &str, params: &Params| match db.query(statement, params) {
+        Err(Error::Query(error)) => error,
+        other => panic!("{statement}: expected a query error, got {other:?}"),
+    };
+    let short = Params::new().vector("v", vec![1.0; 3]);
+    let error = refused("SELECT FROM * SEED NEAR($v)", &short);
+    assert!(error.message.contains("a vector of 3 numbers"), "{error}");
+    assert_eq!((error.line, error.column), (1, 25));
+    let zeros = Params::new().vector("v", vec![0.0; vector.len()]);
+    let error = refused("SELECT FROM * SEED NEAR($v)", &zeros);
+    assert!(error.message.contains("not all zero"), "{error}");
+    let error = refused("SELECT FROM * SEED BM25($v)", &given);
+    assert!(error.message.contains("only NEAR takes"), "{error}");
+    assert_eq!((error.line, error.column), (1, 25));
+}
+
 #[test]
 fn the_json_contract() {
     let (_dir, db) = store();

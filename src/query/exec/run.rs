@@ -147,10 +147,13 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
             let timer = Timer::start();
             let seeded = seed(engine, plan, how)?;
             let quoted = how.text.replace('\'', "''");
-            let method = match how.method {
-                SeedMethod::Bm25 => format!("BM25('{quoted}')"),
-                SeedMethod::Near => format!("NEAR('{quoted}')"),
-                SeedMethod::Hybrid { alpha } => format!("HYBRID('{quoted}', {alpha})"),
+            let method = match (how.method, &how.vector) {
+                (SeedMethod::Near, Some(given)) => {
+                    format!("NEAR(a given vector of {})", given.len())
+                }
+                (SeedMethod::Bm25, _) => format!("BM25('{quoted}')"),
+                (SeedMethod::Near, None) => format!("NEAR('{quoted}')"),
+                (SeedMethod::Hybrid { alpha }, _) => format!("HYBRID('{quoted}', {alpha})"),
             };
             let method = match how.min {
                 Some(min) => format!("{method} MIN {min}"),

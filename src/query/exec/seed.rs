@@ -116,9 +116,10 @@ pub(super) fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result
     let scope = scope_ids(plan);
     let text = how.text.as_str();
     let reader = engine.fulltext_reader();
-    let query_vector = match how.method {
-        SeedMethod::Bm25 => None,
-        SeedMethod::Near | SeedMethod::Hybrid { .. } => Some(engine.embed_query(text)?),
+    let query_vector = match (how.method, &how.vector) {
+        (SeedMethod::Bm25, _) => None,
+        (_, Some(given)) => Some(given.clone()),
+        (SeedMethod::Near | SeedMethod::Hybrid { .. }, None) => Some(engine.embed_query(text)?),
     };
     // A target's hits with their match scores (those under MIN dropped),
     // and how many matched at all.

@@ -194,7 +194,8 @@ pub struct QueryArgs {
     /// statement.
     pub statement: String,
     /// Values of the statement's `$name` parameters, keyed by name without
-    /// the `$`: strings or numbers.
+    /// the `$`: strings, numbers, or arrays of numbers (a query vector of
+    /// the store's dimension, for `NEAR($v)`).
     #[serde(default)]
     pub params: serde_json::Map<String, Value>,
     /// Also return the plan: each operator with its rows in and out and

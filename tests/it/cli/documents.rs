@@ -238,6 +238,22 @@ fn query_prints_results_json_and_located_errors() {
     assert!(result["tokens_used"].as_u64().unwrap() <= 40);
     assert_eq!(result["budget"], 40);
     assert_eq!(result["results"][0]["doc"], "guide");
+    // `[...]` binds a query vector, which NEAR checks against the store's.
+    let out = edudb(
+        &db,
+        &[
+            "query",
+            "SELECT FROM * SEED NEAR($v)",
+            "-p",
+            "v=[0.5, 1, -2]",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a vector of 3 numbers"),
+        "{}",
+        stderr(&out)
+    );
     let best = "SELECT SPANS FROM * SEED BM25('byte ranges') LIMIT 1";
     let match_score = json(&db, &["query", best])["results"][0]["match_score"]
         .as_f64()
