@@ -21,6 +21,7 @@ use crate::engine::{Engine, OpenOptions};
 use crate::error::Result;
 use crate::ingest::dag::supplied::SuppliedAttention;
 use crate::ingest::pipeline::IngestOptions;
+use crate::ingest::prepared::PreparedDocument;
 use crate::ingest::sources::Source;
 use crate::memory::{self, Placement, SessionContext, TurnInput, TurnReceipt};
 use crate::model::cost::LlmCost;
@@ -271,6 +272,17 @@ impl Db {
         options: IngestOptions,
     ) -> Result<DocMeta> {
         self.engine.ingest_bytes(id, bytes, options)
+    }
+
+    /// Writes documents prepared apart from any store
+    /// ([`crate::Preparer`]), replacing any with their ids, all in one
+    /// atomic batch: after a crash either all of them are there or none.
+    /// Each must have been prepared with this store's embedder (same
+    /// identity and dimension) and the ids must differ; otherwise nothing
+    /// is written. A document written this way is the one this store's
+    /// ingest would have written from the same input.
+    pub fn write_prepared(&self, docs: Vec<PreparedDocument>) -> Result<Vec<DocMeta>> {
+        self.engine.write_prepared(docs)
     }
 
     /// Deletes document `id` completely (records and index entries). A

@@ -59,6 +59,7 @@ pub use ingest::dag::attention::AttentionSource;
 pub use ingest::dag::ip::IpMaker;
 pub use ingest::dag::supplied::SuppliedAttention;
 pub use ingest::pipeline::{IngestOptions, IpMakerKind, Structurer};
+pub use ingest::prepared::{PreparedDocument, Preparer};
 pub use ingest::sources::Source;
 pub use ingest::tree::TreeBuilder;
 pub use memory::{

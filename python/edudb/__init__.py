@@ -75,6 +75,7 @@ __all__ = [
     "open",
     "connect",
     "Store",
+    "Preparer",
     "EdudbError",
     "UserError",
     "QueryError",
@@ -196,6 +197,74 @@ def connect(target: PathLike, token: Optional[str] = None) -> "Store":
     return Store(_edudb.Store.connect(_os.fspath(target), token))
 
 
+class Preparer:
+    """Prepares documents apart from any store: reads, analyses, embeds
+    and links a document exactly as a store's :meth:`Store.ingest` would,
+    and gives its bytes, which any store built with the same embedder
+    writes with :meth:`Store.write_prepared`. The expensive part of ingest
+    so runs wherever there are cores (a worker process, another machine),
+    with no store open.
+
+    The arguments name the embedder (and the chat model of the ``"llm"``
+    steps) as :func:`open`'s do; none: the hashed default. A local model
+    is loaded once, here."""
+
+    def __init__(
+        self,
+        *,
+        embedder: Optional[str] = None,
+        model: Optional[PathLike] = None,
+        embed_url: Optional[str] = None,
+        embed_model: Optional[str] = None,
+        embed_key_env: Optional[str] = None,
+        dimension: Optional[int] = None,
+        llm_url: Optional[str] = None,
+        llm_model: Optional[str] = None,
+        llm_key_env: Optional[str] = None,
+    ) -> None:
+        self._native = _edudb.Preparer(
+            embedder=embedder,
+            model=None if model is None else _os.fspath(model),
+            embed_url=embed_url,
+            embed_model=embed_model,
+            embed_key_env=embed_key_env,
+            dimension=dimension,
+            llm_url=llm_url,
+            llm_model=llm_model,
+            llm_key_env=llm_key_env,
+        )
+
+    @property
+    def embedder(self) -> str:
+        """The embedder's identity; a store writes what this prepares only
+        when its vectors are by the same one."""
+        return self._native.embedder
+
+    def prepare(
+        self,
+        source: Union[PathLike, bytes],
+        id: Optional[str] = None,
+        format: Optional[str] = None,
+        structurer: Optional[str] = None,
+        ip_maker: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+    ) -> bytes:
+        """The prepared document of ``source``: a file's path (its id by
+        default the file's name without extension, its format from the
+        extension or the content, as :meth:`Store.ingest` reads a file) or
+        the bytes of one document (``id`` required). ``format``, ``structurer``,
+        ``ip_maker`` and ``metadata`` are :meth:`Store.ingest`'s. Bad
+        content raises the error ingest would (:class:`UserError`)."""
+        metadata_json = None if metadata is None else _json.dumps(dict(metadata))
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            if id is None:
+                raise UserError("preparing bytes needs an id")
+            return self._native.prepare(id, bytes(source), format, structurer, ip_maker, metadata_json)
+        return self._native.prepare_path(
+            _os.fspath(source), id, format, structurer, ip_maker, metadata_json
+        )
+
+
 class Store:
     """A store, open in this process (:func:`open`) or served
     (:func:`connect`). Use it as a context manager, or call
@@ -305,6 +374,18 @@ class Store:
         answer = self._native.update_metadata(doc, _json.dumps(dict(set or {})), list(unset))
         metadata: Dict[str, Any] = self._load(answer)["metadata"]
         return metadata
+
+    def write_prepared(self, docs: Sequence[bytes]) -> List[Document]:
+        """Writes documents a :class:`Preparer` made (in this process or
+        any other, such as a worker of a distributed ingest) in one atomic
+        batch: all of them are written or, on any error, none. Each
+        replaces a document of its id, and is the document this store's
+        :meth:`ingest` would have written from the same input. Raises
+        :class:`UserError` for bytes that are not a prepared document, a
+        document made by another embedder than the store's, or an id given
+        twice."""
+        answer = self._native.write_prepared([bytes(d) for d in docs])
+        return [Document.from_json(d) for d in self._load(answer)["documents"]]
 
     def remove(self, doc: str) -> None:
         """Deletes document ``doc`` completely."""

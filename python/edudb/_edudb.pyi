@@ -95,6 +95,7 @@ class Store:
         ip_maker: Optional[str] = None,
         metadata_json: Optional[str] = None,
     ) -> str: ...
+    def write_prepared(self, docs: List[bytes]) -> str: ...
     def remove(self, id: str) -> str: ...
     def tree(self, id: str) -> str: ...
     def pages(self, id: str) -> str: ...
@@ -118,6 +119,43 @@ class Store:
     def forget_turn(self, session: str, turn: int) -> str: ...
     def rust_query_seconds(self, statement: str, params: Dict[str, Param], runs: int) -> float:
         """Seconds per run of the statement in Rust alone (benchmarks)."""
+
+class Preparer:
+    """Prepares documents apart from any store; each call answers bytes."""
+
+    def __init__(
+        self,
+        *,
+        embedder: Optional[str] = None,
+        model: Optional[str] = None,
+        embed_url: Optional[str] = None,
+        embed_model: Optional[str] = None,
+        embed_key_env: Optional[str] = None,
+        dimension: Optional[int] = None,
+        llm_url: Optional[str] = None,
+        llm_model: Optional[str] = None,
+        llm_key_env: Optional[str] = None,
+    ) -> None: ...
+    @property
+    def embedder(self) -> str: ...
+    def prepare(
+        self,
+        id: str,
+        data: bytes,
+        format: Optional[str] = None,
+        structurer: Optional[str] = None,
+        ip_maker: Optional[str] = None,
+        metadata_json: Optional[str] = None,
+    ) -> bytes: ...
+    def prepare_path(
+        self,
+        path: str,
+        id: Optional[str] = None,
+        format: Optional[str] = None,
+        structurer: Optional[str] = None,
+        ip_maker: Optional[str] = None,
+        metadata_json: Optional[str] = None,
+    ) -> bytes: ...
 
 def check_condition(condition: str) -> None:
     """Raises QueryError unless ``condition`` is one WHERE condition."""

@@ -228,38 +228,14 @@ impl Store {
         llm_model: Option<String>,
         llm_key_env: Option<String>,
     ) -> PyResult<Store> {
-        let config = (|| -> edudb::Result<Option<EmbedderConfig>> {
-            let need = |value: Option<String>, what: &str| {
-                value.ok_or_else(|| Error::Usage(format!("embedder={embedder:?} needs {what}")))
-            };
-            Ok(match embedder {
-                None => None,
-                Some("hashed") => Some(EmbedderConfig::Hashed {
-                    dimension: dimension
-                        .unwrap_or(edudb::compute::embed::hashed::DEFAULT_DIMENSION),
-                }),
-                Some("openai") => {
-                    let mut config = HttpConfig::new(
-                        need(embed_url, "embed_url")?,
-                        need(embed_model, "embed_model")?,
-                    );
-                    config.api_key_env = embed_key_env;
-                    Some(EmbedderConfig::Http(config))
-                }
-                Some("local") => {
-                    let dir = model
-                        .ok_or_else(|| Error::Usage("embedder=\"local\" needs model".into()))?;
-                    let model = std::fs::canonicalize(&dir)
-                        .map_err(|e| Error::Usage(format!("model {}: {e}", dir.display())))?;
-                    Some(EmbedderConfig::Local { model })
-                }
-                Some(other) => {
-                    return Err(Error::Usage(format!(
-                        "unknown embedder {other:?}; expected \"hashed\", \"openai\" or \"local\""
-                    )));
-                }
-            })
-        })()
+        let config = embedder_config(
+            embedder,
+            model,
+            embed_url,
+            embed_model,
+            embed_key_env,
+            dimension,
+        )
         .map_err(to_python)?;
         if !(busy_timeout.is_finite() && busy_timeout >= 0.0) {
             return Err(to_python(Error::Usage(format!(
@@ -389,6 +365,13 @@ impl Store {
     ) -> Answer {
         let options = ingest_options(format, structurer, ip_maker, metadata_json)?;
         self.call(py, |api| api.ingest_bytes(id, data, options))
+    }
+
+    /// Writes prepared documents (each the bytes `Preparer.prepare` made)
+    /// in one atomic batch: `{documents}`.
+    fn write_prepared(&self, py: Python<'_>, docs: Vec<Vec<u8>>) -> Answer {
+        let batch = edudb::storage::prepared::frame_batch(&docs);
+        self.call(py, |api| api.write_prepared(batch))
     }
 
     /// Removes document `id` (`rm --json`).
@@ -673,6 +656,46 @@ impl Progress for Tally {
     }
 }
 
+/// The embedder the Python arguments name (see `Store.open`); None for
+/// none named.
+fn embedder_config(
+    embedder: Option<&str>,
+    model: Option<PathBuf>,
+    embed_url: Option<String>,
+    embed_model: Option<String>,
+    embed_key_env: Option<String>,
+    dimension: Option<usize>,
+) -> edudb::Result<Option<EmbedderConfig>> {
+    let need = |value: Option<String>, what: &str| {
+        value.ok_or_else(|| Error::Usage(format!("embedder={embedder:?} needs {what}")))
+    };
+    Ok(match embedder {
+        None => None,
+        Some("hashed") => Some(EmbedderConfig::Hashed {
+            dimension: dimension.unwrap_or(edudb::compute::embed::hashed::DEFAULT_DIMENSION),
+        }),
+        Some("openai") => {
+            let mut config = HttpConfig::new(
+                need(embed_url, "embed_url")?,
+                need(embed_model, "embed_model")?,
+            );
+            config.api_key_env = embed_key_env;
+            Some(EmbedderConfig::Http(config))
+        }
+        Some("local") => {
+            let dir = model.ok_or_else(|| Error::Usage("embedder=\"local\" needs model".into()))?;
+            let model = std::fs::canonicalize(&dir)
+                .map_err(|e| Error::Usage(format!("model {}: {e}", dir.display())))?;
+            Some(EmbedderConfig::Local { model })
+        }
+        Some(other) => {
+            return Err(Error::Usage(format!(
+                "unknown embedder {other:?}; expected \"hashed\", \"openai\" or \"local\""
+            )));
+        }
+    })
+}
+
 /// The chat model at `url` serving `model` (the key in the environment
 /// variable `key_env`), for the language-model steps; none without a URL.
 fn chat_model(
@@ -867,6 +890,118 @@ impl Location {
 }
 
 /// The module: the `Store` class, the exception classes, `__version__`.
+/// Prepares documents apart from any store: what a store's ingest does
+/// to a document before writing it, as bytes any store of the same
+/// embedder writes (`Store.write_prepared`).
+#[pyclass(frozen, module = "edudb._edudb")]
+struct Preparer(edudb::Preparer);
+
+#[pymethods]
+impl Preparer {
+    /// A preparer with the embedder the arguments name (as `Store.open`'s;
+    /// none: hashed) and, for the language-model steps, a chat model.
+    #[new]
+    #[pyo3(signature = (*, embedder=None, model=None, embed_url=None, embed_model=None,
+                        embed_key_env=None, dimension=None, llm_url=None, llm_model=None,
+                        llm_key_env=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        embedder: Option<&str>,
+        model: Option<PathBuf>,
+        embed_url: Option<String>,
+        embed_model: Option<String>,
+        embed_key_env: Option<String>,
+        dimension: Option<usize>,
+        llm_url: Option<String>,
+        llm_model: Option<String>,
+        llm_key_env: Option<String>,
+    ) -> PyResult<Preparer> {
+        let config = embedder_config(
+            embedder,
+            model,
+            embed_url,
+            embed_model,
+            embed_key_env,
+            dimension,
+        )
+        .map_err(to_python)?
+        .unwrap_or_default();
+        let chat = chat_model(llm_url, llm_model, llm_key_env).map_err(to_python)?;
+        let preparer = py
+            .detach(|| edudb::Preparer::new(&config))
+            .map_err(to_python)?;
+        Ok(Preparer(match chat {
+            Some(chat) => preparer.with_chat(chat),
+            None => preparer,
+        }))
+    }
+
+    /// The identity of the embedder (a store must have been built with
+    /// the same one to write what this prepares).
+    #[getter]
+    fn embedder(&self) -> String {
+        self.0.embedder().identity()
+    }
+
+    /// Prepares `data` as document `id`: the prepared document's bytes.
+    #[pyo3(signature = (id, data, format=None, structurer=None, ip_maker=None, metadata_json=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn prepare<'py>(
+        &self,
+        py: Python<'py>,
+        id: &str,
+        data: Vec<u8>,
+        format: Option<&str>,
+        structurer: Option<&str>,
+        ip_maker: Option<&str>,
+        metadata_json: Option<&str>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let options = ingest_options(format, structurer, ip_maker, metadata_json)?;
+        let bytes = py
+            .detach(|| unpanicked(|| self.0.prepare_bytes(id, data, options)?.to_bytes()))
+            .map_err(PyErr::from)?;
+        Ok(pyo3::types::PyBytes::new(py, &bytes))
+    }
+
+    /// Prepares the file at `path` (its id `id`, else its name without
+    /// extension): the prepared document's bytes.
+    #[pyo3(signature = (path, id=None, format=None, structurer=None, ip_maker=None, metadata_json=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn prepare_path<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        id: Option<&str>,
+        format: Option<&str>,
+        structurer: Option<&str>,
+        ip_maker: Option<&str>,
+        metadata_json: Option<&str>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let options = ingest_options(format, structurer, ip_maker, metadata_json)?;
+        if path.is_dir() {
+            return Err(UserError::new_err(format!(
+                "{} is a directory: prepare its files one by one",
+                path.display()
+            )));
+        }
+        let bytes = py
+            .detach(|| {
+                unpanicked(|| {
+                    let sources = edudb::ingest::sources::expand(&[path], id)?;
+                    let [source] = sources.as_slice() else {
+                        return Err(Error::Usage("prepare one file at a time".into()));
+                    };
+                    let cancel = CancelToken::new();
+                    let prepared = self.0.prepare(source, options, &|_, _, _| {}, &cancel)?;
+                    prepared.to_bytes()
+                })
+            })
+            .map_err(PyErr::from)?;
+        Ok(pyo3::types::PyBytes::new(py, &bytes))
+    }
+}
+
 /// Checks that `condition` is one WHERE condition of the query language,
 /// and nothing more; raises `QueryError` with its line and column.
 #[pyfunction]
@@ -880,6 +1015,7 @@ fn check_condition(condition: &str) -> PyResult<()> {
 fn _edudb(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     module.add_class::<Store>()?;
+    module.add_class::<Preparer>()?;
     module.add_function(wrap_pyfunction!(check_condition, module)?)?;
     module.add("EdudbError", py.get_type::<EdudbError>())?;
     module.add("UserError", py.get_type::<UserError>())?;

@@ -8,13 +8,12 @@ use std::time::{Duration, Instant};
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::ingest::dag::llm::{IpWriterOptions, LlmIpWriter};
 use crate::ingest::dag::supplied::SuppliedAttention;
 use crate::ingest::pipeline::{
-    IngestOptions, IpMakerKind, LlmSteps, Prepared, Structurer, build_dag, prepare, prepare_text,
+    IngestOptions, LlmSteps, Prepared, build_dag, prepare, prepare_text,
 };
+use crate::ingest::prepared::PreparedDocument;
 use crate::ingest::sources::{Origin, Source};
-use crate::ingest::tree::llm::{LlmStructurer, StructurerOptions};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
 use crate::model::dialogue::Dialogue;
@@ -90,23 +89,7 @@ impl Engine {
         cancel: &CancelToken,
     ) -> Result<IngestReport> {
         let started = Instant::now();
-        let chat = |step| self.chat().ok_or(Error::NoChatModel { step });
-        let llm = LlmSteps {
-            structurer: match options.structurer {
-                Structurer::Layout => None,
-                Structurer::Llm => Some(LlmStructurer::new(
-                    chat("the LLM structurer")?,
-                    StructurerOptions::default(),
-                )),
-            },
-            ip_writer: match options.ip_maker {
-                IpMakerKind::Bridge => None,
-                IpMakerKind::Llm => Some(LlmIpWriter::new(
-                    chat("the LLM information-point writer")?,
-                    IpWriterOptions::default(),
-                )),
-            },
-        };
+        let llm = LlmSteps::for_options(&options, self.chat())?;
         let mut report = IngestReport::default();
         let mut fulltext = self.start_fulltext_write()?;
         progress.start("ingest", sources.iter().map(Source::len_hint).sum());
@@ -244,6 +227,41 @@ impl Engine {
             (None, Some(failure)) => Err(failure.error),
             (None, None) => Err(Error::Cancelled),
         }
+    }
+
+    /// The work of [`crate::Db::write_prepared`].
+    pub(crate) fn write_prepared(&self, docs: Vec<PreparedDocument>) -> Result<Vec<DocMeta>> {
+        if docs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (identity, dimension) = (self.embedder.identity(), self.embedder.dimension());
+        if let Some(other) =
+            (docs.iter()).find(|d| d.embedder() != identity || d.dimension() != dimension)
+        {
+            return Err(Error::BadPrepared {
+                what: format!("{:?}", other.id()),
+                message: format!(
+                    "its vectors were made by embedder {} (dimension {}), this store's by {identity} (dimension {dimension}); prepare it with the store's embedder",
+                    other.embedder(),
+                    other.dimension()
+                ),
+            });
+        }
+        self.write(|| {
+            let records: Vec<_> = (docs.iter())
+                .map(|d| (d.document(), d.vectors(), d.dag(), d.llm_cost()))
+                .collect();
+            self.store.put_documents(&records)?;
+            let put: Vec<Document> = docs.into_iter().map(|d| d.prepared.doc).collect();
+            let metas = put.iter().map(|doc| doc.meta.clone()).collect();
+            Ok((
+                metas,
+                Written {
+                    put,
+                    ..Written::default()
+                },
+            ))
+        })
     }
 
     /// The work of [`crate::Db::remove`].

@@ -85,6 +85,14 @@ pub enum Error {
         /// Largest accepted size.
         limit: usize,
     },
+    /// Bytes given as prepared documents are not whole, valid ones.
+    #[error("prepared document{}: {message}", if what.is_empty() { String::new() } else { format!(" {what}") })]
+    BadPrepared {
+        /// Which document: its place in a batch, its id once read.
+        what: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A document id is not acceptable.
     #[error("invalid document id {id:?}: {reason}")]
     InvalidId {
@@ -454,6 +462,7 @@ impl Error {
                 | Error::TooLarge { .. }
                 | Error::InvalidId { .. }
                 | Error::InvalidMetadata { .. }
+                | Error::BadPrepared { .. }
                 | Error::UnknownFormat(_)
                 | Error::NoSuchDocument(_)
                 | Error::EduRange { .. }

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::compute::chat::ChatModel;
 use crate::compute::device::Device;
 use crate::compute::embed::{EmbedError, Embedder, normalise};
 use crate::compute::quantize::push_row;
@@ -13,12 +14,12 @@ use crate::ingest::dag::attention::{AttentionSource, ComputedAttention};
 use crate::ingest::dag::bridge::BridgeIpMaker;
 use crate::ingest::dag::build::DagConfig;
 use crate::ingest::dag::ip::EduVectors;
-use crate::ingest::dag::llm::LlmIpWriter;
+use crate::ingest::dag::llm::{IpWriterOptions, LlmIpWriter};
 use crate::ingest::dag::model_attention::ModelAttention;
 use crate::ingest::layout::{self, BlockKind, Layout};
 use crate::ingest::segment;
 use crate::ingest::sources::{Source, check_extension, format_of_extension};
-use crate::ingest::tree::llm::LlmStructurer;
+use crate::ingest::tree::llm::{LlmStructurer, StructurerOptions};
 use crate::ingest::tree::{BlockEdus, LayoutTreeBuilder, StructureInput, Tree, TreeBuilder};
 use crate::model::cost::LlmCost;
 use crate::model::dag::Dag;
@@ -478,6 +479,30 @@ pub struct LlmSteps<'a> {
     pub structurer: Option<LlmStructurer<'a>>,
     /// Writes each document's information points.
     pub ip_writer: Option<LlmIpWriter<'a>>,
+}
+
+impl<'a> LlmSteps<'a> {
+    /// The steps `options` ask for, on `chat`; [`Error::NoChatModel`] when
+    /// they ask for one and there is none.
+    pub fn for_options(options: &IngestOptions, chat: Option<&'a dyn ChatModel>) -> Result<Self> {
+        let chat = |step| chat.ok_or(Error::NoChatModel { step });
+        Ok(LlmSteps {
+            structurer: match options.structurer {
+                Structurer::Layout => None,
+                Structurer::Llm => Some(LlmStructurer::new(
+                    chat("the LLM structurer")?,
+                    StructurerOptions::default(),
+                )),
+            },
+            ip_writer: match options.ip_maker {
+                IpMakerKind::Bridge => None,
+                IpMakerKind::Llm => Some(LlmIpWriter::new(
+                    chat("the LLM information-point writer")?,
+                    IpWriterOptions::default(),
+                )),
+            },
+        })
+    }
 }
 
 /// Reads, decodes and analyses one source, embeds its nodes and EDUs, and

@@ -18,6 +18,7 @@ use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::sources::Source;
 use crate::memory::TurnInput;
 use crate::model::cost::LlmCost;
+use crate::model::document::DocMeta;
 use crate::model::metadata::{MetaValue, Metadata};
 use crate::progress::{CancelToken, NoProgress, Progress};
 use crate::query::{Params, Query};
@@ -54,6 +55,11 @@ pub trait Api {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<Value>;
+
+    /// Writes a batch of prepared documents (the bytes of
+    /// [`encode_batch`](crate::storage::prepared::encode_batch)) as
+    /// [`Db::write_prepared`] does, all or none: `{documents}`.
+    fn write_prepared(&self, batch: Vec<u8>) -> Result<Value>;
 
     /// Removes document `id` (`rm --json`).
     fn remove(&self, id: &str) -> Result<Value>;
@@ -174,6 +180,11 @@ impl Api for Db {
         Ok(ingest_answer(
             self.ingest(sources, options, progress, cancel)?,
         ))
+    }
+
+    fn write_prepared(&self, batch: Vec<u8>) -> Result<Value> {
+        let written = self.write_prepared(crate::storage::prepared::decode_batch(&batch)?)?;
+        Ok(json!({ "documents": written.iter().map(DocMeta::to_json).collect::<Vec<_>>() }))
     }
 
     fn remove(&self, id: &str) -> Result<Value> {

@@ -403,6 +403,11 @@ impl Api for Client {
         self.call(Method::PUT, &["docs", id], &query, Body::Bytes(bytes))
     }
 
+    fn write_prepared(&self, batch: Vec<u8>) -> Result<Value> {
+        self.fits("the prepared documents", batch.len() as u64)?;
+        self.call(Method::POST, &["prepared"], &[], Body::Bytes(batch))
+    }
+
     fn ingest(
         &self,
         sources: &[Source],

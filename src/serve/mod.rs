@@ -31,6 +31,7 @@
 //! | `PUT /docs/{id}` | the document's bytes; `format` (else sniffed) | `ingest --json`'s document |
 //! | `DELETE /docs/{id}` | | `rm --json` |
 //! | `POST /ingest` | `{documents: [{id, text or data_base64 (a PDF), format?, metadata?}], structurer?, ip_maker?, metadata?}` | a job's status (202) |
+//! | `POST /prepared` | prepared documents (each its length, u64 little-endian, then its bytes; see `storage::prepared`) | `{documents}`, written in one atomic batch |
 //! | `GET /jobs/{job}` | | the job's status; once it ended, its documents and failures, or its error |
 //! | `DELETE /jobs/{job}` | | cancels the job; its status |
 //! | `GET /docs/{id}/tree` | | `tree --json` |

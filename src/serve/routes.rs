@@ -40,6 +40,7 @@ pub(super) fn router(
             put(documents::ingest).delete(documents::remove),
         )
         .route("/v1/ingest", post(jobs::ingest_job))
+        .route("/v1/prepared", post(documents::write_prepared))
         .route(
             "/v1/jobs/{job}",
             get(jobs::job_status).delete(jobs::cancel_job),

@@ -24,6 +24,7 @@ mod memory;
 mod metadata;
 mod openapi;
 mod pdf;
+mod prepared;
 mod properties;
 mod query;
 mod serve;

@@ -680,6 +680,34 @@ fn every_route_answers_as_the_document_says() {
     raw("PUT", "/v1/docs/empty", b"", None).error(400, "user");
     raw("PUT", "/v1/docs/big", &oversized, None).error(413, "user");
 
+    // Documents prepared apart from the store, one atomic batch; bytes
+    // that are not one, or made by another embedder, write nothing.
+    let preparer = edudb::Preparer::new(&edudb::EmbedderConfig::default()).unwrap();
+    let prepared = |id: &str, text: &str| {
+        (preparer.prepare_bytes(id, text.as_bytes().to_vec(), Default::default())).unwrap()
+    };
+    let batch = edudb::storage::prepared::encode_batch(&[
+        prepared("fern", "Ferns grow in damp shade."),
+        prepared("lichen", "Lichen grows on bare rock."),
+    ])
+    .unwrap();
+    let written = raw(
+        "POST",
+        "/v1/prepared",
+        &batch,
+        Some("application/octet-stream"),
+    )
+    .expect(200);
+    assert_eq!(written["documents"][1]["id"], "lichen", "{written}");
+    raw("POST", "/v1/prepared", b"not prepared", None).error(400, "user");
+    let foreign = edudb::Preparer::new(&edudb::EmbedderConfig::Hashed { dimension: 16 }).unwrap();
+    let foreign =
+        (foreign.prepare_bytes("fern", "Other.".as_bytes().to_vec(), Default::default())).unwrap();
+    let batch = edudb::storage::prepared::encode_batch(&[foreign]).unwrap();
+    raw("POST", "/v1/prepared", &batch, None).error(400, "user");
+    delete("/v1/docs/fern").expect(200);
+    delete("/v1/docs/lichen").expect(200);
+
     // A PDF, by its bytes and inside a job in base64; its page layout.
     let pdf = support::small_pdf(&["Moss on the north side.", "Ferns in the shade."]);
     raw("PUT", "/v1/docs/moss", &pdf, None).expect(200);

@@ -133,6 +133,15 @@ pub(crate) async fn ingest(
     .await
 }
 
+/// Writes the prepared documents of the request body (a batch of
+/// frames) in one atomic batch.
+pub(crate) async fn write_prepared(
+    State(shared): State<Arc<Shared>>,
+    body: axum::body::Bytes,
+) -> Answer {
+    write(&shared, move |db| Api::write_prepared(db, body.to_vec())).await
+}
+
 pub(crate) async fn remove(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
     write(&shared, move |db| Api::remove(db, &id)).await
 }

@@ -186,17 +186,37 @@ impl Store {
         dag: &Dag,
         cost: &LlmCost,
     ) -> Result<u64> {
-        let mut batch = Batch::default();
-        self.insert_document(&mut batch, doc, vectors, dag)?;
-        let cost_key = key(COST, &doc.meta.id);
-        if cost.is_zero() {
-            batch.remove(&cost_key);
-        } else {
-            let json = serde_json::to_vec(cost)
-                .map_err(|e| Error::Storage(format!("encoding a build cost: {e}")))?;
-            batch.insert(&cost_key, &json);
+        self.put_documents(&[(doc, vectors, dag, cost)])
+    }
+
+    /// Writes documents as [`Store::put`] does, all in one atomic batch
+    /// with a change-log entry each, in order; returns the last one's
+    /// sequence number. Their ids must differ (refused otherwise, and
+    /// nothing is written).
+    pub fn put_documents(
+        &self,
+        docs: &[(&Document, &PackedVectors, &Dag, &LlmCost)],
+    ) -> Result<u64> {
+        let ids: Vec<&str> = docs.iter().map(|(doc, ..)| doc.meta.id.as_str()).collect();
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = ids.iter().find(|id| !seen.insert(**id)) {
+            return Err(Error::Usage(format!(
+                "document {twice:?} is given twice in one batch; each document is written once"
+            )));
         }
-        self.apply_logged(batch, &[&doc.meta.id])
+        let mut batch = Batch::default();
+        for (doc, vectors, dag, cost) in docs {
+            self.insert_document(&mut batch, doc, vectors, dag)?;
+            let cost_key = key(COST, &doc.meta.id);
+            if cost.is_zero() {
+                batch.remove(&cost_key);
+            } else {
+                let json = serde_json::to_vec(cost)
+                    .map_err(|e| Error::Storage(format!("encoding a build cost: {e}")))?;
+                batch.insert(&cost_key, &json);
+            }
+        }
+        self.apply_logged(batch, &ids)
     }
 
     /// What a language model cost to build each document that was built
