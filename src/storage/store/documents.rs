@@ -467,6 +467,36 @@ mod tests {
     }
 
     #[test]
+    fn documents_put_together_share_one_batch_with_an_entry_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        put(&store, &doc("old", "Kept as it is."));
+        let (a, b) = (doc("a", "First of two."), doc("b", "Second of two."));
+        let (va, vb) = (vectors(&a), vectors(&b));
+        let (da, db) = (dag(&a), dag(&b));
+        let cost = LlmCost {
+            calls: 1,
+            ..LlmCost::default()
+        };
+        let batch = [(&a, &va, &da, &LlmCost::default()), (&b, &vb, &db, &cost)];
+        assert_eq!(store.put_documents(&batch).unwrap(), 3);
+        assert_eq!(
+            store.changes_after(1).unwrap(),
+            vec![(2, "a".to_owned()), (3, "b".to_owned())]
+        );
+        assert_eq!(store.get("b").unwrap().unwrap().to_document().unwrap(), b);
+        assert_eq!(store.costs().unwrap(), vec![("b".to_owned(), cost)]);
+        // The same id twice: refused before anything is written.
+        let again = doc("c", "Twice.");
+        let (vc, dc) = (vectors(&again), dag(&again));
+        let twice = [(&again, &vc, &dc, &cost), (&again, &vc, &dc, &cost)];
+        let err = store.put_documents(&twice).unwrap_err();
+        assert!(err.to_string().contains("\"c\" is given twice"), "{err}");
+        assert!(store.get("c").unwrap().is_none());
+        assert_eq!(store.last_seq().unwrap(), 3);
+    }
+
+    #[test]
     fn put_get_roundtrip_reads_in_place() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
