@@ -958,10 +958,11 @@ impl Preparer {
         metadata_json: Option<&str>,
     ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
         let options = ingest_options(format, structurer, ip_maker, metadata_json)?;
-        let bytes = py
-            .detach(|| unpanicked(|| self.0.prepare_bytes(id, data, options)?.to_bytes()))
-            .map_err(PyErr::from)?;
-        Ok(pyo3::types::PyBytes::new(py, &bytes))
+        let source = edudb::Source {
+            id: id.to_owned(),
+            origin: edudb::ingest::sources::Origin::Bytes(data),
+        };
+        self.prepared_bytes(py, || Ok(source), options)
     }
 
     /// Prepares the file at `path` (its id `id`, else its name without
@@ -985,16 +986,33 @@ impl Preparer {
                 path.display()
             )));
         }
+        let source = || {
+            let mut sources = edudb::ingest::sources::expand(&[path], id)?;
+            match (sources.pop(), sources.is_empty()) {
+                (Some(source), true) => Ok(source),
+                _ => Err(Error::Usage("prepare one file at a time".into())),
+            }
+        };
+        self.prepared_bytes(py, source, options)
+    }
+}
+
+impl Preparer {
+    /// The bytes of the document `source` names, prepared without the GIL.
+    fn prepared_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        source: impl FnOnce() -> edudb::Result<edudb::Source> + Send,
+        options: IngestOptions,
+    ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
         let bytes = py
             .detach(|| {
                 unpanicked(|| {
-                    let sources = edudb::ingest::sources::expand(&[path], id)?;
-                    let [source] = sources.as_slice() else {
-                        return Err(Error::Usage("prepare one file at a time".into()));
-                    };
                     let cancel = CancelToken::new();
-                    let prepared = self.0.prepare(source, options, &|_, _, _| {}, &cancel)?;
-                    prepared.to_bytes()
+                    (self
+                        .0
+                        .prepare(&source()?, options, &|_, _, _| {}, &cancel)?)
+                    .to_bytes()
                 })
             })
             .map_err(PyErr::from)?;
