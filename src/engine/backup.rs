@@ -20,14 +20,14 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::engine::leftover::{remove_leftover, remove_store, sibling};
 use crate::engine::reads::Damaged;
 use crate::engine::salvage::{Copied, require_new};
 use crate::engine::write::Written;
-use crate::engine::{Engine, FULLTEXT_DIR, OpenOptions, io_error};
+use crate::engine::{Engine, OpenOptions, io_error};
 use crate::error::{Error, Result};
 use crate::model::ids::parse_turn_id;
 use crate::progress::{CancelToken, Progress};
-use crate::storage::store::ENGINE_DIR;
 
 /// What [`crate::Db::backup`] copied.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -98,7 +98,7 @@ impl Engine {
         let mut report = match renamed {
             Ok(report) => report,
             Err(err) => {
-                let _ = std::fs::remove_dir_all(&partial);
+                let _ = remove_store(&partial);
                 return Err(err);
             }
         };
@@ -341,31 +341,6 @@ fn resolved(path: &Path) -> Result<PathBuf> {
     };
     let parent = parent.canonicalize().map_err(io_error(parent))?;
     Ok(parent.join(name))
-}
-
-/// Removes what a stopped backup or vacuum left at `path`, once it is
-/// seen to be a store (a storage engine's and a full-text index's
-/// directories); anything else there is refused, never removed.
-pub(super) fn remove_leftover(path: &Path) -> Result<()> {
-    if !path.exists() {
-        return Ok(());
-    }
-    let a_store = path.join(ENGINE_DIR).is_dir() && path.join(FULLTEXT_DIR).is_dir();
-    if !a_store {
-        return Err(Error::Usage(format!(
-            "{} is in the way and is not a store a stopped backup left: move it away",
-            path.display()
-        )));
-    }
-    std::fs::remove_dir_all(path).map_err(io_error(path))
-}
-
-/// `path` with `suffix` added to its name: where a backup to it is built
-/// until it is whole (`.partial`), where a vacuum builds its copy.
-pub(super) fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(suffix);
-    path.with_file_name(name)
 }
 
 /// The bytes of the files under `dir`.

@@ -14,6 +14,7 @@ pub(crate) mod cache;
 pub(crate) mod dag_index;
 mod graph_build;
 mod indexes;
+mod leftover;
 mod lock;
 mod metadata;
 pub(crate) mod reads;

@@ -17,7 +17,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::backup::{BackupReport, directory_bytes, remove_leftover, sibling};
+use crate::engine::backup::{BackupReport, directory_bytes};
+use crate::engine::leftover::{remove_leftover, remove_store, sibling};
 use crate::engine::reads::Damaged;
 use crate::engine::{Engine, OpenOptions, SOCKET_FILE, io_error};
 use crate::error::{Error, Result};
@@ -80,7 +81,7 @@ impl Engine {
         let reopened = reopen();
         // The old store, now beside: what is left of it if this fails is
         // removed by the next vacuum.
-        if let Err(err) = std::fs::remove_dir_all(&beside) {
+        if let Err(err) = remove_store(&beside) {
             tracing::warn!(
                 "the store before the vacuum, at {}, could not be removed: {err}",
                 beside.display()
@@ -118,7 +119,7 @@ impl Engine {
         }
         let copy = self.backup(beside, progress, cancel)?;
         if let Some(Damaged { doc, problem }) = copy.skipped.first() {
-            std::fs::remove_dir_all(beside).map_err(io_error(beside))?;
+            remove_store(beside)?;
             return Err(Error::Usage(format!(
                 "vacuum would leave out what does not read whole ({doc}: {problem}; {} in all): run `check`, then `salvage` or `rm`",
                 copy.skipped.len()
@@ -131,7 +132,7 @@ impl Engine {
         self.close_fulltext_writer()?;
         keep_socket(dir, beside);
         if let Err(err) = exchange(dir, beside) {
-            let _ = std::fs::remove_dir_all(beside);
+            let _ = remove_store(beside);
             return Err(err);
         }
         Ok(copy)
