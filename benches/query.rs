@@ -9,7 +9,9 @@
 //! query also runs filtered by a metadata condition that keeps a tenth of
 //! the documents (`WHERE meta.shard = 3`), and by one that keeps a
 //! hundredth (`WHERE meta.slice = 7`), their medians printed as ratios to
-//! the unfiltered one.
+//! the unfiltered one. The seed and PROPAGATE queries also run on a shard
+//! set of four stores holding the same documents (the fan-out and merge
+//! over its stores), printed as ratios to the same queries on one store.
 //!
 //! `cargo bench --bench query` (add `-- --quick` for a short run).
 
@@ -19,7 +21,7 @@ use std::cell::Cell;
 use std::time::SystemTime;
 
 use criterion::Criterion;
-use edudb::{Db, Params};
+use edudb::{Db, OpenOptions, Params, ShardSet};
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
 use tantivy::schema::{IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions};
@@ -87,9 +89,34 @@ fn next_question(counter: &Cell<usize>) -> &'static str {
     QUESTIONS[i % QUESTIONS.len()]
 }
 
+/// A shard set of `SHARDS` stores holding the same documents as the
+/// bench's store.
+const SHARDS: usize = 4;
+
+fn build_shard_set(dir: &std::path::Path) -> ShardSet {
+    let set = ShardSet::create(dir.join("shards"), SHARDS, &OpenOptions::default()).unwrap();
+    let mut sources =
+        edudb::ingest::sources::expand(&[common::shared_data().join("rust_rfcs/text")], None)
+            .unwrap();
+    sources.extend(common::wiki2_documents());
+    let markdown = edudb::IngestOptions {
+        format: Some(edudb::Format::Markdown),
+        ..edudb::IngestOptions::default()
+    };
+    set.ingest(
+        &sources,
+        markdown,
+        &edudb::NoProgress,
+        &edudb::CancelToken::new(),
+    )
+    .unwrap();
+    set
+}
+
 fn bench_query(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let db = build_store(dir.path());
+    let set = build_shard_set(dir.path());
     let (index, reader) = tantivy_index(&db, dir.path());
     let field = index.schema().get_field("text").unwrap();
     let parser = QueryParser::for_index(&index, vec![field]);
@@ -157,6 +184,17 @@ fn bench_query(c: &mut Criterion) {
             })
         });
     }
+    for (name, statement) in [
+        ("seed_budget_512_four_shards", &seed_budget),
+        ("propagate_budget_512_four_shards", &propagate),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let params = Params::new().text("q", next_question(&counter));
+                set.run(statement, &params).unwrap()
+            })
+        });
+    }
     // The same query with every document decoded afresh: the first query
     // that touches a document, or a store much larger than the cache.
     db.set_document_cache_bytes(0);
@@ -192,7 +230,14 @@ fn main() {
         &[
             "seed_budget_512_filtered_tenth",
             "seed_budget_512_filtered_hundredth",
+            "seed_budget_512_four_shards",
         ],
+        run_started,
+    );
+    common::print_ratios(
+        GROUP,
+        "propagate_budget_512",
+        &["propagate_budget_512_four_shards"],
         run_started,
     );
 }

@@ -46,6 +46,11 @@ pub struct Db {
 }
 
 impl Db {
+    /// The engine behind this store, for a shard set's queries.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// Opens an existing store; [`crate::Error::NoStore`] when the directory is
     /// absent or empty, [`crate::Error::NotAStore`] when it holds something else.
     pub fn open(dir: impl AsRef<Path>) -> Result<Db> {
@@ -66,7 +71,16 @@ impl Db {
     /// Opens (or, with `options.create`, creates) the store at `dir` with
     /// the given embedder; [`crate::Error::EmbedderMismatch`] when the store's
     /// vectors were made by a different one.
+    /// A shard set's directory is refused ([`crate::Error::BadShardSet`]):
+    /// it is opened as one ([`crate::ShardSet::open`]).
     pub fn open_with(dir: impl AsRef<Path>, options: &OpenOptions) -> Result<Db> {
+        let dir = dir.as_ref();
+        if crate::ShardSet::is_shard_set(dir) {
+            return Err(crate::Error::BadShardSet {
+                path: dir.to_owned(),
+                message: "it is a shard set, not one store: open it as a shard set".into(),
+            });
+        }
         Ok(Db {
             engine: Engine::open(dir, options)?,
             options: OpenOptions {
@@ -367,7 +381,11 @@ impl Db {
     /// 'id'`), in id order. Errors name line and column.
     pub fn documents_where(&self, condition: &str) -> Result<Vec<DocMeta>> {
         let parsed = crate::query::parser::parse_condition(condition)?;
-        let ids = crate::query::plan::documents_where(condition, &parsed, &self.engine)?;
+        let ids = crate::query::plan::documents_where(
+            condition,
+            &parsed,
+            &crate::query::corpus::Corpus::one(&self.engine),
+        )?;
         let mut metas = self.engine.documents()?;
         metas.retain(|meta| ids.binary_search(&meta.id).is_ok());
         Ok(metas)

@@ -35,6 +35,7 @@ pub mod progress;
 #[doc(hidden)]
 pub mod query;
 pub mod serve;
+mod shards;
 #[doc(hidden)]
 pub mod storage;
 
@@ -77,5 +78,6 @@ pub use model::rank::{RankedHit, Target};
 pub use model::tree::{Node, NodeKind, Tree};
 pub use progress::{CancelToken, NoProgress, Progress};
 pub use query::{Item, Param, Params, Query, QueryError, QueryResult, Rows, Selection, Stage};
+pub use shards::{MANIFEST_FILE, MAX_SHARDS, ShardSet, shard_of};
 pub use storage::store::LogRecovery;
 pub use storage::vectors::VectorCounts;

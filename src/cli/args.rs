@@ -155,8 +155,13 @@ impl EmbedderArgs {
 
 #[derive(Debug, Subcommand)]
 pub(super) enum Command {
-    /// Create an empty store.
-    Init,
+    /// Create an empty store, or with --shards a shard set of that many
+    /// stores (documents placed by a hash of their ids, queried as one).
+    Init {
+        /// Make a shard set of this many stores instead of one store.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=4096))]
+        shards: Option<u16>,
+    },
     /// Ingest files, directories (recursively) or `-` for standard input.
     Ingest(IngestArgs),
     /// List documents (`--json` with their metadata).
@@ -438,7 +443,7 @@ impl Command {
     pub(super) fn routable(&self) -> bool {
         !matches!(
             self,
-            Command::Init
+            Command::Init { .. }
                 | Command::Vacuum
                 | Command::Console { .. }
                 | Command::Serve(_)

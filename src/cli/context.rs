@@ -1,6 +1,6 @@
 //! A command line being run, and the store it runs on.
 
-use edudb::{Db, OpenOptions};
+use edudb::{Db, Error, OpenOptions, ShardSet};
 
 use super::args::Cli;
 use super::route;
@@ -17,12 +17,38 @@ pub(super) struct Context<'a> {
 impl<'a> Context<'a> {
     /// The store: the served one, or the one at `--db` opened (created when
     /// `create`) with the chosen embedder.
+    /// A shard set at `--db` is refused, naming the commands that take one.
     pub(super) fn open(&self, create: bool) -> edudb::Result<route::Store<'a>> {
         if let Some(db) = self.served {
             return Ok(route::Store::Served(db));
         }
+        if ShardSet::is_shard_set(&self.cli.db) {
+            return Err(Error::Usage(format!(
+                "{} is a shard set: this command works on one store (run it on one of the set's stores); ingest, docs, query, rm, tree, dag, show and meta take a shard set",
+                self.cli.db.display()
+            )));
+        }
         Db::open_with(&self.cli.db, &self.open_options(create)?)
             .map(|db| route::Store::Owned(Box::new(db)))
+    }
+
+    /// The store that holds document `doc`: the one at `--db`, or, when
+    /// that is a shard set, the set's store for `doc`.
+    pub(super) fn open_holding(&self, doc: &str) -> edudb::Result<route::Store<'a>> {
+        if self.served.is_none() && ShardSet::is_shard_set(&self.cli.db) {
+            let path = ShardSet::store_for(&self.cli.db, doc)?;
+            return Db::open_with(path, &self.open_options(false)?)
+                .map(|db| route::Store::Owned(Box::new(db)));
+        }
+        self.open(false)
+    }
+
+    /// The shard set at `--db`, when it is one (never for a served store).
+    pub(super) fn shard_set(&self) -> edudb::Result<Option<ShardSet>> {
+        if self.served.is_some() || !ShardSet::is_shard_set(&self.cli.db) {
+            return Ok(None);
+        }
+        ShardSet::open(&self.cli.db, &self.open_options(false)?).map(Some)
     }
 
     /// How the store at `--db` is opened (created when `create`).

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use edudb::ingest::sources::Origin;
 use edudb::serve::Api;
-use edudb::{CancelToken, Error, IngestOptions};
+use edudb::{CancelToken, Error, IngestOptions, ShardSet};
 use serde_json::json;
 
 use super::args::IngestArgs;
@@ -17,12 +17,33 @@ use super::render;
 use super::route;
 
 /// `init`: creates the store.
-pub(super) fn init(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
-    let db = context.open(true)?;
+pub(super) fn init(
+    context: &Context,
+    out: &mut dyn Write,
+    shards: Option<u16>,
+) -> Result<(), Failure> {
+    let Some(count) = shards else {
+        let db = context.open(true)?;
+        if context.cli.json {
+            render::json(out, &json!({ "path": db.path() }))?;
+        } else {
+            writeln!(out, "store ready at {}", db.path().display())?;
+        }
+        return Ok(());
+    };
+    let set = ShardSet::create(
+        &context.cli.db,
+        usize::from(count),
+        &context.open_options(true)?,
+    )?;
     if context.cli.json {
-        render::json(out, &json!({ "path": db.path() }))?;
+        render::json(out, &json!({ "path": set.path(), "shards": count }))?;
     } else {
-        writeln!(out, "store ready at {}", db.path().display())?;
+        writeln!(
+            out,
+            "shard set of {count} stores ready at {}",
+            set.path().display()
+        )?;
     }
     Ok(())
 }
@@ -46,7 +67,6 @@ pub(super) fn ingest(
         }
     }
     let metadata = super::meta_values::given(&args.meta, args.meta_json.as_deref())?;
-    let db = context.open(true)?;
     let options = IngestOptions {
         format: args.format,
         lossy: args.lossy,
@@ -55,6 +75,21 @@ pub(super) fn ingest(
         metadata,
     };
     let progress = bars::Bars::new(cli.quiet || cli.json);
+    if let Some(set) = context.shard_set()? {
+        let report = set.ingest(&sources, options, &progress, &CancelToken::new())?;
+        render::ingest_report(out, errors, &report, &skipped, cli.json)?;
+        if args.vectors {
+            for shard in set.shards() {
+                shard.build_vectors(&progress, &CancelToken::new())?;
+            }
+        }
+        return Ok(if report.failures.is_empty() {
+            0
+        } else {
+            EXIT_USER
+        });
+    }
+    let db = context.open(true)?;
     let report = match db.ingest(&sources, options, &progress, &CancelToken::new()) {
         Ok(report) => report,
         Err(err) => {
@@ -81,6 +116,23 @@ pub(super) fn docs(
     out: &mut dyn Write,
     condition: Option<&str>,
 ) -> Result<(), Failure> {
+    if let Some(set) = context.shard_set()? {
+        if context.cli.json {
+            let mut rows = Vec::new();
+            for shard in set.shards() {
+                if let serde_json::Value::Array(part) = Api::documents(shard, condition)? {
+                    rows.extend(part);
+                }
+            }
+            rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+            return Ok(render::json(out, &serde_json::Value::Array(rows))?);
+        }
+        let documents = match condition {
+            Some(condition) => set.documents_where(condition)?,
+            None => set.documents()?,
+        };
+        return Ok(render::documents(out, &documents)?);
+    }
     let db = context.open(false)?;
     if context.cli.json {
         return Ok(render::json(out, &Api::documents(&*db, condition)?)?);
@@ -99,7 +151,7 @@ pub(super) fn tree(
     doc: &str,
     depth: Option<u16>,
 ) -> Result<(), Failure> {
-    let tree = context.open(false)?.tree(doc)?;
+    let tree = context.open_holding(doc)?.tree(doc)?;
     Ok(render::tree(out, &tree, depth, context.cli.json)?)
 }
 
@@ -113,7 +165,7 @@ pub(super) fn dag(
     dot: bool,
     attention: Option<&PathBuf>,
 ) -> Result<(), Failure> {
-    let db = context.open(false)?;
+    let db = context.open_holding(doc)?;
     if let Some(path) = attention {
         db.reweight_dag(
             doc,
@@ -142,7 +194,7 @@ pub(super) fn show(
 ) -> Result<(), Failure> {
     let range = range.map(|r| parse_range(r, "EDU range")).transpose()?;
     let pages = page.map(|p| parse_range(p, "page range")).transpose()?;
-    let db = context.open(false)?;
+    let db = context.open_holding(doc)?;
     let mut edus = db.edus(doc, range)?;
     if let Some((first, last)) = pages {
         let Some(layout) = db.pages(doc)? else {
@@ -169,9 +221,24 @@ pub(super) fn show(
 
 /// `rm`: removes `docs`.
 pub(super) fn rm(context: &Context, out: &mut dyn Write, docs: &[String]) -> Result<(), Failure> {
-    let db = context.open(false)?;
+    match context.shard_set()? {
+        Some(set) => remove_each(context, out, docs, &|doc| set.remove(doc)),
+        None => {
+            let db = context.open(false)?;
+            remove_each(context, out, docs, &|doc| db.remove(doc))
+        }
+    }
+}
+
+/// Removes each of `docs` with `remove`, saying so.
+fn remove_each(
+    context: &Context,
+    out: &mut dyn Write,
+    docs: &[String],
+    remove: &dyn Fn(&str) -> edudb::Result<()>,
+) -> Result<(), Failure> {
     for doc in docs {
-        db.remove(doc)?;
+        remove(doc)?;
         if !context.cli.json {
             writeln!(out, "removed {doc}")?;
         }

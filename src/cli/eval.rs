@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
+use edudb::error::io_error;
 use edudb::eval::convert::{self, Setting};
 use edudb::eval::memory;
 use edudb::eval::score::{Cell, Summary};
@@ -143,13 +144,6 @@ fn parse_method(text: &str) -> Result<(String, String), String> {
         .map(|(name, statement)| (name.trim().to_owned(), statement.to_owned()))
         .filter(|(name, _)| !name.is_empty())
         .ok_or_else(|| format!("expected NAME=STATEMENT, got {text:?}"))
-}
-
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    }
 }
 
 /// Runs one `edudb eval` command.

@@ -16,7 +16,7 @@ pub(super) fn run(
     doc: &str,
     change: Option<&MetaChange>,
 ) -> Result<(), Failure> {
-    let db = context.open(false)?;
+    let db = context.open_holding(doc)?;
     let metadata = match change {
         None => db.metadata(doc)?,
         Some(MetaChange::Set { pairs }) => {

@@ -30,8 +30,11 @@ pub(super) fn query(
     format: OutputFormat,
     params: &[(String, String)],
 ) -> Result<(), Failure> {
-    let db = context.open(false)?;
-    let result = db.query(statement, &bind_params(params))?;
+    let params = bind_params(params);
+    let result = match context.shard_set()? {
+        Some(set) => set.query(statement, &params)?,
+        None => context.open(false)?.query(statement, &params)?,
+    };
     let as_json = context.cli.json || format == OutputFormat::Json;
     Ok(render::query_result(out, &result, as_json)?)
 }

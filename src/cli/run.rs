@@ -143,7 +143,7 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
     }
     let done = |result: Result<(), Failure>| result.map(|()| 0);
     match &cli.command {
-        Command::Init => done(documents::init(context, out)),
+        Command::Init { shards } => done(documents::init(context, out, *shards)),
         Command::Ingest(args) => documents::ingest(context, out, errors, args),
         Command::Docs { condition } => done(documents::docs(context, out, condition.as_deref())),
         Command::Meta { doc, change } => done(metadata::run(context, out, doc, change.as_ref())),

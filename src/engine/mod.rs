@@ -97,12 +97,7 @@ pub(crate) struct Engine {
     _lock: StoreLock,
 }
 
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
+pub(crate) use crate::error::io_error;
 
 /// How [`crate::Db::open_with`] opens a store.
 #[derive(Debug, Clone, Default)]

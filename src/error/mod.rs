@@ -93,6 +93,15 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// A shard set's manifest does not read, or names stores that do not
+    /// make one set.
+    #[error("shard set {}: {message}", path.display())]
+    BadShardSet {
+        /// The shard set's directory.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// A document id is not acceptable.
     #[error("invalid document id {id:?}: {reason}")]
     InvalidId {
@@ -463,6 +472,7 @@ impl Error {
                 | Error::InvalidId { .. }
                 | Error::InvalidMetadata { .. }
                 | Error::BadPrepared { .. }
+                | Error::BadShardSet { .. }
                 | Error::UnknownFormat(_)
                 | Error::NoSuchDocument(_)
                 | Error::EduRange { .. }
@@ -488,6 +498,15 @@ impl Error {
                 | Error::Forked { .. }
                 | Error::Chat(ChatError::Config(_))
         )
+    }
+}
+
+/// Makes an I/O error at `path` an [`Error::Io`] naming it: for
+/// `map_err(io_error(path))`.
+pub fn io_error(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
     }
 }
 

@@ -24,7 +24,7 @@ use crate::model::document::Document;
 use crate::model::edu::{Edu, EduKind, Span};
 use crate::model::rank::Target;
 use crate::model::tree::Tree;
-use crate::storage::fulltext::FullText;
+use crate::storage::fulltext::{FullText, FullTextSet};
 
 /// A flat retrieval method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,8 +208,7 @@ impl FlatIndex {
             .map(|(i, d)| (d.meta.id.as_str(), i))
             .collect();
         Ok(match &self.ranker {
-            Ranker::Bm25(index) => index
-                .reader()
+            Ranker::Bm25(index) => FullTextSet::of(&index.reader())
                 .rank(question, Target::Edus, None, limit)?
                 .into_iter()
                 .filter_map(|hit| {

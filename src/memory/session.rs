@@ -12,6 +12,7 @@ use crate::model::dialogue::{
 };
 use crate::model::ids::{turn_number, validate_session_id};
 use crate::model::rank::Target;
+use crate::storage::fulltext::FullTextSet;
 use std::sync::Arc;
 
 /// The work of [`crate::Db::dialogue`]: session `id`'s dialogue, shared
@@ -192,7 +193,7 @@ impl TurnRelevance {
 /// [`context::VECTOR_FLOOR`] and divided by the best turn's.
 fn turn_relevance(engine: &Engine, dialogue: &Dialogue, query: &str) -> Result<TurnRelevance> {
     let ids: Vec<&str> = dialogue.turns.iter().map(|t| t.doc.as_str()).collect();
-    let reader = engine.fulltext_reader();
+    let reader = FullTextSet::of(engine.fulltext_reader());
     let entries: u32 = dialogue.turns.iter().map(|t| t.edus + 1).sum();
     let mut lexical = vec![0.0f32; ids.len()];
     let mut best_edu = vec![None; ids.len()];

@@ -35,7 +35,7 @@ use std::collections::{HashMap, HashSet};
 use crate::compute::embed::hashed::{word_spans, words};
 use crate::error::Result;
 use crate::model::edu::Span;
-use crate::storage::fulltext::FullTextReader;
+use crate::storage::fulltext::FullTextSet;
 
 /// How many of the best candidates pass relevance on to the sections they
 /// name.
@@ -86,7 +86,7 @@ pub(super) struct Named {
 /// reads a section's title; `None` (the document or the section is gone)
 /// names nothing.
 pub(super) fn named_sections(
-    reader: &FullTextReader,
+    reader: &FullTextSet,
     scope: Option<&[&str]>,
     sources: &[Source<'_>],
     mut title_of: impl FnMut(&str, u32) -> Result<Option<String>>,

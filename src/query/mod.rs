@@ -11,6 +11,7 @@
 pub mod ast;
 mod catalog;
 mod condition;
+pub(crate) mod corpus;
 pub mod error;
 mod exec;
 pub mod lexer;

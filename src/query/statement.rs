@@ -4,6 +4,7 @@
 use crate::engine::Engine;
 use crate::error::{QueryError, Result};
 use crate::query::ast;
+use crate::query::corpus::Corpus;
 use crate::query::exec;
 use crate::query::params::Params;
 use crate::query::parser;
@@ -40,9 +41,15 @@ impl Query {
 
     /// Binds `params` and runs the statement on `engine` ([`crate::Db::run`]).
     pub(crate) fn run(&self, engine: &Engine, params: &Params) -> Result<QueryResult> {
+        self.run_on(&Corpus::one(engine), params)
+    }
+
+    /// Binds `params` and runs the statement on `corpus`, one store or a
+    /// shard set's.
+    pub(crate) fn run_on(&self, corpus: &Corpus<'_>, params: &Params) -> Result<QueryResult> {
         let started = std::time::Instant::now();
-        let plan = plan::bind(&self.source, &self.statement, params, engine)?;
-        let mut result = exec::execute(engine, &plan)?;
+        let plan = plan::bind(&self.source, &self.statement, params, corpus)?;
+        let mut result = exec::execute(corpus, &plan)?;
         result.elapsed = started.elapsed();
         Ok(result)
     }

@@ -6,12 +6,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::select::Candidate;
-use crate::engine::Engine;
 use crate::engine::cache::CachedDocument;
 use crate::error::Result;
 use crate::model::document::Document;
 use crate::model::edu::Span;
 use crate::model::tree::Node;
+use crate::query::corpus::Corpus;
 use crate::query::result::{Item, PageRect};
 
 /// One document as a query sees it: decoded, with its token prefix sums.
@@ -23,10 +23,11 @@ pub(crate) struct View {
 }
 
 impl View {
-    pub(crate) fn load(engine: &Engine, id: &str) -> Result<View> {
+    /// Document `id` of `corpus`, from the cache.
+    pub(crate) fn load(corpus: &Corpus<'_>, id: &str) -> Result<View> {
         Ok(View {
             id: id.to_owned(),
-            loaded: engine.cached_document(id)?,
+            loaded: corpus.cached_document(id)?,
         })
     }
 

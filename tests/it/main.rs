@@ -28,6 +28,7 @@ mod prepared;
 mod properties;
 mod query;
 mod serve;
+mod shards;
 mod tokens;
 mod vectors;
 mod written_points;

@@ -13,4 +13,4 @@ mod scope;
 mod seed;
 mod traverse;
 
-pub use run::execute;
+pub(crate) use run::execute;

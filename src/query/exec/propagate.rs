@@ -5,10 +5,10 @@ use std::collections::HashMap;
 
 use super::scope::{scope_ids, unless_damaged};
 use crate::compute::propagate::{PropagateOptions, PropagationGraph};
-use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::dag::Dag;
 use crate::model::edu::{EduKind, Span};
+use crate::query::corpus::Corpus;
 use crate::query::links;
 use crate::query::plan::{PropagatePlan, SelectPlan};
 use crate::query::select::Candidate;
@@ -27,7 +27,7 @@ use crate::query::view::View;
 ///
 /// [`Device`]: crate::compute::device::Device
 pub(super) fn propagate(
-    engine: &Engine,
+    corpus: &Corpus<'_>,
     views: &[View],
     edus: &[Candidate],
     how: PropagatePlan,
@@ -61,8 +61,8 @@ pub(super) fn propagate(
             .unwrap_or(u32::from(deepest.saturating_sub(1)).max(1)),
         alpha: how.alpha,
     };
-    let device = engine.device().propagation_device(&graph, 1);
-    let scored = engine
+    let device = corpus.device().propagation_device(&graph, 1);
+    let scored = corpus
         .device()
         .propagate_top_k(&graph, &seeds, 1, options, seeds.len())?
         .pop()
@@ -147,7 +147,7 @@ pub(super) struct NamedCandidates {
 /// index was read names nothing and is named by nothing. Nothing when
 /// `across` is 0 or nothing was seeded.
 pub(super) fn link_named_sections(
-    engine: &Engine,
+    corpus: &Corpus<'_>,
     plan: &SelectPlan,
     nodes: &[Candidate],
     edus: &[Candidate],
@@ -180,10 +180,10 @@ pub(super) fn link_named_sections(
     let sources: Vec<links::Source<'_>> = std::iter::once(question).chain(candidates).collect();
     let scope = scope_ids(plan);
     let found = links::named_sections(
-        engine.fulltext_reader(),
+        &corpus.fulltext(),
         scope.as_deref(),
         &sources,
-        |doc, section| match engine.cached_document(doc) {
+        |doc, section| match corpus.cached_document(doc) {
             Err(Error::NoSuchDocument(_)) => Ok(None),
             read => Ok(unless_damaged(doc, read)?.and_then(|loaded| {
                 (loaded.document.tree.nodes.get(section as usize)).map(|node| node.title.clone())
@@ -198,7 +198,7 @@ pub(super) fn link_named_sections(
     for section in found {
         let doc = match index.get(&section.doc) {
             Some(&doc) => doc,
-            None => match View::load(engine, &section.doc) {
+            None => match View::load(corpus, &section.doc) {
                 Err(Error::NoSuchDocument(_)) => continue,
                 read => match unless_damaged(&section.doc, read)? {
                     Some(view) => {

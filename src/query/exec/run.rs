@@ -14,11 +14,11 @@ use super::scan::scan;
 use super::scope::unless_damaged;
 use super::seed::{MatchScores, seed};
 use super::traverse::traverse;
-use crate::engine::Engine;
 use crate::error::Result;
 use crate::memory::session as sessions;
 use crate::model::rank::RankedHit;
 use crate::query::ast::{Order, Output};
+use crate::query::corpus::Corpus;
 use crate::query::plan::{Plan, PlanKind, SeedMethod, SelectPlan, ShowPlan};
 use crate::query::result::{QueryResult, Rows, Selection, Stage};
 use crate::query::select::{Candidate, TokenPrefix, select};
@@ -27,15 +27,15 @@ use crate::query::view::View;
 /// Where every stage but propagation runs.
 const DEVICE: &str = "cpu";
 
-/// Runs `plan` on `engine`.
-pub fn execute(engine: &Engine, plan: &Plan) -> Result<QueryResult> {
+/// Runs `plan` on `corpus`.
+pub(crate) fn execute(corpus: &Corpus<'_>, plan: &Plan) -> Result<QueryResult> {
     let mut stages = Vec::new();
     let (output, rows) = match &plan.kind {
         PlanKind::Select(select) => (
             select.output,
-            Rows::Selection(run_select(engine, select, &mut stages)?),
+            Rows::Selection(run_select(corpus, select, &mut stages)?),
         ),
-        PlanKind::Show(show) => (Output::Text, run_show(engine, show, &mut stages)?),
+        PlanKind::Show(show) => (Output::Text, run_show(corpus, show, &mut stages)?),
     };
     Ok(QueryResult {
         output,
@@ -83,33 +83,39 @@ impl Timer {
     }
 }
 
-fn run_show(engine: &Engine, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
+fn run_show(corpus: &Corpus<'_>, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result<Rows> {
     let timer = Timer::start();
     let (detail, rows) = match show {
-        ShowPlan::Docs => ("docs".to_owned(), Rows::Docs(engine.documents()?)),
-        ShowPlan::Stats => ("stats".to_owned(), Rows::Stats(engine.stats()?)),
+        ShowPlan::Docs => ("docs".to_owned(), Rows::Docs(corpus.documents()?)),
+        ShowPlan::Stats => (
+            "stats".to_owned(),
+            Rows::Stats(corpus.only_store("SHOW STATS")?.stats()?),
+        ),
         ShowPlan::Sessions => (
             "sessions".to_owned(),
-            Rows::Sessions(sessions::sessions(engine)?),
+            Rows::Sessions(sessions::sessions(corpus.only_store("SHOW SESSIONS")?)?),
         ),
         ShowPlan::Session(id) => (
             format!("session '{id}'"),
-            Rows::Session(Box::new(sessions::session(engine, id)?)),
+            Rows::Session(Box::new(sessions::session(
+                corpus.only_store("SHOW SESSION")?,
+                id,
+            )?)),
         ),
         ShowPlan::Tree(doc, depth) => (
             format!("tree of '{doc}'"),
-            Rows::Tree(engine.tree(doc)?, *depth),
+            Rows::Tree(corpus.holder(doc).tree(doc)?, *depth),
         ),
         ShowPlan::Dag(doc, level) => (
             format!("DAG of '{doc}'"),
-            Rows::Dag(engine.dag_listing(doc, *level)?),
+            Rows::Dag(corpus.holder(doc).dag_listing(doc, *level)?),
         ),
         ShowPlan::Edus(doc, range) => (
             format!("EDUs of '{doc}'"),
-            Rows::Edus(engine.edus(doc, *range)?),
+            Rows::Edus(corpus.holder(doc).edus(doc, *range)?),
         ),
         ShowPlan::Node(doc, node) => {
-            let view = View::load(engine, doc)?;
+            let view = View::load(corpus, doc)?;
             let candidate = Candidate {
                 doc: 0,
                 node: Some(*node),
@@ -141,11 +147,15 @@ fn run_show(engine: &Engine, show: &ShowPlan, stages: &mut Vec<Stage>) -> Result
     Ok(rows)
 }
 
-fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Result<Selection> {
+fn run_select(
+    corpus: &Corpus<'_>,
+    plan: &SelectPlan,
+    stages: &mut Vec<Stage>,
+) -> Result<Selection> {
     let mut seeded = match &plan.seed {
         Some(how) => {
             let timer = Timer::start();
-            let seeded = seed(engine, plan, how)?;
+            let seeded = seed(corpus, plan, how)?;
             let quoted = how.text.replace('\'', "''");
             let method = match (how.method, &how.vector) {
                 (SeedMethod::Near, Some(given)) => {
@@ -174,11 +184,11 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
     let doc_ids = match (&seeded, &plan.docs) {
         (Some(seeded), _) => seeded.documents(),
         (None, Some(ids)) => ids.clone(),
-        (None, None) => engine.documents()?.into_iter().map(|m| m.id).collect(),
+        (None, None) => corpus.documents()?.into_iter().map(|m| m.id).collect(),
     };
     let mut views: Vec<View> = Vec::with_capacity(doc_ids.len());
     for id in &doc_ids {
-        if let Some(view) = unless_damaged(id, View::load(engine, id))? {
+        if let Some(view) = unless_damaged(id, View::load(corpus, id))? {
             views.push(view);
         }
     }
@@ -241,10 +251,10 @@ fn run_select(engine: &Engine, plan: &SelectPlan, stages: &mut Vec<Stage>) -> Re
                     let timer = Timer::start();
                     let rows = nodes.len() + edus.len();
                     let named =
-                        link_named_sections(engine, plan, &nodes, &edus, how.across, &mut views)?;
+                        link_named_sections(corpus, plan, &nodes, &edus, how.across, &mut views)?;
                     let seeds: Vec<Candidate> =
                         edus.iter().chain(&named.first_edus).copied().collect();
-                    let (propagated, detail, device) = propagate(engine, &views, &seeds, how)?;
+                    let (propagated, detail, device) = propagate(corpus, &views, &seeds, how)?;
                     timer.stop_on(
                         stages,
                         "propagate",

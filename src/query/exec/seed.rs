@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 
 use super::scope::scope_ids;
-use crate::engine::Engine;
 use crate::error::Result;
 use crate::model::rank::{RankedHit, Target};
 use crate::query::ast::Output;
+use crate::query::corpus::Corpus;
 use crate::query::plan::{SeedMethod, SeedPlan, SelectPlan};
 use crate::query::select::Candidate;
 
@@ -96,7 +96,7 @@ impl Seeded {
 /// Ranks nodes and EDUs in scope against the seed text (BM25, vectors, or
 /// both), fetching `max(32, 8 × LIMIT, BUDGET / 16)` of each, capped at
 /// 10,000.
-pub(super) fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
+pub(super) fn seed(corpus: &Corpus<'_>, plan: &SelectPlan, how: &SeedPlan) -> Result<Seeded> {
     let by_limit = if plan.limit == usize::MAX {
         0
     } else {
@@ -115,18 +115,18 @@ pub(super) fn seed(engine: &Engine, plan: &SelectPlan, how: &SeedPlan) -> Result
     }
     let scope = scope_ids(plan);
     let text = how.text.as_str();
-    let reader = engine.fulltext_reader();
+    let reader = corpus.fulltext();
     let query_vector = match (how.method, &how.vector) {
         (SeedMethod::Bm25, _) => None,
         (_, Some(given)) => Some(given.clone()),
-        (SeedMethod::Near | SeedMethod::Hybrid { .. }, None) => Some(engine.embed_query(text)?),
+        (SeedMethod::Near | SeedMethod::Hybrid { .. }, None) => Some(corpus.embed_query(text)?),
     };
     // A target's hits with their match scores (those under MIN dropped),
     // and how many matched at all.
     let rank = |target| -> Result<(Vec<RankedHit>, usize)> {
         let bm25 = || reader.rank(text, target, scope.as_deref(), wanted);
         let near = || match &query_vector {
-            Some(query) => engine.vector_search(target, query, wanted, scope.as_deref()),
+            Some(query) => corpus.vector_search(target, query, wanted, scope.as_deref()),
             None => Ok(Vec::new()),
         };
         let hits = match how.method {

@@ -13,17 +13,22 @@
 //! so after a crash the store replays the change log past that point.
 //!
 //! Files: `schema` (fields, errors), `writer` ([`FullText`]), `reader`
-//! ([`FullTextReader`]), `scope` (a ranking within some documents) and
-//! `directory` (the directory tantivy writes through).
+//! ([`FullTextReader`]), `set` ([`FullTextSet`]: rankings, over one index
+//! or a shard set's, scored with statistics summed over them), `scope` (a
+//! ranking within some documents) and `directory` (the directory tantivy
+//! writes through).
 
 pub mod directory;
 mod reader;
+mod rescore;
 mod schema;
 mod scope;
+mod set;
 #[cfg(test)]
 mod tests;
 mod writer;
 
 pub use crate::model::document::representation;
 pub use reader::FullTextReader;
+pub use set::FullTextSet;
 pub use writer::{FullText, PreparedCommit};

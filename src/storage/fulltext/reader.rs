@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 use tantivy::collector::TopDocs;
 use tantivy::index::SegmentId;
-use tantivy::query::{Bm25StatisticsProvider, Bm25Weight, Query, QueryParser, TermQuery};
+use tantivy::query::{Bm25StatisticsProvider, Query, QueryParser, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
-use tantivy::{Index, IndexReader, Searcher, Term};
+use tantivy::{DocAddress, Index, IndexReader, Score, Searcher, Term};
 
+use super::rescore::rescored;
 use super::schema::{Fields, NO_NODE, damaged, fulltext};
 use super::scope::{Allowed, Weighted, WithinDocuments, any_of};
 use crate::error::{Error, Result};
@@ -27,8 +28,10 @@ use crate::model::rank::{RankedHit, Target};
 /// budget and 4 no longer did (docs/benchmarks.md).
 const TITLE_BOOST: f32 = 2.0;
 
-/// tantivy's BM25 term-frequency saturation constant.
-const TANTIVY_BM25_K1: f32 = 1.2;
+/// Hits a ranking fetches past its limit: when the hit at the cut ties
+/// (to within rounding) every one of them, it fetches twice as many, and
+/// so on, until a hit left out can no longer tie it.
+const CUT_MARGIN: usize = 4;
 
 /// A cheap, clonable read handle: searches run without the writer's lock.
 #[derive(Clone)]
@@ -111,12 +114,12 @@ impl FullTextReader {
             message: e.to_string(),
         })?;
         let searcher = self.reader.searcher();
-        self.top(&searcher, &parsed, limit, &searcher)
+        self.top(&searcher, &parsed, limit, &searcher, None)
     }
 
     /// The field nodes or EDUs are ranked on: the turn fields when `docs`
     /// names only session turns, else the documents' fields.
-    fn field_of(&self, target: Target, docs: Option<&[&str]>) -> Field {
+    pub(super) fn field_of(&self, target: Target, docs: Option<&[&str]>) -> Field {
         let turns = docs.is_some_and(|ids| !ids.is_empty() && ids.iter().all(|id| is_turn_id(id)));
         match (target, turns) {
             (Target::Nodes, false) => self.fields.node_text,
@@ -124,44 +127,6 @@ impl FullTextReader {
             (Target::Nodes, true) => self.fields.turn_node_text,
             (Target::Edus, true) => self.fields.turn_text,
         }
-    }
-
-    /// Ranks nodes or EDUs by BM25 against free `text` (any of its terms;
-    /// no query syntax, so any user text is accepted), within `docs` when
-    /// given, best first. Session turns are ranked only when `docs` names
-    /// nothing else (a `session('id')` scope); otherwise only documents.
-    /// A document's node scores its representation's match plus
-    /// [`TITLE_BOOST`] times its title's (see [`Self::ranked_terms`]).
-    pub fn rank(
-        &self,
-        text: &str,
-        target: Target,
-        docs: Option<&[&str]>,
-        limit: usize,
-    ) -> Result<Vec<RankedHit>> {
-        let field = self.field_of(target, docs);
-        let terms = self.ranked_terms(text, field)?;
-        let searcher = self.reader.searcher();
-        let statistics = self.statistics(&searcher, field)?;
-        self.rank_terms(terms, docs, limit, &searcher, &statistics)
-    }
-
-    /// Ranks sections by their titles alone against free `text`, within
-    /// `docs` when given, best first: the sections whose names `text`
-    /// mentions lead (a short title all of whose terms occur scores
-    /// highest).
-    pub fn rank_titles(
-        &self,
-        text: &str,
-        docs: Option<&[&str]>,
-        limit: usize,
-    ) -> Result<Vec<RankedHit>> {
-        let searcher = self.reader.searcher();
-        // Titles are held by documents' node entries: their count, not
-        // every entry's, is the collection size.
-        let statistics = self.statistics(&searcher, self.fields.node_text)?;
-        let terms = weighted(self.terms(text, self.fields.title)?, 1.0);
-        self.rank_terms(terms, docs, limit, &searcher, &statistics)
     }
 
     /// The weighted terms `field` is ranked on for `text`: its own terms,
@@ -172,7 +137,7 @@ impl FullTextReader {
     /// statement") would rank below any passage repeating the question's
     /// words; scoring the title as a field of its own, as BM25F does, lets
     /// the heading count as what the section is about.
-    fn ranked_terms(&self, text: &str, field: Field) -> Result<Vec<Weighted>> {
+    pub(super) fn ranked_terms(&self, text: &str, field: Field) -> Result<Vec<Weighted>> {
         let mut terms = weighted(self.terms(text, field)?, 1.0);
         if field == self.fields.node_text && !terms.is_empty() {
             terms.extend(weighted(self.terms(text, self.fields.title)?, TITLE_BOOST));
@@ -180,22 +145,9 @@ impl FullTextReader {
         Ok(terms)
     }
 
-    /// How specific `title` is: the fewest sections whose titles hold one of
-    /// its terms (0 when it has none, or none is indexed). Sections of
-    /// removed documents count until a merge drops them.
-    pub fn title_sections(&self, title: &str) -> Result<u64> {
-        let searcher = self.reader.searcher();
-        let mut fewest: Option<u64> = None;
-        for term in self.terms(title, self.fields.title)? {
-            let sections = searcher.doc_freq(&term).map_err(fulltext)?;
-            fewest = Some(fewest.map_or(sections, |f| f.min(sections)));
-        }
-        Ok(fewest.unwrap_or(0))
-    }
-
     /// The entries holding any of `terms`, within `docs` when given, by
     /// BM25 with `statistics` times each term's weight, best first.
-    fn rank_terms(
+    pub(super) fn rank_terms(
         &self,
         terms: Vec<Weighted>,
         docs: Option<&[&str]>,
@@ -206,11 +158,24 @@ impl FullTextReader {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let Some(docs) = docs else {
-            return self.top(searcher, &any_of(&terms), limit, statistics);
+        let query: Box<dyn Query> = match docs {
+            None => Box::new(any_of(&terms)),
+            Some(docs) => Box::new(WithinDocuments::new(
+                terms.clone(),
+                self.scope(searcher, docs),
+            )),
         };
-        let within_docs = WithinDocuments::new(terms, self.scope(searcher, docs));
-        self.top(searcher, &within_docs, limit, statistics)
+        // Past the limit by a margin, widened until the hits tied at the
+        // cut are all in: they are then chosen by their scores summed
+        // again and their ids, never by where they lie in the index.
+        let mut fetched = limit.saturating_add(CUT_MARGIN);
+        loop {
+            let hits = self.top(searcher, &*query, fetched, statistics, Some(&terms))?;
+            if hits.len() < fetched || limit == 0 || clear_cut(&hits, limit) {
+                return Ok(hits);
+            }
+            fetched = fetched.saturating_mul(2);
+        }
     }
 
     /// The entries of documents `docs`: one of the last [`KEPT_SCOPES`]
@@ -235,44 +200,17 @@ impl FullTextReader {
         allowed
     }
 
-    /// The BM25 statistics `field` is ranked with (see [`FieldStatistics`]).
-    fn statistics<'a>(&self, searcher: &'a Searcher, field: Field) -> Result<FieldStatistics<'a>> {
+    /// How many entries have `field` (deleted ones until a merge drops
+    /// them): the collection size its BM25 statistics count.
+    pub(super) fn entries_having(&self, searcher: &Searcher, field: Field) -> Result<u64> {
         let name = self.index.schema().get_field_name(field).to_owned();
-        let entries = searcher
+        searcher
             .doc_freq(&Term::from_field_text(self.fields.kind, &name))
-            .map_err(fulltext)?;
-        Ok(FieldStatistics { searcher, entries })
-    }
-
-    /// The BM25 score that [`FullTextReader::rank`] would give an entry of
-    /// average length containing each of `text`'s terms once (a node: in
-    /// its representation and its title): the sum of the terms' idf, each
-    /// times its weight. A fixed scale for a query's scores (a hit matching
-    /// only its common words scores a small fraction of it), where dividing
-    /// by the best hit would lift any weak match to 1. 0 when nothing is
-    /// indexed or `text` has no terms. `docs` picks the fields as `rank` does.
-    pub fn rank_ceiling(&self, text: &str, target: Target, docs: Option<&[&str]>) -> Result<f32> {
-        let field = self.field_of(target, docs);
-        let terms = self.ranked_terms(text, field)?;
-        let searcher = self.reader.searcher();
-        let statistics = self.statistics(&searcher, field)?;
-        if statistics.entries == 0 {
-            return Ok(0.0);
-        }
-        // tantivy's `max_score` is idf × (1 + k1) (an entry saturated with
-        // the term); one occurrence at average length scores idf.
-        let mut ceiling = 0.0;
-        for (term, weight) in &terms {
-            let saturated = Bm25Weight::for_terms(&statistics, std::slice::from_ref(term))
-                .map_err(fulltext)?
-                .max_score();
-            ceiling += weight * saturated / (1.0 + TANTIVY_BM25_K1);
-        }
-        Ok(ceiling)
+            .map_err(fulltext)
     }
 
     /// The distinct terms `field`'s analyser makes of `text`.
-    fn terms(&self, text: &str, field: Field) -> Result<Vec<Term>> {
+    pub(super) fn terms(&self, text: &str, field: Field) -> Result<Vec<Term>> {
         let mut analyzer = self.index.tokenizer_for_field(field).map_err(fulltext)?;
         let mut terms: Vec<Term> = Vec::new();
         let mut stream = analyzer.token_stream(text);
@@ -285,18 +223,22 @@ impl FullTextReader {
         Ok(terms)
     }
 
-    /// The best `limit` hits of `query`. tantivy panics on some damaged
-    /// index files (a fast-field column cut short) instead of failing; such
-    /// a panic is the index's damage, not the caller's crash.
+    /// The best `limit` hits of `query`, their scores summed again over
+    /// `summed`, the query's weighted terms, when given (see
+    /// [`super::rescore`]). tantivy panics on some damaged index files (a
+    /// fast-field column cut short) instead of failing; such a panic is the
+    /// index's damage, not the caller's crash.
     fn top(
         &self,
         searcher: &Searcher,
         query: &dyn Query,
         limit: usize,
         statistics: &dyn Bm25StatisticsProvider,
+        summed: Option<&[Weighted]>,
     ) -> Result<Vec<RankedHit>> {
-        let read =
-            crate::error::catch_quietly(|| self.read_top(searcher, query, limit, statistics));
+        let read = crate::error::catch_quietly(|| {
+            self.read_top(searcher, query, limit, statistics, summed)
+        });
         read.unwrap_or_else(|panic| {
             Err(damaged(format!(
                 "reading it failed ({}); `edudb reindex` rebuilds it",
@@ -311,6 +253,7 @@ impl FullTextReader {
         query: &dyn Query,
         limit: usize,
         statistics: &dyn Bm25StatisticsProvider,
+        summed: Option<&[Weighted]>,
     ) -> Result<Vec<RankedHit>> {
         // tantivy reserves room for twice the limit up front: no more hits
         // than entries can come back, so a huge limit costs nothing more.
@@ -323,6 +266,14 @@ impl FullTextReader {
                 statistics,
             )
             .map_err(fulltext)?;
+        let top: Vec<(Score, DocAddress)> = match summed {
+            Some(terms) => {
+                let addresses: Vec<DocAddress> = top.iter().map(|&(_, at)| at).collect();
+                let scores = rescored(searcher, terms, statistics, &addresses)?;
+                scores.into_iter().zip(addresses).collect()
+            }
+            None => top,
+        };
         // Each segment's document ids are read from its dictionary in one
         // ordered pass, not one dictionary lookup per hit.
         let mut segments: Vec<Option<Columns>> = vec![None; searcher.segment_readers().len()];
@@ -377,30 +328,6 @@ impl FullTextReader {
         cache.retain(|id, _| live.contains(id));
         cache.insert(id, columns.clone());
         Ok(columns)
-    }
-}
-
-/// BM25 statistics of one ranked field that count only the entries having
-/// it: an entry is an EDU or a node of a document or of a session turn, and
-/// each kind has its own field, so neither the other kinds' entries nor the
-/// number of session turns shift a field's idf and average length.
-struct FieldStatistics<'a> {
-    searcher: &'a Searcher,
-    /// Entries having the field (deleted ones until a merge drops them).
-    entries: u64,
-}
-
-impl Bm25StatisticsProvider for FieldStatistics<'_> {
-    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        self.searcher.total_num_tokens(field)
-    }
-
-    fn total_num_docs(&self) -> tantivy::Result<u64> {
-        Ok(self.entries.max(1))
-    }
-
-    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        self.searcher.doc_freq(term)
     }
 }
 
@@ -468,7 +395,21 @@ impl Columns {
     }
 }
 
+/// Whether the best `limit` of `hits` (fetched best first by tantivy's
+/// scores, [`super::rescore`]'s summed again) are surely the best `limit`
+/// of every match: the `limit`-th best summed score is above the lowest
+/// fetched by more than the rounding between the two sums (relative
+/// 1e-5), so no match left out can tie or beat it.
+fn clear_cut(hits: &[RankedHit], limit: usize) -> bool {
+    let mut scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
+    scores.sort_by(|a, b| b.total_cmp(a));
+    let (Some(&cut), Some(&lowest)) = (scores.get(limit - 1), scores.last()) else {
+        return true;
+    };
+    cut > lowest + 1e-5 * lowest.abs().max(f32::MIN_POSITIVE)
+}
+
 /// `terms`, each with `weight`.
-fn weighted(terms: Vec<Term>, weight: f32) -> Vec<Weighted> {
+pub(super) fn weighted(terms: Vec<Term>, weight: f32) -> Vec<Weighted> {
     terms.into_iter().map(|t| (t, weight)).collect()
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use tantivy::index::SegmentId;
 
 use super::reader::FullTextReader;
+use super::set::FullTextSet;
 use super::writer::{FullText, MERGED_SEGMENT_ENTRIES};
 use crate::error::Error;
 use crate::model::document::Format;
@@ -33,7 +34,9 @@ fn one_commit_per_process_keeps_few_segments() {
         "merges keep the payload"
     );
     let reader = index.reader();
-    let hits = reader.rank("lighthouse", Target::Edus, None, 100).unwrap();
+    let hits = FullTextSet::of(&reader)
+        .rank("lighthouse", Target::Edus, None, 100)
+        .unwrap();
     assert_eq!(
         hits.len() as u64,
         writes,
@@ -60,7 +63,9 @@ fn a_prepared_commit_shows_nothing_until_committed_and_dropped_stays_pending() {
         crate::ingest::pipeline::analyze(id, format!("{text}\n"), Format::Text).unwrap()
     };
     let found = |index: &FullText, word: &str| {
-        let hits = index.reader().rank(word, Target::Edus, None, 10).unwrap();
+        let hits = FullTextSet::of(&index.reader())
+            .rank(word, Target::Edus, None, 10)
+            .unwrap();
         hits.len()
     };
     index.replace(&doc("b", "The kettle sings.")).unwrap();
@@ -91,7 +96,9 @@ fn reading_never_makes_the_writer() {
     let dir = tempfile::tempdir().unwrap();
     commit_one_document(dir.path());
     let mut index = FullText::open(dir.path()).unwrap();
-    let hits = index.reader().rank("lamp", Target::Edus, None, 10).unwrap();
+    let hits = FullTextSet::of(&index.reader())
+        .rank("lamp", Target::Edus, None, 10)
+        .unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(index.applied_seq().unwrap(), 1);
     index.rollback().unwrap();
@@ -148,8 +155,7 @@ fn a_writer_made_again_by_a_rollback_still_merges_small_segments() {
     drop(index);
     let index = FullText::open(dir.path()).unwrap();
     assert!(index.segment_count() < 8, "{}", index.segment_count());
-    let hits = index
-        .reader()
+    let hits = FullTextSet::of(&index.reader())
         .rank("harbour", Target::Edus, None, 100)
         .unwrap();
     assert_eq!(hits.len() as u64, writes);
@@ -190,8 +196,7 @@ fn commits_write_no_list_of_files_and_leftovers_are_collected() {
     );
     assert!(committed.iter().all(|name| left.contains(name)), "{left:?}");
     assert_eq!(
-        index
-            .reader()
+        FullTextSet::of(&index.reader())
             .rank("lamp", Target::Edus, None, 10)
             .unwrap()
             .len(),
@@ -242,15 +247,26 @@ fn the_rank_ceiling_keeps_a_common_word_match_small() {
     index.commit(docs.len() as u64).unwrap();
     let reader = index.reader();
     let query = "the oven loaf";
-    let ceiling = reader.rank_ceiling(query, Target::Edus, None).unwrap();
-    let hits = reader.rank(query, Target::Edus, None, 10).unwrap();
+    let ceiling = FullTextSet::of(&reader)
+        .rank_ceiling(query, Target::Edus, None)
+        .unwrap();
+    let hits = FullTextSet::of(&reader)
+        .rank(query, Target::Edus, None, 10)
+        .unwrap();
     assert_eq!(hits.len(), 5, "every EDU has 'the': {hits:?}");
     let (best, weakest) = (hits[0].score / ceiling, hits[4].score / ceiling);
     assert!(best > 0.6, "all terms once: {best}");
     assert!(weakest < 0.25, "only 'the': {weakest}");
-    assert_eq!(reader.rank_ceiling("", Target::Edus, None).unwrap(), 0.0);
+    assert_eq!(
+        FullTextSet::of(&reader)
+            .rank_ceiling("", Target::Edus, None)
+            .unwrap(),
+        0.0
+    );
     // A document scope filters without changing scores.
-    let scoped = reader.rank(query, Target::Edus, Some(&["a"]), 10).unwrap();
+    let scoped = FullTextSet::of(&reader)
+        .rank(query, Target::Edus, Some(&["a"]), 10)
+        .unwrap();
     assert_eq!(scoped.len(), 3);
     for hit in &scoped {
         let unscoped = hits.iter().find(|h| h.span == hit.span && h.doc == "a");
@@ -268,14 +284,18 @@ fn cached_columns_follow_replaced_documents() {
     index.replace(&first).unwrap();
     index.commit(1).unwrap();
     let reader = index.reader();
-    let hits = reader.rank("oven", Target::Edus, None, 10).unwrap();
+    let hits = FullTextSet::of(&reader)
+        .rank("oven", Target::Edus, None, 10)
+        .unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].span, Span::new(0, 0));
     // The replacement puts the oven in the third EDU, in a new segment.
     let second = analyze("The sky is blue.\n\nThe river runs.\n\nThe oven is hot.\n");
     index.replace(&second).unwrap();
     index.commit(2).unwrap();
-    let hits = reader.rank("oven", Target::Edus, None, 10).unwrap();
+    let hits = FullTextSet::of(&reader)
+        .rank("oven", Target::Edus, None, 10)
+        .unwrap();
     assert_eq!(hits.len(), 1, "the old entry is deleted: {hits:?}");
     assert_eq!((hits[0].doc.as_str(), hits[0].span), ("a", Span::new(2, 2)));
     let searcher = reader.reader.searcher();
@@ -307,14 +327,18 @@ fn each_field_is_scored_with_its_own_statistics() {
     let reader = index.reader();
     let query = "oven loaf river";
     let scores = |reader: &FullTextReader, target| -> Vec<f32> {
-        let hits = reader.rank(query, target, None, 10).unwrap();
+        let hits = FullTextSet::of(reader)
+            .rank(query, target, None, 10)
+            .unwrap();
         hits.iter().map(|h| h.score).collect()
     };
     let before = (
         scores(&reader, Target::Edus),
         scores(&reader, Target::Nodes),
     );
-    let ceiling = reader.rank_ceiling(query, Target::Edus, None).unwrap();
+    let ceiling = FullTextSet::of(&reader)
+        .rank_ceiling(query, Target::Edus, None)
+        .unwrap();
     // Many session turns, one of them on the query's words.
     for n in 0..30 {
         let id = format!("@session/s/{n:06}");
@@ -332,7 +356,9 @@ fn each_field_is_scored_with_its_own_statistics() {
     );
     assert_eq!(before, after, "documents score as before the turns came");
     assert_eq!(
-        reader.rank_ceiling(query, Target::Edus, None).unwrap(),
+        FullTextSet::of(&reader)
+            .rank_ceiling(query, Target::Edus, None)
+            .unwrap(),
         ceiling
     );
     // A turn scope is scored against the turns' own statistics: an
@@ -340,8 +366,10 @@ fn each_field_is_scored_with_its_own_statistics() {
     // sliver of it.
     let turns: Vec<String> = (0..30).map(|n| format!("@session/s/{n:06}")).collect();
     let scope: Vec<&str> = turns.iter().map(String::as_str).collect();
-    let hits = reader.rank(query, Target::Edus, Some(&scope), 5).unwrap();
-    let turn_ceiling = reader
+    let hits = FullTextSet::of(&reader)
+        .rank(query, Target::Edus, Some(&scope), 5)
+        .unwrap();
+    let turn_ceiling = FullTextSet::of(&reader)
         .rank_ceiling(query, Target::Edus, Some(&scope))
         .unwrap();
     assert!(!hits.is_empty());
@@ -413,7 +441,7 @@ fn a_fast_field_file_overwritten_is_damage_not_a_panic() {
     let reader = FullText::open(dir.path()).unwrap().reader();
     for hits in [
         reader.search("oven", 5),
-        reader.rank("oven", Target::Edus, None, 5),
+        FullTextSet::of(&reader).rank("oven", Target::Edus, None, 5),
     ] {
         let err = hits.unwrap_err();
         assert!(err.is_damage(), "{err:?}");
@@ -474,7 +502,9 @@ fn a_document_scope_ranks_exactly_the_unscoped_hits_it_allows_narrow_or_wide() {
         ("lamp kettle", Target::Nodes),
         ("stone", Target::Edus),
     ] {
-        let all = reader.rank(query, target, None, 100_000).unwrap();
+        let all = FullTextSet::of(&reader)
+            .rank(query, target, None, 100_000)
+            .unwrap();
         for (take, step) in [(1, 1), (3, 7), (60, 4), (200, 1)] {
             let scope: Vec<&str> = ids
                 .iter()
@@ -487,7 +517,9 @@ fn a_document_scope_ranks_exactly_the_unscoped_hits_it_allows_narrow_or_wide() {
                 .filter(|h| scope.contains(&h.doc.as_str()))
                 .collect();
             for limit in [5, 40, 100_000] {
-                let scoped = reader.rank(query, target, Some(&scope), limit).unwrap();
+                let scoped = FullTextSet::of(&reader)
+                    .rank(query, target, Some(&scope), limit)
+                    .unwrap();
                 assert_eq!(
                     scoped.len(),
                     allowed.len().min(limit),
@@ -535,19 +567,25 @@ fn a_section_whose_heading_the_query_names_outranks_one_repeating_its_words() {
     };
     let (named, repeating) = (section("Statement of Cash Flows"), section("Liquidity"));
     let query = "cash flow statement";
-    let hits = reader.rank(query, Target::Nodes, None, 10).unwrap();
+    let hits = FullTextSet::of(&reader)
+        .rank(query, Target::Nodes, None, 10)
+        .unwrap();
     let position = |id: u32| hits.iter().position(|h| h.node == Some(id)).unwrap();
     assert!(position(named) < position(repeating), "{hits:?}");
     // The title's own match is part of the score, twice: the named
     // section scores more than twice its title alone.
-    let titles = reader.rank_titles(query, None, 10).unwrap();
+    let titles = FullTextSet::of(&reader)
+        .rank_titles(query, None, 10)
+        .unwrap();
     let title_score = titles.iter().find(|h| h.node == Some(named)).unwrap().score;
     assert!(
         hits[position(named)].score > 2.0 * title_score,
         "{hits:?} {titles:?}"
     );
     // Scoped to the document, the same scores.
-    let scoped = reader.rank(query, Target::Nodes, Some(&["r"]), 10).unwrap();
+    let scoped = FullTextSet::of(&reader)
+        .rank(query, Target::Nodes, Some(&["r"]), 10)
+        .unwrap();
     for (got, want) in scoped.iter().zip(&hits) {
         assert!(
             (got.score - want.score).abs() <= 1e-5 * want.score,
@@ -556,9 +594,84 @@ fn a_section_whose_heading_the_query_names_outranks_one_repeating_its_words() {
     }
     // The ceiling counts the title terms too: the named section's score
     // stays below one saturated match of every term in both fields.
-    let ceiling = reader.rank_ceiling(query, Target::Nodes, None).unwrap();
+    let ceiling = FullTextSet::of(&reader)
+        .rank_ceiling(query, Target::Nodes, None)
+        .unwrap();
     assert!(
         ceiling > 0.0 && hits[0].score < ceiling * (1.0 + 1.2),
         "{ceiling} {hits:?}"
     );
+}
+
+#[test]
+fn rankings_do_not_depend_on_how_the_index_lies_and_a_set_ranks_as_one_index() {
+    // Documents matching a many-term query in different ways, written into
+    // one index in one order and one commit, into another in the opposite
+    // order a commit each (other segments, other positions), and split
+    // over three indexes ranked as a set.
+    let words = [
+        "harbour", "lamp", "keeper", "storm", "tide", "rock", "light", "ship",
+    ];
+    let docs: Vec<_> = (0..40)
+        .map(|i| {
+            let text: Vec<&str> = (0..6).map(|k| words[(i * 7 + k * 3 + i / 5) % 8]).collect();
+            let text = format!("{}.\n", text.join(" "));
+            crate::ingest::pipeline::analyze(&format!("d{i:02}"), text, Format::Text).unwrap()
+        })
+        .collect();
+    let (dirs, indexes): (Vec<_>, Vec<FullText>) = (0..5)
+        .map(|_| {
+            let dir = tempfile::tempdir().unwrap();
+            let index = FullText::open(dir.path()).unwrap();
+            (dir, index)
+        })
+        .unzip();
+    let mut indexes = indexes;
+    for doc in &docs {
+        indexes[0].replace(doc).unwrap();
+    }
+    indexes[0].commit(1).unwrap();
+    for (seq, doc) in docs.iter().rev().enumerate() {
+        indexes[1].replace(doc).unwrap();
+        indexes[1].commit(seq as u64 + 1).unwrap();
+    }
+    for (i, doc) in docs.iter().enumerate() {
+        indexes[2 + i % 3].replace(doc).unwrap();
+    }
+    for index in &mut indexes[2..] {
+        index.commit(1).unwrap();
+    }
+    let one = indexes[0].reader();
+    let other = indexes[1].reader();
+    let set = FullTextSet::new(indexes[2..].iter().map(FullText::reader).collect());
+    let query = "lamp keeper storm tide rock light";
+    for target in [Target::Edus, Target::Nodes] {
+        for limit in [3, 10, 100] {
+            let hits = FullTextSet::of(&one)
+                .rank(query, target, None, limit)
+                .unwrap();
+            assert!(!hits.is_empty());
+            assert_eq!(
+                FullTextSet::of(&other)
+                    .rank(query, target, None, limit)
+                    .unwrap(),
+                hits
+            );
+            assert_eq!(set.rank(query, target, None, limit).unwrap(), hits);
+            let scope = ["d03", "d17", "d30"];
+            assert_eq!(
+                set.rank(query, target, Some(&scope), limit).unwrap(),
+                FullTextSet::of(&one)
+                    .rank(query, target, Some(&scope), limit)
+                    .unwrap()
+            );
+        }
+        assert_eq!(
+            set.rank_ceiling(query, target, None).unwrap(),
+            FullTextSet::of(&one)
+                .rank_ceiling(query, target, None)
+                .unwrap()
+        );
+    }
+    drop(dirs);
 }

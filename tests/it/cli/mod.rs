@@ -5,4 +5,5 @@ mod documents;
 mod eval;
 mod fixtures;
 mod session;
+mod shards;
 mod store;

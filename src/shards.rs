@@ -1,0 +1,348 @@
+//! [`ShardSet`]: one store made of several. A corpus too large for one
+//! machine's build shards by document (each document has its own tree,
+//! DAG and vectors), so a shard set is a directory holding a small
+//! manifest (`shards.json`) that names its stores, in order; each document
+//! lives in the store its id hashes to (CRC-32 of the id's bytes, modulo
+//! the number of stores: stable across versions and machines, so any
+//! writer, a Ray task's included, places a document alike).
+//!
+//! Writes go to the document's store; a batch is atomic within each store
+//! it touches, not across them. Queries run over all the stores as one
+//! ([`crate::query`]'s corpus): BM25 scored with statistics summed over the
+//! stores, vector searches merged, every later stage on the documents
+//! wherever they lie, so a statement returns the same spans from a shard
+//! set as from one store holding the same documents. Sessions are a single
+//! store's (a session's turns must stay together); a shard set holds
+//! documents only.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::db::Db;
+use crate::engine::OpenOptions;
+use crate::engine::write::IngestReport;
+use crate::error::{Error, Result, io_error};
+use crate::ingest::pipeline::IngestOptions;
+use crate::ingest::prepared::PreparedDocument;
+use crate::ingest::sources::Source;
+use crate::model::document::{DocMeta, Document};
+use crate::progress::{CancelToken, Progress};
+use crate::query::corpus::Corpus;
+use crate::query::{Params, Query, QueryResult};
+
+/// The manifest's file name in a shard set's directory.
+pub const MANIFEST_FILE: &str = "shards.json";
+
+/// What the manifest's `kind` says.
+const MANIFEST_KIND: &str = "edudb shard set";
+
+/// The manifest's format version.
+const MANIFEST_FORMAT: u32 = 1;
+
+/// The placement rule the manifest records (the only one so far).
+const PLACEMENT: &str = "crc32(id) mod shards";
+
+/// Most stores a shard set may have.
+pub const MAX_SHARDS: usize = 4096;
+
+/// The manifest: what the directory is and which stores it is made of.
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    kind: String,
+    format: u32,
+    placement: String,
+    /// The stores, in placement order: relative to the set's directory,
+    /// or absolute.
+    shards: Vec<PathBuf>,
+}
+
+/// Which of `shards` stores holds the document `id`: CRC-32 (IEEE) of the
+/// id's UTF-8 bytes, modulo `shards`. Stable: a shard set's placement
+/// never changes under it.
+pub fn shard_of(id: &str, shards: usize) -> usize {
+    (crc32fast::hash(id.as_bytes()) as usize) % shards.max(1)
+}
+
+/// An open shard set: its stores, each open.
+#[derive(Debug)]
+pub struct ShardSet {
+    dir: PathBuf,
+    shards: Vec<Db>,
+}
+
+impl ShardSet {
+    /// True when `dir` is a shard set (it holds a manifest).
+    pub fn is_shard_set(dir: impl AsRef<Path>) -> bool {
+        dir.as_ref().join(MANIFEST_FILE).is_file()
+    }
+
+    /// Creates a shard set of `count` new stores at `dir` (absent or
+    /// empty), `shard-000`, `shard-001`, … inside it, each created with
+    /// `options`. The manifest is written last, so a stop before it leaves
+    /// no shard set.
+    pub fn create(dir: impl AsRef<Path>, count: usize, options: &OpenOptions) -> Result<ShardSet> {
+        let dir = dir.as_ref();
+        if !(1..=MAX_SHARDS).contains(&count) {
+            return Err(Error::Usage(format!(
+                "a shard set has 1 to {MAX_SHARDS} stores, not {count}"
+            )));
+        }
+        let in_use = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
+        if in_use || (dir.exists() && !dir.is_dir()) {
+            return Err(Error::Usage(format!(
+                "{} is in use: a shard set is made in a new or empty directory",
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        let names: Vec<PathBuf> = (0..count)
+            .map(|i| PathBuf::from(format!("shard-{i:03}")))
+            .collect();
+        let options = OpenOptions {
+            create: true,
+            ..options.clone()
+        };
+        let mut shards = Vec::with_capacity(count);
+        for name in &names {
+            shards.push(Db::open_with(dir.join(name), &options)?);
+        }
+        write_manifest(
+            dir,
+            &Manifest {
+                kind: MANIFEST_KIND.to_owned(),
+                format: MANIFEST_FORMAT,
+                placement: PLACEMENT.to_owned(),
+                shards: names,
+            },
+        )?;
+        Ok(ShardSet {
+            dir: dir.to_owned(),
+            shards,
+        })
+    }
+
+    /// Opens the shard set at `dir`, each store with `options` (never
+    /// created: a store the manifest names must be there); the stores must
+    /// share one embedder.
+    pub fn open(dir: impl AsRef<Path>, options: &OpenOptions) -> Result<ShardSet> {
+        let dir = dir.as_ref();
+        let manifest = read_manifest(dir)?;
+        let options = OpenOptions {
+            create: false,
+            ..options.clone()
+        };
+        let mut shards: Vec<Db> = Vec::with_capacity(manifest.shards.len());
+        for path in &manifest.shards {
+            let db = Db::open_with(dir.join(path), &options)?;
+            if let Some(first) = shards.first()
+                && first.embedder().identity() != db.embedder().identity()
+            {
+                return Err(Error::BadShardSet {
+                    path: dir.to_owned(),
+                    message: format!(
+                        "its stores embed differently ({} has {}, {} has {})",
+                        first.path().display(),
+                        first.embedder().identity(),
+                        db.path().display(),
+                        db.embedder().identity()
+                    ),
+                });
+            }
+            shards.push(db);
+        }
+        Ok(ShardSet {
+            dir: dir.to_owned(),
+            shards,
+        })
+    }
+
+    /// Where the store that holds (or would hold) document `id` of the
+    /// shard set at `dir` is, read from its manifest (no store opened).
+    pub fn store_for(dir: impl AsRef<Path>, id: &str) -> Result<PathBuf> {
+        let dir = dir.as_ref();
+        let manifest = read_manifest(dir)?;
+        let at = shard_of(id, manifest.shards.len());
+        Ok(dir.join(&manifest.shards[at]))
+    }
+
+    /// The set's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The stores, in placement order.
+    pub fn shards(&self) -> &[Db] {
+        &self.shards
+    }
+
+    /// The index of the store that holds (or would hold) document `id`.
+    pub fn shard_of(&self, id: &str) -> usize {
+        shard_of(id, self.shards.len())
+    }
+
+    /// The store that holds (or would hold) document `id`.
+    pub fn shard_for(&self, id: &str) -> &Db {
+        &self.shards[self.shard_of(id)]
+    }
+
+    /// Ingests `sources`, each into its store (see [`Db::ingest`]); the
+    /// reports of the stores together. Each store's part is written as
+    /// that store's ingest writes it.
+    pub fn ingest(
+        &self,
+        sources: &[Source],
+        options: IngestOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<IngestReport> {
+        let mut parts: Vec<Vec<Source>> = vec![Vec::new(); self.shards.len()];
+        for source in sources {
+            parts[self.shard_of(&source.id)].push(source.clone());
+        }
+        let mut report = IngestReport::default();
+        for (db, part) in self.shards.iter().zip(parts) {
+            if part.is_empty() {
+                continue;
+            }
+            let written = db.ingest(&part, options.clone(), progress, cancel)?;
+            report.documents.extend(written.documents);
+            report.failures.extend(written.failures);
+            report.elapsed += written.elapsed;
+            report.llm.add(&written.llm);
+        }
+        Ok(report)
+    }
+
+    /// Writes prepared documents, each into its store: one atomic batch
+    /// per store touched ([`Db::write_prepared`]), not one over all. The
+    /// metadata of each, in the order given.
+    pub fn write_prepared(&self, docs: Vec<PreparedDocument>) -> Result<Vec<DocMeta>> {
+        let mut parts: Vec<Vec<(usize, PreparedDocument)>> =
+            (0..self.shards.len()).map(|_| Vec::new()).collect();
+        let count = docs.len();
+        for (at, doc) in docs.into_iter().enumerate() {
+            parts[self.shard_of(doc.id())].push((at, doc));
+        }
+        let mut metas: Vec<Option<DocMeta>> = vec![None; count];
+        for (db, part) in self.shards.iter().zip(parts) {
+            if part.is_empty() {
+                continue;
+            }
+            let (places, docs): (Vec<usize>, Vec<PreparedDocument>) = part.into_iter().unzip();
+            for (at, meta) in places.into_iter().zip(db.write_prepared(docs)?) {
+                metas[at] = Some(meta);
+            }
+        }
+        Ok(metas.into_iter().flatten().collect())
+    }
+
+    /// Deletes document `id` from its store ([`Db::remove`]).
+    pub fn remove(&self, id: &str) -> Result<()> {
+        self.shard_for(id).remove(id)
+    }
+
+    /// Every document's metadata, over all the stores, by id.
+    pub fn documents(&self) -> Result<Vec<DocMeta>> {
+        self.corpus(|corpus| corpus.documents())
+    }
+
+    /// The documents whose metadata meets `condition` (a WHERE condition,
+    /// as [`Db::documents_where`] takes it), over all the stores, by id.
+    pub fn documents_where(&self, condition: &str) -> Result<Vec<DocMeta>> {
+        let parsed = crate::query::parser::parse_condition(condition)?;
+        self.corpus(|corpus| {
+            let ids = crate::query::plan::documents_where(condition, &parsed, corpus)?;
+            let mut metas = corpus.documents()?;
+            metas.retain(|meta| ids.binary_search(&meta.id).is_ok());
+            Ok(metas)
+        })
+    }
+
+    /// Document `id`, whole, from its store.
+    pub fn document(&self, id: &str) -> Result<Document> {
+        self.shard_for(id).document(id)
+    }
+
+    /// Parses and runs a statement over all the stores as one (see
+    /// [`Db::query`]).
+    pub fn query(&self, statement: &str, params: &Params) -> Result<QueryResult> {
+        self.run(&Query::parse(statement)?, params)
+    }
+
+    /// Runs a parsed statement over all the stores as one.
+    pub fn run(&self, query: &Query, params: &Params) -> Result<QueryResult> {
+        self.corpus(|corpus| query.run_on(corpus, params))
+    }
+
+    /// `work` on the stores as one corpus.
+    fn corpus<T>(&self, work: impl FnOnce(&Corpus<'_>) -> Result<T>) -> Result<T> {
+        let shards = self.shards.len();
+        let place = move |id: &str| shard_of(id, shards);
+        let engines = self.shards.iter().map(Db::engine).collect();
+        work(&Corpus::sharded(engines, &place))
+    }
+}
+
+/// The manifest at `dir`, checked.
+fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST_FILE);
+    let bad = |message: String| Error::BadShardSet {
+        path: dir.to_owned(),
+        message,
+    };
+    let bytes = std::fs::read(&path).map_err(io_error(&path))?;
+    let manifest: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| bad(format!("{MANIFEST_FILE} does not read: {e}")))?;
+    if manifest.kind != MANIFEST_KIND {
+        return Err(bad(format!(
+            "{MANIFEST_FILE} says it is {:?}, not {MANIFEST_KIND:?}",
+            manifest.kind
+        )));
+    }
+    if manifest.format != MANIFEST_FORMAT {
+        return Err(bad(format!(
+            "{MANIFEST_FILE} is format {}; this edudb reads format {MANIFEST_FORMAT}",
+            manifest.format
+        )));
+    }
+    if manifest.placement != PLACEMENT {
+        return Err(bad(format!(
+            "{MANIFEST_FILE} places documents by {:?}; this edudb places them by {PLACEMENT:?}",
+            manifest.placement
+        )));
+    }
+    if !(1..=MAX_SHARDS).contains(&manifest.shards.len()) {
+        return Err(bad(format!(
+            "{MANIFEST_FILE} names {} stores; a shard set has 1 to {MAX_SHARDS}",
+            manifest.shards.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for shard in &manifest.shards {
+        if !seen.insert(dir.join(shard)) {
+            return Err(bad(format!(
+                "{MANIFEST_FILE} names {} twice",
+                shard.display()
+            )));
+        }
+    }
+    Ok(manifest)
+}
+
+/// Writes `manifest` into `dir` whole or not at all (a temporary file,
+/// synced, renamed over, the directory synced).
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
+    use std::io::Write;
+    let path = dir.join(MANIFEST_FILE);
+    let partial = dir.join(format!("{MANIFEST_FILE}.partial"));
+    let json = serde_json::to_vec_pretty(manifest).expect("a manifest serialises");
+    let written = (|| {
+        let mut file = std::fs::File::create(&partial)?;
+        file.write_all(&json)?;
+        file.sync_all()?;
+        std::fs::rename(&partial, &path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    written.map_err(io_error(&path))
+}

@@ -1,0 +1,81 @@
+//! A shard set through the command line: made by `init --shards`, filled
+//! by `ingest`, listed, queried, shown and removed from as one store, and
+//! refused by the commands that work on one store.
+
+use serde_json::Value;
+
+use crate::support::{edudb, rfc_sources, stderr, text};
+
+fn json(out: &std::process::Output) -> Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_shard_set_is_made_filled_queried_and_emptied_like_one_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (set, one) = (dir.path().join("set"), dir.path().join("one"));
+    let made = json(&edudb(&set, &["--json", "init", "--shards", "3"]));
+    assert_eq!(made["shards"], 3);
+    let files: Vec<String> = (rfc_sources(10).iter())
+        .map(|s| match &s.origin {
+            edudb::ingest::sources::Origin::File(path) => path.to_string_lossy().into_owned(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let mut ingest = vec!["ingest", "-q"];
+    ingest.extend(files.iter().map(String::as_str));
+    for db in [&set, &one] {
+        let out = edudb(db, &ingest);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let listed = |db| {
+        let docs = json(&edudb(db, &["--json", "docs"]));
+        (docs.as_array().unwrap().iter())
+            .map(|d| d["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed(&set), listed(&one));
+    assert_eq!(listed(&set).len(), 10);
+    // Each document sits in the store its id places it in.
+    for id in listed(&set) {
+        let shard = edudb::shard_of(&id, 3);
+        let store = set.join(format!("shard-{shard:03}"));
+        let held = json(&edudb(&store, &["--json", "docs"]));
+        assert!(
+            held.as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["id"] == id.as_str())
+        );
+    }
+    let statement = "SELECT SPANS FROM * SEED BM25($q) TRAVERSE BUDGET 400 TOKENS";
+    for question in ["lifetime elision in impls", "drawbacks of the new syntax"] {
+        let param = format!("q={question}");
+        let answer = |db| {
+            let mut answer = json(&edudb(
+                db,
+                &["query", statement, "-p", &param, "--format", "json"],
+            ));
+            answer.as_object_mut().unwrap().remove("elapsed_ms");
+            answer
+        };
+        let sharded = answer(&set);
+        assert!(!sharded["results"].as_array().unwrap().is_empty());
+        assert_eq!(sharded, answer(&one), "{question}");
+    }
+    let id = listed(&set)[4].clone();
+    for command in [vec!["tree", id.as_str()], vec!["show", id.as_str(), "0..3"]] {
+        let out = edudb(&set, &command);
+        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+        assert_eq!(text(&out), text(&edudb(&one, &command)), "{command:?}");
+    }
+    let out = edudb(&set, &["rm", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(listed(&set).len(), 9);
+    assert!(!listed(&set).contains(&id));
+    // What reads one store's own state says what the directory is.
+    let out = edudb(&set, &["stats"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("is a shard set"), "{}", stderr(&out));
+}
