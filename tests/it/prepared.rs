@@ -5,12 +5,11 @@
 use edudb::ingest::sources::{Origin, Source};
 use edudb::storage::prepared::{decode_batch, encode_batch};
 use edudb::{
-    CancelToken, EmbedderConfig, Error, IngestOptions, NoProgress, Params, PreparedDocument,
-    Preparer,
+    CancelToken, EmbedderConfig, Error, IngestOptions, Params, PreparedDocument, Preparer,
 };
 use rand::{Rng, SeedableRng};
 
-use crate::support::{demo_dir, rfc_sources, small_pdf, store};
+use crate::support::{demo_dir, ingest_all, rfc_sources, small_pdf, store, untimed};
 
 /// Sources of the kinds ingest reads: Markdown RFCs, the demo corpus's
 /// other files (Markdown, plain text) and a PDF.
@@ -49,24 +48,14 @@ fn prepare_all(preparer: &Preparer, sources: &[Source]) -> Vec<PreparedDocument>
 
 /// What a statement answers, as JSON without its timings.
 fn answer(db: &edudb::Db, statement: &str) -> serde_json::Value {
-    let mut json = db.query(statement, &Params::new()).unwrap().to_json();
-    json.as_object_mut().unwrap().remove("elapsed_ms");
-    json
+    untimed(db.query(statement, &Params::new()).unwrap())
 }
 
 #[test]
 fn a_document_prepared_apart_and_written_is_the_one_ingest_writes() {
     let sources = sources();
     let (_a, ingested) = store();
-    let report = ingested
-        .ingest(
-            &sources,
-            IngestOptions::default(),
-            &NoProgress,
-            &CancelToken::new(),
-        )
-        .unwrap();
-    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    ingest_all(&ingested, &sources);
 
     // Prepared with no store open, carried as one batch of bytes.
     let preparer = Preparer::new(&EmbedderConfig::default()).unwrap();

@@ -8,7 +8,7 @@ use edudb::{
     Preparer, ShardSet, shard_of,
 };
 
-use crate::support::{rfc_sources, shared_data};
+use crate::support::{ingest_all, rfc_sources, shared_data, untimed};
 
 /// HotpotQA's shared corpus (994 Wikipedia passages, each a document with
 /// its title as heading) and 30 sectioned RFCs: short and long documents.
@@ -86,31 +86,12 @@ fn overlap(one: &serde_json::Value, other: &serde_json::Value) -> (usize, usize)
     )
 }
 
-/// What a result says, without its timings.
-fn answer(result: edudb::QueryResult) -> serde_json::Value {
-    let mut json = result.to_json();
-    json.as_object_mut().unwrap().remove("elapsed_ms");
-    json
-}
-
-fn ingest(db: &Db, sources: &[Source]) {
-    let report = db
-        .ingest(
-            sources,
-            IngestOptions::default(),
-            &NoProgress,
-            &CancelToken::new(),
-        )
-        .unwrap();
-    assert!(report.failures.is_empty(), "{:?}", report.failures);
-}
-
 #[test]
 fn a_shard_set_answers_every_statement_as_one_store_holding_its_documents() {
     let sources = corpus();
     let dir = tempfile::tempdir().unwrap();
     let single = Db::create(dir.path().join("one")).unwrap();
-    ingest(&single, &sources);
+    ingest_all(&single, &sources);
     let options = OpenOptions::default();
     let sets: Vec<ShardSet> = [2, 4]
         .into_iter()
@@ -149,8 +130,8 @@ fn a_shard_set_answers_every_statement_as_one_store_holding_its_documents() {
         for question in questions() {
             let params = Params::new().text("q", &question);
             for statement in STATEMENTS {
-                let one = answer(single.query(statement, &params).unwrap());
-                let sharded = answer(set.query(statement, &params).unwrap());
+                let one = untimed(single.query(statement, &params).unwrap());
+                let sharded = untimed(set.query(statement, &params).unwrap());
                 assert_eq!(
                     sharded,
                     one,
@@ -160,8 +141,8 @@ fn a_shard_set_answers_every_statement_as_one_store_holding_its_documents() {
                 compared += usize::from(!one["results"].as_array().unwrap().is_empty());
             }
             for (statement, tally) in VECTOR_STATEMENTS.iter().zip(&mut found) {
-                let one = answer(single.query(statement, &params).unwrap());
-                let sharded = answer(set.query(statement, &params).unwrap());
+                let one = untimed(single.query(statement, &params).unwrap());
+                let sharded = untimed(set.query(statement, &params).unwrap());
                 let (held, of) = overlap(&one, &sharded);
                 tally.0 += held;
                 tally.1 += of;

@@ -43,14 +43,27 @@ pub fn rfc_sources(count: usize) -> Vec<Source> {
 
 /// Ingests the first `count` RFCs, format detected.
 pub fn ingest_rfcs(db: &Db, count: usize) {
-    let sources = rfc_sources(count);
-    db.ingest(
-        &sources,
-        IngestOptions::default(),
-        &NoProgress,
-        &CancelToken::new(),
-    )
-    .unwrap();
+    ingest_all(db, &rfc_sources(count));
+}
+
+/// Ingests `sources`, formats detected, every one of them accepted.
+pub fn ingest_all(db: &Db, sources: &[Source]) {
+    let report = db
+        .ingest(
+            sources,
+            IngestOptions::default(),
+            &NoProgress,
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+}
+
+/// What a query answered, as JSON without its timings.
+pub fn untimed(result: edudb::QueryResult) -> Value {
+    let mut json = result.to_json();
+    json.as_object_mut().unwrap().remove("elapsed_ms");
+    json
 }
 
 /// An empty store, `db` in a temporary directory.
