@@ -34,6 +34,7 @@ use crate::model::pages::PageLayout;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
 use crate::progress::{CancelToken, Progress};
+use crate::query::corpus::Corpus;
 use crate::query::{Params, Query, QueryResult};
 use crate::storage::vectors::VectorCounts;
 
@@ -511,13 +512,24 @@ impl Db {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<AskResult> {
-        crate::ask::run::ask(&self.engine, question, options, progress, cancel)
+        crate::ask::run::ask(
+            &Corpus::one(&self.engine),
+            question,
+            options,
+            progress,
+            cancel,
+        )
     }
 
     /// The evidence [`Db::ask`] would read, best first, as a cursor an agent
     /// reads itself (no chat model needed).
     pub fn evidence(&self, question: &str, options: &AskOptions) -> Result<Evidence> {
-        Evidence::retrieve(&self.engine, question, options.statement(), options.budget)
+        Evidence::retrieve(
+            &Corpus::one(&self.engine),
+            question,
+            options.statement(),
+            options.budget,
+        )
     }
 
     /// Parses a statement once for repeated [`Db::run`]s.

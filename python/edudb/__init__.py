@@ -74,6 +74,7 @@ from .results import (
 __all__ = [
     "open",
     "connect",
+    "shard_of",
     "Store",
     "Preparer",
     "EdudbError",
@@ -153,9 +154,16 @@ def open(  # noqa: A001 - the package's entry point, as sqlite3.connect is its
     llm_url: Optional[str] = None,
     llm_model: Optional[str] = None,
     llm_key_env: Optional[str] = None,
+    shards: Optional[int] = None,
 ) -> "Store":
     """Opens the store at ``path`` in this process, creating it unless
     ``create`` is False.
+
+    A directory that is a shard set (several stores as one, each document
+    in the store :func:`shard_of` names) opens as one: queries, searches
+    and listings run over all its stores, and a document's calls go to its
+    store; sessions are refused (they live in one store). ``shards=N``
+    creates a shard set of ``N`` new stores at ``path`` (new or empty).
 
     ``embedder`` picks the vectors of a new store: None or ``"hashed"``
     (built in, no model), ``"local"`` (a sentence-transformers directory
@@ -184,8 +192,16 @@ def open(  # noqa: A001 - the package's entry point, as sqlite3.connect is its
             llm_url=llm_url,
             llm_model=llm_model,
             llm_key_env=llm_key_env,
+            shards=None if shards is None else _whole("shards", shards, _U32),
         )
     )
+
+
+def shard_of(id: str, shards: int) -> int:  # noqa: A002 - a document id, as everywhere
+    """Which of a shard set's ``shards`` stores holds document ``id``
+    (CRC-32 of its UTF-8 bytes modulo ``shards``): the placement every
+    writer of a shard set follows, such as a distributed ingest's."""
+    return _edudb.shard_of(id, _whole("shards", shards, _U32))
 
 
 def connect(target: PathLike, token: Optional[str] = None) -> "Store":

@@ -2,7 +2,7 @@
 instead: its ``Store`` wraps this one and turns its JSON answers into
 typed results."""
 
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 __version__: str
 
@@ -67,6 +67,7 @@ class Store:
         llm_url: Optional[str] = None,
         llm_model: Optional[str] = None,
         llm_key_env: Optional[str] = None,
+        shards: Optional[int] = None,
     ) -> "Store": ...
     @staticmethod
     def connect(target: str, token: Optional[str] = None) -> "Store": ...
@@ -156,6 +157,18 @@ class Preparer:
         ip_maker: Optional[str] = None,
         metadata_json: Optional[str] = None,
     ) -> bytes: ...
+
+def shard_of(id: str, shards: int) -> int:
+    """Which of a shard set's ``shards`` stores holds document ``id``."""
+    ...
+
+def shard_stores(path: str) -> List[str]:
+    """Where the stores of the shard set at ``path`` are, in placement order."""
+    ...
+
+def expand_sources(paths: List[str]) -> List[Tuple[str, str]]:
+    """The documents ``paths`` name: ``(id, path)`` pairs, by id."""
+    ...
 
 def check_condition(condition: str) -> None:
     """Raises QueryError unless ``condition`` is one WHERE condition."""

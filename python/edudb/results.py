@@ -350,6 +350,9 @@ class Stats(_FromJson):
     last_change: int
     format_version: int
     tokenizer: str
+    shards: Optional[int] = None
+    """The number of stores, for a shard set (their counts summed); None
+    for one store."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 //! `edudb._edudb`: the native half of the Python package `edudb`. One
-//! class, [`Store`], holds either a store opened in this process (a
-//! [`Db`]) or a connection to a server of one (a [`Client`]), and answers
+//! class, [`Store`], holds a store opened in this process (a [`Db`]), a
+//! shard set opened in this process (a [`ShardSet`]: several stores as
+//! one) or a connection to a server of a store (a [`Client`]), and answers
 //! every call through [`Api`] with the served API's JSON (the CLI's
 //! `--json` contracts), so both kinds give the same answers; the Python
 //! half (`edudb/__init__.py`) turns that JSON into typed objects. Store
@@ -17,7 +18,7 @@ use edudb::serve::{Api, Client};
 use edudb::{
     AskOptions, CancelToken, ChatConfig, ChatModel, Db, EmbedderConfig, Error, Format, HttpChat,
     HttpConfig, IngestOptions, IpMakerKind, Metadata, NoProgress, OpenOptions, Params, Progress,
-    Structurer, TurnInput,
+    ShardSet, Structurer, TurnInput,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -66,6 +67,7 @@ create_exception!(
 /// What a [`Store`] talks to.
 enum Backend {
     Local(Box<Db>),
+    Shards(Box<ShardSet>),
     Served(Box<Client>),
 }
 
@@ -74,6 +76,7 @@ impl Backend {
     fn api(&self) -> &(dyn Api + Sync) {
         match self {
             Backend::Local(db) => &**db,
+            Backend::Shards(set) => &**set,
             Backend::Served(client) => &**client,
         }
     }
@@ -207,11 +210,13 @@ impl Store {
     /// with; hashed for a new store), "hashed", "openai" (with `embed_url`,
     /// `embed_model` and optionally `embed_key_env`) or "local" (with
     /// `model`, a sentence-transformers directory). `busy_timeout`: seconds
-    /// to wait for another process to release the store.
+    /// to wait for another process to release the store. A directory that
+    /// is a shard set opens as one; `shards` creates a shard set of that
+    /// many stores at `path` (new or empty).
     #[staticmethod]
     #[pyo3(signature = (path, *, embedder=None, model=None, embed_url=None, embed_model=None,
                         embed_key_env=None, dimension=None, busy_timeout=0.0, create=true,
-                        llm_url=None, llm_model=None, llm_key_env=None))]
+                        llm_url=None, llm_model=None, llm_key_env=None, shards=None))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -227,6 +232,7 @@ impl Store {
         llm_url: Option<String>,
         llm_model: Option<String>,
         llm_key_env: Option<String>,
+        shards: Option<usize>,
     ) -> PyResult<Store> {
         let config = embedder_config(
             embedder,
@@ -250,7 +256,18 @@ impl Store {
             chat,
             ..OpenOptions::default()
         };
-        let db = py.detach(|| Db::open_with(&path, &options)).map_err(|err| {
+        let opened = py.detach(|| -> edudb::Result<Backend> {
+            if let Some(count) = shards {
+                return Ok(Backend::Shards(Box::new(ShardSet::create(
+                    &path, count, &options,
+                )?)));
+            }
+            if ShardSet::is_shard_set(&path) {
+                return Ok(Backend::Shards(Box::new(ShardSet::open(&path, &options)?)));
+            }
+            Ok(Backend::Local(Box::new(Db::open_with(&path, &options)?)))
+        });
+        let backend = opened.map_err(|err| {
             // A store a server holds is used through the server.
             match (&err, edudb::serve::live_socket(&path)) {
                 (Error::Locked { .. }, Some(_)) => StoreBusy::new_err(format!(
@@ -260,7 +277,7 @@ impl Store {
                 _ => to_python(err),
             }
         })?;
-        Ok(Store::new(Backend::Local(Box::new(db))))
+        Ok(Store::new(backend))
     }
 
     /// Connects to `edudb serve` at `target`: an `http://HOST:PORT` URL (or
@@ -502,9 +519,12 @@ impl Store {
                 Backend::Local(db) => unpanicked(|| {
                     let (report, reopened) = db.vacuum_reopened(&NoProgress, &CancelToken::new());
                     *held = Some(Backend::Local(Box::new(reopened?)));
-                    let report = report?;
-                    serde_json::to_value(report)
-                        .map_err(|e| Error::Serve(format!("encoding the vacuum's report: {e}")))
+                    vacuum_answer(report?)
+                }),
+                Backend::Shards(set) => unpanicked(|| {
+                    let (report, reopened) = set.vacuum_reopened(&NoProgress, &CancelToken::new());
+                    *held = Some(Backend::Shards(Box::new(reopened?)));
+                    vacuum_answer(report?)
                 }),
             }
         })?;
@@ -548,7 +568,7 @@ impl Store {
 
     /// For the benchmark: seconds per run of `statement` with `params`
     /// through the Rust library alone (no Python, no JSON), over `runs`
-    /// runs; a local store only.
+    /// runs; a store open here only.
     fn rust_query_seconds(
         &self,
         py: Python<'_>,
@@ -561,7 +581,7 @@ impl Store {
             self.with_backend(|backend| {
                 let Backend::Local(db) = backend else {
                     return Err(Error::Usage(
-                        "a served store runs no Rust-only query".into(),
+                        "only a store open here runs a Rust-only query".into(),
                     ));
                 };
                 let query = db.prepare(statement)?;
@@ -574,6 +594,12 @@ impl Store {
         })
         .map_err(PyErr::from)
     }
+}
+
+/// A vacuum's report as its JSON answer.
+fn vacuum_answer(report: edudb::VacuumReport) -> edudb::Result<Value> {
+    serde_json::to_value(report)
+        .map_err(|e| Error::Serve(format!("encoding the vacuum's report: {e}")))
 }
 
 /// Runs `work` on another thread while this one, without the GIL, waits
@@ -1029,12 +1055,51 @@ fn check_condition(condition: &str) -> PyResult<()> {
         .map_err(|err| to_python(Error::Query(err)))
 }
 
+/// Which of `shards` stores of a shard set holds document `id` (CRC-32 of
+/// its UTF-8 bytes modulo `shards`): the placement every writer of a set
+/// follows.
+#[pyfunction]
+fn shard_of(id: &str, shards: usize) -> PyResult<usize> {
+    if !(1..=edudb::MAX_SHARDS).contains(&shards) {
+        return Err(to_python(Error::Usage(format!(
+            "a shard set has 1 to {} stores, not {shards}",
+            edudb::MAX_SHARDS
+        ))));
+    }
+    Ok(edudb::shard_of(id, shards))
+}
+
+/// Where the stores of the shard set at `path` are, in placement order.
+#[pyfunction]
+fn shard_stores(path: PathBuf) -> PyResult<Vec<PathBuf>> {
+    ShardSet::store_paths(&path).map_err(to_python)
+}
+
+/// The documents `paths` name, as an ingest reads them (files, and the
+/// files under directories): `(id, path)` pairs, by id.
+#[pyfunction]
+fn expand_sources(paths: Vec<PathBuf>) -> PyResult<Vec<(String, PathBuf)>> {
+    let sources = edudb::ingest::sources::expand(&paths, None).map_err(to_python)?;
+    (sources.into_iter())
+        .map(|source| match source.origin {
+            edudb::ingest::sources::Origin::File(path) => Ok((source.id, path)),
+            _ => Err(to_python(Error::Usage(format!(
+                "{} is not a file: a distributed ingest reads files, or (id, bytes) pairs",
+                source.id
+            )))),
+        })
+        .collect()
+}
+
 #[pymodule]
 fn _edudb(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     module.add_class::<Store>()?;
     module.add_class::<Preparer>()?;
     module.add_function(wrap_pyfunction!(check_condition, module)?)?;
+    module.add_function(wrap_pyfunction!(shard_of, module)?)?;
+    module.add_function(wrap_pyfunction!(shard_stores, module)?)?;
+    module.add_function(wrap_pyfunction!(expand_sources, module)?)?;
     module.add("EdudbError", py.get_type::<EdudbError>())?;
     module.add("UserError", py.get_type::<UserError>())?;
     module.add("QueryError", py.get_type::<QueryError>())?;

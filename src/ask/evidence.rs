@@ -2,8 +2,8 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::query::corpus::Corpus;
 use crate::query::{Item, Params, Query, Rows};
 
 /// The statement evidence is retrieved with when none is given: BM25 over
@@ -23,7 +23,7 @@ impl Evidence {
     /// Runs `statement` (a SELECT; `$question` and `$budget` are bound to
     /// `question` and `budget`) and keeps its items in score order.
     pub(crate) fn retrieve(
-        engine: &Engine,
+        corpus: &Corpus<'_>,
         question: &str,
         statement: &str,
         budget: u64,
@@ -31,7 +31,7 @@ impl Evidence {
         let params = Params::new()
             .text("question", question)
             .number("budget", budget as f64);
-        let result = Query::parse(statement)?.run(engine, &params)?;
+        let result = Query::parse(statement)?.run_on(corpus, &params)?;
         let Rows::Selection(selection) = result.rows else {
             return Err(Error::Usage(format!(
                 "evidence is retrieved with a SELECT statement, not {statement:?}"

@@ -6,11 +6,11 @@ use serde::Serialize;
 use crate::ask::answer::answer;
 use crate::ask::evidence::{DEFAULT_STATEMENT, Evidence};
 use crate::ask::judge::judge;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::cost::LlmCost;
 use crate::progress::{CancelToken, Progress};
 use crate::query::Item;
+use crate::query::corpus::Corpus;
 
 /// How [`crate::Db::ask`] retrieves, reads and answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,20 +120,20 @@ impl AskResult {
 
 /// The work of [`crate::Db::ask`].
 pub(crate) fn ask(
-    engine: &Engine,
+    corpus: &Corpus<'_>,
     question: &str,
     options: &AskOptions,
     progress: &dyn Progress,
     cancel: &CancelToken,
 ) -> Result<AskResult> {
-    let chat = engine.chat().ok_or(Error::NoChatModel { step: "ask" })?;
+    let chat = corpus.chat().ok_or(Error::NoChatModel { step: "ask" })?;
     if question.trim().is_empty() {
         return Err(Error::Usage("ask needs a question".into()));
     }
     if options.group == 0 {
         return Err(Error::Usage("ask shows at least one item per step".into()));
     }
-    let mut evidence = Evidence::retrieve(engine, question, options.statement(), options.budget)?;
+    let mut evidence = Evidence::retrieve(corpus, question, options.statement(), options.budget)?;
     let mut result = AskResult {
         question: question.to_owned(),
         statement: evidence.statement().to_owned(),

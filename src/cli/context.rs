@@ -1,5 +1,8 @@
 //! A command line being run, and the store it runs on.
 
+use std::sync::Arc;
+
+use edudb::serve::Api;
 use edudb::{Db, Error, OpenOptions, ShardSet};
 
 use super::args::Cli;
@@ -49,6 +52,15 @@ impl<'a> Context<'a> {
             return Ok(None);
         }
         ShardSet::open(&self.cli.db, &self.open_options(false)?).map(Some)
+    }
+
+    /// The calls of the store at `--db` (created when `create`), or of the
+    /// shard set there, as `Api` answers them.
+    pub(super) fn api(&self, create: bool) -> edudb::Result<Arc<dyn Api + Send + Sync>> {
+        Ok(match self.shard_set()? {
+            Some(set) => Arc::new(set),
+            None => Arc::new(self.open(create)?.into_owned()?),
+        })
     }
 
     /// How the store at `--db` is opened (created when `create`).

@@ -1,11 +1,10 @@
 //! `edudb mcp`: the store as an MCP server on standard input and output,
 //! through the store's server when one is live (so that an agent and a
-//! person share the store), else on the store opened here.
+//! person share the store), else on the store (or shard set) opened here.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use edudb::Db;
 use edudb::serve::mcp::{McpOptions, serve_stdio};
 use edudb::serve::{Api, Client};
 
@@ -41,16 +40,17 @@ impl McpAccess {
 }
 
 /// Serves the store at `store` over stdio until the client closes it:
-/// through its server when one is live, else on the store `open` opens.
+/// through its server when one is live, else on what `open` opens here (the
+/// store, or a shard set).
 pub fn run(
     store: &Path,
-    open: impl FnOnce() -> edudb::Result<Db>,
+    open: impl FnOnce() -> edudb::Result<Arc<dyn Api + Send + Sync>>,
     access: &McpAccess,
 ) -> edudb::Result<()> {
     let options = access.options()?;
     let api: Arc<dyn Api + Send + Sync> = match route::Server::find(store) {
         Some(server) => Arc::new(Client::connect(&server.store().to_string_lossy(), None)?),
-        None => Arc::new(open()?),
+        None => open()?,
     };
     serve_stdio(api, options)
 }

@@ -179,9 +179,9 @@ fn run(context: &Context, out: &mut dyn Write, errors: &mut dyn Write) -> Result
         Command::Ask(args) => done(retrieval::ask(context, out, args)),
         Command::Console { format } => serving::console(context, *format),
         Command::Serve(args) => done(serving::serve(context, out, args, Arc::new(Runner))),
-        Command::Mcp { access } => done(
-            mcp::run(&cli.db, || context.open(true)?.into_owned(), access).map_err(Failure::from),
-        ),
+        Command::Mcp { access } => {
+            done(mcp::run(&cli.db, || context.api(true), access).map_err(Failure::from))
+        }
         Command::Stats => done(maintenance::stats(context, out)),
         Command::Reindex => maintenance::reindex(context, out),
         Command::Salvage { to } => maintenance::salvage(context, out, to),

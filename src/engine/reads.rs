@@ -19,6 +19,7 @@ use crate::model::ids::{is_turn_id, parse_turn_id};
 use crate::model::pages::PageLayout;
 use crate::model::rank::{RankedHit, Target};
 use crate::model::tree::Tree;
+use crate::storage::fulltext::FullTextSet;
 use crate::storage::store::{Damage, FORMAT_VERSION, StoredDoc};
 use crate::storage::vector_record::Rows;
 use crate::storage::vectors::{EXACT_SCOPE_LIMIT, MappedTable, VectorCounts, search_stored};
@@ -532,7 +533,13 @@ impl Engine {
 
     /// The work of [`crate::Db::search`].
     pub(crate) fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
-        let hits = self.reader.search(query, limit)?;
+        self.search_hits(FullTextSet::of(&self.reader).search(query, limit)?)
+    }
+
+    /// `hits` of this store's documents with their coordinates and texts,
+    /// in the order given; hits of documents no longer stored (or of
+    /// session turns, which query syntax can name) are left out.
+    pub(crate) fn search_hits(&self, hits: Vec<RankedHit>) -> Result<Vec<SearchHit>> {
         let mut docs: HashMap<String, StoredDoc> = HashMap::new();
         let mut out = Vec::with_capacity(hits.len());
         // Query syntax can name the turn fields; session turns are not

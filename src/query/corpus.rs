@@ -13,6 +13,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::catalog::Catalog;
+use crate::compute::chat::ChatModel;
 use crate::compute::device::Device;
 use crate::engine::Engine;
 use crate::engine::cache::CachedDocument;
@@ -79,6 +80,12 @@ impl<'a> Corpus<'a> {
     /// `text` embedded as a query (every store of a set has one embedder).
     pub(crate) fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         self.engines[0].embed_query(text)
+    }
+
+    /// The chat model the stores were opened with (every store of a set is
+    /// opened with the same options).
+    pub(crate) fn chat(&self) -> Option<&'a dyn ChatModel> {
+        self.engines[0].chat()
     }
 
     /// Where propagation runs.

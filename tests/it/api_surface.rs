@@ -1,6 +1,6 @@
-//! One declaration per call: the `Api` trait (`src/serve/api.rs`) is the
-//! list of the store's calls. `Db` and `Client` implement it (a call
-//! missing from either fails to compile); the HTTP handlers and the Python
+//! One declaration per call: the `Api` trait (`src/serve/api/mod.rs`) is the
+//! list of the store's calls. `Db`, `ShardSet` and `Client` implement it (a call
+//! missing from any fails to compile); the HTTP handlers and the Python
 //! binding reach the store only through it, and this checks that each of
 //! them offers every call, so a new call cannot be added to one surface
 //! and forgotten on another.
@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 /// The trait's source.
-const API: &str = include_str!("../../src/serve/api.rs");
+const API: &str = include_str!("../../src/serve/api/mod.rs");
 /// The HTTP handlers' sources.
 const HANDLERS: [&str; 5] = [
     include_str!("../../src/serve/handlers/documents.rs"),

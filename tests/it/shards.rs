@@ -252,3 +252,126 @@ fn bad_manifests_and_directories_in_use_are_refused_by_name() {
     let err = Db::open(&set).unwrap_err().to_string();
     assert!(err.contains("shard set"), "{err}");
 }
+
+/// `value` without what differs between two runs or two layouts of the
+/// same documents: timings, sizes on disk, change numbers.
+fn settled(mut value: serde_json::Value) -> serde_json::Value {
+    if let Some(object) = value.as_object_mut() {
+        for key in ["elapsed_ms", "store_bytes", "last_change", "shards"] {
+            object.remove(key);
+        }
+    }
+    value
+}
+
+#[test]
+fn the_api_answers_over_a_shard_set_as_over_one_store() {
+    use edudb::serve::Api;
+    let sources = rfc_sources(12);
+    let dir = tempfile::tempdir().unwrap();
+    let set = ShardSet::create(dir.path().join("set"), 3, &OpenOptions::default()).unwrap();
+    let one = Db::create(dir.path().join("one")).unwrap();
+    ingest_all(&one, &sources);
+    let cancel = CancelToken::new();
+    let ingested = Api::ingest(
+        &set,
+        &sources,
+        IngestOptions::default(),
+        &NoProgress,
+        &cancel,
+    )
+    .unwrap();
+    assert_eq!(ingested["documents"].as_array().unwrap().len(), 12);
+    let (set_api, one_api): (&dyn Api, &dyn Api) = (&set, &one);
+    let id = &sources[4].id;
+    // A document's calls go to its store.
+    for api in [set_api, one_api] {
+        for doc in [id, &sources[7].id] {
+            api.update_metadata(doc, &serde_json::json!({"team": "lang"}), &[])
+                .unwrap();
+        }
+    }
+    let holder = set.shard_for(id);
+    assert_eq!(holder.metadata(id).unwrap().to_json()["team"], "lang");
+    for ask in [
+        |api: &dyn Api, _: &str| api.documents(None),
+        |api: &dyn Api, _: &str| api.documents(Some("meta.team = 'lang'")),
+        |api: &dyn Api, id: &str| api.tree(id),
+        |api: &dyn Api, id: &str| api.edus(id, Some((2, 6))),
+        |api: &dyn Api, id: &str| api.dag_listing(id, None),
+        |api: &dyn Api, id: &str| api.metadata(id),
+        |api: &dyn Api, _: &str| api.search("lifetime AND elision", 8),
+        |api: &dyn Api, _: &str| api.search("trait objects", 20),
+        |api: &dyn Api, _: &str| {
+            api.query(
+                "SELECT SPANS FROM * SEED BM25('error handling') PROPAGATE BUDGET 300 TOKENS",
+                &Params::new(),
+                false,
+            )
+            .map(settled)
+        },
+    ] {
+        assert_eq!(ask(set_api, id).unwrap(), ask(one_api, id).unwrap());
+    }
+    // Counts summed over the stores are one store's counts.
+    let stats = set_api.stats().unwrap();
+    assert_eq!(stats["shards"], 3);
+    assert_eq!(settled(stats), settled(one_api.stats().unwrap()));
+    let checked = set_api.check().unwrap();
+    assert_eq!(checked["documents"], 12);
+    assert_eq!(checked["damaged"], serde_json::json!([]));
+    assert_eq!(checked["vectors"], one_api.check().unwrap()["vectors"]);
+    // Sessions live in one store: none listed, each call refused by name.
+    assert_eq!(set_api.sessions().unwrap(), serde_json::json!([]));
+    let refused = set_api.session_context("s", 100, None).unwrap_err();
+    assert!(refused.is_user_error() && refused.to_string().contains("shard set"));
+}
+
+#[test]
+fn a_shard_set_is_backed_up_reindexed_and_vacuumed_store_by_store() {
+    let sources = rfc_sources(9);
+    let dir = tempfile::tempdir().unwrap();
+    let set = ShardSet::create(dir.path().join("set"), 2, &OpenOptions::default()).unwrap();
+    set.ingest(
+        &sources,
+        IngestOptions::default(),
+        &NoProgress,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    let question = "SELECT SPANS FROM * SEED BM25('stability guarantees') BUDGET 256 TOKENS";
+    let answer = |set: &ShardSet| untimed(set.query(question, &Params::new()).unwrap());
+    let before = answer(&set);
+    set.remove(&sources[0].id).unwrap();
+    // Rebuilt indexes no longer count the removed document's entries in
+    // their statistics, as a backup's or a vacuum's do not.
+    assert_eq!(
+        set.reindex(&NoProgress, &CancelToken::new()).unwrap(),
+        vec![]
+    );
+    let after_removal = answer(&set);
+
+    let copy_dir = dir.path().join("copy");
+    let report = set
+        .backup(&copy_dir, &NoProgress, &CancelToken::new())
+        .unwrap();
+    assert_eq!(report.documents, 8);
+    assert!(ShardSet::is_shard_set(&copy_dir));
+    let copy = ShardSet::open(&copy_dir, &OpenOptions::default()).unwrap();
+    assert_eq!(answer(&copy), after_removal);
+    assert_eq!(copy.documents().unwrap(), set.documents().unwrap());
+    // A second backup into the same place is refused, the first kept.
+    let again = set.backup(&copy_dir, &NoProgress, &CancelToken::new());
+    assert!(again.unwrap_err().to_string().contains("in use"));
+
+    let (vacuumed, reopened) = set.vacuum_reopened(&NoProgress, &CancelToken::new());
+    let (vacuumed, set) = (vacuumed.unwrap(), reopened.unwrap());
+    assert_eq!(vacuumed.documents, 8);
+    assert!(vacuumed.bytes_after <= vacuumed.bytes_before);
+    assert_eq!(answer(&set), after_removal);
+    assert_ne!(
+        before, after_removal,
+        "the removed document was in the answer"
+    );
+    assert!(set.check().unwrap().damaged.is_empty());
+}

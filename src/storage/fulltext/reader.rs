@@ -103,9 +103,16 @@ impl FullTextReader {
         Ok(ids)
     }
 
-    /// BM25 search in tantivy query syntax over EDU texts and section
-    /// titles (of documents, not session turns), best first.
-    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<RankedHit>> {
+    /// The best `limit` hits of `query`, in tantivy query syntax over EDU
+    /// texts and section titles (of documents, not session turns), scored
+    /// with `statistics`.
+    pub(super) fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        searcher: &Searcher,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Result<Vec<RankedHit>> {
         let mut parser =
             QueryParser::for_index(&self.index, vec![self.fields.text, self.fields.title]);
         parser.set_field_boost(self.fields.title, TITLE_BOOST);
@@ -113,8 +120,7 @@ impl FullTextReader {
             query: query.to_owned(),
             message: e.to_string(),
         })?;
-        let searcher = self.reader.searcher();
-        self.top(&searcher, &parsed, limit, &searcher, None)
+        self.top(searcher, &parsed, limit, statistics, None)
     }
 
     /// The field nodes or EDUs are ranked on: the turn fields when `docs`

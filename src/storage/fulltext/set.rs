@@ -65,6 +65,24 @@ impl FullTextSet {
         .map(|hits| best(hits, limit))
     }
 
+    /// BM25 search in tantivy query syntax over EDU texts and section
+    /// titles (of documents, not session turns), best first (ties as
+    /// [`FullTextSet::rank`] breaks them), scored with statistics over every
+    /// index's entries.
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<RankedHit>> {
+        let searchers = self.searchers();
+        let mut entries = 0;
+        for searcher in &searchers {
+            entries += Bm25StatisticsProvider::total_num_docs(searcher).map_err(fulltext)?;
+        }
+        let statistics = Statistics::new(&searchers, entries);
+        let mut hits = Vec::new();
+        for (reader, searcher) in self.readers.iter().zip(&searchers) {
+            hits.extend(reader.search(query, limit, searcher, &statistics)?);
+        }
+        Ok(best(hits, limit))
+    }
+
     /// Ranks sections by their titles alone against free `text`, within
     /// `docs` when given, best first: the sections whose names `text`
     /// mentions lead (a short title all of whose terms occur scores
@@ -147,12 +165,7 @@ impl FullTextSet {
         for (reader, searcher) in self.readers.iter().zip(searchers) {
             entries += reader.entries_having(searcher, field)?;
         }
-        Ok(Statistics {
-            searchers,
-            entries,
-            known: Mutex::default(),
-            tokens: Mutex::default(),
-        })
+        Ok(Statistics::new(searchers, entries))
     }
 
     /// The hits `rank` finds in each index, all scored with `field`'s
@@ -204,6 +217,19 @@ struct Statistics<'a> {
     known: Mutex<HashMap<Term, u64>>,
     /// The field's token count over every index, once looked up.
     tokens: Mutex<Option<(Field, u64)>>,
+}
+
+impl<'a> Statistics<'a> {
+    /// The statistics over `searchers`, `entries` being the collection's
+    /// size.
+    fn new(searchers: &'a [Searcher], entries: u64) -> Statistics<'a> {
+        Statistics {
+            searchers,
+            entries,
+            known: Mutex::default(),
+            tokens: Mutex::default(),
+        }
+    }
 }
 
 impl Bm25StatisticsProvider for Statistics<'_> {

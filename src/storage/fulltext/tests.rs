@@ -440,7 +440,7 @@ fn a_fast_field_file_overwritten_is_damage_not_a_panic() {
     }
     let reader = FullText::open(dir.path()).unwrap().reader();
     for hits in [
-        reader.search("oven", 5),
+        FullTextSet::of(&reader).search("oven", 5),
         FullTextSet::of(&reader).rank("oven", Target::Edus, None, 5),
     ] {
         let err = hits.unwrap_err();

@@ -1,9 +1,11 @@
 //! [`Api`]: the calls of the served API, answered with its JSON bodies
 //! (the CLI's `--json` contracts, described by `GET /openapi.json`). A
-//! [`Db`] answers them itself, as the server does (the server's handlers
-//! call these), and a [`Client`](super::Client) asks a server for them, so
-//! a caller holding either (the Python package, an agent framework) sees
-//! the same answers.
+//! [`Db`](crate::Db) answers them itself ([`store`]), as the server does
+//! (the server's handlers call these), a [`ShardSet`](crate::ShardSet)
+//! answers them over its stores ([`shard_set`]), and a
+//! [`Client`](super::Client) asks a server for them, so a caller holding
+//! any of them (the Python package, an agent framework) sees the same
+//! answers.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,7 +13,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::ask::AskOptions;
-use crate::db::Db;
+use crate::engine::reads::{Damaged, SearchHit, Stats};
 use crate::engine::write::IngestReport;
 use crate::error::{Error, Result};
 use crate::ingest::pipeline::IngestOptions;
@@ -19,9 +21,13 @@ use crate::ingest::sources::Source;
 use crate::memory::TurnInput;
 use crate::model::cost::LlmCost;
 use crate::model::document::DocMeta;
-use crate::model::metadata::{MetaValue, Metadata};
-use crate::progress::{CancelToken, NoProgress, Progress};
+use crate::model::metadata::Metadata;
+use crate::progress::{CancelToken, Progress};
 use crate::query::{Params, Query};
+use crate::storage::vectors::VectorCounts;
+
+mod shard_set;
+mod store;
 
 /// A store's calls with JSON answers, local or served.
 pub trait Api {
@@ -130,159 +136,53 @@ pub trait Api {
     fn ask(&self, question: &str, options: &AskOptions) -> Result<Value>;
 }
 
-impl Api for Db {
-    fn documents(&self, condition: Option<&str>) -> Result<Value> {
-        let documents = match condition {
-            Some(condition) => self.documents_where(condition)?,
-            None => self.documents()?,
+/// The rows of `docs --json` for `documents`: each with its metadata (or
+/// what damaged it) and, when built with a language model, its cost.
+fn document_rows(
+    documents: &[DocMeta],
+    costs: Vec<(String, LlmCost)>,
+    metadata: Vec<(String, Result<Metadata>)>,
+) -> Value {
+    let costs: HashMap<String, LlmCost> = costs.into_iter().collect();
+    let metadata: HashMap<String, Result<Metadata>> = metadata.into_iter().collect();
+    let rows = documents.iter().map(|doc| {
+        let mut row = doc.to_json();
+        row["metadata"] = match metadata.get(&doc.id) {
+            Some(Ok(metadata)) => metadata.to_json(),
+            Some(Err(damage)) => json!({ "damaged": damage.to_string() }),
+            None => json!({}),
         };
-        let costs: HashMap<String, LlmCost> = self.build_costs()?.into_iter().collect();
-        let metadata: HashMap<String, Result<Metadata>> =
-            self.all_metadata()?.into_iter().collect();
-        let rows = documents.iter().map(|doc| {
-            let mut row = doc.to_json();
-            row["metadata"] = match metadata.get(&doc.id) {
-                Some(Ok(metadata)) => metadata.to_json(),
-                Some(Err(damage)) => json!({ "damaged": damage.to_string() }),
-                None => json!({}),
-            };
-            if let Some(cost) = costs.get(&doc.id) {
-                row["llm"] = json!(cost);
-            }
-            row
-        });
-        Ok(Value::Array(rows.collect()))
-    }
-
-    fn metadata(&self, id: &str) -> Result<Value> {
-        Ok(json!({ "id": id, "metadata": self.metadata(id)?.to_json() }))
-    }
-
-    fn update_metadata(&self, id: &str, set: &Value, unset: &[String]) -> Result<Value> {
-        let set: Vec<(String, MetaValue)> = (Metadata::from_json(set)?.iter())
-            .map(|(key, value)| (key.to_owned(), value.clone()))
-            .collect();
-        let metadata = self.update_metadata(id, &set, unset)?;
-        Ok(json!({ "id": id, "metadata": metadata.to_json() }))
-    }
-
-    fn ingest_bytes(&self, id: &str, bytes: Vec<u8>, options: IngestOptions) -> Result<Value> {
-        Ok(self.ingest_bytes(id, bytes, options)?.to_json())
-    }
-
-    fn ingest(
-        &self,
-        sources: &[Source],
-        options: IngestOptions,
-        progress: &dyn Progress,
-        cancel: &CancelToken,
-    ) -> Result<Value> {
-        Ok(ingest_answer(
-            self.ingest(sources, options, progress, cancel)?,
-        ))
-    }
-
-    fn write_prepared(&self, batch: Vec<u8>) -> Result<Value> {
-        let written = self.write_prepared(crate::storage::prepared::decode_batch(&batch)?)?;
-        Ok(json!({ "documents": written.iter().map(DocMeta::to_json).collect::<Vec<_>>() }))
-    }
-
-    fn remove(&self, id: &str) -> Result<Value> {
-        self.remove(id)?;
-        Ok(json!({ "removed": [id] }))
-    }
-
-    fn tree(&self, id: &str) -> Result<Value> {
-        Ok(self.tree(id)?.to_json(None))
-    }
-
-    fn edus(&self, id: &str, range: Option<(u32, u32)>) -> Result<Value> {
-        to_value(&self.edus(id, range)?)
-    }
-
-    fn pages(&self, id: &str) -> Result<Value> {
-        to_value(&self.pages(id)?)
-    }
-
-    fn dag_listing(&self, id: &str, level: Option<u16>) -> Result<Value> {
-        to_value(&self.dag_listing(id, level)?)
-    }
-
-    fn search(&self, query: &str, limit: usize) -> Result<Value> {
-        let hits = self.search(query, limit)?;
-        Ok(Value::Array(hits.iter().map(|h| h.to_json()).collect()))
-    }
-
-    fn query(&self, statement: &str, params: &Params, explain: bool) -> Result<Value> {
-        let mut query = Query::parse(statement)?;
-        if explain {
-            query = query.explained();
+        if let Some(cost) = costs.get(&doc.id) {
+            row["llm"] = json!(cost);
         }
-        Ok(self.run(&query, params)?.to_json())
-    }
+        row
+    });
+    Value::Array(rows.collect())
+}
 
-    fn stats(&self) -> Result<Value> {
-        to_value(&self.stats()?)
-    }
+/// The answer of a prepared documents' write: `{documents}`.
+fn written_answer(written: &[DocMeta]) -> Value {
+    json!({ "documents": written.iter().map(DocMeta::to_json).collect::<Vec<_>>() })
+}
 
-    fn check(&self) -> Result<Value> {
-        to_value(&self.check()?)
-    }
+/// The answer of a search: its hits.
+fn search_answer(hits: &[SearchHit]) -> Value {
+    Value::Array(hits.iter().map(SearchHit::to_json).collect())
+}
 
-    fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<Value> {
-        let skipped = self.reindex(progress, cancel)?;
-        let stats = self.stats()?;
-        Ok(json!({
-            "fulltext_entries": stats.fulltext_entries,
-            "vectors": to_value(&self.vector_counts()?)?,
-            "skipped": to_value(&skipped)?,
-        }))
-    }
+/// The answer of a reindex: `{fulltext_entries, vectors, skipped}`.
+fn reindex_answer(skipped: &[Damaged], stats: &Stats, vectors: &VectorCounts) -> Result<Value> {
+    Ok(json!({
+        "fulltext_entries": stats.fulltext_entries,
+        "vectors": to_value(vectors)?,
+        "skipped": to_value(&skipped)?,
+    }))
+}
 
-    fn backup(&self, dest: &Path, progress: &dyn Progress, cancel: &CancelToken) -> Result<Value> {
-        to_value(&self.backup(dest, progress, cancel)?)
-    }
-
-    fn append_turn(&self, session: &str, turn: &TurnInput) -> Result<Value> {
-        let receipts = self.append_turns(
-            session,
-            std::slice::from_ref(turn),
-            &NoProgress,
-            &CancelToken::new(),
-        )?;
-        let receipt = receipts
-            .first()
-            .ok_or_else(|| Error::Serve("the append returned no receipt".into()))?;
-        to_value(receipt)
-    }
-
-    fn sessions(&self) -> Result<Value> {
-        to_value(&self.sessions()?)
-    }
-
-    fn session(&self, id: &str) -> Result<Value> {
-        to_value(&self.session(id)?)
-    }
-
-    fn session_context(&self, session: &str, budget: u64, query: Option<&str>) -> Result<Value> {
-        to_value(&self.session_context(session, budget, query)?)
-    }
-
-    fn remove_session(&self, id: &str) -> Result<Value> {
-        self.remove_session(id)?;
-        Ok(json!({ "removed": id }))
-    }
-
-    fn forget_turn(&self, session: &str, turn: u32) -> Result<Value> {
-        self.forget_turn(session, turn)?;
-        Ok(json!({ "session": session, "forgotten": turn }))
-    }
-
-    fn ask(&self, question: &str, options: &AskOptions) -> Result<Value> {
-        Ok(self
-            .ask(question, options, &NoProgress, &CancelToken::new())?
-            .to_json())
-    }
+/// `statement` parsed, as if it began with `EXPLAIN` when `explain`.
+fn parsed(statement: &str, explain: bool) -> Result<Query> {
+    let query = Query::parse(statement)?;
+    Ok(if explain { query.explained() } else { query })
 }
 
 /// An ingest's `{documents, failures, llm}`, each failure `{source,
@@ -337,6 +237,6 @@ pub(super) fn located(err: &Error) -> Option<Value> {
 }
 
 /// `value` as JSON.
-fn to_value(value: &impl serde::Serialize) -> Result<Value> {
+pub(super) fn to_value(value: &impl serde::Serialize) -> Result<Value> {
     serde_json::to_value(value).map_err(|e| Error::Serve(format!("encoding the answer: {e}")))
 }

@@ -17,10 +17,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
+use crate::ask::{AskOptions, AskResult, Evidence};
 use crate::db::Db;
 use crate::engine::OpenOptions;
+use crate::engine::reads::SearchHit;
 use crate::engine::write::IngestReport;
 use crate::error::{Error, Result, io_error};
 use crate::ingest::pipeline::IngestOptions;
@@ -31,31 +31,11 @@ use crate::progress::{CancelToken, Progress};
 use crate::query::corpus::Corpus;
 use crate::query::{Params, Query, QueryResult};
 
-/// The manifest's file name in a shard set's directory.
-pub const MANIFEST_FILE: &str = "shards.json";
+mod maintenance;
+mod manifest;
 
-/// What the manifest's `kind` says.
-const MANIFEST_KIND: &str = "edudb shard set";
-
-/// The manifest's format version.
-const MANIFEST_FORMAT: u32 = 1;
-
-/// The placement rule the manifest records (the only one so far).
-const PLACEMENT: &str = "crc32(id) mod shards";
-
-/// Most stores a shard set may have.
-pub const MAX_SHARDS: usize = 4096;
-
-/// The manifest: what the directory is and which stores it is made of.
-#[derive(Debug, Serialize, Deserialize)]
-struct Manifest {
-    kind: String,
-    format: u32,
-    placement: String,
-    /// The stores, in placement order: relative to the set's directory,
-    /// or absolute.
-    shards: Vec<PathBuf>,
-}
+pub use manifest::{MANIFEST_FILE, MAX_SHARDS};
+use manifest::{Manifest, read_manifest, write_manifest};
 
 /// Which of `shards` stores holds the document `id`: CRC-32 (IEEE) of the
 /// id's UTF-8 bytes, modulo `shards`. Stable: a shard set's placement
@@ -88,17 +68,8 @@ impl ShardSet {
                 "a shard set has 1 to {MAX_SHARDS} stores, not {count}"
             )));
         }
-        let in_use = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
-        if in_use || (dir.exists() && !dir.is_dir()) {
-            return Err(Error::Usage(format!(
-                "{} is in use: a shard set is made in a new or empty directory",
-                dir.display()
-            )));
-        }
-        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
-        let names: Vec<PathBuf> = (0..count)
-            .map(|i| PathBuf::from(format!("shard-{i:03}")))
-            .collect();
+        make_new_directory(dir)?;
+        let names = store_names(count);
         let options = OpenOptions {
             create: true,
             ..options.clone()
@@ -107,15 +78,7 @@ impl ShardSet {
         for name in &names {
             shards.push(Db::open_with(dir.join(name), &options)?);
         }
-        write_manifest(
-            dir,
-            &Manifest {
-                kind: MANIFEST_KIND.to_owned(),
-                format: MANIFEST_FORMAT,
-                placement: PLACEMENT.to_owned(),
-                shards: names,
-            },
-        )?;
+        write_manifest(dir, &Manifest::new(names))?;
         Ok(ShardSet {
             dir: dir.to_owned(),
             shards,
@@ -160,10 +123,18 @@ impl ShardSet {
     /// Where the store that holds (or would hold) document `id` of the
     /// shard set at `dir` is, read from its manifest (no store opened).
     pub fn store_for(dir: impl AsRef<Path>, id: &str) -> Result<PathBuf> {
+        let mut stores = ShardSet::store_paths(dir)?;
+        let at = shard_of(id, stores.len());
+        Ok(stores.swap_remove(at))
+    }
+
+    /// Where the stores of the shard set at `dir` are, in placement order,
+    /// read from its manifest (no store opened): what a writer of one store
+    /// (a distributed ingest's) opens.
+    pub fn store_paths(dir: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
         let dir = dir.as_ref();
         let manifest = read_manifest(dir)?;
-        let at = shard_of(id, manifest.shards.len());
-        Ok(dir.join(&manifest.shards[at]))
+        Ok(manifest.shards.iter().map(|path| dir.join(path)).collect())
     }
 
     /// The set's directory.
@@ -275,6 +246,45 @@ impl ShardSet {
         self.corpus(|corpus| query.run_on(corpus, params))
     }
 
+    /// BM25 search in tantivy query syntax over every store's EDU texts
+    /// and section titles, scored with statistics over all of them, best
+    /// first (see [`Db::search`]).
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
+        let ranked = self.corpus(|corpus| corpus.fulltext().search(query, limit))?;
+        let mut parts: Vec<Vec<_>> = (0..self.shards.len()).map(|_| Vec::new()).collect();
+        for hit in ranked {
+            parts[self.shard_of(&hit.doc)].push(hit);
+        }
+        let mut hits = Vec::new();
+        for (db, part) in self.shards.iter().zip(parts) {
+            hits.extend(db.engine().search_hits(part)?);
+        }
+        hits.sort_by(|a, b| {
+            (b.score.total_cmp(&a.score))
+                .then_with(|| (&a.doc, a.node, a.edus.first).cmp(&(&b.doc, b.node, b.edus.first)))
+        });
+        Ok(hits)
+    }
+
+    /// Answers `question` from every store's documents with the chat model
+    /// the stores were opened with, as [`Db::ask`] does from one.
+    pub fn ask(
+        &self,
+        question: &str,
+        options: &AskOptions,
+        progress: &dyn Progress,
+        cancel: &CancelToken,
+    ) -> Result<AskResult> {
+        self.corpus(|corpus| crate::ask::run::ask(corpus, question, options, progress, cancel))
+    }
+
+    /// The evidence [`ShardSet::ask`] would read, best first.
+    pub fn evidence(&self, question: &str, options: &AskOptions) -> Result<Evidence> {
+        self.corpus(|corpus| {
+            Evidence::retrieve(corpus, question, options.statement(), options.budget)
+        })
+    }
+
     /// `work` on the stores as one corpus.
     fn corpus<T>(&self, work: impl FnOnce(&Corpus<'_>) -> Result<T>) -> Result<T> {
         let shards = self.shards.len();
@@ -284,65 +294,22 @@ impl ShardSet {
     }
 }
 
-/// The manifest at `dir`, checked.
-fn read_manifest(dir: &Path) -> Result<Manifest> {
-    let path = dir.join(MANIFEST_FILE);
-    let bad = |message: String| Error::BadShardSet {
-        path: dir.to_owned(),
-        message,
-    };
-    let bytes = std::fs::read(&path).map_err(io_error(&path))?;
-    let manifest: Manifest = serde_json::from_slice(&bytes)
-        .map_err(|e| bad(format!("{MANIFEST_FILE} does not read: {e}")))?;
-    if manifest.kind != MANIFEST_KIND {
-        return Err(bad(format!(
-            "{MANIFEST_FILE} says it is {:?}, not {MANIFEST_KIND:?}",
-            manifest.kind
-        )));
-    }
-    if manifest.format != MANIFEST_FORMAT {
-        return Err(bad(format!(
-            "{MANIFEST_FILE} is format {}; this edudb reads format {MANIFEST_FORMAT}",
-            manifest.format
-        )));
-    }
-    if manifest.placement != PLACEMENT {
-        return Err(bad(format!(
-            "{MANIFEST_FILE} places documents by {:?}; this edudb places them by {PLACEMENT:?}",
-            manifest.placement
-        )));
-    }
-    if !(1..=MAX_SHARDS).contains(&manifest.shards.len()) {
-        return Err(bad(format!(
-            "{MANIFEST_FILE} names {} stores; a shard set has 1 to {MAX_SHARDS}",
-            manifest.shards.len()
-        )));
-    }
-    let mut seen = std::collections::HashSet::new();
-    for shard in &manifest.shards {
-        if !seen.insert(dir.join(shard)) {
-            return Err(bad(format!(
-                "{MANIFEST_FILE} names {} twice",
-                shard.display()
-            )));
-        }
-    }
-    Ok(manifest)
+/// The names of a new set's `count` stores, inside its directory.
+fn store_names(count: usize) -> Vec<PathBuf> {
+    (0..count)
+        .map(|i| PathBuf::from(format!("shard-{i:03}")))
+        .collect()
 }
 
-/// Writes `manifest` into `dir` whole or not at all (a temporary file,
-/// synced, renamed over, the directory synced).
-fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
-    use std::io::Write;
-    let path = dir.join(MANIFEST_FILE);
-    let partial = dir.join(format!("{MANIFEST_FILE}.partial"));
-    let json = serde_json::to_vec_pretty(manifest).expect("a manifest serialises");
-    let written = (|| {
-        let mut file = std::fs::File::create(&partial)?;
-        file.write_all(&json)?;
-        file.sync_all()?;
-        std::fs::rename(&partial, &path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    written.map_err(io_error(&path))
+/// Makes `dir` for a new shard set (or a copy of one): absent or empty,
+/// else refused as in use.
+fn make_new_directory(dir: &Path) -> Result<()> {
+    let in_use = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
+    if in_use || (dir.exists() && !dir.is_dir()) {
+        return Err(Error::Usage(format!(
+            "{} is in use: a shard set is made in a new or empty directory",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(io_error(dir))
 }
