@@ -1,0 +1,233 @@
+"""Distributed ingest on a Ray cluster into a shard set.
+
+Needs Ray Data (``pip install edudb[ray]``)::
+
+    import edudb.ray
+
+    report = edudb.ray.ingest(["filings/"], "corpus.edudb", shards=4)
+
+Documents are independent units (each has its own tree, DAG and vectors),
+so the expensive, pure part of ingest (:class:`edudb.Preparer`) runs in a
+Ray Data pipeline's workers, as many as the cluster gives (CPU workers, or
+GPU actors with ``num_gpus`` for the local model's vectors and DAG), each
+with its preparer built once; every prepared document then goes to the
+writer of its store: one Ray actor per store of the shard set, writing
+batches with :meth:`edudb.Store.write_prepared`, each batch whole or not at
+all. The store of a document is :func:`edudb.shard_of` of its id, so a
+query over the set (``edudb.open(path)``) finds every document where any
+writer would have put it.
+
+Faults: a preparing worker that dies is restarted and its batch prepared
+again, and a writer that dies is restarted on its store and its batch
+written again (a document written twice replaces itself), so a worker
+lost mid-ingest loses and duplicates nothing. A source whose content is
+bad (not a document, a PDF without text) is reported in
+:attr:`DistributedIngest.failures` and written nowhere; the rest go on.
+"""
+
+from __future__ import annotations
+
+import os as _os
+import time as _time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import ray  # type: ignore[import-not-found, unused-ignore]
+import ray.data  # type: ignore[import-not-found, unused-ignore]
+
+import edudb
+from edudb import _edudb
+
+PathLike = Union[str, "_os.PathLike[str]"]
+Source = Union[PathLike, Tuple[str, bytes]]
+"""A file or a directory (its files, as :meth:`edudb.Store.ingest` reads
+them), or one document as ``(id, bytes)``."""
+
+__all__ = ["ingest", "DistributedIngest", "Failure", "Source"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A source that was not written, and why."""
+
+    source: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DistributedIngest:
+    """What a distributed ingest wrote: the documents' ids (sorted), the
+    sources it could not prepare, the shard set's size and how long it
+    took."""
+
+    documents: List[str]
+    failures: List[Failure]
+    shards: int
+    seconds: float
+
+
+class _Prepare:
+    """A Ray Data worker: one :class:`edudb.Preparer`, built once, preparing
+    a batch of sources; a source with bad content gives its error instead
+    of a document."""
+
+    def __init__(self, preparer: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+        self._preparer = edudb.Preparer(**preparer)
+        self._options = dict(options)
+
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, List[Any]]:
+        prepared: List[bytes] = []
+        errors: List[str] = []
+        for doc, path, data in zip(batch["id"], batch["path"], batch["data"]):
+            source: Union[str, bytes] = str(path) if path else bytes(data)
+            try:
+                prepared.append(self._preparer.prepare(source, id=str(doc), **self._options))
+                errors.append("")
+            except edudb.UserError as err:
+                prepared.append(b"")
+                errors.append(str(err))
+        return {"id": list(batch["id"]), "shard": list(batch["shard"]), "prepared": prepared, "error": errors}
+
+
+class _ShardWriter:
+    """The one writer of a shard set's store: writes batches of prepared
+    documents, each whole or not at all. Run as a Ray actor that Ray
+    restarts (opening the store again) when its process dies, its
+    unfinished batch retried."""
+
+    def __init__(self, path: str) -> None:
+        self._store = edudb.open(path, create=False, busy_timeout=30.0)
+
+    def write(self, docs: Sequence[bytes]) -> List[str]:
+        return [doc.id for doc in self._store.write_prepared(docs)]
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def ingest(
+    sources: Iterable[Source],
+    into: PathLike,
+    *,
+    shards: Optional[int] = None,
+    embedder: Optional[str] = None,
+    model: Optional[PathLike] = None,
+    dimension: Optional[int] = None,
+    format: Optional[str] = None,  # noqa: A002 - Store.ingest's name for it
+    structurer: Optional[str] = None,
+    ip_maker: Optional[str] = None,
+    batch_size: int = 16,
+    concurrency: Optional[int] = None,
+    num_cpus: float = 1,
+    num_gpus: float = 0,
+    max_retries: int = 3,
+    progress: Optional[Callable[[int, int], object]] = None,
+) -> DistributedIngest:
+    """Prepares ``sources`` on the Ray cluster this process is connected
+    to (``ray.init``; when it is not, the one ``ray.init()`` finds: the
+    address in ``RAY_ADDRESS``, else a cluster started here) and writes
+    each document into its store of the shard set at ``into``: an
+    existing set, or a new one of ``shards`` stores (made with
+    ``embedder``, ``model`` and ``dimension``, as :func:`edudb.open` makes
+    a store; an existing set's stores must have been made with the
+    embedder given here).
+
+    ``format``, ``structurer`` and ``ip_maker`` are
+    :meth:`edudb.Store.ingest`'s. ``concurrency`` preparing workers (the
+    cluster's CPUs divided by ``num_cpus`` when None), each asking
+    ``num_cpus`` CPUs and ``num_gpus`` GPUs; ``batch_size`` documents per
+    preparing call and per write. A lost preparing worker is replaced and
+    its batch prepared again (Ray Data's fault tolerance); a lost writer
+    is restarted and its batch written again, up to ``max_retries``
+    times. ``progress(done, total)`` is called as documents are written.
+    The shard set is not held open while this runs (its writers hold its
+    stores, and close them before it returns).
+    """
+    started = _time.monotonic()
+    if not ray.is_initialized():
+        ray.init()
+    # Workers run in directories of their own: every path is absolute.
+    into = _os.path.abspath(into)
+    if shards is not None:
+        edudb.open(into, shards=shards, embedder=embedder, model=model, dimension=dimension).close()
+    stores = [str(path) for path in _edudb.shard_stores(into)]
+    rows = _rows(sources, len(stores))
+    preparer = {"embedder": embedder, "model": model, "dimension": dimension}
+    options = {"format": format, "structurer": structurer, "ip_maker": ip_maker}
+    workers = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1) // max(num_cpus, 0.01)))
+    # Ray Data restarts a preparing worker whose process dies and gives
+    # its batch to a worker again (its default for actor pools).
+    prepared = ray.data.from_items(rows).map_batches(
+        _Prepare,
+        fn_constructor_kwargs={"preparer": preparer, "options": options},
+        batch_size=batch_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=workers),
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+    )
+    writer = ray.remote(num_cpus=0, max_restarts=max_retries, max_task_retries=max_retries)(_ShardWriter)
+    writers = [writer.remote(path) for path in stores]
+    written: List[str] = []
+    failures: List[Failure] = []
+    try:
+        pending: List[List[bytes]] = [[] for _ in stores]
+        calls: List[Any] = []
+
+        def flush(shard: int) -> None:
+            if pending[shard]:
+                calls.append(writers[shard].write.remote(pending[shard]))
+                pending[shard] = []
+
+        def settle(wait_all: bool) -> None:
+            while calls and (wait_all or len(calls) >= 2 * len(stores)):
+                done, rest = ray.wait(calls, num_returns=1)
+                calls[:] = rest
+                written.extend(ray.get(done[0]))
+                if progress is not None:
+                    progress(len(written), len(rows) - len(failures))
+
+        for batch in prepared.iter_batches(batch_size=batch_size, batch_format="numpy"):
+            for doc, shard, body, error in zip(batch["id"], batch["shard"], batch["prepared"], batch["error"]):
+                if error:
+                    failures.append(Failure(str(doc), str(error)))
+                    continue
+                pending[int(shard)].append(bytes(body))
+                if len(pending[int(shard)]) >= batch_size:
+                    flush(int(shard))
+            settle(wait_all=False)
+        for shard in range(len(stores)):
+            flush(shard)
+        settle(wait_all=True)
+    finally:
+        ray.get([w.close.remote() for w in writers])
+        for w in writers:
+            ray.kill(w)
+    return DistributedIngest(
+        documents=sorted(written),
+        failures=sorted(failures, key=lambda f: f.source),
+        shards=len(stores),
+        seconds=_time.monotonic() - started,
+    )
+
+
+def _rows(sources: Iterable[Source], shards: int) -> List[Dict[str, Any]]:
+    """One row per document: its id, its file (or its bytes) and its store;
+    an id given twice is refused before anything is prepared."""
+    rows: List[Dict[str, Any]] = []
+    paths: List[str] = []
+    for source in sources:
+        if isinstance(source, tuple):
+            doc, data = source
+            rows.append({"id": str(doc), "path": "", "data": bytes(data)})
+        else:
+            paths.append(_os.fspath(source))
+    for doc, path in _edudb.expand_sources(paths) if paths else []:
+        rows.append({"id": doc, "path": _os.path.abspath(path), "data": b""})
+    seen = set()
+    for row in rows:
+        if row["id"] in seen:
+            raise edudb.UserError(f"two sources have the id {row['id']!r}: each document needs its own")
+        seen.add(row["id"])
+        row["shard"] = edudb.shard_of(row["id"], shards)
+    return rows
