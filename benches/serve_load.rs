@@ -175,7 +175,7 @@ fn main() {
         std::thread::spawn(move || {
             let db = Db::open(&path).unwrap();
             edudb::serve::run(
-                db,
+                edudb::serve::Served::Store(Box::new(db)),
                 &ServeOptions::default(),
                 |b| ready.send(b.clone()).unwrap(),
                 &stop,

@@ -1,18 +1,19 @@
 //! A command line being run, and the store it runs on.
 
+use std::ops::Deref;
 use std::sync::Arc;
 
-use edudb::serve::Api;
+use edudb::serve::{Api, Served};
 use edudb::{Db, Error, OpenOptions, ShardSet};
 
 use super::args::Cli;
 use super::route;
 
-/// A command line being run: here, or by a server on the store it holds
-/// open (`served`), for a command forwarded to it.
+/// A command line being run: here, or by a server on the store or shard
+/// set it holds open (`served`), for a command forwarded to it.
 pub(super) struct Context<'a> {
     pub(super) cli: &'a Cli,
-    pub(super) served: Option<&'a Db>,
+    pub(super) served: Option<&'a Served>,
     /// Where `-` reads from.
     pub(super) stdin: route::Stdin<'a>,
 }
@@ -22,22 +23,31 @@ impl<'a> Context<'a> {
     /// `create`) with the chosen embedder.
     /// A shard set at `--db` is refused, naming the commands that take one.
     pub(super) fn open(&self, create: bool) -> edudb::Result<route::Store<'a>> {
-        if let Some(db) = self.served {
-            return Ok(route::Store::Served(db));
-        }
-        if ShardSet::is_shard_set(&self.cli.db) {
-            return Err(Error::Usage(format!(
-                "{} is a shard set: this command works on one store (run it on one of the set's stores); ingest, docs, query, rm, tree, dag, show and meta take a shard set",
-                self.cli.db.display()
-            )));
+        match self.served {
+            Some(Served::Store(db)) => return Ok(route::Store::Served(db)),
+            Some(Served::Set(_)) => return Err(self.one_store_only()),
+            None if ShardSet::is_shard_set(&self.cli.db) => return Err(self.one_store_only()),
+            None => {}
         }
         Db::open_with(&self.cli.db, &self.open_options(create)?)
             .map(|db| route::Store::Owned(Box::new(db)))
     }
 
+    /// Why a command that works on one store refuses the shard set at
+    /// `--db`.
+    fn one_store_only(&self) -> Error {
+        Error::Usage(format!(
+            "{} is a shard set: this command works on one store (run it on one of the set's stores); ingest, docs, query, rm, tree, dag, show and meta take a shard set",
+            self.cli.db.display()
+        ))
+    }
+
     /// The store that holds document `doc`: the one at `--db`, or, when
     /// that is a shard set, the set's store for `doc`.
     pub(super) fn open_holding(&self, doc: &str) -> edudb::Result<route::Store<'a>> {
+        if let Some(Served::Set(set)) = self.served {
+            return Ok(route::Store::Served(set.shard_for(doc)));
+        }
         if self.served.is_none() && ShardSet::is_shard_set(&self.cli.db) {
             let path = ShardSet::store_for(&self.cli.db, doc)?;
             return Db::open_with(path, &self.open_options(false)?)
@@ -46,20 +56,32 @@ impl<'a> Context<'a> {
         self.open(false)
     }
 
-    /// The shard set at `--db`, when it is one (never for a served store).
-    pub(super) fn shard_set(&self) -> edudb::Result<Option<ShardSet>> {
-        if self.served.is_some() || !ShardSet::is_shard_set(&self.cli.db) {
-            return Ok(None);
+    /// The shard set at `--db`, when it is one: the served one, or one
+    /// opened here.
+    pub(super) fn shard_set(&self) -> edudb::Result<Option<SetHandle<'a>>> {
+        match self.served {
+            Some(Served::Set(set)) => Ok(Some(SetHandle::Served(set))),
+            Some(Served::Store(_)) => Ok(None),
+            None if ShardSet::is_shard_set(&self.cli.db) => {
+                let set = ShardSet::open(&self.cli.db, &self.open_options(false)?)?;
+                Ok(Some(SetHandle::Owned(set)))
+            }
+            None => Ok(None),
         }
-        ShardSet::open(&self.cli.db, &self.open_options(false)?).map(Some)
     }
 
-    /// The calls of the store at `--db` (created when `create`), or of the
-    /// shard set there, as `Api` answers them.
+    /// What `--db` is, opened here to be served or used by this process
+    /// alone: the shard set there, or the store (created when `create`).
+    pub(super) fn open_served(&self, create: bool) -> edudb::Result<Served> {
+        Served::open(&self.cli.db, &self.open_options(create)?)
+    }
+
+    /// The calls of what `--db` is (see [`Context::open_served`]), as `Api`
+    /// answers them.
     pub(super) fn api(&self, create: bool) -> edudb::Result<Arc<dyn Api + Send + Sync>> {
-        Ok(match self.shard_set()? {
-            Some(set) => Arc::new(set),
-            None => Arc::new(self.open(create)?.into_owned()?),
+        Ok(match self.open_served(create)? {
+            Served::Set(set) => Arc::new(set),
+            Served::Store(db) => Arc::new(*db),
         })
     }
 
@@ -78,5 +100,23 @@ impl<'a> Context<'a> {
             to_remove: cli.command.removes(),
             ..Default::default()
         })
+    }
+}
+
+/// A shard set a command runs on: the one a server holds, or one opened
+/// here for the command.
+pub(super) enum SetHandle<'a> {
+    Served(&'a ShardSet),
+    Owned(ShardSet),
+}
+
+impl Deref for SetHandle<'_> {
+    type Target = ShardSet;
+
+    fn deref(&self) -> &ShardSet {
+        match self {
+            SetHandle::Served(set) => set,
+            SetHandle::Owned(set) => set,
+        }
     }
 }

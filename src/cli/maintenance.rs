@@ -52,7 +52,7 @@ pub(super) fn salvage(context: &Context, out: &mut dyn Write, to: &Path) -> Resu
     // A served store is open; one that is not is first read from its data
     // log, before its engine can cut it short.
     let report = match context.served {
-        Some(db) => db.salvage(to, &bars, &cancel)?,
+        Some(_) => context.open(false)?.salvage(to, &bars, &cancel)?,
         None => Db::salvage_store(&cli.db, to, &context.open_options(false)?, &bars, &cancel)?,
     };
     if cli.json {

@@ -7,8 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use edudb::Db;
-use edudb::serve::{CommandOutput, CommandRequest, CommandRunner};
+use edudb::serve::{CommandOutput, CommandRequest, CommandRunner, Served};
 
 use super::args::{Cli, Command};
 use super::context::Context;
@@ -64,7 +63,7 @@ pub fn main() -> ExitCode {
 struct Runner;
 
 impl CommandRunner for Runner {
-    fn run(&self, db: &Db, request: CommandRequest) -> CommandOutput {
+    fn run(&self, served: &Served, request: CommandRequest) -> CommandOutput {
         let refused = |stderr: String| CommandOutput {
             stdout: String::new(),
             stderr,
@@ -95,7 +94,7 @@ impl CommandRunner for Runner {
         let (mut out, mut errors) = (Vec::new(), Vec::new());
         let context = Context {
             cli: &cli,
-            served: Some(db),
+            served: Some(served),
             stdin: route::Stdin::Forwarded(stdin.as_deref()),
         };
         let result = run(&context, &mut out, &mut errors);

@@ -48,7 +48,7 @@ pub(super) fn serve(
     };
     let mut announced = Ok(());
     edudb::serve::run(
-        context.open(false)?.into_owned()?,
+        context.open_served(false)?,
         &options,
         |bound| announced = render::serving(out, bound, context.cli.json),
         &edudb::CancelToken::new(),

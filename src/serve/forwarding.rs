@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::client::{Client, CommandOutput, CommandRequest};
-use crate::db::Db;
+use super::served::Served;
 use crate::error::Result;
 
 /// The Unix socket a server listens on, inside the store directory.
@@ -15,8 +15,8 @@ pub const SOCKET_FILE: &str = crate::engine::SOCKET_FILE;
 /// `POST /v1/cli` (the binary supplies it, so that its commands go through
 /// a running server and print what they print without one).
 pub trait CommandRunner: Send + Sync + std::fmt::Debug {
-    /// Runs `request` on `db`.
-    fn run(&self, db: &Db, request: CommandRequest) -> CommandOutput;
+    /// Runs `request` on `served`, the store or shard set the server holds.
+    fn run(&self, served: &Served, request: CommandRequest) -> CommandOutput;
 }
 
 /// The socket of a live server of the store at `store`, if one answers.

@@ -69,9 +69,11 @@ pub mod mcp;
 mod reads;
 mod routes;
 mod scheduling;
+mod served;
 mod server;
 
 pub use api::Api;
 pub use client::{Client, CommandOutput, CommandRequest};
 pub use forwarding::{CommandRunner, SOCKET_FILE, forward, live_socket};
+pub use served::Served;
 pub use server::{Bound, ServeOptions, run};

@@ -15,8 +15,8 @@ use tokio::sync::{OwnedRwLockReadGuard, RwLock, Semaphore};
 
 use super::failure::{Answer, Failure};
 use super::forwarding::CommandRunner;
+use super::served::Served;
 use super::{jobs, reads};
-use crate::db::Db;
 use crate::error::Result;
 
 /// Why a server has no store: it closed it for a vacuum, and opening it
@@ -28,20 +28,20 @@ const CLOSED: &str = "the store could not be opened again after a vacuum";
 /// waiting its turn behind it) while it closes the store and opens it
 /// again. Empty once a store could not be opened again.
 #[derive(Clone)]
-pub(super) struct ServedStore(Arc<RwLock<Option<Db>>>);
+pub(super) struct ServedStore(Arc<RwLock<Option<Served>>>);
 
 /// A share of [`ServedStore`]'s gate: the store stays open while it is held.
-pub(super) struct Held(OwnedRwLockReadGuard<Option<Db>>);
+pub(super) struct Held(OwnedRwLockReadGuard<Option<Served>>);
 
 impl Held {
     /// The store, or why there is none.
-    pub(super) fn db(&self) -> std::result::Result<&Db, String> {
+    pub(super) fn db(&self) -> std::result::Result<&Served, String> {
         self.0.as_ref().ok_or_else(|| CLOSED.to_owned())
     }
 }
 
 impl ServedStore {
-    pub(super) fn new(db: Db) -> ServedStore {
+    pub(super) fn new(db: Served) -> ServedStore {
         ServedStore(Arc::new(RwLock::new(Some(db))))
     }
 
@@ -54,7 +54,7 @@ impl ServedStore {
     /// the gate; what it gave, or why it gave nothing.
     pub(super) async fn run<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Db) -> T + Send + 'static,
+        work: impl FnOnce(&Served) -> T + Send + 'static,
     ) -> std::result::Result<T, String> {
         let held = self.share().await;
         joined(tokio::task::spawn_blocking(move || held.db().map(work))).await?
@@ -66,7 +66,7 @@ impl ServedStore {
     /// stays empty).
     pub(super) async fn alone(
         &self,
-        work: impl FnOnce(Db) -> (Result<Value>, Result<Db>) + Send + 'static,
+        work: impl FnOnce(Served) -> (Result<Value>, Result<Served>) + Send + 'static,
     ) -> std::result::Result<Result<Value>, String> {
         let mut gate = Arc::clone(&self.0).write_owned().await;
         let task = tokio::task::spawn_blocking(move || {
@@ -111,7 +111,7 @@ impl Shared {
     /// `write_queue` writes behind the running one; no token and no command
     /// runner (the server sets them).
     pub(super) fn new(
-        db: Db,
+        db: Served,
         timeout: Duration,
         max_body_bytes: usize,
         write_queue: usize,
@@ -132,7 +132,7 @@ impl Shared {
     }
 
     /// Notes an error from `db`: an abandoned store stops the server.
-    fn note<T>(&self, db: &Db, result: &Result<T>) {
+    fn note<T>(&self, db: &Served, result: &Result<T>) {
         if let Err(err) = result
             && db.is_abandoned()
         {
@@ -145,7 +145,7 @@ impl Shared {
 /// store that abandoned its handle stops the server.
 pub(super) async fn on_store<T: Send + 'static>(
     shared: &Arc<Shared>,
-    work: impl FnOnce(&Db) -> Result<T> + Send + 'static,
+    work: impl FnOnce(&Served) -> Result<T> + Send + 'static,
 ) -> std::result::Result<Result<T>, String> {
     let noted = Arc::clone(shared);
     shared
@@ -163,7 +163,7 @@ pub(super) async fn on_store<T: Send + 'static>(
 /// harmless) while it finishes in the background.
 pub(super) async fn read(
     shared: &Arc<Shared>,
-    work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+    work: impl FnOnce(&Served) -> Result<Value> + Send + 'static,
 ) -> Answer {
     let noted = Arc::clone(shared);
     let task = async move {
@@ -185,7 +185,7 @@ pub(super) async fn read(
 /// read pool for long.
 pub(super) async fn read_waiting(
     shared: &Arc<Shared>,
-    work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+    work: impl FnOnce(&Served) -> Result<Value> + Send + 'static,
 ) -> Answer {
     answer_read(shared, on_store(shared, work)).await
 }
@@ -212,7 +212,7 @@ async fn answer_read(
 /// apply it twice.
 pub(super) async fn write(
     shared: &Arc<Shared>,
-    work: impl FnOnce(&Db) -> Result<Value> + Send + 'static,
+    work: impl FnOnce(&Served) -> Result<Value> + Send + 'static,
 ) -> Answer {
     let Ok(place) = Arc::clone(&shared.queue).try_acquire_owned() else {
         return Err(Failure::busy("the write queue is full; retry"));
@@ -271,8 +271,8 @@ mod tests {
     /// Shared state over a new store, with `write_queue` places and
     /// `timeout` per request.
     fn shared(dir: &std::path::Path, write_queue: usize, timeout: Duration) -> Arc<Shared> {
-        let db = Db::create(dir.join("db")).unwrap();
-        Arc::new(Shared::new(db, timeout, 16 << 20, write_queue).unwrap())
+        let db = crate::Db::create(dir.join("db")).unwrap();
+        Arc::new(Shared::new(Served::Store(Box::new(db)), timeout, 16 << 20, write_queue).unwrap())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,7 +290,10 @@ mod tests {
                         released.recv().unwrap();
                         let path = db.path().to_owned();
                         drop(db);
-                        (Ok(json!("closed and opened")), Db::open(&path))
+                        (
+                            Ok(json!("closed and opened")),
+                            crate::Db::open(&path).map(|db| Served::Store(Box::new(db))),
+                        )
                     })
                     .await
             })
@@ -300,7 +303,14 @@ mod tests {
             .unwrap();
         let reading = {
             let shared = Arc::clone(&shared);
-            tokio::spawn(async move { read(&shared, |db| Ok(json!(db.documents()?.len()))).await })
+            tokio::spawn(async move {
+                read(&shared, |db| {
+                    Ok(json!(
+                        db.api().documents(None)?.as_array().map_or(0, Vec::len)
+                    ))
+                })
+                .await
+            })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(
@@ -325,9 +335,13 @@ mod tests {
             failed.contains(CLOSED) && failed.contains("gone"),
             "{failed}"
         );
-        let refused = read(&shared, |db| Ok(json!(db.documents()?.len())))
-            .await
-            .unwrap_err();
+        let refused = read(&shared, |db| {
+            Ok(json!(
+                db.api().documents(None)?.as_array().map_or(0, Vec::len)
+            ))
+        })
+        .await
+        .unwrap_err();
         assert!(refused.message.contains(CLOSED), "{}", refused.message);
     }
 
@@ -357,9 +371,13 @@ mod tests {
             (StatusCode::SERVICE_UNAVAILABLE, "busy")
         );
         // Reads do not wait for the running write.
-        let read = read(&shared, |db| Ok(json!(db.documents()?.len())))
-            .await
-            .unwrap();
+        let read = read(&shared, |db| {
+            Ok(json!(
+                db.api().documents(None)?.as_array().map_or(0, Vec::len)
+            ))
+        })
+        .await
+        .unwrap();
         assert_eq!(read.0, json!(0));
         release.send(()).unwrap();
         assert_eq!(first.await.unwrap().unwrap().0, json!("first"));

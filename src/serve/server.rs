@@ -10,7 +10,7 @@ use super::forwarding::{CommandRunner, SOCKET_FILE};
 use super::mcp;
 use super::routes::router;
 use super::scheduling::Shared;
-use crate::db::Db;
+use super::served::Served;
 use crate::error::{Error, Result};
 use crate::progress::CancelToken;
 
@@ -69,12 +69,12 @@ pub struct Bound {
     pub socket: Option<PathBuf>,
 }
 
-/// Serves `db` until `shutdown` is cancelled (or a signal arrives, see
+/// Serves `db` (a store or a shard set) until `shutdown` is cancelled (or a signal arrives, see
 /// [`ServeOptions::stop_on_signals`]), then closes it. `ready` is called
 /// once the listeners are bound. Fails when an address cannot be bound or
 /// a non-loopback address has no token.
 pub fn run(
-    db: Db,
+    db: Served,
     options: &ServeOptions,
     ready: impl FnOnce(&Bound),
     shutdown: &CancelToken,
@@ -289,7 +289,7 @@ mod tests {
     fn a_server_whose_store_was_abandoned_stops_with_its_error() {
         use std::io::{Read, Write};
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::create(dir.path().join("db")).unwrap();
+        let db = crate::Db::create(dir.path().join("db")).unwrap();
         db.abandon();
         let options = ServeOptions {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -299,7 +299,7 @@ mod tests {
         let (ready, bound) = std::sync::mpsc::channel();
         let server = std::thread::spawn(move || {
             run(
-                db,
+                Served::Store(Box::new(db)),
                 &options,
                 |b| ready.send(b.address).unwrap(),
                 &CancelToken::new(),

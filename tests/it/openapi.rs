@@ -422,8 +422,10 @@ fn references(value: &Value, found: &mut Vec<String>) {
 struct Counting;
 
 impl CommandRunner for Counting {
-    fn run(&self, db: &Db, request: CommandRequest) -> CommandOutput {
-        let documents = db.documents().map_or(0, |d| d.len());
+    fn run(&self, served: &edudb::serve::Served, request: CommandRequest) -> CommandOutput {
+        let documents = (served.api().documents(None).ok())
+            .and_then(|d| d.as_array().map(Vec::len))
+            .unwrap_or(0);
         CommandOutput {
             stdout: format!("{documents} documents for {:?}\n", request.args),
             stderr: String::new(),

@@ -68,7 +68,12 @@ pub(crate) fn start_asking(
     let thread = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            serve::run(db, &options, |b| ready.send(b.clone()).unwrap(), &stop)
+            serve::run(
+                serve::Served::Store(Box::new(db)),
+                &options,
+                |b| ready.send(b.clone()).unwrap(),
+                &stop,
+            )
         })
     };
     let bound = bound.recv().expect("the server did not start");
@@ -361,7 +366,7 @@ fn beyond_loopback_a_bearer_token_is_required() {
         ..Default::default()
     };
     let refused = serve::run(
-        Db::open(&path).unwrap(),
+        serve::Served::Store(Box::new(Db::open(&path).unwrap())),
         &everywhere,
         |_| {},
         &CancelToken::new(),

@@ -24,13 +24,13 @@ pub(crate) async fn documents(
     Query(args): Query<DocsArgs>,
 ) -> Answer {
     read(&shared, move |db| {
-        Api::documents(db, args.condition.as_deref())
+        Api::documents(db.api(), args.condition.as_deref())
     })
     .await
 }
 
 pub(crate) async fn metadata(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
-    read(&shared, move |db| Api::metadata(db, &id)).await
+    read(&shared, move |db| Api::metadata(db.api(), &id)).await
 }
 
 /// `PATCH /v1/docs/{id}/metadata`'s body: keys to set (a JSON object)
@@ -55,17 +55,17 @@ pub(crate) async fn update_metadata(
     let axum::Json(change) = change?;
     let set = change.set.unwrap_or_else(|| serde_json::json!({}));
     write(&shared, move |db| {
-        Api::update_metadata(db, &id, &set, &change.unset)
+        Api::update_metadata(db.api(), &id, &set, &change.unset)
     })
     .await
 }
 
 pub(crate) async fn tree(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
-    read(&shared, move |db| Api::tree(db, &id)).await
+    read(&shared, move |db| Api::tree(db.api(), &id)).await
 }
 
 pub(crate) async fn pages(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
-    read(&shared, move |db| Api::pages(db, &id)).await
+    read(&shared, move |db| Api::pages(db.api(), &id)).await
 }
 
 /// `GET /v1/docs/{id}/edus`' query string: an inclusive EDU range, or
@@ -91,7 +91,7 @@ pub(crate) async fn edus(
             ));
         }
     };
-    read(&shared, move |db| Api::edus(db, &id, range)).await
+    read(&shared, move |db| Api::edus(db.api(), &id, range)).await
 }
 
 /// `GET /v1/docs/{id}/dag`'s query string.
@@ -105,7 +105,10 @@ pub(crate) async fn dag(
     Path(id): Path<String>,
     Query(args): Query<DagArgs>,
 ) -> Answer {
-    read(&shared, move |db| Api::dag_listing(db, &id, args.level)).await
+    read(&shared, move |db| {
+        Api::dag_listing(db.api(), &id, args.level)
+    })
+    .await
 }
 
 /// `PUT /v1/docs/{id}`'s query string.
@@ -128,7 +131,7 @@ pub(crate) async fn ingest(
             format,
             ..Default::default()
         };
-        Api::ingest_bytes(db, &id, body.to_vec(), options)
+        Api::ingest_bytes(db.api(), &id, body.to_vec(), options)
     })
     .await
 }
@@ -139,9 +142,12 @@ pub(crate) async fn write_prepared(
     State(shared): State<Arc<Shared>>,
     body: axum::body::Bytes,
 ) -> Answer {
-    write(&shared, move |db| Api::write_prepared(db, body.to_vec())).await
+    write(&shared, move |db| {
+        Api::write_prepared(db.api(), body.to_vec())
+    })
+    .await
 }
 
 pub(crate) async fn remove(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
-    write(&shared, move |db| Api::remove(db, &id)).await
+    write(&shared, move |db| Api::remove(db.api(), &id)).await
 }

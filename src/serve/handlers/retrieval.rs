@@ -26,7 +26,7 @@ pub(crate) async fn search(
     Query(args): Query<SearchArgs>,
 ) -> Answer {
     read(&shared, move |db| {
-        Api::search(db, &args.q, args.limit.unwrap_or(10))
+        Api::search(db.api(), &args.q, args.limit.unwrap_or(10))
     })
     .await
 }
@@ -50,7 +50,7 @@ pub(crate) async fn query(
     let Json(body) = body?;
     let params = Params::from_json(&body.params)?;
     read(&shared, move |db| {
-        Api::query(db, &body.statement, &params, body.explain)
+        Api::query(db.api(), &body.statement, &params, body.explain)
     })
     .await
 }
@@ -81,5 +81,8 @@ pub(crate) async fn ask(
         group: body.group.unwrap_or(defaults.group),
         answer: body.answer.unwrap_or(defaults.answer),
     };
-    read_waiting(&shared, move |db| Api::ask(db, &body.question, &options)).await
+    read_waiting(&shared, move |db| {
+        Api::ask(db.api(), &body.question, &options)
+    })
+    .await
 }

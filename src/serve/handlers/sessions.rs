@@ -12,18 +12,18 @@ use crate::serve::failure::{Answer, Failure};
 use crate::serve::scheduling::{Shared, read, write};
 
 pub(crate) async fn sessions(State(shared): State<Arc<Shared>>) -> Answer {
-    read(&shared, Api::sessions).await
+    read(&shared, |db| Api::sessions(db.api())).await
 }
 
 pub(crate) async fn session(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Answer {
-    read(&shared, move |db| Api::session(db, &id)).await
+    read(&shared, move |db| Api::session(db.api(), &id)).await
 }
 
 pub(crate) async fn remove_session(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> Answer {
-    write(&shared, move |db| Api::remove_session(db, &id)).await
+    write(&shared, move |db| Api::remove_session(db.api(), &id)).await
 }
 
 pub(crate) async fn forget_turn(
@@ -36,7 +36,7 @@ pub(crate) async fn forget_turn(
             format!("{turn:?} is not a turn number"),
         ));
     };
-    write(&shared, move |db| Api::forget_turn(db, &id, turn)).await
+    write(&shared, move |db| Api::forget_turn(db.api(), &id, turn)).await
 }
 
 /// Appends the turn in the body (one `session add --jsonl` line, see
@@ -48,7 +48,10 @@ pub(crate) async fn add_turn(
 ) -> Answer {
     let turn =
         TurnInput::from_json(&body).map_err(|e| Failure::user(StatusCode::BAD_REQUEST, e))?;
-    write(&shared, move |db| Api::append_turn(db, &session, &turn)).await
+    write(&shared, move |db| {
+        Api::append_turn(db.api(), &session, &turn)
+    })
+    .await
 }
 
 /// `GET /v1/sessions/{id}/context`'s query string.
@@ -64,7 +67,7 @@ pub(crate) async fn context(
     Query(args): Query<ContextArgs>,
 ) -> Answer {
     read(&shared, move |db| {
-        Api::session_context(db, &session, args.budget, args.query.as_deref())
+        Api::session_context(db.api(), &session, args.budget, args.query.as_deref())
     })
     .await
 }

@@ -15,18 +15,19 @@ use crate::serve::api::Api;
 use crate::serve::client::{CommandOutput, CommandRequest};
 use crate::serve::failure::{Answer, Failure};
 use crate::serve::scheduling::{Shared, on_store, read, read_waiting, write};
+use crate::serve::served::Served;
 
 pub(crate) async fn stats(State(shared): State<Arc<Shared>>) -> Answer {
-    read(&shared, Api::stats).await
+    read(&shared, |db| Api::stats(db.api())).await
 }
 
 pub(crate) async fn check(State(shared): State<Arc<Shared>>) -> Answer {
-    read_waiting(&shared, Api::check).await
+    read_waiting(&shared, |db| Api::check(db.api())).await
 }
 
 pub(crate) async fn reindex(State(shared): State<Arc<Shared>>) -> Answer {
     write(&shared, |db| {
-        Api::reindex(db, &NoProgress, &CancelToken::new())
+        Api::reindex(db.api(), &NoProgress, &CancelToken::new())
     })
     .await
 }
@@ -58,7 +59,7 @@ pub(crate) async fn backup(
             ),
         ));
     }
-    let work = move |db: &crate::Db| Api::backup(db, &dest, &NoProgress, &CancelToken::new());
+    let work = move |db: &Served| Api::backup(db.api(), &dest, &NoProgress, &CancelToken::new());
     match on_store(&shared, work).await {
         Ok(answer) => answer.map(Json).map_err(Failure::from),
         Err(why) => Err(Failure::internal(why)),

@@ -83,7 +83,7 @@ impl McpServer {
                 let api = Arc::clone(api);
                 joined(tokio::task::spawn_blocking(move || work(&*api))).await
             }
-            Calls::Served(store) => store.run(move |db| work(db)).await,
+            Calls::Served(store) => store.run(move |db| work(db.api())).await,
         };
         outcome.map_err(|e| Error::Serve(format!("the call failed: {e}")))?
     }

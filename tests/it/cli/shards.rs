@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::{edudb, rfc_sources, stderr, text};
+use crate::support::{edudb, rfc_sources, spawn_server, stderr, stop_server, text};
 
 fn json(out: &std::process::Output) -> Value {
     assert!(out.status.success(), "{}", stderr(out));
@@ -78,4 +78,61 @@ fn a_shard_set_is_made_filled_queried_and_emptied_like_one_store() {
     let out = edudb(&set, &["stats"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("is a shard set"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_served_shard_set_answers_forwarded_commands_and_http_as_one_store() {
+    use edudb::serve::{Api, Client};
+    let dir = tempfile::tempdir().unwrap();
+    let (set, one) = (dir.path().join("set"), dir.path().join("one"));
+    json(&edudb(&set, &["--json", "init", "--shards", "3"]));
+    let files: Vec<String> = (rfc_sources(8).iter())
+        .map(|s| match &s.origin {
+            edudb::ingest::sources::Origin::File(path) => path.to_string_lossy().into_owned(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let mut ingest = vec!["ingest", "-q"];
+    ingest.extend(files.iter().map(String::as_str));
+    assert!(edudb(&one, &ingest).status.success());
+    let (server, address, socket) = spawn_server(&set);
+    assert_eq!(socket, set.join(edudb::serve::SOCKET_FILE));
+    // Through the server's socket, as every command on a served store goes.
+    let out = edudb(&set, &ingest);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let statement = "SELECT SPANS FROM * SEED BM25('trait objects') PROPAGATE BUDGET 300 TOKENS";
+    let forwarded = |db| {
+        let mut answer = json(&edudb(db, &["query", statement, "--format", "json"]));
+        answer.as_object_mut().unwrap().remove("elapsed_ms");
+        answer
+    };
+    assert_eq!(forwarded(&set), forwarded(&one));
+    let first = files[0].rsplit('/').next().unwrap().trim_end_matches(".md");
+    for command in [vec!["--json", "docs"], vec!["tree", first]] {
+        let out = edudb(&set, &command);
+        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+        assert_eq!(text(&out), text(&edudb(&one, &command)), "{command:?}");
+    }
+    let out = edudb(&set, &["stats"]);
+    assert!(stderr(&out).contains("is a shard set"), "{}", stderr(&out));
+    // Over HTTP, as a client of the served API.
+    let client = Client::connect(&address, None).unwrap();
+    let local = edudb::Db::open(&one).unwrap();
+    assert_eq!(
+        client.documents(None).unwrap(),
+        Api::documents(&local, None).unwrap()
+    );
+    let answer = |api: &dyn Api| {
+        let mut answer = api.query(statement, &edudb::Params::new(), false).unwrap();
+        answer.as_object_mut().unwrap().remove("elapsed_ms");
+        answer
+    };
+    assert_eq!(answer(&client), answer(&local));
+    assert_eq!(client.stats().unwrap()["shards"], 3);
+    let refused = client.session("trip").unwrap_err();
+    assert!(refused.to_string().contains("shard set"), "{refused}");
+    client.remove(first).unwrap();
+    assert_eq!(client.documents(None).unwrap().as_array().unwrap().len(), 7);
+    drop(local);
+    stop_server(server, &socket);
 }
