@@ -2,6 +2,7 @@
 instead: its ``Store`` wraps this one and turns its JSON answers into
 typed results."""
 
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 __version__: str
@@ -162,11 +163,11 @@ def shard_of(id: str, shards: int) -> int:
     """Which of a shard set's ``shards`` stores holds document ``id``."""
     ...
 
-def shard_stores(path: str) -> List[str]:
+def shard_stores(path: str) -> List[Path]:
     """Where the stores of the shard set at ``path`` are, in placement order."""
     ...
 
-def expand_sources(paths: List[str]) -> List[Tuple[str, str]]:
+def expand_sources(paths: List[str]) -> List[Tuple[str, Path]]:
     """The documents ``paths`` name: ``(id, path)`` pairs, by id."""
     ...
 

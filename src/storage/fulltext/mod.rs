@@ -19,6 +19,7 @@
 //! writes through).
 
 pub mod directory;
+mod floor;
 mod reader;
 mod rescore;
 mod schema;

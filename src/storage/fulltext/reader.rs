@@ -7,12 +7,12 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
-use tantivy::collector::TopDocs;
 use tantivy::index::SegmentId;
 use tantivy::query::{Bm25StatisticsProvider, Query, QueryParser, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, Index, IndexReader, Score, Searcher, Term};
 
+use super::floor::{FlooredTop, SharedFloor};
 use super::rescore::rescored;
 use super::schema::{Fields, NO_NODE, damaged, fulltext};
 use super::scope::{Allowed, Weighted, WithinDocuments, any_of};
@@ -105,13 +105,14 @@ impl FullTextReader {
 
     /// The best `limit` hits of `query`, in tantivy query syntax over EDU
     /// texts and section titles (of documents, not session turns), scored
-    /// with `statistics`.
+    /// with `statistics`, pruned by `floor`.
     pub(super) fn search(
         &self,
         query: &str,
         limit: usize,
         searcher: &Searcher,
         statistics: &dyn Bm25StatisticsProvider,
+        floor: &SharedFloor,
     ) -> Result<Vec<RankedHit>> {
         let mut parser =
             QueryParser::for_index(&self.index, vec![self.fields.text, self.fields.title]);
@@ -120,7 +121,7 @@ impl FullTextReader {
             query: query.to_owned(),
             message: e.to_string(),
         })?;
-        self.top(searcher, &parsed, limit, statistics, None)
+        self.top(searcher, &parsed, limit, statistics, None, floor)
     }
 
     /// The field nodes or EDUs are ranked on: the turn fields when `docs`
@@ -152,7 +153,8 @@ impl FullTextReader {
     }
 
     /// The entries holding any of `terms`, within `docs` when given, by
-    /// BM25 with `statistics` times each term's weight, best first.
+    /// BM25 with `statistics` times each term's weight, best first; those
+    /// under `floor` (see [`super::floor`]) left out.
     pub(super) fn rank_terms(
         &self,
         terms: Vec<Weighted>,
@@ -160,6 +162,7 @@ impl FullTextReader {
         limit: usize,
         searcher: &Searcher,
         statistics: &dyn Bm25StatisticsProvider,
+        floor: &SharedFloor,
     ) -> Result<Vec<RankedHit>> {
         if terms.is_empty() {
             return Ok(Vec::new());
@@ -173,10 +176,12 @@ impl FullTextReader {
         };
         // Past the limit by a margin, widened until the hits tied at the
         // cut are all in: they are then chosen by their scores summed
-        // again and their ids, never by where they lie in the index.
+        // again and their ids, never by where they lie in the index. Fewer
+        // than fetched means none was left out but under the floor, which
+        // no hit of the result is.
         let mut fetched = limit.saturating_add(CUT_MARGIN);
         loop {
-            let hits = self.top(searcher, &*query, fetched, statistics, Some(&terms))?;
+            let hits = self.top(searcher, &*query, fetched, statistics, Some(&terms), floor)?;
             if hits.len() < fetched || limit == 0 || clear_cut(&hits, limit) {
                 return Ok(hits);
             }
@@ -229,8 +234,8 @@ impl FullTextReader {
         Ok(terms)
     }
 
-    /// The best `limit` hits of `query`, their scores summed again over
-    /// `summed`, the query's weighted terms, when given (see
+    /// The best `limit` hits of `query` over `floor`, their scores summed
+    /// again over `summed`, the query's weighted terms, when given (see
     /// [`super::rescore`]). tantivy panics on some damaged index files (a
     /// fast-field column cut short) instead of failing; such a panic is the
     /// index's damage, not the caller's crash.
@@ -241,9 +246,10 @@ impl FullTextReader {
         limit: usize,
         statistics: &dyn Bm25StatisticsProvider,
         summed: Option<&[Weighted]>,
+        floor: &SharedFloor,
     ) -> Result<Vec<RankedHit>> {
         let read = crate::error::catch_quietly(|| {
-            self.read_top(searcher, query, limit, statistics, summed)
+            self.read_top(searcher, query, limit, statistics, summed, floor)
         });
         read.unwrap_or_else(|panic| {
             Err(damaged(format!(
@@ -260,17 +266,19 @@ impl FullTextReader {
         limit: usize,
         statistics: &dyn Bm25StatisticsProvider,
         summed: Option<&[Weighted]>,
+        floor: &SharedFloor,
     ) -> Result<Vec<RankedHit>> {
-        // tantivy reserves room for twice the limit up front: no more hits
-        // than entries can come back, so a huge limit costs nothing more.
+        // The heap reserves room for the limit up front: no more hits than
+        // entries can come back, so a huge limit costs nothing more.
         let entries = usize::try_from(searcher.num_docs()).unwrap_or(usize::MAX);
-        let limit = limit.min(entries).max(1);
+        let heap = limit.min(entries).max(1);
+        let collector = FlooredTop {
+            limit: heap,
+            raises: heap == limit,
+            floor,
+        };
         let top = searcher
-            .search_with_statistics_provider(
-                query,
-                &TopDocs::with_limit(limit).order_by_score(),
-                statistics,
-            )
+            .search_with_statistics_provider(query, &collector, statistics)
             .map_err(fulltext)?;
         let top: Vec<(Score, DocAddress)> = match summed {
             Some(terms) => {

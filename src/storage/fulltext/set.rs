@@ -14,6 +14,7 @@ use tantivy::query::{Bm25StatisticsProvider, Bm25Weight};
 use tantivy::schema::Field;
 use tantivy::{Searcher, Term};
 
+use super::floor::SharedFloor;
 use super::reader::{FullTextReader, weighted};
 use super::schema::fulltext;
 use crate::error::Result;
@@ -59,8 +60,8 @@ impl FullTextSet {
         };
         let field = first.field_of(target, docs);
         let terms = first.ranked_terms(text, field)?;
-        self.ranked(field, |reader, searcher, statistics| {
-            reader.rank_terms(terms.clone(), docs, limit, searcher, statistics)
+        self.ranked(field, |reader, searcher, statistics, floor| {
+            reader.rank_terms(terms.clone(), docs, limit, searcher, statistics, floor)
         })
         .map(|hits| best(hits, limit))
     }
@@ -76,9 +77,10 @@ impl FullTextSet {
             entries += Bm25StatisticsProvider::total_num_docs(searcher).map_err(fulltext)?;
         }
         let statistics = Statistics::new(&searchers, entries);
+        let floor = SharedFloor::new();
         let mut hits = Vec::new();
         for (reader, searcher) in self.readers.iter().zip(&searchers) {
-            hits.extend(reader.search(query, limit, searcher, &statistics)?);
+            hits.extend(reader.search(query, limit, searcher, &statistics, &floor)?);
         }
         Ok(best(hits, limit))
     }
@@ -99,9 +101,12 @@ impl FullTextSet {
         let terms = weighted(first.terms(text, first.fields.title)?, 1.0);
         // Titles are held by documents' node entries: their count, not
         // every entry's, is the collection size.
-        self.ranked(first.fields.node_text, |reader, searcher, statistics| {
-            reader.rank_terms(terms.clone(), docs, limit, searcher, statistics)
-        })
+        self.ranked(
+            first.fields.node_text,
+            |reader, searcher, statistics, floor| {
+                reader.rank_terms(terms.clone(), docs, limit, searcher, statistics, floor)
+            },
+        )
         .map(|hits| best(hits, limit))
     }
 
@@ -169,19 +174,27 @@ impl FullTextSet {
     }
 
     /// The hits `rank` finds in each index, all scored with `field`'s
-    /// statistics over the set; the indexes ranked side by side.
+    /// statistics over the set and pruned by one floor; the indexes ranked
+    /// side by side.
     fn ranked(
         &self,
         field: Field,
-        rank: impl Fn(&FullTextReader, &Searcher, &Statistics<'_>) -> Result<Vec<RankedHit>> + Sync,
+        rank: impl Fn(
+            &FullTextReader,
+            &Searcher,
+            &Statistics<'_>,
+            &SharedFloor,
+        ) -> Result<Vec<RankedHit>>
+        + Sync,
     ) -> Result<Vec<RankedHit>> {
         let searchers = self.searchers();
         let statistics = self.statistics(&searchers, field)?;
+        let floor = SharedFloor::new();
         if let ([reader], [searcher]) = (self.readers.as_slice(), searchers.as_slice()) {
-            return rank(reader, searcher, &statistics);
+            return rank(reader, searcher, &statistics, &floor);
         }
         let each: Vec<Vec<RankedHit>> = (self.readers.par_iter().zip(&searchers))
-            .map(|(reader, searcher)| rank(reader, searcher, &statistics))
+            .map(|(reader, searcher)| rank(reader, searcher, &statistics, &floor))
             .collect::<Result<_>>()?;
         Ok(each.into_iter().flatten().collect())
     }
