@@ -8,8 +8,8 @@ mid-ingest, after which nothing is lost or duplicated."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Iterator, List
 
 import pytest
-import ray
+
+# A loopback cluster of the tests' own, without token authentication: Ray
+# reads the mode when imported, and would turn tokens on by itself if a
+# token file of another cluster (~/.ray/auth_token) were lying around,
+# which its second node then does not present.
+os.environ["RAY_AUTH_MODE"] = "disabled"
+import ray  # noqa: E402
 
 import edudb
 import edudb.ray

@@ -37,7 +37,7 @@ impl<'a> Context<'a> {
     /// `--db`.
     fn one_store_only(&self) -> Error {
         Error::Usage(format!(
-            "{} is a shard set: this command works on one store (run it on one of the set's stores); ingest, docs, query, rm, tree, dag, show and meta take a shard set",
+            "{} is a shard set: this command works on one store (run it on one of the set's stores); ingest, docs, query, search, stats, rm, tree, dag, show and meta take a shard set",
             self.cli.db.display()
         ))
     }

@@ -15,7 +15,10 @@ use super::{render, route};
 
 /// `stats`: the store's counts and sizes.
 pub(super) fn stats(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
-    let stats = context.open(false)?.stats()?;
+    let stats = match context.shard_set()? {
+        Some(set) => set.stats()?,
+        None => context.open(false)?.stats()?,
+    };
     Ok(render::stats(out, &stats, context.cli.json)?)
 }
 

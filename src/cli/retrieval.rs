@@ -18,7 +18,10 @@ pub(super) fn search(
     query: &str,
     limit: u32,
 ) -> Result<(), Failure> {
-    let hits = context.open(false)?.search(query, limit as usize)?;
+    let hits = match context.shard_set()? {
+        Some(set) => set.search(query, limit as usize)?,
+        None => context.open(false)?.search(query, limit as usize)?,
+    };
     Ok(render::hits(out, &hits, context.cli.json)?)
 }
 

@@ -221,7 +221,10 @@ mod tests {
         floor.raise(8.0);
         floor.raise(2.0);
         let pruning = floor.pruning();
-        assert!(pruning < 8.0 && pruning > 8.0 - 8.0 * 2.0 * FLOOR_SLACK, "{pruning}");
+        assert!(
+            pruning < 8.0 && pruning > 8.0 - 8.0 * 2.0 * FLOOR_SLACK,
+            "{pruning}"
+        );
         // A rescored score a rounding step under the floor is still above
         // what is pruned.
         assert!(8.0f32.next_down() > pruning);

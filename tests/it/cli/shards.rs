@@ -6,6 +6,16 @@ use serde_json::Value;
 
 use crate::support::{edudb, rfc_sources, spawn_server, stderr, stop_server, text};
 
+/// The first `count` RFCs' paths.
+fn rfc_files(count: usize) -> Vec<String> {
+    (rfc_sources(count).iter())
+        .map(|s| match &s.origin {
+            edudb::ingest::sources::Origin::File(path) => path.to_string_lossy().into_owned(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
 fn json(out: &std::process::Output) -> Value {
     assert!(out.status.success(), "{}", stderr(out));
     serde_json::from_slice(&out.stdout).unwrap()
@@ -17,12 +27,7 @@ fn a_shard_set_is_made_filled_queried_and_emptied_like_one_store() {
     let (set, one) = (dir.path().join("set"), dir.path().join("one"));
     let made = json(&edudb(&set, &["--json", "init", "--shards", "3"]));
     assert_eq!(made["shards"], 3);
-    let files: Vec<String> = (rfc_sources(10).iter())
-        .map(|s| match &s.origin {
-            edudb::ingest::sources::Origin::File(path) => path.to_string_lossy().into_owned(),
-            other => panic!("{other:?}"),
-        })
-        .collect();
+    let files = rfc_files(10);
     let mut ingest = vec!["ingest", "-q"];
     ingest.extend(files.iter().map(String::as_str));
     for db in [&set, &one] {
@@ -74,8 +79,14 @@ fn a_shard_set_is_made_filled_queried_and_emptied_like_one_store() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(listed(&set).len(), 9);
     assert!(!listed(&set).contains(&id));
-    // What reads one store's own state says what the directory is.
-    let out = edudb(&set, &["stats"]);
+    // Counts and searches over every store; what reads one store's own
+    // state says what the directory is.
+    let stats = json(&edudb(&set, &["--json", "stats"]));
+    assert_eq!(stats["documents"], 9);
+    let search = ["--json", "search", "trait AND objects", "--limit", "5"];
+    let hits = json(&edudb(&set, &search));
+    assert!(!hits.as_array().unwrap().is_empty());
+    let out = edudb(&set, &["check"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("is a shard set"), "{}", stderr(&out));
 }
@@ -86,12 +97,7 @@ fn a_served_shard_set_answers_forwarded_commands_and_http_as_one_store() {
     let dir = tempfile::tempdir().unwrap();
     let (set, one) = (dir.path().join("set"), dir.path().join("one"));
     json(&edudb(&set, &["--json", "init", "--shards", "3"]));
-    let files: Vec<String> = (rfc_sources(8).iter())
-        .map(|s| match &s.origin {
-            edudb::ingest::sources::Origin::File(path) => path.to_string_lossy().into_owned(),
-            other => panic!("{other:?}"),
-        })
-        .collect();
+    let files = rfc_files(8);
     let mut ingest = vec!["ingest", "-q"];
     ingest.extend(files.iter().map(String::as_str));
     assert!(edudb(&one, &ingest).status.success());
@@ -113,7 +119,7 @@ fn a_served_shard_set_answers_forwarded_commands_and_http_as_one_store() {
         assert!(out.status.success(), "{command:?}: {}", stderr(&out));
         assert_eq!(text(&out), text(&edudb(&one, &command)), "{command:?}");
     }
-    let out = edudb(&set, &["stats"]);
+    let out = edudb(&set, &["check"]);
     assert!(stderr(&out).contains("is a shard set"), "{}", stderr(&out));
     // Over HTTP, as a client of the served API.
     let client = Client::connect(&address, None).unwrap();
