@@ -167,10 +167,7 @@ impl ShardSet {
         progress: &dyn Progress,
         cancel: &CancelToken,
     ) -> Result<IngestReport> {
-        let mut parts: Vec<Vec<Source>> = vec![Vec::new(); self.shards.len()];
-        for source in sources {
-            parts[self.shard_of(&source.id)].push(source.clone());
-        }
+        let parts = self.by_store(sources.iter().cloned(), |source| &source.id);
         let mut report = IngestReport::default();
         for (db, part) in self.shards.iter().zip(parts) {
             if part.is_empty() {
@@ -189,12 +186,8 @@ impl ShardSet {
     /// per store touched ([`Db::write_prepared`]), not one over all. The
     /// metadata of each, in the order given.
     pub fn write_prepared(&self, docs: Vec<PreparedDocument>) -> Result<Vec<DocMeta>> {
-        let mut parts: Vec<Vec<(usize, PreparedDocument)>> =
-            (0..self.shards.len()).map(|_| Vec::new()).collect();
         let count = docs.len();
-        for (at, doc) in docs.into_iter().enumerate() {
-            parts[self.shard_of(doc.id())].push((at, doc));
-        }
+        let parts = self.by_store(docs.into_iter().enumerate(), |(_, doc)| doc.id());
         let mut metas: Vec<Option<DocMeta>> = vec![None; count];
         for (db, part) in self.shards.iter().zip(parts) {
             if part.is_empty() {
@@ -251,12 +244,12 @@ impl ShardSet {
     /// first (see [`Db::search`]).
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>> {
         let ranked = self.corpus(|corpus| corpus.fulltext().search(query, limit))?;
-        let mut parts: Vec<Vec<_>> = (0..self.shards.len()).map(|_| Vec::new()).collect();
-        for hit in ranked {
-            parts[self.shard_of(&hit.doc)].push(hit);
-        }
         let mut hits = Vec::new();
-        for (db, part) in self.shards.iter().zip(parts) {
+        for (db, part) in self
+            .shards
+            .iter()
+            .zip(self.by_store(ranked, |hit| &hit.doc))
+        {
             hits.extend(db.engine().search_hits(part)?);
         }
         hits.sort_by(|a, b| {
@@ -283,6 +276,21 @@ impl ShardSet {
         self.corpus(|corpus| {
             Evidence::retrieve(corpus, question, options.statement(), options.budget)
         })
+    }
+
+    /// `items` split by the store that holds each (its id by `id_of`): one
+    /// part per store, in placement order, each in the order given.
+    fn by_store<T>(
+        &self,
+        items: impl IntoIterator<Item = T>,
+        id_of: impl Fn(&T) -> &str,
+    ) -> Vec<Vec<T>> {
+        let mut parts: Vec<Vec<T>> = (0..self.shards.len()).map(|_| Vec::new()).collect();
+        for item in items {
+            let at = self.shard_of(id_of(&item));
+            parts[at].push(item);
+        }
+        parts
     }
 
     /// `work` on the stores as one corpus.
