@@ -35,9 +35,9 @@ impl<'a> Context<'a> {
 
     /// Why a command that works on one store refuses the shard set at
     /// `--db`.
-    fn one_store_only(&self) -> Error {
+    pub(super) fn one_store_only(&self) -> Error {
         Error::Usage(format!(
-            "{} is a shard set: this command works on one store (run it on one of the set's stores); ingest, docs, query, search, stats, rm, tree, dag, show and meta take a shard set",
+            "{} is a shard set: this command works on one store (run it on one of the set's stores); ingest, docs, query, search, ask, highlight, stats, check, reindex, backup, vacuum, rm, tree, dag, show and meta take a shard set",
             self.cli.db.display()
         ))
     }
@@ -67,6 +67,15 @@ impl<'a> Context<'a> {
                 Ok(Some(SetHandle::Owned(set)))
             }
             None => Ok(None),
+        }
+    }
+
+    /// What a command that takes a shard set as well as one store runs on:
+    /// the served store or set, or what `--db` is, opened here.
+    pub(super) fn target(&self) -> edudb::Result<Target<'a>> {
+        match self.served {
+            Some(served) => Ok(Target::Served(served)),
+            None => self.open_served(false).map(Target::Owned),
         }
     }
 
@@ -100,6 +109,24 @@ impl<'a> Context<'a> {
             to_remove: cli.command.removes(),
             ..Default::default()
         })
+    }
+}
+
+/// One store or a shard set that a command runs on: the one a server
+/// holds, or one opened here for the command.
+pub(super) enum Target<'a> {
+    Served(&'a Served),
+    Owned(Served),
+}
+
+impl Deref for Target<'_> {
+    type Target = Served;
+
+    fn deref(&self) -> &Served {
+        match self {
+            Target::Served(served) => served,
+            Target::Owned(served) => served,
+        }
     }
 }
 

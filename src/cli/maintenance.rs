@@ -1,11 +1,12 @@
-//! The commands on the store as a whole: `stats`, `reindex`, `salvage` and
-//! `check`. Each that finds damage exits with the internal code.
+//! The commands on the store (or shard set) as a whole: `stats`,
+//! `reindex`, `salvage`, `backup`, `vacuum` and `check`. Each that finds
+//! damage exits with the internal code.
 
 use std::io::Write;
 use std::path::Path;
 
 use edudb::serve::Client;
-use edudb::{CancelToken, Damaged, Db, VacuumReport};
+use edudb::{CancelToken, Damaged, Db, ShardSet, VacuumReport};
 use serde_json::json;
 
 use super::bars;
@@ -15,10 +16,7 @@ use super::{render, route};
 
 /// `stats`: the store's counts and sizes.
 pub(super) fn stats(context: &Context, out: &mut dyn Write) -> Result<(), Failure> {
-    let stats = match context.shard_set()? {
-        Some(set) => set.stats()?,
-        None => context.open(false)?.stats()?,
-    };
+    let stats = context.target()?.stats()?;
     Ok(render::stats(out, &stats, context.cli.json)?)
 }
 
@@ -26,7 +24,7 @@ pub(super) fn stats(context: &Context, out: &mut dyn Write) -> Result<(), Failur
 /// store, skipping damaged documents (named).
 pub(super) fn reindex(context: &Context, out: &mut dyn Write) -> Result<u8, Failure> {
     let cli = context.cli;
-    let db = context.open(false)?;
+    let db = context.target()?;
     let skipped = db.reindex(&bars::Bars::new(cli.quiet || cli.json), &CancelToken::new())?;
     let entries = db.stats()?.fulltext_entries;
     let vectors = db.vector_counts()?;
@@ -56,6 +54,7 @@ pub(super) fn salvage(context: &Context, out: &mut dyn Write, to: &Path) -> Resu
     // log, before its engine can cut it short.
     let report = match context.served {
         Some(_) => context.open(false)?.salvage(to, &bars, &cancel)?,
+        None if ShardSet::is_shard_set(&cli.db) => return Err(context.one_store_only().into()),
         None => Db::salvage_store(&cli.db, to, &context.open_options(false)?, &bars, &cancel)?,
     };
     if cli.json {
@@ -99,9 +98,7 @@ pub(super) fn salvage(context: &Context, out: &mut dyn Write, to: &Path) -> Resu
 pub(super) fn backup(context: &Context, out: &mut dyn Write, dest: &Path) -> Result<u8, Failure> {
     let cli = context.cli;
     let bars = bars::Bars::new(cli.quiet || cli.json);
-    let report = context
-        .open(false)?
-        .backup(dest, &bars, &CancelToken::new())?;
+    let report = context.target()?.backup(dest, &bars, &CancelToken::new())?;
     if cli.json {
         render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
     } else {
@@ -134,8 +131,15 @@ pub(super) fn vacuum(context: &Context, out: &mut dyn Write) -> Result<(), Failu
         }
         None => {
             let bars = bars::Bars::new(cli.quiet || cli.json);
-            let options = context.open_options(false)?;
-            Db::vacuum(&cli.db, &options, &bars, &CancelToken::new())?
+            let cancel = CancelToken::new();
+            if ShardSet::is_shard_set(&cli.db) {
+                context
+                    .open_served(false)?
+                    .vacuum_reopened(&bars, &cancel)
+                    .0?
+            } else {
+                Db::vacuum(&cli.db, &context.open_options(false)?, &bars, &cancel)?
+            }
         }
     };
     if cli.json {
@@ -157,7 +161,7 @@ pub(super) fn vacuum(context: &Context, out: &mut dyn Write) -> Result<(), Failu
 
 /// `check`: validates every record and index, naming the damage found.
 pub(super) fn check(context: &Context, out: &mut dyn Write) -> Result<u8, Failure> {
-    let report = context.open(false)?.check()?;
+    let report = context.target()?.check()?;
     if context.cli.json {
         render::json(out, &serde_json::to_value(&report).unwrap_or_default())?;
     } else if !report.damaged.is_empty() {

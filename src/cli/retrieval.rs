@@ -18,10 +18,7 @@ pub(super) fn search(
     query: &str,
     limit: u32,
 ) -> Result<(), Failure> {
-    let hits = match context.shard_set()? {
-        Some(set) => set.search(query, limit as usize)?,
-        None => context.open(false)?.search(query, limit as usize)?,
-    };
+    let hits = context.target()?.search(query, limit as usize)?;
     Ok(render::hits(out, &hits, context.cli.json)?)
 }
 
@@ -34,10 +31,7 @@ pub(super) fn query(
     params: &[(String, String)],
 ) -> Result<(), Failure> {
     let params = bind_params(params);
-    let result = match context.shard_set()? {
-        Some(set) => set.query(statement, &params)?,
-        None => context.open(false)?.query(statement, &params)?,
-    };
+    let result = context.target()?.query(statement, &params)?;
     let as_json = context.cli.json || format == OutputFormat::Json;
     Ok(render::query_result(out, &result, as_json)?)
 }
@@ -45,7 +39,7 @@ pub(super) fn query(
 /// `ask`: answers a question with the chat model from retrieved evidence.
 pub(super) fn ask(context: &Context, out: &mut dyn Write, args: &AskArgs) -> Result<(), Failure> {
     let cli = context.cli;
-    let db = context.open(false)?;
+    let db = context.target()?;
     let options = AskOptions {
         budget: args.budget,
         statement: args.statement.clone(),
@@ -64,13 +58,14 @@ pub(super) fn highlight(
     out: &mut dyn Write,
     args: &HighlightArgs,
 ) -> Result<(), Failure> {
-    let db = context.open(false)?;
     let params = Params::new()
         .text("doc", &args.doc)
         .text("question", &args.question)
         .number("budget", args.budget as f64);
-    let picked = db.query(&args.statement, &params)?;
-    let written = highlight::write(&db, &args.doc, &picked, &args.pdf, &args.output)?;
+    let target = context.target()?;
+    let picked = target.query(&args.statement, &params)?;
+    let db = target.holding(&args.doc);
+    let written = highlight::write(db, &args.doc, &picked, &args.pdf, &args.output)?;
     if context.cli.json {
         render::json(out, &serde_json::to_value(&written).unwrap_or_default())?;
     } else {

@@ -414,6 +414,51 @@ fn a_highlighted_copy_holds_one_annotation_per_box_read_back() {
     }
 }
 
+/// `edudb highlight` on a shard set: the document is read from its store,
+/// the question answered over the set, and the copy carries a highlight
+/// per picked line, on the pages the picks name.
+#[test]
+fn the_cli_highlights_a_shard_sets_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let (set, pdf, copy) = (
+        dir.path().join("set"),
+        dir.path().join("report.pdf"),
+        dir.path().join("copy.pdf"),
+    );
+    std::fs::write(&pdf, report(false)).unwrap();
+    let made = support::edudb(&set, &["init", "--shards", "2"]);
+    assert!(made.status.success(), "{}", support::stderr(&made));
+    let out = support::edudb(&set, &["ingest", "-q", pdf.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", support::stderr(&out));
+    let out = support::edudb(
+        &set,
+        &[
+            "--json",
+            "highlight",
+            "report",
+            "capital spending on new plants",
+            "--pdf",
+            pdf.to_str().unwrap(),
+            "-o",
+            copy.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", support::stderr(&out));
+    let written: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(written["spans"].as_u64().unwrap() >= 1, "{written}");
+    let read = PdfDocument::from_bytes(std::fs::read(&copy).unwrap()).unwrap();
+    for page in written["pages"].as_array().unwrap() {
+        let page = page.as_u64().unwrap() as usize - 1;
+        let annotations = read.get_annotations(page).unwrap();
+        assert!(
+            annotations
+                .iter()
+                .any(|a| a.subtype.as_deref() == Some("Highlight")),
+            "page {page}: {annotations:?}"
+        );
+    }
+}
+
 /// A PDF made of `objects` (object `i + 1` is `objects[i]`; object 1 the
 /// catalog), with a correct cross-reference table.
 fn handmade(objects: &[Vec<u8>]) -> Vec<u8> {

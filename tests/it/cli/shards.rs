@@ -1,6 +1,7 @@
 //! A shard set through the command line: made by `init --shards`, filled
-//! by `ingest`, listed, queried, shown and removed from as one store, and
-//! refused by the commands that work on one store.
+//! by `ingest`, listed, queried, asked, shown, checked, reindexed, backed
+//! up, vacuumed and removed from as one store, and refused by the commands
+//! that read one store's own files.
 
 use serde_json::Value;
 
@@ -75,20 +76,100 @@ fn a_shard_set_is_made_filled_queried_and_emptied_like_one_store() {
         assert!(out.status.success(), "{command:?}: {}", stderr(&out));
         assert_eq!(text(&out), text(&edudb(&one, &command)), "{command:?}");
     }
-    let out = edudb(&set, &["rm", &id]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    for db in [&set, &one] {
+        let out = edudb(db, &["rm", &id]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
     assert_eq!(listed(&set).len(), 9);
     assert!(!listed(&set).contains(&id));
-    // Counts and searches over every store; what reads one store's own
-    // state says what the directory is.
+    // Counts, searches, checks and rebuilt indexes over every store, as
+    // one store holding the same documents gives them.
     let stats = json(&edudb(&set, &["--json", "stats"]));
     assert_eq!(stats["documents"], 9);
     let search = ["--json", "search", "trait AND objects", "--limit", "5"];
     let hits = json(&edudb(&set, &search));
     assert!(!hits.as_array().unwrap().is_empty());
-    let out = edudb(&set, &["check"]);
+    assert_eq!(hits, json(&edudb(&one, &search)));
+    let counts = |report: &Value| {
+        (
+            report["documents"].clone(),
+            report["fulltext_entries"].clone(),
+            report["vectors"].clone(),
+        )
+    };
+    let checked = json(&edudb(&set, &["--json", "check"]));
+    assert_eq!(checked["damaged"], serde_json::json!([]));
+    assert_eq!(
+        counts(&checked),
+        counts(&json(&edudb(&one, &["--json", "check"])))
+    );
+    let rebuilt = json(&edudb(&set, &["--json", "reindex"]));
+    let rebuilt_one = json(&edudb(&one, &["--json", "reindex"]));
+    assert_eq!(rebuilt["fulltext_entries"], rebuilt_one["fulltext_entries"]);
+    assert_eq!(rebuilt["vectors"], rebuilt_one["vectors"]);
+    assert_eq!(rebuilt["skipped"], serde_json::json!([]));
+    // A backup of a set is a set of the same documents; a vacuumed set
+    // answers as before.
+    let copy = dir.path().join("copy");
+    let backed_up = json(&edudb(&set, &["--json", "backup", copy.to_str().unwrap()]));
+    assert_eq!(backed_up["documents"], 9);
+    assert_eq!(listed(&copy), listed(&set));
+    let question = "q=lifetime elision in impls";
+    let answer = |db| {
+        let mut answer = json(&edudb(
+            db,
+            &["query", statement, "-p", question, "--format", "json"],
+        ));
+        answer.as_object_mut().unwrap().remove("elapsed_ms");
+        answer
+    };
+    let before = answer(&set);
+    assert_eq!(answer(&copy), before);
+    let vacuumed = json(&edudb(&set, &["--json", "vacuum"]));
+    assert_eq!(vacuumed["documents"], 9);
+    assert_eq!(answer(&set), before);
+    // What reads one store's own files says what the directory is.
+    let out = edudb(
+        &set,
+        &["salvage", dir.path().join("saved").to_str().unwrap()],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("is a shard set"), "{}", stderr(&out));
+}
+
+/// `ask` over a shard set reads the evidence one store of the same
+/// documents gives (the real chat server judges it).
+#[test]
+fn a_shard_set_is_asked_as_one_store() {
+    let Some(url) = crate::support::chat_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (set, one) = (dir.path().join("set"), dir.path().join("one"));
+    json(&edudb(&set, &["--json", "init", "--shards", "2"]));
+    let files = rfc_files(6);
+    let mut ingest = vec!["ingest", "-q"];
+    ingest.extend(files.iter().map(String::as_str));
+    let llm = ["--llm-url", url.as_str(), "--llm-model", "smollm2"];
+    let evidence = |db| {
+        let ask = [
+            "--json",
+            "ask",
+            "How are lifetimes elided?",
+            "--budget",
+            "80",
+            "--group",
+            "8",
+            "--no-answer",
+        ];
+        json(&edudb(db, &[&ask[..], &llm[..]].concat()))["evidence"].clone()
+    };
+    for db in [&set, &one] {
+        assert!(edudb(db, &ingest).status.success());
+    }
+    let asked = evidence(&set);
+    assert!(!asked.as_array().unwrap().is_empty());
+    assert_eq!(asked, evidence(&one));
 }
 
 #[test]
@@ -119,7 +200,9 @@ fn a_served_shard_set_answers_forwarded_commands_and_http_as_one_store() {
         assert!(out.status.success(), "{command:?}: {}", stderr(&out));
         assert_eq!(text(&out), text(&edudb(&one, &command)), "{command:?}");
     }
-    let out = edudb(&set, &["check"]);
+    assert_eq!(json(&edudb(&set, &["--json", "check"]))["documents"], 8);
+    let saved = dir.path().join("saved");
+    let out = edudb(&set, &["salvage", saved.to_str().unwrap()]);
     assert!(stderr(&out).contains("is a shard set"), "{}", stderr(&out));
     // Over HTTP, as a client of the served API.
     let client = Client::connect(&address, None).unwrap();
