@@ -27,6 +27,37 @@ pub struct NoProgress;
 
 impl Progress for NoProgress {}
 
+/// The progress of one part of a larger operation whose report the
+/// caller started (with the whole's total) and finishes: the part's own
+/// start and finish are absorbed, its advances count toward the whole, so
+/// work spread over several stores shows as one operation.
+pub(crate) struct Part<'a>(pub(crate) &'a dyn Progress);
+
+impl Progress for Part<'_> {
+    fn advance(&self, units: u64, item: &str) {
+        self.0.advance(units, item);
+    }
+
+    fn working_on(&self, what: &str) {
+        self.0.working_on(what);
+    }
+}
+
+/// Runs `work` as one operation `what` of `total` units on `progress`,
+/// handing it the [`Part`] each of its pieces reports through; finished
+/// whatever `work` returns.
+pub(crate) fn in_parts<T>(
+    progress: &dyn Progress,
+    what: &str,
+    total: u64,
+    work: impl FnOnce(&Part<'_>) -> T,
+) -> T {
+    progress.start(what, total);
+    let done = work(&Part(progress));
+    progress.finish();
+    done
+}
+
 /// A shared flag that asks long work to stop at the next safe point.
 /// Work already committed stays committed; nothing is half-written.
 #[derive(Debug, Clone, Default)]

@@ -10,8 +10,8 @@ use crate::db::Db;
 use crate::engine::backup::BackupReport;
 use crate::engine::reads::{CheckReport, Damaged, Stats};
 use crate::engine::vacuum::VacuumReport;
-use crate::error::Result;
-use crate::progress::{CancelToken, Progress};
+use crate::error::{Error, Result};
+use crate::progress::{CancelToken, Progress, in_parts};
 use crate::storage::vectors::VectorCounts;
 
 impl ShardSet {
@@ -74,7 +74,9 @@ impl ShardSet {
     }
 
     /// Rebuilds every store's derived indexes in turn (see
-    /// [`Db::reindex`]); the documents left out as damaged, over all.
+    /// [`Db::reindex`], whose two passes, the full text and the vector
+    /// graph, each store reports as its own); the documents left out as
+    /// damaged, over all.
     pub fn reindex(&self, progress: &dyn Progress, cancel: &CancelToken) -> Result<Vec<Damaged>> {
         let mut skipped = Vec::new();
         for db in &self.shards {
@@ -103,16 +105,19 @@ impl ShardSet {
             path: to.to_owned(),
             ..BackupReport::default()
         };
-        for (db, name) in self.shards.iter().zip(&names) {
-            let copy = db.backup(to.join(name), progress, cancel)?;
-            total.documents += copy.documents;
-            total.sessions += copy.sessions;
-            total.change += copy.change;
-            total.caught_up += copy.caught_up;
-            total.bytes += copy.bytes;
-            total.writers_held_seconds += copy.writers_held_seconds;
-            total.skipped.extend(copy.skipped);
-        }
+        in_parts(progress, "backup", self.stats()?.documents, |progress| {
+            for (db, name) in self.shards.iter().zip(&names) {
+                let copy = db.backup(to.join(name), progress, cancel)?;
+                total.documents += copy.documents;
+                total.sessions += copy.sessions;
+                total.change += copy.change;
+                total.caught_up += copy.caught_up;
+                total.bytes += copy.bytes;
+                total.writers_held_seconds += copy.writers_held_seconds;
+                total.skipped.extend(copy.skipped);
+            }
+            Ok::<_, Error>(())
+        })?;
         write_manifest(to, &Manifest::new(names))?;
         total.seconds = started.elapsed().as_secs_f64();
         Ok(total)

@@ -27,7 +27,7 @@ use crate::ingest::pipeline::IngestOptions;
 use crate::ingest::prepared::PreparedDocument;
 use crate::ingest::sources::Source;
 use crate::model::document::{DocMeta, Document};
-use crate::progress::{CancelToken, Progress};
+use crate::progress::{CancelToken, Progress, in_parts};
 use crate::query::corpus::Corpus;
 use crate::query::{Params, Query, QueryResult};
 
@@ -159,7 +159,7 @@ impl ShardSet {
 
     /// Ingests `sources`, each into its store (see [`Db::ingest`]); the
     /// reports of the stores together. Each store's part is written as
-    /// that store's ingest writes it.
+    /// that store's ingest writes it; `progress` sees one ingest of them all.
     pub fn ingest(
         &self,
         sources: &[Source],
@@ -168,18 +168,21 @@ impl ShardSet {
         cancel: &CancelToken,
     ) -> Result<IngestReport> {
         let parts = self.by_store(sources.iter().cloned(), |source| &source.id);
-        let mut report = IngestReport::default();
-        for (db, part) in self.shards.iter().zip(parts) {
-            if part.is_empty() {
-                continue;
+        let total = sources.iter().map(Source::len_hint).sum();
+        in_parts(progress, "ingest", total, |progress| {
+            let mut report = IngestReport::default();
+            for (db, part) in self.shards.iter().zip(parts) {
+                if part.is_empty() {
+                    continue;
+                }
+                let written = db.ingest(&part, options.clone(), progress, cancel)?;
+                report.documents.extend(written.documents);
+                report.failures.extend(written.failures);
+                report.elapsed += written.elapsed;
+                report.llm.add(&written.llm);
             }
-            let written = db.ingest(&part, options.clone(), progress, cancel)?;
-            report.documents.extend(written.documents);
-            report.failures.extend(written.failures);
-            report.elapsed += written.elapsed;
-            report.llm.add(&written.llm);
-        }
-        Ok(report)
+            Ok(report)
+        })
     }
 
     /// Writes prepared documents, each into its store: one atomic batch

@@ -327,18 +327,59 @@ fn the_api_answers_over_a_shard_set_as_over_one_store() {
     assert!(refused.is_user_error() && refused.to_string().contains("shard set"));
 }
 
+/// What an operation reported.
+#[derive(Default)]
+struct Reports {
+    /// Each start: what, and its total.
+    starts: Vec<(String, u64)>,
+    /// Units advanced.
+    advanced: u64,
+    /// Finishes.
+    finishes: usize,
+}
+
+#[derive(Default)]
+struct Reported(std::sync::Mutex<Reports>);
+
+impl edudb::Progress for Reported {
+    fn start(&self, what: &str, total: u64) {
+        self.0.lock().unwrap().starts.push((what.to_owned(), total));
+    }
+
+    fn advance(&self, units: u64, _item: &str) {
+        self.0.lock().unwrap().advanced += units;
+    }
+
+    fn finish(&self) {
+        self.0.lock().unwrap().finishes += 1;
+    }
+}
+
+impl Reported {
+    /// Asserts the work reported as one operation `what` of `total`
+    /// units, all of them done.
+    fn assert_one(&self, what: &str, total: u64) {
+        let reports = self.0.lock().unwrap();
+        assert_eq!(reports.starts[..], [(what.to_owned(), total)]);
+        assert_eq!((reports.advanced, reports.finishes), (total, 1), "{what}");
+    }
+}
+
 #[test]
 fn a_shard_set_is_backed_up_reindexed_and_vacuumed_store_by_store() {
     let sources = rfc_sources(9);
     let dir = tempfile::tempdir().unwrap();
     let set = ShardSet::create(dir.path().join("set"), 2, &OpenOptions::default()).unwrap();
+    // Work spread over the stores reports as one operation.
+    let ingested = Reported::default();
     set.ingest(
         &sources,
         IngestOptions::default(),
-        &NoProgress,
+        &ingested,
         &CancelToken::new(),
     )
     .unwrap();
+    ingested.assert_one("ingest", sources.iter().map(Source::len_hint).sum());
     let question = "SELECT SPANS FROM * SEED BM25('stability guarantees') BUDGET 256 TOKENS";
     let answer = |set: &ShardSet| untimed(set.query(question, &Params::new()).unwrap());
     let before = answer(&set);
@@ -352,10 +393,12 @@ fn a_shard_set_is_backed_up_reindexed_and_vacuumed_store_by_store() {
     let after_removal = answer(&set);
 
     let copy_dir = dir.path().join("copy");
+    let backed_up = Reported::default();
     let report = set
-        .backup(&copy_dir, &NoProgress, &CancelToken::new())
+        .backup(&copy_dir, &backed_up, &CancelToken::new())
         .unwrap();
     assert_eq!(report.documents, 8);
+    backed_up.assert_one("backup", 8);
     assert!(ShardSet::is_shard_set(&copy_dir));
     let copy = ShardSet::open(&copy_dir, &OpenOptions::default()).unwrap();
     assert_eq!(answer(&copy), after_removal);
