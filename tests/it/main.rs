@@ -1,6 +1,7 @@
 //! The integration tests, as one binary: each module was once a binary of
 //! its own, and `support` holds what they share. The crash tests, which
-//! SIGKILL child processes, stay a binary of their own (`tests/crash/`).
+//! SIGKILL child processes, stay a binary of their own (`tests/crash/`), as
+//! do the GPU tests (`tests/kernels/`), built with the kernel features.
 
 mod scripted;
 mod support;
@@ -17,8 +18,6 @@ mod db;
 mod embedding_http;
 mod eval;
 mod fuzz;
-#[cfg(any(feature = "cuda", feature = "kernel-emulation"))]
-mod gpu;
 mod local_model;
 mod memory;
 mod metadata;
