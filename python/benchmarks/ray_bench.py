@@ -31,6 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--documents", type=int, help="only the first N RFCs")
     parser.add_argument("--machine", default=platform.node())
+    parser.add_argument("--batch-size", type=int, default=16, help="edudb.ray.ingest's batch_size")
     args = parser.parse_args()
     files = sorted(RFCS.glob("*.md"))[: args.documents]
     megabytes = sum(f.stat().st_size for f in files) / 1e6
@@ -44,7 +45,7 @@ def main() -> None:
         rows.append(("Store.ingest, one process, one store (baseline)", baseline))
         for workers in (1, 2):
             report = edudb.ray.ingest(files, Path(work) / f"set-{workers}", shards=SHARDS, concurrency=workers,
-                                      batch_size=16)
+                                      batch_size=args.batch_size)
             assert len(report.documents) == len(files) and not report.failures
             rows.append((f"edudb.ray.ingest, {workers} preparing worker{'s' if workers > 1 else ''}, "
                          f"{SHARDS} stores", report.seconds))

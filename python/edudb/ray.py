@@ -10,10 +10,10 @@ Documents are independent units (each has its own tree, DAG and vectors),
 so the expensive, pure part of ingest (:class:`edudb.Preparer`) runs in a
 Ray Data pipeline's workers, as many as the cluster gives (CPU workers, or
 GPU actors with ``num_gpus`` for the local model's vectors and DAG), each
-with its preparer built once; every prepared document then goes to the
-writer of its store: one Ray actor per store of the shard set, writing
-batches with :meth:`edudb.Store.write_prepared`, each batch whole or not at
-all. The store of a document is :func:`edudb.shard_of` of its id, so a
+with its preparer built once; each worker hands every prepared document
+to the writer of its store itself (the driver sees only ids and errors):
+one Ray actor per store of the shard set, writing each call's documents
+with :meth:`edudb.Store.write_prepared`, whole or not at all. The store of a document is :func:`edudb.shard_of` of its id, so a
 query over the set (``edudb.open(path)``) finds every document where any
 writer would have put it.
 
@@ -68,25 +68,29 @@ class DistributedIngest:
 
 class _Prepare:
     """A Ray Data worker: one :class:`edudb.Preparer`, built once, preparing
-    a batch of sources; a source with bad content gives its error instead
-    of a document."""
+    a batch of sources and handing the prepared documents to the writers of
+    their stores itself (the driver never holds them); a batch is done once
+    every writer it called has written its part. A source with bad content
+    gives its error instead, and is written nowhere."""
 
-    def __init__(self, preparer: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+    def __init__(self, preparer: Mapping[str, Any], options: Mapping[str, Any], writers: Sequence[Any]) -> None:
         self._preparer = edudb.Preparer(**preparer)
         self._options = dict(options)
+        self._writers = list(writers)
 
     def __call__(self, batch: Dict[str, Any]) -> Dict[str, List[Any]]:
-        prepared: List[bytes] = []
+        by_store: Dict[int, List[bytes]] = {}
         errors: List[str] = []
-        for doc, path, data in zip(batch["id"], batch["path"], batch["data"]):
+        for doc, shard, path, data in zip(batch["id"], batch["shard"], batch["path"], batch["data"]):
             source: Union[str, bytes] = str(path) if path else bytes(data)
             try:
-                prepared.append(self._preparer.prepare(source, id=str(doc), **self._options))
+                prepared = self._preparer.prepare(source, id=str(doc), **self._options)
+                by_store.setdefault(int(shard), []).append(prepared)
                 errors.append("")
             except edudb.UserError as err:
-                prepared.append(b"")
                 errors.append(str(err))
-        return {"id": list(batch["id"]), "shard": list(batch["shard"]), "prepared": prepared, "error": errors}
+        ray.get([self._writers[shard].write.remote(docs) for shard, docs in by_store.items()])
+        return {"id": list(batch["id"]), "error": errors}
 
 
 class _ShardWriter:
@@ -136,7 +140,8 @@ def ingest(
     :meth:`edudb.Store.ingest`'s. ``concurrency`` preparing workers (the
     cluster's CPUs divided by ``num_cpus`` when None), each asking
     ``num_cpus`` CPUs and ``num_gpus`` GPUs; ``batch_size`` documents per
-    preparing call and per write. A lost preparing worker is replaced and
+    preparing call, whose documents go to their stores in one write per
+    store. A lost preparing worker is replaced and
     its batch prepared again (Ray Data's fault tolerance); a lost writer
     is restarted and its batch written again, up to ``max_retries``
     times. ``progress(done, total)`` is called as documents are written.
@@ -155,56 +160,39 @@ def ingest(
     preparer = {"embedder": embedder, "model": model, "dimension": dimension}
     options = {"format": format, "structurer": structurer, "ip_maker": ip_maker}
     workers = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1) // max(num_cpus, 0.01)))
-    # Ray Data restarts a preparing worker whose process dies and gives
-    # its batch to a worker again (its default for actor pools).
-    prepared = ray.data.from_items(rows).map_batches(
-        _Prepare,
-        fn_constructor_kwargs={"preparer": preparer, "options": options},
-        batch_size=batch_size,
-        batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=workers),
-        num_cpus=num_cpus,
-        num_gpus=num_gpus,
-    )
     writer = ray.remote(num_cpus=0, max_restarts=max_retries, max_task_retries=max_retries)(_ShardWriter)
     writers = [writer.remote(path) for path in stores]
     written: List[str] = []
     failures: List[Failure] = []
     try:
-        pending: List[List[bytes]] = [[] for _ in stores]
-        calls: List[Any] = []
-
-        def flush(shard: int) -> None:
-            if pending[shard]:
-                calls.append(writers[shard].write.remote(pending[shard]))
-                pending[shard] = []
-
-        def settle(wait_all: bool) -> None:
-            while calls and (wait_all or len(calls) >= 2 * len(stores)):
-                done, rest = ray.wait(calls, num_returns=1)
-                calls[:] = rest
-                written.extend(ray.get(done[0]))
-                if progress is not None:
-                    progress(len(written), len(rows) - len(failures))
-
-        for batch in prepared.iter_batches(batch_size=batch_size, batch_format="numpy"):
-            for doc, shard, body, error in zip(batch["id"], batch["shard"], batch["prepared"], batch["error"]):
+        # Ray Data restarts a preparing worker whose process dies and gives
+        # its batch to a worker again (its default for actor pools); the
+        # batch's documents are then written again, each replacing itself.
+        # Blocks enough for every worker to have batches of its own.
+        blocks = max(1, min(len(rows), 4 * workers))
+        outcomes = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
+            _Prepare,
+            fn_constructor_kwargs={"preparer": preparer, "options": options, "writers": writers},
+            batch_size=batch_size,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=workers),
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+        )
+        for batch in outcomes.iter_batches(batch_size=batch_size, batch_format="numpy"):
+            for doc, error in zip(batch["id"], batch["error"]):
                 if error:
                     failures.append(Failure(str(doc), str(error)))
-                    continue
-                pending[int(shard)].append(bytes(body))
-                if len(pending[int(shard)]) >= batch_size:
-                    flush(int(shard))
-            settle(wait_all=False)
-        for shard in range(len(stores)):
-            flush(shard)
-        settle(wait_all=True)
+                else:
+                    written.append(str(doc))
+            if progress is not None:
+                progress(len(written), len(rows) - len(failures))
     finally:
         ray.get([w.close.remote() for w in writers])
         for w in writers:
             ray.kill(w)
     return DistributedIngest(
-        documents=sorted(written),
+        documents=sorted(set(written)),
         failures=sorted(failures, key=lambda f: f.source),
         shards=len(stores),
         seconds=_time.monotonic() - started,
