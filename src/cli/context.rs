@@ -1,13 +1,12 @@
 //! A command line being run, and the store it runs on.
 
-use std::ops::Deref;
 use std::sync::Arc;
 
 use edudb::serve::{Api, Served};
 use edudb::{Db, Error, OpenOptions, ShardSet};
 
 use super::args::Cli;
-use super::route;
+use super::route::{self, Held};
 
 /// A command line being run: here, or by a server on the store or shard
 /// set it holds open (`served`), for a command forwarded to it.
@@ -58,13 +57,13 @@ impl<'a> Context<'a> {
 
     /// The shard set at `--db`, when it is one: the served one, or one
     /// opened here.
-    pub(super) fn shard_set(&self) -> edudb::Result<Option<SetHandle<'a>>> {
+    pub(super) fn shard_set(&self) -> edudb::Result<Option<Held<'a, ShardSet>>> {
         match self.served {
-            Some(Served::Set(set)) => Ok(Some(SetHandle::Served(set))),
+            Some(Served::Set(set)) => Ok(Some(Held::Served(set))),
             Some(Served::Store(_)) => Ok(None),
             None if ShardSet::is_shard_set(&self.cli.db) => {
                 let set = ShardSet::open(&self.cli.db, &self.open_options(false)?)?;
-                Ok(Some(SetHandle::Owned(set)))
+                Ok(Some(Held::Owned(Box::new(set))))
             }
             None => Ok(None),
         }
@@ -72,10 +71,10 @@ impl<'a> Context<'a> {
 
     /// What a command that takes a shard set as well as one store runs on:
     /// the served store or set, or what `--db` is, opened here.
-    pub(super) fn target(&self) -> edudb::Result<Target<'a>> {
+    pub(super) fn target(&self) -> edudb::Result<Held<'a, Served>> {
         match self.served {
-            Some(served) => Ok(Target::Served(served)),
-            None => self.open_served(false).map(Target::Owned),
+            Some(served) => Ok(Held::Served(served)),
+            None => Ok(Held::Owned(Box::new(self.open_served(false)?))),
         }
     }
 
@@ -109,41 +108,5 @@ impl<'a> Context<'a> {
             to_remove: cli.command.removes(),
             ..Default::default()
         })
-    }
-}
-
-/// One store or a shard set that a command runs on: the one a server
-/// holds, or one opened here for the command.
-pub(super) enum Target<'a> {
-    Served(&'a Served),
-    Owned(Served),
-}
-
-impl Deref for Target<'_> {
-    type Target = Served;
-
-    fn deref(&self) -> &Served {
-        match self {
-            Target::Served(served) => served,
-            Target::Owned(served) => served,
-        }
-    }
-}
-
-/// A shard set a command runs on: the one a server holds, or one opened
-/// here for the command.
-pub(super) enum SetHandle<'a> {
-    Served(&'a ShardSet),
-    Owned(ShardSet),
-}
-
-impl Deref for SetHandle<'_> {
-    type Target = ShardSet;
-
-    fn deref(&self) -> &ShardSet {
-        match self {
-            SetHandle::Served(set) => set,
-            SetHandle::Owned(set) => set,
-        }
     }
 }

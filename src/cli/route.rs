@@ -18,33 +18,36 @@ use edudb::{Db, Error};
 use super::failure::EXIT_INTERNAL;
 use super::render;
 
-/// The store a command works on: opened by the command, or the one a
-/// server holds.
-pub enum Store<'a> {
+/// What a command works on (a store, a shard set, either): opened by the
+/// command, or the one a server holds.
+pub enum Held<'a, T> {
     /// Opened here.
-    Owned(Box<Db>),
+    Owned(Box<T>),
     /// The server's, for a forwarded command.
-    Served(&'a Db),
+    Served(&'a T),
 }
 
-impl Deref for Store<'_> {
-    type Target = Db;
+/// The store a command works on.
+pub type Store<'a> = Held<'a, Db>;
 
-    fn deref(&self) -> &Db {
+impl<T> Deref for Held<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
         match self {
-            Store::Owned(db) => db,
-            Store::Served(db) => db,
+            Held::Owned(held) => held,
+            Held::Served(held) => held,
         }
     }
 }
 
-impl Store<'_> {
-    /// The store as a value, for the commands that keep it (`console`,
-    /// `serve`); those never run through a server.
-    pub fn into_owned(self) -> edudb::Result<Db> {
+impl<T> Held<'_, T> {
+    /// It as a value, for the commands that keep it (`console`, `serve`);
+    /// those never run through a server.
+    pub fn into_owned(self) -> edudb::Result<T> {
         match self {
-            Store::Owned(db) => Ok(*db),
-            Store::Served(_) => Err(Error::Usage(
+            Held::Owned(held) => Ok(*held),
+            Held::Served(_) => Err(Error::Usage(
                 "this command cannot run through a server".into(),
             )),
         }
