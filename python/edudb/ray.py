@@ -13,9 +13,10 @@ GPU actors with ``num_gpus`` for the local model's vectors and DAG), each
 with its preparer built once; each worker hands every prepared document
 to the writer of its store itself (the driver sees only ids and errors):
 one Ray actor per store of the shard set, writing each call's documents
-with :meth:`edudb.Store.write_prepared`, whole or not at all. The store of a document is :func:`edudb.shard_of` of its id, so a
-query over the set (``edudb.open(path)``) finds every document where any
-writer would have put it.
+with :meth:`edudb.Store.write_prepared`, whole or not at all. The store
+of a document is :func:`edudb.shard_of` of its id, so a query over the
+set (``edudb.open(path)``) finds every document where any writer would
+have put it.
 
 Faults: a preparing worker that dies is restarted and its batch prepared
 again, and a writer that dies is restarted on its store and its batch
@@ -141,10 +142,9 @@ def ingest(
     cluster's CPUs divided by ``num_cpus`` when None), each asking
     ``num_cpus`` CPUs and ``num_gpus`` GPUs; ``batch_size`` documents per
     preparing call, whose documents go to their stores in one write per
-    store. A lost preparing worker is replaced and
-    its batch prepared again (Ray Data's fault tolerance); a lost writer
-    is restarted and its batch written again, up to ``max_retries``
-    times. ``progress(done, total)`` is called as documents are written.
+    store. A lost preparing worker is replaced and its batch prepared
+    again (Ray Data's fault tolerance); a lost writer is restarted and its
+    batch written again, up to ``max_retries`` times. ``progress(done, total)`` is called as documents are written.
     The shard set is not held open while this runs (its writers hold its
     stores, and close them before it returns).
     """

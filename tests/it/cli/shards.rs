@@ -17,6 +17,13 @@ fn rfc_files(count: usize) -> Vec<String> {
         .collect()
 }
 
+/// `ingest -q` of `files`.
+fn quiet_ingest(files: &[String]) -> Vec<&str> {
+    (["ingest", "-q"].into_iter())
+        .chain(files.iter().map(String::as_str))
+        .collect()
+}
+
 fn json(out: &std::process::Output) -> Value {
     assert!(out.status.success(), "{}", stderr(out));
     serde_json::from_slice(&out.stdout).unwrap()
@@ -29,8 +36,7 @@ fn a_shard_set_is_made_filled_queried_and_emptied_like_one_store() {
     let made = json(&edudb(&set, &["--json", "init", "--shards", "3"]));
     assert_eq!(made["shards"], 3);
     let files = rfc_files(10);
-    let mut ingest = vec!["ingest", "-q"];
-    ingest.extend(files.iter().map(String::as_str));
+    let ingest = quiet_ingest(&files);
     for db in [&set, &one] {
         let out = edudb(db, &ingest);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -148,8 +154,7 @@ fn a_shard_set_is_asked_as_one_store() {
     let (set, one) = (dir.path().join("set"), dir.path().join("one"));
     json(&edudb(&set, &["--json", "init", "--shards", "2"]));
     let files = rfc_files(6);
-    let mut ingest = vec!["ingest", "-q"];
-    ingest.extend(files.iter().map(String::as_str));
+    let ingest = quiet_ingest(&files);
     let llm = ["--llm-url", url.as_str(), "--llm-model", "smollm2"];
     let evidence = |db| {
         let ask = [
@@ -179,8 +184,7 @@ fn a_served_shard_set_answers_forwarded_commands_and_http_as_one_store() {
     let (set, one) = (dir.path().join("set"), dir.path().join("one"));
     json(&edudb(&set, &["--json", "init", "--shards", "3"]));
     let files = rfc_files(8);
-    let mut ingest = vec!["ingest", "-q"];
-    ingest.extend(files.iter().map(String::as_str));
+    let ingest = quiet_ingest(&files);
     assert!(edudb(&one, &ingest).status.success());
     let (server, address, socket) = spawn_server(&set);
     assert_eq!(socket, set.join(edudb::serve::SOCKET_FILE));
