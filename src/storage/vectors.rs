@@ -23,31 +23,25 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use hnsw_rs::prelude::{AnnT, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
 mod cosine;
 mod flat;
+mod graph;
 
-use crate::compute::quantize::push_row;
 use crate::error::{Error, Result};
-use crate::model::document::{Document, QuantizedRows};
+use crate::model::document::Document;
 use crate::model::edu::{EduKind, Span};
 use crate::model::ids::is_turn_id;
 use crate::model::rank::{RankedHit, Target};
 use crate::storage::store::Store;
 use crate::storage::vector_record::{Row, Rows, VectorRecord};
 
-pub use cosine::UnitCosine;
 use cosine::score;
 pub(crate) use flat::MappedTable;
+pub use graph::Graph;
+use graph::{Entry, dump_files};
 
-/// Neighbours kept per point and layer.
-const MAX_CONNECTIONS: usize = 16;
-/// Candidates explored while inserting.
-const EF_CONSTRUCTION: usize = 100;
-/// hnsw_rs only dumps graphs built with its full 16 layers.
-const MAX_LAYERS: usize = 16;
 /// Candidates explored per search by default, at least (more for larger
 /// `k`); see [`VectorIndex::set_search_effort`].
 pub const EF_SEARCH: usize = 128;
@@ -57,8 +51,9 @@ pub const EF_SEARCH: usize = 128;
 pub const EXACT_SCOPE_LIMIT: usize = 20_000;
 /// Rebuild once this share of entries is dead.
 const REBUILD_DEAD_SHARE: f32 = 0.25;
-/// Version of the manifest layout.
-const MANIFEST_VERSION: u32 = 1;
+/// Version of the manifest layout (1: graphs of `f32` points; 2: of the
+/// stored rows' 8-bit codes, each entry with its row's scale).
+const MANIFEST_VERSION: u32 = 2;
 const MANIFEST: &str = "manifest.json";
 /// A one-line copy of the manifest's applied sequence number, readable
 /// without parsing the entries.
@@ -168,227 +163,6 @@ fn score_stored(
     Ok(())
 }
 
-/// Where one indexed vector came from.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Entry {
-    doc: String,
-    /// Node id (node graph) or EDU id (EDU graph).
-    item: u32,
-    span: Span,
-    live: bool,
-}
-
-impl Entry {
-    /// Live and not a session turn: what a search without a scope may return.
-    fn searched_unscoped(&self) -> bool {
-        self.live && !is_turn_id(&self.doc)
-    }
-}
-
-/// One hnsw_rs graph, built with the index's settings, and the entries
-/// its data ids index: what [`VectorIndex`] keeps for nodes and for EDUs
-/// (public for the benchmarks, which measure it on vectors of their own).
-pub struct Graph {
-    hnsw: Hnsw<'static, f32, UnitCosine>,
-    entries: Vec<Entry>,
-    /// Live entry ids of each document.
-    by_doc: HashMap<String, Vec<usize>>,
-    dead: usize,
-    /// Live entries of session turns, which only a scope naming them
-    /// searches.
-    turns: usize,
-}
-
-impl std::fmt::Debug for Graph {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Graph")
-            .field("entries", &self.entries.len())
-            .field("dead", &self.dead)
-            .finish()
-    }
-}
-
-fn new_hnsw(capacity: usize) -> Hnsw<'static, f32, UnitCosine> {
-    Hnsw::new(
-        MAX_CONNECTIONS,
-        capacity.max(1024),
-        MAX_LAYERS,
-        EF_CONSTRUCTION,
-        UnitCosine,
-    )
-}
-
-impl Graph {
-    /// A graph with no vectors.
-    pub fn empty() -> Graph {
-        Graph {
-            hnsw: new_hnsw(0),
-            entries: Vec::new(),
-            by_doc: HashMap::new(),
-            dead: 0,
-            turns: 0,
-        }
-    }
-
-    fn from_entries(hnsw: Hnsw<'static, f32, UnitCosine>, entries: Vec<Entry>) -> Graph {
-        let mut by_doc: HashMap<String, Vec<usize>> = HashMap::new();
-        let (mut dead, mut turns) = (0, 0);
-        for (id, entry) in entries.iter().enumerate() {
-            if !entry.live {
-                dead += 1;
-                continue;
-            }
-            by_doc.entry(entry.doc.clone()).or_default().push(id);
-            if is_turn_id(&entry.doc) {
-                turns += 1;
-            }
-        }
-        Graph {
-            hnsw,
-            entries,
-            by_doc,
-            dead,
-            turns,
-        }
-    }
-
-    fn live(&self) -> usize {
-        self.entries.len() - self.dead
-    }
-
-    fn remove(&mut self, doc: &str) {
-        let ids = self.by_doc.remove(doc).unwrap_or_default();
-        if is_turn_id(doc) {
-            self.turns -= ids.len();
-        }
-        for id in ids {
-            self.entries[id].live = false;
-            self.dead += 1;
-        }
-    }
-
-    /// Adds `doc`'s rows (item, span, unit vector), skipping zero vectors
-    /// (text with no features).
-    pub fn add(&mut self, doc: &str, rows: Vec<(u32, Span, Vec<f32>)>) {
-        let first = self.entries.len();
-        let rows: Vec<(u32, Span, Vec<f32>)> = rows
-            .into_iter()
-            .filter(|(_, _, v)| v.iter().any(|&x| x != 0.0))
-            .collect();
-        if rows.is_empty() {
-            return;
-        }
-        let ids: Vec<usize> = (first..first + rows.len()).collect();
-        let data: Vec<(&[f32], usize)> = rows
-            .iter()
-            .zip(&ids)
-            .map(|((_, _, v), &id)| (v.as_slice(), id))
-            .collect();
-        self.hnsw.set_searching_mode(false);
-        insert_in_parallel(&self.hnsw, &data);
-        self.hnsw.set_searching_mode(true);
-        self.entries
-            .extend(rows.iter().map(|&(item, span, _)| Entry {
-                doc: doc.to_owned(),
-                item,
-                span,
-                live: true,
-            }));
-        if is_turn_id(doc) {
-            self.turns += ids.len();
-        }
-        self.by_doc.entry(doc.to_owned()).or_default().extend(ids);
-    }
-
-    /// The graph's live vectors as a flat table reflecting store change
-    /// `seq`, in entry order.
-    fn flat_table(&self, identity: &str, dimension: usize, seq: u64) -> flat::FlatTable {
-        let mut points: Vec<_> = (self.hnsw.get_point_indexation().into_iter())
-            .filter(|point| {
-                self.entries
-                    .get(point.get_origin_id())
-                    .is_some_and(|e| e.live)
-            })
-            .collect();
-        points.sort_unstable_by_key(|point| point.get_origin_id());
-        let mut docs: Vec<String> = Vec::new();
-        let mut doc_index: HashMap<&str, u32> = HashMap::new();
-        let mut rows = Vec::with_capacity(points.len());
-        let mut vectors = QuantizedRows {
-            codes: Vec::with_capacity(points.len() * dimension),
-            scales: Vec::with_capacity(points.len()),
-        };
-        for point in points {
-            let entry = &self.entries[point.get_origin_id()];
-            let doc = *doc_index.entry(entry.doc.as_str()).or_insert_with(|| {
-                docs.push(entry.doc.clone());
-                (docs.len() - 1) as u32
-            });
-            rows.push(flat::FlatRow {
-                doc,
-                item: entry.item,
-                span: entry.span,
-            });
-            // A point from a store of format 7 or later is a stored 8-bit
-            // row widened: this gives its codes back.
-            push_row(&mut vectors, point.get_v());
-        }
-        flat::FlatTable {
-            version: flat::FLAT_VERSION,
-            identity: identity.to_owned(),
-            dimension: dimension as u32,
-            applied_seq: seq,
-            docs,
-            rows,
-            vectors,
-        }
-    }
-
-    /// The `k` live entries most similar to `query`, among documents in
-    /// `scope` when given, else among all but session turns, as (entry id,
-    /// cosine similarity).
-    pub fn search(
-        &self,
-        query: &[f32],
-        k: usize,
-        effort: usize,
-        scope: Option<&[&str]>,
-    ) -> Vec<(usize, f32)> {
-        if self.live() == 0 || k == 0 {
-            return Vec::new();
-        }
-        let mut allowed: Vec<usize> = Vec::new();
-        let filtered = scope.is_some() || self.dead > 0 || self.turns > 0;
-        if let Some(docs) = scope {
-            for doc in docs {
-                allowed.extend(self.by_doc.get(*doc).into_iter().flatten());
-            }
-            if allowed.is_empty() {
-                return Vec::new();
-            }
-            allowed.sort_unstable();
-        }
-        let ef = effort.max(2 * k);
-        let neighbours = if !filtered {
-            self.hnsw.search(query, k, ef)
-        } else if scope.is_some() {
-            self.hnsw.search_filter(query, k, ef, Some(&allowed))
-        } else {
-            let searched = |id: &usize| self.entries[*id].searched_unscoped();
-            self.hnsw.search_filter(query, k, ef, Some(&searched))
-        };
-        neighbours
-            .into_iter()
-            .filter(|n| {
-                self.entries
-                    .get(n.d_id)
-                    .is_some_and(|e| e.live && (scope.is_some() || e.searched_unscoped()))
-            })
-            .map(|n| (n.d_id, 1.0 - n.distance))
-            .collect()
-    }
-}
-
 /// Counts what the index holds, for `stats`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct VectorCounts {
@@ -398,6 +172,12 @@ pub struct VectorCounts {
     pub edus: usize,
     /// Entries of replaced or removed documents still in the graphs.
     pub dead: usize,
+}
+
+/// The one field every layout of the manifest has.
+#[derive(Deserialize)]
+struct ManifestVersion {
+    version: u32,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -411,42 +191,6 @@ struct Manifest {
     /// File name → CRC-32 of every dump file.
     checksums: HashMap<String, u32>,
 }
-
-/// Inserts `data` into `hnsw` on [`INSERT_POOL`], entered from a thread of
-/// no rayon pool. The caller holds the engine's lock on the index for
-/// writing; waiting inside a shared pool would let that thread, or one the
-/// inserts wait on, run another queued job that asks for the same lock and
-/// never return (a rayon worker runs other jobs while it waits). Jobs of
-/// the insert pool take no lock. Without that pool (its threads could not
-/// start) the rows go in one by one.
-fn insert_in_parallel(hnsw: &Hnsw<'static, f32, UnitCosine>, data: &Vec<(&[f32], usize)>) {
-    let Some(pool) = INSERT_POOL.as_ref() else {
-        for &(vector, id) in data {
-            hnsw.insert_slice((vector, id));
-        }
-        return;
-    };
-    let insert = || pool.install(|| hnsw.parallel_insert_slice(data));
-    if rayon::current_thread_index().is_none() {
-        return insert();
-    }
-    std::thread::scope(|scope| {
-        if let Err(panic) = scope.spawn(insert).join() {
-            std::panic::resume_unwind(panic);
-        }
-    });
-}
-
-/// The pool graph inserts run on ([`insert_in_parallel`]), one thread per
-/// core.
-static INSERT_POOL: std::sync::LazyLock<Option<rayon::ThreadPool>> =
-    std::sync::LazyLock::new(|| {
-        rayon::ThreadPoolBuilder::new()
-            .thread_name(|i| format!("edudb-graph-{i}"))
-            .build()
-            .ok()
-    });
-
 /// The vector index of one store (see the module docs).
 #[derive(Debug)]
 pub struct VectorIndex {
@@ -492,11 +236,6 @@ fn graph_name(target: Target) -> &'static str {
     }
 }
 
-/// The dump files of one graph.
-fn dump_files(name: &str) -> [String; 2] {
-    [format!("{name}.hnsw.graph"), format!("{name}.hnsw.data")]
-}
-
 impl VectorIndex {
     /// Opens the index persisted in `dir` if it was built by the embedder
     /// `identity` with vectors of `dimension` and is intact; otherwise an
@@ -532,8 +271,16 @@ impl VectorIndex {
     fn load(dir: &Path, identity: &str, dimension: usize) -> Result<VectorIndex> {
         let manifest_path = dir.join(MANIFEST);
         let bytes = std::fs::read(&manifest_path).map_err(io(&manifest_path))?;
-        let manifest: Manifest =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Vectors(format!("manifest: {e}")))?;
+        let parse_error = |e: serde_json::Error| Error::Vectors(format!("manifest: {e}"));
+        // The version first: an older layout need not parse as this one.
+        let version: ManifestVersion = serde_json::from_slice(&bytes).map_err(parse_error)?;
+        if version.version != MANIFEST_VERSION {
+            return Err(Error::Vectors(format!(
+                "manifest v{}, not v{MANIFEST_VERSION}",
+                version.version
+            )));
+        }
+        let manifest: Manifest = serde_json::from_slice(&bytes).map_err(parse_error)?;
         if manifest.version != MANIFEST_VERSION
             || manifest.identity != identity
             || manifest.dimension != dimension
@@ -550,28 +297,10 @@ impl VectorIndex {
             }
         }
         let load_graph = |name: &str, entries: Vec<Entry>| -> Result<Graph> {
-            if entries.is_empty() {
-                return Ok(Graph::empty());
-            }
-            if !manifest.checksums.contains_key(&dump_files(name)[0]) {
+            if !entries.is_empty() && !manifest.checksums.contains_key(&dump_files(name)[0]) {
                 return Err(Error::Vectors(format!("{name}: dump missing")));
             }
-            // hnsw_rs ties a loaded graph to its loader's lifetime; the
-            // loader is small and loaded once per open, so it is leaked to
-            // give the graph the lifetime of the index.
-            let loader: &'static mut HnswIo = Box::leak(Box::new(HnswIo::new(dir, name)));
-            let mut hnsw: Hnsw<'static, f32, UnitCosine> = loader
-                .load_hnsw()
-                .map_err(|e| Error::Vectors(format!("{name}: {e}")))?;
-            if hnsw.get_nb_point() != entries.len() {
-                return Err(Error::Vectors(format!(
-                    "{name}: {} points for {} entries",
-                    hnsw.get_nb_point(),
-                    entries.len()
-                )));
-            }
-            hnsw.set_searching_mode(true);
-            Ok(Graph::from_entries(hnsw, entries))
+            Graph::load(dir, name, entries)
         };
         Ok(VectorIndex {
             dir: dir.to_owned(),
@@ -750,7 +479,6 @@ impl VectorIndex {
         let mut ranked = self
             .graph(target)
             .search(query, k, self.search_effort, scope);
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked.truncate(k);
         Ok(self.hits(target, ranked))
     }
@@ -843,15 +571,7 @@ impl VectorIndex {
                 continue;
             }
             let name = graph_name(target);
-            let written = graph
-                .hnsw
-                .file_dump(staging, name)
-                .map_err(|e| Error::Vectors(format!("dumping {name}: {e}")))?;
-            if written != name {
-                return Err(Error::Vectors(format!(
-                    "hnsw_rs dumped {written}, not {name}"
-                )));
-            }
+            graph.dump(staging, name)?;
             for file in dump_files(name) {
                 let path = staging.join(&file);
                 std::fs::File::open(&path)
@@ -923,66 +643,5 @@ impl VectorIndex {
         self.persisted_seq = seq;
         self.unpersisted = None;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::{Arc, Mutex, mpsc};
-    use std::time::Duration;
-
-    /// `count` unit vectors of `dimension` values, all different.
-    fn unit_rows(count: u32, dimension: usize) -> Vec<(u32, Span, Vec<f32>)> {
-        (0..count)
-            .map(|i| {
-                let mut v: Vec<f32> = (0..dimension)
-                    .map(|d| ((i as usize * 31 + d * 17) % 97) as f32 + 1.0)
-                    .collect();
-                crate::compute::vector::normalise(&mut v);
-                (i, Span::new(i, i), v)
-            })
-            .collect()
-    }
-
-    /// A reader holding a pool thread while it loads the graph under the
-    /// index's write lock must not run, on that thread, a queued read that
-    /// wants the same lock: the inserts leave the caller's pool. (Inserting
-    /// on the caller's pool hung in about one round in three here.)
-    #[test]
-    fn inserting_under_a_lock_that_queued_pool_jobs_want_finishes() {
-        for _ in 0..8 {
-            insert_under_a_lock_wanted_by_queued_jobs();
-        }
-    }
-
-    fn insert_under_a_lock_wanted_by_queued_jobs() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(4)
-            .build()
-            .unwrap();
-        let lock = Arc::new(Mutex::new(()));
-        let (holding, is_holding) = mpsc::channel();
-        let (done, is_done) = mpsc::channel();
-        {
-            let lock = Arc::clone(&lock);
-            pool.spawn(move || {
-                let _held = lock.lock().unwrap();
-                holding.send(()).unwrap();
-                let mut graph = Graph::empty();
-                graph.add("d", unit_rows(3_000, 32));
-                done.send(graph.entries.len()).unwrap();
-            });
-        }
-        is_holding.recv().unwrap();
-        // Reads arriving meanwhile, each wanting the lock.
-        for _ in 0..64 {
-            let lock = Arc::clone(&lock);
-            pool.spawn(move || drop(lock.lock().unwrap()));
-        }
-        let inserted = is_done
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the inserts finished");
-        assert_eq!(inserted, 3_000);
     }
 }
