@@ -16,8 +16,9 @@ Phases, each system alternating with the others:
   disk. edudb twice: with its default (hashed) embedder, building
   everything it builds (tree, DAG, full-text and vector indexes), and with
   the cached MiniLM vectors through its HTTP embedder (the store the
-  queries run on). The peers load precomputed vectors and build their
-  full-text and vector indexes.
+  queries run on); then its bytes once its vector graph is built and
+  saved (`reindex`), which edudb defers to the first searches. The peers
+  load precomputed vectors and build their full-text and vector indexes.
 - queries (one process, systems alternating per query): full-text top-10,
   vector top-10 with recall@10 against an exact scan of the same vectors,
   and a vector top-10 filtered to a tenth of the documents.
@@ -340,7 +341,18 @@ def load_step(argv: list[str]) -> None:
     else:
         (lance_table if system == "lancedb" else chroma_collection)(path, units, vectors)
     seconds = time.perf_counter() - started
-    print(json.dumps({"seconds": seconds, "mb": size_mb(path), "peak_rss_mb": peak_rss_mb()}))
+    row = {"seconds": seconds, "mb": size_mb(path)}
+    if system.startswith("edudb"):
+        # edudb builds its vector graph at the first searches, not at
+        # ingest: the store a searching user has holds the graph's dump too
+        # (the peers' loads above include their vector indexes).
+        db = open_edudb(path, None if system == "edudb-hashed" else source)
+        started = time.perf_counter()
+        db.reindex()
+        db.close()
+        row["graph_seconds"] = time.perf_counter() - started
+    row |= {"mb_searched": size_mb(path), "peak_rss_mb": peak_rss_mb()}
+    print(json.dumps(row))
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -488,13 +500,15 @@ def report(results: dict) -> str:
         f"{results['edus']} EDUs; {results['text_mb']:.2f} MB of text; {results['date']}, {results['machine']}; "
         + ", ".join(f"{k} {v}" for k, v in results["versions"].items()),
         "",
-        "| system | units | load s | MB on disk (per MB of text) | peak RSS MB |",
-        "|---|---|---:|---:|---:|",
+        "| system | units | load s | MB on disk after the load | MB on disk once searched (per MB of text) "
+        "| peak RSS MB |",
+        "|---|---|---:|---:|---:|---:|",
     ]
     for name, row in loads.items():
+        graph = f" (+{row['graph_seconds']:.1f} s: `reindex`)" if "graph_seconds" in row else ""
         lines.append(
-            f"| {name} | {row['units']} | {row['seconds']:.1f} | {row['mb']:.1f} ({row['mb'] / results['text_mb']:.1f}) "
-            f"| {row['peak_rss_mb']:.0f} |"
+            f"| {name} | {row['units']} | {row['seconds']:.1f}{graph} | {row['mb']:.1f} "
+            f"| {row['mb_searched']:.1f} ({row['mb_searched'] / results['text_mb']:.1f}) | {row['peak_rss_mb']:.0f} |"
         )
     lines += ["", "| system | full-text p50 / p99 ms | vector p50 / p99 ms | recall@10 | filtered p50 / p99 ms |",
               "|---|---:|---:|---:|---:|"]
@@ -529,7 +543,7 @@ def chart(results: dict, path: Path) -> None:
     loads, queries = results["load"], results["queries"]
     panels = [
         ("load (s)", {k: v["seconds"] for k, v in loads.items()}),
-        ("MB on disk", {k: v["mb"] for k, v in loads.items()}),
+        ("MB on disk once searched", {k: v["mb_searched"] for k, v in loads.items()}),
         ("full-text top-10 p50 (ms)", {k: v["fulltext"]["p50"] for k, v in queries.items() if v["fulltext"]}),
         ("vector top-10 p50 (ms)", {k: v["vector"]["p50"] for k, v in queries.items()}),
     ]

@@ -4,53 +4,81 @@
 
 use hnsw_rs::anndists::dist::Distance;
 
-/// Cosine distance of two rows of 8-bit codes, `1 − cos`, clamped at 0:
-/// the cosine of the rows' values, whatever their scales (a row's values
-/// are its codes times its scale), so the graph compares the stored rows
-/// without them. A zero row is at distance 1 from everything.
+/// Bytes a graph point holds after its row's codes: the little-endian
+/// `f32` of `1 / |codes|` (0 for a zero row), so a distance costs one
+/// product of codes rather than three.
+const NORM_BYTES: usize = 4;
+
+/// The graph point of a row of codes: the codes, then their inverse norm
+/// ([`NORM_BYTES`]).
+pub(super) fn point(codes: &[i8]) -> Vec<i8> {
+    let squares = code_dot(codes, codes);
+    let inverse_norm = if squares == 0 {
+        0.0
+    } else {
+        1.0 / (squares as f32).sqrt()
+    };
+    let mut point = Vec::with_capacity(codes.len() + NORM_BYTES);
+    point.extend_from_slice(codes);
+    point.extend(inverse_norm.to_le_bytes().map(|b| b as i8));
+    point
+}
+
+/// A graph point's codes and inverse norm (see [`point`]).
+pub(super) fn split_point(point: &[i8]) -> (&[i8], f32) {
+    let (codes, norm) = point.split_at(point.len().saturating_sub(NORM_BYTES));
+    let mut bytes = [0u8; NORM_BYTES];
+    for (byte, &code) in bytes.iter_mut().zip(norm) {
+        *byte = code as u8;
+    }
+    (codes, f32::from_le_bytes(bytes))
+}
+
+/// Cosine distance of two graph points ([`point`]), `1 − cos`, clamped at
+/// 0: the cosine of the rows' values, whatever their scales (a row's
+/// values are its codes times its scale), so the graph compares the stored
+/// rows without them. A zero row is at distance 1 from everything.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CodeCosine;
 
 impl Distance<i8> for CodeCosine {
     fn eval(&self, a: &[i8], b: &[i8]) -> f32 {
-        let (ab, aa, bb) = code_products(a, b);
-        if aa == 0 || bb == 0 {
+        let ((a, a_inverse), (b, b_inverse)) = (split_point(a), split_point(b));
+        if a_inverse == 0.0 || b_inverse == 0.0 {
             return 1.0;
         }
-        distance(ab as f32 / ((aa as f32).sqrt() * (bb as f32).sqrt()))
+        distance(code_dot(a, b) as f32 * a_inverse * b_inverse)
     }
 }
 
-/// `(a·b, a·a, b·b)` of two rows of codes, summed exactly in 32 bits
-/// (a row of 127s has `a·a` = 16,129 per value: rows of up to 133,000
-/// values fit), with AVX2 where the processor has it.
-fn code_products(a: &[i8], b: &[i8]) -> (i32, i32, i32) {
+/// The dot product of two rows of codes, exact in 32 bits (a row of 127s
+/// has 16,129 per value: rows of up to 133,000 values fit), with AVX2
+/// where the processor has it.
+fn code_dot(a: &[i8], b: &[i8]) -> i32 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor has AVX2, checked just above.
-        return unsafe { code_products_avx2(a, b) };
+        return unsafe { code_dot_avx2(a, b) };
     }
-    code_products_portable(a, b)
+    code_dot_portable(a, b)
 }
 
-/// [`code_products`] compiled for AVX2 (the same loop; the compiler
-/// vectorises it 32 codes at a time).
+/// [`code_dot`] compiled for AVX2 (the same loop; the compiler vectorises
+/// it 32 codes at a time).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn code_products_avx2(a: &[i8], b: &[i8]) -> (i32, i32, i32) {
-    code_products_portable(a, b)
+fn code_dot_avx2(a: &[i8], b: &[i8]) -> i32 {
+    code_dot_portable(a, b)
 }
 
-/// [`code_products`] for any processor. Integer sums may be reordered, so
-/// the compiler vectorises this loop as it is.
+/// [`code_dot`] for any processor. Integer sums may be reordered, so the
+/// compiler vectorises this loop as it is.
 #[inline(always)]
-fn code_products_portable(a: &[i8], b: &[i8]) -> (i32, i32, i32) {
+fn code_dot_portable(a: &[i8], b: &[i8]) -> i32 {
     a.iter()
         .zip(b)
-        .fold((0i32, 0i32, 0i32), |(ab, aa, bb), (&x, &y)| {
-            let (x, y) = (i32::from(x), i32::from(y));
-            (ab + x * y, aa + x * x, bb + y * y)
-        })
+        .map(|(&x, &y)| i32::from(x) * i32::from(y))
+        .sum()
 }
 
 /// The graph's distance for a cosine (a dot product of unit vectors).
@@ -71,8 +99,9 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The codes' cosine is the cosine of the rows' values, whatever
-        /// the rows' scales, to `f32` rounding.
+        /// The points' distance is the cosine distance of the rows'
+        /// values, whatever the rows' scales, to `f32` rounding; a point
+        /// gives its codes back.
         #[test]
         fn the_code_distance_is_the_values_cosine_distance(
             pairs in proptest::collection::vec((-127i8..=127, -127i8..=127), 1..400),
@@ -84,7 +113,9 @@ mod tests {
                 codes.iter().map(|&c| f32::from(c) * 2f32.powi(exponent)).collect()
             };
             let expected = 1.0 - crate::compute::vector::cosine(&values(&a, a_scale), &values(&b, b_scale));
-            let found = CodeCosine.eval(&a, &b);
+            let (a_point, b_point) = (point(&a), point(&b));
+            prop_assert_eq!(split_point(&a_point).0, a.as_slice());
+            let found = CodeCosine.eval(&a_point, &b_point);
             if a.iter().all(|&c| c == 0) || b.iter().all(|&c| c == 0) {
                 prop_assert_eq!(found, 1.0);
             } else {
@@ -97,7 +128,7 @@ mod tests {
     fn a_row_is_at_distance_zero_from_itself_and_two_from_its_negation() {
         let row: Vec<i8> = (0..384).map(|i| ((i * 37) % 255 - 127) as i8).collect();
         let negated: Vec<i8> = row.iter().map(|&c| -c).collect();
-        assert_eq!(CodeCosine.eval(&row, &row), 0.0);
-        assert!((CodeCosine.eval(&row, &negated) - 2.0).abs() < 1e-6);
+        assert!(CodeCosine.eval(&point(&row), &point(&row)) < 1e-6);
+        assert!((CodeCosine.eval(&point(&row), &point(&negated)) - 2.0).abs() < 1e-6);
     }
 }

@@ -1,10 +1,10 @@
 //! One hnsw_rs graph of the vector index (nodes or EDUs) and the entries
 //! its data ids index.
 //!
-//! The graph's points are the stored 8-bit rows themselves (their codes;
-//! each entry keeps its row's scale), compared by [`CodeCosine`]: a graph
-//! of `f32` points held, and dumped, four times the bytes for the same
-//! values. A search walks the graph with the query in 8 bits, then scores
+//! The graph's points are the stored 8-bit rows themselves (their codes
+//! and inverse norm, [`point`]; each entry keeps its row's scale), compared
+//! by [`CodeCosine`]: a graph of `f32` points held, and dumped, four times
+//! the bytes for the same values. A search walks the graph with the query in 8 bits, then scores
 //! what it found exactly, with the `f32` query against each row as the
 //! store holds it, so a graph search reports the scores an exact scan does.
 
@@ -14,7 +14,7 @@ use std::path::Path;
 use hnsw_rs::prelude::{AnnT, Hnsw, HnswIo};
 use serde::{Deserialize, Serialize};
 
-use super::cosine::{CodeCosine, score};
+use super::cosine::{CodeCosine, point, score, split_point};
 use super::flat;
 use crate::compute::quantize::push_row;
 use crate::error::{Error, Result};
@@ -190,9 +190,10 @@ impl Graph {
         }
         let dimension = coded.codes.len() / kept.len();
         let ids: Vec<usize> = (first..first + kept.len()).collect();
-        let data: Vec<(&[i8], usize)> = coded
-            .codes
-            .chunks_exact(dimension)
+        let points: Vec<Vec<i8>> = coded.codes.chunks_exact(dimension).map(point).collect();
+        let data: Vec<(&[i8], usize)> = points
+            .iter()
+            .map(Vec::as_slice)
             .zip(ids.iter().copied())
             .collect();
         self.hnsw.set_searching_mode(false);
@@ -244,7 +245,9 @@ impl Graph {
                 item: entry.item,
                 span: entry.span,
             });
-            vectors.codes.extend_from_slice(point.get_v());
+            vectors
+                .codes
+                .extend_from_slice(split_point(point.get_v()).0);
             vectors.scales.push(entry.scale);
         }
         flat::FlatTable {
@@ -285,7 +288,8 @@ impl Graph {
         }
         let mut coded = QuantizedRows::default();
         push_row(&mut coded, query);
-        let codes = coded.codes.as_slice();
+        let query_point = point(&coded.codes);
+        let codes = query_point.as_slice();
         let ef = effort.max(2 * k);
         let neighbours = if !filtered {
             self.hnsw.search(codes, k, ef)
@@ -302,8 +306,9 @@ impl Graph {
                 if !entry.live || (scope.is_none() && !entry.searched_unscoped()) {
                     return None;
                 }
-                let point = self.hnsw.get_point_indexation().get_point_data(&n.p_id)?;
-                Some((n.d_id, score(Row::Packed(&point, entry.scale).dot(query))))
+                let found = self.hnsw.get_point_indexation().get_point_data(&n.p_id)?;
+                let row = Row::Packed(split_point(&found).0, entry.scale);
+                Some((n.d_id, score(row.dot(query))))
             })
             .collect();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
