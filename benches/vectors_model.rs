@@ -25,7 +25,9 @@ use std::time::{Instant, SystemTime};
 
 use edudb::compute::embed::Embedder;
 use edudb::compute::embed::local::LocalEmbedder;
+use edudb::compute::quantize::quantize;
 use edudb::ingest::pipeline::analyze;
+use edudb::storage::vector_record::Row;
 use edudb::storage::vectors::{EF_SEARCH, Graph};
 use edudb::{EduKind, Format, Span};
 
@@ -225,9 +227,14 @@ fn main() {
     // none).
     assert!(vectors.iter().all(|v| v.iter().any(|&x| x != 0.0)));
     let started = Instant::now();
+    let stored = quantize(&vectors.concat(), dimension);
     let mut graph = Graph::empty();
-    let rows = (vectors.iter().enumerate())
-        .map(|(i, v)| (i as u32, Span::new(i as u32, i as u32), v.clone()))
+    let rows = (0..vectors.len())
+        .map(|i| {
+            let (codes, scale) = stored.row(i, dimension).expect("a row per vector");
+            let id = i as u32;
+            (id, Span::new(id, id), Row::Packed(codes, scale))
+        })
         .collect();
     graph.add("corpus", rows);
     println!(

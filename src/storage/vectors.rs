@@ -281,13 +281,10 @@ impl VectorIndex {
             )));
         }
         let manifest: Manifest = serde_json::from_slice(&bytes).map_err(parse_error)?;
-        if manifest.version != MANIFEST_VERSION
-            || manifest.identity != identity
-            || manifest.dimension != dimension
-        {
+        if manifest.identity != identity || manifest.dimension != dimension {
             return Err(Error::Vectors(format!(
-                "built by {} (dimension {}, manifest v{}), not {identity} (dimension {dimension})",
-                manifest.identity, manifest.dimension, manifest.version
+                "built by {} (dimension {}), not {identity} (dimension {dimension})",
+                manifest.identity, manifest.dimension
             )));
         }
         for (file, expected) in &manifest.checksums {
@@ -432,7 +429,9 @@ impl VectorIndex {
             });
         }
         // Every row is there: `holds` checked the lengths.
-        let row = |rows: Rows<'_>, i: usize| rows.row(i).map(Row::to_vec).unwrap_or_default();
+        fn row(rows: Rows<'_>, i: usize) -> Row<'_> {
+            rows.row(i).unwrap_or(Row::Packed(&[], 0.0))
+        }
         self.remove(id);
         let node_rows = (0..doc.tree.nodes.len())
             .map(|i| {

@@ -8,6 +8,7 @@
 //! what it found exactly, with the `f32` query against each row as the
 //! store holds it, so a graph search reports the scores an exact scan does.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -172,25 +173,25 @@ impl Graph {
         }
     }
 
-    /// Adds `doc`'s rows (item, span, unit vector), skipping zero vectors
-    /// (text with no features). Each row goes in as its 8-bit codes: a
-    /// stored row's own (quantising its values again gives them back).
-    pub fn add(&mut self, doc: &str, rows: Vec<(u32, Span, Vec<f32>)>) {
+    /// Adds `doc`'s stored rows (item, span, row), skipping zero rows
+    /// (text with no features). A row goes in as its own 8-bit codes; the
+    /// `f32` rows of stores older than format 7 are quantised as the store
+    /// now quantises.
+    pub fn add(&mut self, doc: &str, rows: Vec<(u32, Span, Row<'_>)>) {
         let first = self.entries.len();
-        let mut coded = QuantizedRows::default();
         let mut kept = Vec::with_capacity(rows.len());
-        for (item, span, vector) in rows {
-            if vector.iter().any(|&x| x != 0.0) {
-                push_row(&mut coded, &vector);
-                kept.push((item, span));
+        let mut points = Vec::with_capacity(rows.len());
+        for (item, span, row) in rows {
+            if !row.is_zero() {
+                let (codes, scale) = row_codes(row);
+                points.push(point(&codes));
+                kept.push((item, span, scale));
             }
         }
         if kept.is_empty() {
             return;
         }
-        let dimension = coded.codes.len() / kept.len();
         let ids: Vec<usize> = (first..first + kept.len()).collect();
-        let points: Vec<Vec<i8>> = coded.codes.chunks_exact(dimension).map(point).collect();
         let data: Vec<(&[i8], usize)> = points
             .iter()
             .map(Vec::as_slice)
@@ -199,17 +200,14 @@ impl Graph {
         self.hnsw.set_searching_mode(false);
         insert_in_parallel(&self.hnsw, &data);
         self.hnsw.set_searching_mode(true);
-        self.entries.extend(
-            kept.iter()
-                .zip(&coded.scales)
-                .map(|(&(item, span), &scale)| Entry {
-                    doc: doc.to_owned(),
-                    item,
-                    span,
-                    live: true,
-                    scale,
-                }),
-        );
+        self.entries
+            .extend(kept.into_iter().map(|(item, span, scale)| Entry {
+                doc: doc.to_owned(),
+                item,
+                span,
+                live: true,
+                scale,
+            }));
         if is_turn_id(doc) {
             self.turns += ids.len();
         }
@@ -234,8 +232,8 @@ impl Graph {
             codes: Vec::with_capacity(points.len() * dimension),
             scales: Vec::with_capacity(points.len()),
         };
-        for point in points {
-            let entry = &self.entries[point.get_origin_id()];
+        for indexed in points {
+            let entry = &self.entries[indexed.get_origin_id()];
             let doc = *doc_index.entry(entry.doc.as_str()).or_insert_with(|| {
                 docs.push(entry.doc.clone());
                 (docs.len() - 1) as u32
@@ -247,7 +245,7 @@ impl Graph {
             });
             vectors
                 .codes
-                .extend_from_slice(split_point(point.get_v()).0);
+                .extend_from_slice(split_point(indexed.get_v()).0);
             vectors.scales.push(entry.scale);
         }
         flat::FlatTable {
@@ -316,6 +314,20 @@ impl Graph {
     }
 }
 
+/// A stored row's codes and scale: a packed row's own, or an `f32` row
+/// quantised.
+fn row_codes(row: Row<'_>) -> (Cow<'_, [i8]>, f32) {
+    match row {
+        Row::Packed(codes, scale) => (Cow::Borrowed(codes), scale),
+        Row::Full(_) => {
+            let mut coded = QuantizedRows::default();
+            push_row(&mut coded, &row.to_vec());
+            let scale = coded.scales.first().copied().unwrap_or(0.0);
+            (Cow::Owned(coded.codes), scale)
+        }
+    }
+}
+
 /// Inserts `data` into `hnsw` on [`INSERT_POOL`], entered from a thread of
 /// no rayon pool. The caller holds the engine's lock on the index for
 /// writing; waiting inside a shared pool would let that thread, or one the
@@ -358,15 +370,30 @@ mod tests {
     use std::sync::{Arc, Mutex, mpsc};
     use std::time::Duration;
 
-    /// `count` unit vectors of `dimension` values, all different.
-    fn unit_rows(count: u32, dimension: usize) -> Vec<(u32, Span, Vec<f32>)> {
-        (0..count)
+    /// `count` unit vectors of `dimension` values, all different, row-major.
+    fn unit_vectors(count: u32, dimension: usize) -> Vec<f32> {
+        let mut values = Vec::new();
+        for i in 0..count as usize {
+            let mut v: Vec<f32> = (0..dimension)
+                .map(|d| ((i * 31 + d * 17) % 97) as f32 + 1.0)
+                .collect();
+            crate::compute::vector::normalise(&mut v);
+            values.extend(v);
+        }
+        values
+    }
+
+    /// The graph's rows (item and span `i`) of `stored`, as the store
+    /// hands them over.
+    fn rows(stored: &QuantizedRows, dimension: usize) -> Vec<(u32, Span, Row<'_>)> {
+        (0..stored.scales.len())
             .map(|i| {
-                let mut v: Vec<f32> = (0..dimension)
-                    .map(|d| ((i as usize * 31 + d * 17) % 97) as f32 + 1.0)
-                    .collect();
-                crate::compute::vector::normalise(&mut v);
-                (i, Span::new(i, i), v)
+                let (codes, scale) = stored.row(i, dimension).unwrap();
+                (
+                    i as u32,
+                    Span::new(i as u32, i as u32),
+                    Row::Packed(codes, scale),
+                )
             })
             .collect()
     }
@@ -395,8 +422,9 @@ mod tests {
             pool.spawn(move || {
                 let _held = lock.lock().unwrap();
                 holding.send(()).unwrap();
+                let stored = quantize(&unit_vectors(3_000, 32), 32);
                 let mut graph = Graph::empty();
-                graph.add("d", unit_rows(3_000, 32));
+                graph.add("d", rows(&stored, 32));
                 done.send(graph.entries.len()).unwrap();
             });
         }
@@ -418,8 +446,9 @@ mod tests {
     #[test]
     fn the_dump_holds_a_byte_per_value() {
         let (count, dimension) = (500u32, 64usize);
+        let stored = quantize(&unit_vectors(count, dimension), dimension);
         let mut graph = Graph::empty();
-        graph.add("d", unit_rows(count, dimension));
+        graph.add("d", rows(&stored, dimension));
         let dir = tempfile::TempDir::new().unwrap();
         graph.dump(dir.path(), "edus").unwrap();
         let data = std::fs::metadata(dir.path().join(&dump_files("edus")[1])).unwrap();
@@ -430,7 +459,7 @@ mod tests {
         );
         let entries = graph.entries.clone();
         let loaded = Graph::load(dir.path(), "edus", entries).unwrap();
-        let query = &unit_rows(1, dimension)[0].2;
+        let query = &unit_vectors(1, dimension);
         assert_eq!(
             loaded.search(query, 10, 64, None),
             graph.search(query, 10, 64, None)
@@ -442,11 +471,9 @@ mod tests {
     #[test]
     fn a_search_scores_the_stored_rows_against_the_query() {
         let dimension = 48;
-        let rows = unit_rows(300, dimension);
-        let values: Vec<f32> = rows.iter().flat_map(|(_, _, v)| v.clone()).collect();
-        let stored = quantize(&values, dimension);
+        let stored = quantize(&unit_vectors(300, dimension), dimension);
         let mut graph = Graph::empty();
-        graph.add("d", rows.clone());
+        graph.add("d", rows(&stored, dimension));
         let mut query: Vec<f32> = (0..dimension).map(|d| (d % 7) as f32 - 2.5).collect();
         crate::compute::vector::normalise(&mut query);
         let found = graph.search(&query, 20, 300, None);
