@@ -24,12 +24,17 @@ written again (a document written twice replaces itself), so a worker
 lost mid-ingest loses and duplicates nothing. A source whose content is
 bad (not a document, a PDF without text) is reported in
 :attr:`DistributedIngest.failures` and written nowhere; the rest go on.
+So is a source whose preparing worker dies every time it is prepared
+(killed for memory, say): each source is prepared at most ``1 +
+max_retries`` times, counted by a small actor beside the pipeline, so one
+such source cannot keep the pipeline restarting workers forever.
 """
 
 from __future__ import annotations
 
 import os as _os
 import time as _time
+import uuid as _uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -67,29 +72,76 @@ class DistributedIngest:
     seconds: float
 
 
+_ATTEMPTS_ACTOR_PREFIX = "edudb-attempts-"
+"""The name of each ingest's :class:`_Attempts` actor starts with this."""
+
+
+class _Attempts:
+    """The preparations of each source that began and did not end (their
+    worker died at it), and which worker process is at each: one Ray actor
+    per ingest, beside its pipeline, so that a count outlives the workers
+    Ray Data restarts. A source gets at most ``tries`` such attempts."""
+
+    def __init__(self, tries: int) -> None:
+        self._tries = tries
+        self._begun: Dict[str, int] = {}
+        self._workers: Dict[str, int] = {}
+
+    def begin(self, doc: str, pid: int) -> bool:
+        """Records that process ``pid`` prepares ``doc``, or returns False
+        when ``doc``'s workers died at it on each of its tries (then it is
+        not to be prepared)."""
+        if self._begun.get(doc, 0) >= self._tries:
+            return False
+        self._begun[doc] = self._begun.get(doc, 0) + 1
+        self._workers[doc] = pid
+        return True
+
+    def end(self, doc: str) -> None:
+        """Records that an attempt at ``doc`` ended in its worker (prepared
+        or refused), not with the worker's death."""
+        self._begun[doc] -= 1
+        self._workers.pop(doc, None)
+
+    def in_flight(self) -> Dict[str, Tuple[int, int]]:
+        """Each source whose latest attempt began and has not ended: its
+        attempt and the process at it (a dead one's, until the next)."""
+        return {doc: (self._begun[doc], pid) for doc, pid in self._workers.items()}
+
+
 class _Prepare:
     """A Ray Data worker: one :class:`edudb.Preparer`, built once, preparing
     a batch of sources and handing the prepared documents to the writers of
     their stores itself (the driver never holds them); a batch is done once
     every writer it called has written its part. A source with bad content
-    gives its error instead, and is written nowhere."""
+    gives its error instead, and is written nowhere; so does one whose
+    workers died at it on each of its tries (``attempts``, the ingest's
+    :class:`_Attempts`)."""
 
-    def __init__(self, preparer: Mapping[str, Any], options: Mapping[str, Any], writers: Sequence[Any]) -> None:
+    def __init__(self, preparer: Mapping[str, Any], options: Mapping[str, Any], writers: Sequence[Any],
+                 attempts: Any, tries: int) -> None:
         self._preparer = edudb.Preparer(**preparer)
         self._options = dict(options)
         self._writers = list(writers)
+        self._attempts = attempts
+        self._tries = tries
 
     def __call__(self, batch: Dict[str, Any]) -> Dict[str, List[Any]]:
         by_store: Dict[int, List[bytes]] = {}
         errors: List[str] = []
         for doc, shard, path, data in zip(batch["id"], batch["shard"], batch["path"], batch["data"]):
             source: Union[str, bytes] = str(path) if path else bytes(data)
+            if not ray.get(self._attempts.begin.remote(str(doc), _os.getpid())):
+                errors.append(f"its preparing worker died each of the {self._tries} times it was prepared "
+                              "(killed, or out of memory); not prepared again")
+                continue
             try:
                 prepared = self._preparer.prepare(source, id=str(doc), **self._options)
                 by_store.setdefault(int(shard), []).append(prepared)
                 errors.append("")
             except edudb.UserError as err:
                 errors.append(str(err))
+            ray.get(self._attempts.end.remote(str(doc)))
         ray.get([self._writers[shard].write.remote(docs) for shard, docs in by_store.items()])
         return {"id": list(batch["id"]), "error": errors}
 
@@ -143,8 +195,11 @@ def ingest(
     ``num_cpus`` CPUs and ``num_gpus`` GPUs; ``batch_size`` documents per
     preparing call, whose documents go to their stores in one write per
     store. A lost preparing worker is replaced and its batch prepared
-    again (Ray Data's fault tolerance); a lost writer is restarted and its
-    batch written again, up to ``max_retries`` times. ``progress(done, total)`` is called as documents are written.
+    again (Ray Data's fault tolerance), but no source is prepared more
+    than ``1 + max_retries`` times: one whose worker died at it each time
+    is a failure. A lost writer is restarted and its batch written again,
+    up to ``max_retries`` times. ``progress(done, total)`` is called as
+    documents are written.
     The shard set is not held open while this runs (its writers hold its
     stores, and close them before it returns).
     """
@@ -162,17 +217,21 @@ def ingest(
     workers = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1) // max(num_cpus, 0.01)))
     writer = ray.remote(num_cpus=0, max_restarts=max_retries, max_task_retries=max_retries)(_ShardWriter)
     writers = [writer.remote(path) for path in stores]
+    tries = 1 + max_retries
+    attempts = ray.remote(num_cpus=0)(_Attempts).options(name=_ATTEMPTS_ACTOR_PREFIX + _uuid.uuid4().hex).remote(tries)
     written: List[str] = []
     failures: List[Failure] = []
     try:
         # Ray Data restarts a preparing worker whose process dies and gives
-        # its batch to a worker again (its default for actor pools); the
-        # batch's documents are then written again, each replacing itself.
+        # its batch to a worker again, without limit (its default for actor
+        # pools); the batch's documents are then written again, each
+        # replacing itself. The attempts actor is what bounds the retries.
         # Blocks enough for every worker to have batches of its own.
         blocks = max(1, min(len(rows), 4 * workers))
         outcomes = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
             _Prepare,
-            fn_constructor_kwargs={"preparer": preparer, "options": options, "writers": writers},
+            fn_constructor_kwargs={"preparer": preparer, "options": options, "writers": writers,
+                                   "attempts": attempts, "tries": tries},
             batch_size=batch_size,
             batch_format="numpy",
             compute=ray.data.ActorPoolStrategy(size=workers),
@@ -191,6 +250,7 @@ def ingest(
         ray.get([w.close.remote() for w in writers])
         for w in writers:
             ray.kill(w)
+        ray.kill(attempts)
     return DistributedIngest(
         documents=sorted(set(written)),
         failures=sorted(failures, key=lambda f: f.source),

@@ -2,8 +2,9 @@
 node started with `ray start` (one CPU each), the RFCs and 2WikiMultihopQA
 passages prepared by Ray Data workers and written by one actor per store
 into shard sets of 2 and 4 stores, answering every statement as one store
-ingested directly does; and a preparing worker and a writer killed
-mid-ingest, after which nothing is lost or duplicated."""
+ingested directly does; a preparing worker and a writer killed
+mid-ingest, after which nothing is lost or duplicated; and a source whose
+worker is killed each time it is prepared, which ends as a failure."""
 
 from __future__ import annotations
 
@@ -167,6 +168,51 @@ def test_workers_killed_mid_ingest_lose_and_duplicate_nothing(cluster: str, corp
     assert killed == ["MapBatches(_Prepare)", "_ShardWriter"], killed
     assert report.documents == sorted(p.stem for p in corpus)
     assert report.failures == []
+    with edudb.open(tmp_path / "set") as db:
+        assert [d.id for d in db.docs()] == report.documents
+        assert db.check().ok
+
+
+def test_a_source_whose_worker_dies_each_time_is_a_failure_not_an_endless_retry(cluster: str, corpus: List[Path],
+                                                                               tmp_path: Path) -> None:
+    # A source large enough to be watched at: every time a worker begins
+    # preparing it, that worker is killed (as the kernel kills a process
+    # out of memory), and the ingest must still end.
+    poison = ("poison", (corpus[0].read_bytes() + b"\n\n") * 200)
+    kills: List[int] = []
+    done = threading.Event()
+
+    def kill_each_attempt() -> None:
+        deadline = time.monotonic() + 240
+        while not done.is_set() and time.monotonic() < deadline:
+            for name in ray.util.list_named_actors():
+                if not name.startswith(edudb.ray._ATTEMPTS_ACTOR_PREFIX):
+                    continue
+                try:  # an earlier ingest's, being killed, has no answer
+                    in_flight = ray.get(ray.get_actor(name).in_flight.remote(), timeout=5)
+                except (ValueError, ray.exceptions.RayError):
+                    continue
+                attempt, pid = in_flight.get(poison[0], (0, 0))
+                if attempt > len(kills):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        continue
+                    kills.append(pid)
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_each_attempt)
+    killer.start()
+    try:
+        report = edudb.ray.ingest([*corpus[:6], poison], tmp_path / "set", shards=2, batch_size=4,
+                                  max_retries=1)
+    finally:
+        done.set()
+        killer.join()
+    assert len(kills) == 2, kills
+    assert [f.source for f in report.failures] == ["poison"], report.failures
+    assert "died each of the 2 times" in report.failures[0].message
+    assert report.documents == sorted(p.stem for p in corpus[:6])
     with edudb.open(tmp_path / "set") as db:
         assert [d.id for d in db.docs()] == report.documents
         assert db.check().ok
