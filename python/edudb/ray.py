@@ -80,18 +80,17 @@ class _Attempts:
     """The preparations of each source that began and did not end (their
     worker died at it), and which worker process is at each: one Ray actor
     per ingest, beside its pipeline, so that a count outlives the workers
-    Ray Data restarts. A source gets at most ``tries`` such attempts."""
+    Ray Data restarts."""
 
-    def __init__(self, tries: int) -> None:
-        self._tries = tries
+    def __init__(self) -> None:
         self._begun: Dict[str, int] = {}
         self._workers: Dict[str, int] = {}
 
-    def begin(self, doc: str, pid: int) -> bool:
+    def begin(self, doc: str, pid: int, tries: int) -> bool:
         """Records that process ``pid`` prepares ``doc``, or returns False
-        when ``doc``'s workers died at it on each of its tries (then it is
-        not to be prepared)."""
-        if self._begun.get(doc, 0) >= self._tries:
+        when ``doc``'s workers died at it on each of its ``tries`` (then it
+        is not to be prepared)."""
+        if self._begun.get(doc, 0) >= tries:
             return False
         self._begun[doc] = self._begun.get(doc, 0) + 1
         self._workers[doc] = pid
@@ -131,7 +130,7 @@ class _Prepare:
         errors: List[str] = []
         for doc, shard, path, data in zip(batch["id"], batch["shard"], batch["path"], batch["data"]):
             source: Union[str, bytes] = str(path) if path else bytes(data)
-            if not ray.get(self._attempts.begin.remote(str(doc), _os.getpid())):
+            if not ray.get(self._attempts.begin.remote(str(doc), _os.getpid(), self._tries)):
                 errors.append(f"its preparing worker died each of the {self._tries} times it was prepared "
                               "(killed, or out of memory); not prepared again")
                 continue
@@ -218,7 +217,7 @@ def ingest(
     writer = ray.remote(num_cpus=0, max_restarts=max_retries, max_task_retries=max_retries)(_ShardWriter)
     writers = [writer.remote(path) for path in stores]
     tries = 1 + max_retries
-    attempts = ray.remote(num_cpus=0)(_Attempts).options(name=_ATTEMPTS_ACTOR_PREFIX + _uuid.uuid4().hex).remote(tries)
+    attempts = ray.remote(num_cpus=0)(_Attempts).options(name=_ATTEMPTS_ACTOR_PREFIX + _uuid.uuid4().hex).remote()
     written: List[str] = []
     failures: List[Failure] = []
     try:

@@ -26,8 +26,8 @@ pub(super) fn point(codes: &[i8]) -> Vec<i8> {
 
 /// A graph point's codes and inverse norm (see [`point`]); a point too
 /// short to hold a norm reads as a zero row. The norm's length is fixed,
-/// so reading it is four byte loads, not a copy of unknown length (which
-/// was a tenth of a search).
+/// so reading it is four byte loads, not a call to copy bytes of a length
+/// known only at run time.
 pub(super) fn split_point(point: &[i8]) -> (&[i8], f32) {
     match point.split_last_chunk::<NORM_BYTES>() {
         Some((codes, norm)) => (codes, f32::from_le_bytes(norm.map(|code| code as u8))),
